@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The README's test command: start the real test services, then run every Go test against them.
+# Extra arguments go to `go test` (for example -run, -v).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+bash scripts/services.sh up
+eval "$(bash scripts/services.sh env)"
+
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change: $unformatted" >&2
+  exit 1
+fi
+go vet ./...
+go test -count=1 -timeout 25m -p 2 "$@" ./...
