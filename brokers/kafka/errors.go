@@ -144,7 +144,7 @@ var kafkaErrorRetriable = map[sarama.KError]bool{
 	sarama.ErrInvalidTimestamp:                   false,
 	sarama.ErrInvalidRequest:                     false,
 	sarama.ErrInvalidConfig:                      false,
-	sarama.ErrOutOfOrderSequenceNumber:                 false,
+	sarama.ErrOutOfOrderSequenceNumber:           false,
 	sarama.ErrInvalidProducerEpoch:               false,
 	sarama.ErrInvalidProducerIDMapping:           false,
 	sarama.ErrTopicDeletionDisabled:              false,
