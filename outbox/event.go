@@ -1,0 +1,159 @@
+package outbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/google/uuid"
+)
+
+// Metadata keys outboxkit sets on every Watermill message it writes to the outbox and that the
+// forwarder sends to the broker as headers (Kafka) or properties (Pulsar). The message UUID is
+// the event id as well.
+const (
+	MetadataEventID       = "event_id"
+	MetadataEventType     = "event_type"
+	MetadataAggregateType = "aggregate_type"
+	MetadataAggregateID   = "aggregate_id"
+	MetadataTenantID      = "tenant_id"
+	MetadataCreatedAt     = "created_at"
+	// MetadataTopic names the destination topic of a message written through
+	// [Writer.Publisher]; when absent the topic passed to Publish is used.
+	MetadataTopic = "outbox_topic"
+)
+
+// reservedMetadata lists the keys a user header may not use.
+var reservedMetadata = map[string]bool{
+	MetadataEventID: true, MetadataEventType: true, MetadataAggregateType: true,
+	MetadataAggregateID: true, MetadataTenantID: true, MetadataCreatedAt: true, MetadataTopic: true,
+}
+
+// Event is one fact to publish. Topic, AggregateID and EventType are required; ID and CreatedAt
+// are filled in by the Writer when zero.
+type Event struct {
+	// ID identifies the event and is the consumers' dedup key. Zero means: generate a
+	// time-ordered UUIDv7.
+	ID uuid.UUID
+	// Topic is the destination topic on the broker.
+	Topic string
+	// AggregateType is the kind of entity the event is about, such as "order".
+	AggregateType string
+	// AggregateID identifies the entity; it is the ordering and partitioning key (the Kafka
+	// message key, the Pulsar ordering key).
+	AggregateID string
+	// EventType names what happened, such as "OrderPlaced".
+	EventType string
+	// Payload is the event body, sent to the broker unchanged.
+	Payload []byte
+	// Headers travel with the event as message metadata. Names must be non-empty printable
+	// ASCII without spaces and must not use the keys reserved by outboxkit.
+	Headers map[string]string
+	// TenantID optionally names the tenant; it is part of the ordering key.
+	TenantID string
+	// CreatedAt is when the event was created; zero means now.
+	CreatedAt time.Time
+}
+
+// NewJSONEvent returns an event whose payload is v encoded as JSON, with a content-type header.
+func NewJSONEvent(topic, aggregateType, aggregateID, eventType string, v any) (Event, error) {
+	payload, err := json.Marshal(v)
+	if err != nil {
+		return Event{}, fmt.Errorf("outbox: encode %s payload as JSON: %w", eventType, err)
+	}
+	return Event{
+		Topic: topic, AggregateType: aggregateType, AggregateID: aggregateID, EventType: eventType,
+		Payload: payload, Headers: map[string]string{"content-type": "application/json"},
+	}, nil
+}
+
+// DecodeJSON decodes the event's payload into v.
+func (e Event) DecodeJSON(v any) error {
+	if err := json.Unmarshal(e.Payload, v); err != nil {
+		return fmt.Errorf("outbox: decode event %s payload: %w", e.ID, err)
+	}
+	return nil
+}
+
+// OrderingKey is the key that orders events: tenant, aggregate type and aggregate id.
+func (e Event) OrderingKey() string {
+	return e.TenantID + "\x1f" + e.AggregateType + "\x1f" + e.AggregateID
+}
+
+// KeyHash returns the 64-bit FNV-1a hash of the ordering key; the relay partitions work by it.
+func KeyHash(tenantID, aggregateType, aggregateID string) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(tenantID + "\x1f" + aggregateType + "\x1f" + aggregateID))
+	return int64(h.Sum64() & 0x7fffffffffffffff)
+}
+
+// Partitions is the number of key-hash partitions the relay shares out among its instances.
+const Partitions = 64
+
+// PartitionOf returns the relay partition of a key hash.
+func PartitionOf(keyHash int64) int { return int(keyHash % Partitions) }
+
+// ToMessage converts the event into a Watermill message: the UUID is the event id, the payload is
+// copied, and the metadata carries the event's headers plus the outboxkit keys.
+func (e Event) ToMessage() *message.Message {
+	msg := message.NewMessage(e.ID.String(), e.Payload)
+	for k, v := range e.Headers {
+		msg.Metadata.Set(k, v)
+	}
+	msg.Metadata.Set(MetadataEventID, e.ID.String())
+	msg.Metadata.Set(MetadataEventType, e.EventType)
+	msg.Metadata.Set(MetadataAggregateType, e.AggregateType)
+	msg.Metadata.Set(MetadataAggregateID, e.AggregateID)
+	if e.TenantID != "" {
+		msg.Metadata.Set(MetadataTenantID, e.TenantID)
+	}
+	if !e.CreatedAt.IsZero() {
+		msg.Metadata.Set(MetadataCreatedAt, e.CreatedAt.UTC().Format(time.RFC3339Nano))
+	}
+	return msg
+}
+
+// EventFromMessage converts a Watermill message back into an event. topic is used when the
+// message does not name its destination in [MetadataTopic]. Missing metadata leaves fields empty;
+// [Event.Validate] reports what is missing.
+func EventFromMessage(topic string, msg *message.Message) (Event, error) {
+	e := Event{Topic: topic, Payload: msg.Payload, Headers: map[string]string{}}
+	id := msg.Metadata.Get(MetadataEventID)
+	if id == "" {
+		id = msg.UUID
+	}
+	if id != "" {
+		parsed, err := uuid.Parse(id)
+		if err != nil {
+			return Event{}, fmt.Errorf("outbox: message id %q is not a UUID: %w", id, err)
+		}
+		e.ID = parsed
+	}
+	for k, v := range msg.Metadata {
+		switch k {
+		case MetadataEventID:
+		case MetadataTopic:
+			e.Topic = v
+		case MetadataEventType:
+			e.EventType = v
+		case MetadataAggregateType:
+			e.AggregateType = v
+		case MetadataAggregateID:
+			e.AggregateID = v
+		case MetadataTenantID:
+			e.TenantID = v
+		case MetadataCreatedAt:
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return Event{}, fmt.Errorf("outbox: message %s: metadata %s=%q is not an RFC 3339 time: %w",
+					msg.UUID, MetadataCreatedAt, v, err)
+			}
+			e.CreatedAt = t
+		default:
+			e.Headers[k] = v
+		}
+	}
+	return e, nil
+}

@@ -1,0 +1,68 @@
+package outbox
+
+import (
+	"fmt"
+	"strings"
+)
+
+// DefaultTable is the outbox table name used when none is configured.
+const DefaultTable = "outbox_events"
+
+// Table names an outbox table of one dialect and the relay tables derived from it. It is the
+// one place both the write side and the forwarder take table names from; every name in it has
+// been validated by [ValidateIdentifier].
+type Table struct {
+	dialect Dialect
+	name    string
+}
+
+// NewTable validates the dialect and the table name ("" means [DefaultTable]).
+func NewTable(dialect Dialect, name string) (Table, error) {
+	if err := dialect.Validate(); err != nil {
+		return Table{}, err
+	}
+	if name == "" {
+		name = DefaultTable
+	}
+	if err := ValidateIdentifier(name); err != nil {
+		return Table{}, fmt.Errorf("outbox: table name: %w", err)
+	}
+	if dialect == SQLite && strings.Contains(name, ".") {
+		return Table{}, fmt.Errorf("outbox: table name: %w %q: SQLite tables cannot be schema-qualified here",
+			ErrInvalidIdentifier, name)
+	}
+	return Table{dialect: dialect, name: name}, nil
+}
+
+// Dialect returns the table's dialect.
+func (t Table) Dialect() Dialect { return t.dialect }
+
+// Events is the outbox table itself.
+func (t Table) Events() string { return t.name }
+
+// Leases holds one row per relay partition: which relay owns it, until when.
+func (t Table) Leases() string { return t.name + "_leases" }
+
+// Relays holds one heartbeat row per running relay.
+func (t Table) Relays() string { return t.name + "_relays" }
+
+// KeyLocks (MySQL only) holds one row per ordering key hash, locked by writers to serialize
+// transactions that write events of the same key.
+func (t Table) KeyLocks() string { return t.name + "_key_locks" }
+
+// Migrations records the applied schema versions.
+func (t Table) Migrations() string { return t.name + "_migrations" }
+
+// Channel is the PostgreSQL LISTEN/NOTIFY channel a commit into the table notifies.
+func (t Table) Channel() string { return "outboxkit_" + strings.ReplaceAll(t.name, ".", "_") }
+
+// shortName is the unqualified table name, a prefix for index and trigger names.
+func (t Table) shortName() string {
+	if i := strings.LastIndexByte(t.name, '.'); i >= 0 {
+		return t.name[i+1:]
+	}
+	return t.name
+}
+
+// String returns the table name.
+func (t Table) String() string { return t.name }

@@ -1,0 +1,88 @@
+package outbox
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+)
+
+// ErrInvalidEvent is wrapped by every event validation error.
+var ErrInvalidEvent = errors.New("invalid event")
+
+// ErrInvalidIdentifier is wrapped by every rejected SQL identifier.
+var ErrInvalidIdentifier = errors.New("invalid SQL identifier")
+
+// DefaultMaxPayloadBytes is the default payload limit: just under Kafka's default
+// message.max.bytes (1 MiB), leaving room for headers.
+const DefaultMaxPayloadBytes = 900 * 1024
+
+// maxTextField bounds topic, aggregate, event-type and tenant values (the columns are VARCHAR(255)
+// on MySQL).
+const maxTextField = 255
+
+// Validate checks the event before any SQL runs. maxPayloadBytes <= 0 disables the size check.
+// The error wraps ErrInvalidEvent and names the event and the bad field.
+func (e Event) Validate(maxPayloadBytes int) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w %s (type %q, aggregate %q): %s", ErrInvalidEvent, e.ID, e.EventType, e.AggregateID,
+			fmt.Sprintf(format, args...))
+	}
+	for _, f := range []struct{ name, value string }{
+		{"topic", e.Topic}, {"aggregate id", e.AggregateID}, {"event type", e.EventType},
+	} {
+		if f.value == "" {
+			return bad("missing %s", f.name)
+		}
+	}
+	for _, f := range []struct{ name, value string }{
+		{"topic", e.Topic}, {"aggregate type", e.AggregateType}, {"aggregate id", e.AggregateID},
+		{"event type", e.EventType}, {"tenant id", e.TenantID},
+	} {
+		if len(f.value) > maxTextField {
+			return bad("%s is %d bytes, the limit is %d", f.name, len(f.value), maxTextField)
+		}
+	}
+	if !topicPattern.MatchString(e.Topic) {
+		return bad("topic %q may only contain letters, digits and . _ - : $", e.Topic)
+	}
+	if maxPayloadBytes > 0 && len(e.Payload) > maxPayloadBytes {
+		return bad("payload is %d bytes, the limit is %d", len(e.Payload), maxPayloadBytes)
+	}
+	for name := range e.Headers {
+		if reservedMetadata[name] {
+			return bad("header %q is reserved by outboxkit", name)
+		}
+		if !headerPattern.MatchString(name) {
+			return bad("header name %q must be 1-255 printable ASCII characters without spaces", name)
+		}
+	}
+	return nil
+}
+
+// topicPattern matches what both brokers and watermill-sql accept as a topic name.
+var topicPattern = regexp.MustCompile(`^[A-Za-z0-9._\-:$]+$`)
+
+// headerPattern: printable ASCII except space, as Kafka headers and Pulsar properties expect.
+var headerPattern = regexp.MustCompile(`^[\x21-\x7e]{1,255}$`)
+
+// identifierPattern: a plain SQL identifier, optionally schema-qualified.
+var identifierPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
+
+// maxIdentifier leaves room for the suffixes of derived names (PostgreSQL's limit is 63).
+const maxIdentifier = 48
+
+// ValidateIdentifier accepts a table name made of letters, digits and underscores, optionally
+// schema-qualified ("app.outbox"), at most 48 characters so derived index and table names fit
+// every dialect. Anything else is rejected: table names are never quoted or escaped, only checked.
+func ValidateIdentifier(name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty table name", ErrInvalidIdentifier)
+	}
+	if len(name) > maxIdentifier {
+		return fmt.Errorf("%w %q: longer than %d characters", ErrInvalidIdentifier, name, maxIdentifier)
+	}
+	if !identifierPattern.MatchString(name) {
+		return fmt.Errorf("%w %q: use letters, digits and underscores, optionally schema.table", ErrInvalidIdentifier, name)
+	}
+	return nil
+}
