@@ -310,6 +310,9 @@ type DeadLetterPolicy struct {
 	// Topic is the dead-letter topic, short name or full URL. Default (Pulsar's):
 	// <topic>-<subscription>-DLQ.
 	Topic string
+	// InitialSubscription, if set, is created on the dead-letter topic together with its
+	// producer, so dead letters are retained until someone reads them.
+	InitialSubscription string
 }
 
 // SubscriberConfig configures a Subscriber.

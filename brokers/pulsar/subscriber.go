@@ -88,7 +88,7 @@ func (s *Subscriber) consumerOptions(topic string) (apulsar.ConsumerOptions, err
 		EnableBatchIndexAcknowledgment: true,
 	}
 	if dl := s.config.DeadLetter; dl != nil {
-		opts.DLQ = &apulsar.DLQPolicy{MaxDeliveries: dl.MaxDeliveries}
+		opts.DLQ = &apulsar.DLQPolicy{MaxDeliveries: dl.MaxDeliveries, InitialSubscriptionName: dl.InitialSubscription}
 		if dl.Topic != "" {
 			// Validated by SubscriberConfig.Validate.
 			opts.DLQ.DeadLetterTopic, _ = s.config.FullTopicName(dl.Topic)
