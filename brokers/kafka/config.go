@@ -301,7 +301,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("topic_replication_factor: %d must not be negative", c.TopicReplicationFactor)
 	}
 	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
-		return fmt.Errorf("tls: cert_file %q and key_file %q must be set together", c.TLS.CertFile, c.TLS.KeyFile)
+		return fmt.Errorf("tls.cert_file %q and tls.key_file %q must be set together", c.TLS.CertFile, c.TLS.KeyFile)
 	}
 	for _, f := range []struct{ name, path string }{
 		{"tls.ca_file", c.TLS.CAFile}, {"tls.cert_file", c.TLS.CertFile}, {"tls.key_file", c.TLS.KeyFile},

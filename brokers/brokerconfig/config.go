@@ -1,0 +1,169 @@
+// Package brokerconfig builds the outboxkit publisher and subscribers of the broker chosen by
+// configuration (a YAML file with environment overrides): broker: kafka | pulsar | kfake is the
+// whole switch.
+package brokerconfig
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/outboxkit/outboxkit/brokers/kafka"
+)
+
+// Broker names accepted by Config.Broker.
+const (
+	BrokerKafka  = "kafka"
+	BrokerPulsar = "pulsar"
+	// BrokerKFake starts an in-process Kafka-protocol cluster (franz-go's kfake) and talks to it
+	// with the Kafka adapter: for tests and demos, nothing is persisted.
+	BrokerKFake = "kfake"
+)
+
+var allowedBrokers = []string{BrokerKafka, BrokerPulsar, BrokerKFake}
+
+// Config is the broker configuration: which broker, and one section per broker. Only the
+// section of the chosen broker is used and validated (the kafka section also serves kfake).
+type Config struct {
+	// Broker is kafka, pulsar or kfake. Required.
+	Broker string `yaml:"broker"`
+	// Kafka configures the Kafka adapter (broker: kafka, and broker: kfake except brokers,
+	// tls and sasl).
+	Kafka kafka.Config `yaml:"kafka"`
+	// Pulsar configures the Pulsar adapter (broker: pulsar).
+	Pulsar PulsarConfig `yaml:"pulsar"`
+	// KFake configures the in-process cluster (broker: kfake).
+	KFake KFakeConfig `yaml:"kfake"`
+}
+
+// KFakeConfig configures the in-process kfake cluster.
+type KFakeConfig struct {
+	// Partitions is the partition count of auto-created topics. Default 4.
+	Partitions int `yaml:"partitions"`
+}
+
+// KFakeKafkaVersion is the Kafka protocol version used with broker kfake unless kafka.version
+// is set: from protocol 2.4 on Sarama uses consumer-group request versions whose kfake responses
+// it cannot decode ("error decoding packet: invalid byteslice length"), so the subscriber would
+// never join its group. Publishing is unaffected.
+const KFakeKafkaVersion = "2.3.0"
+
+// DefaultKFakePartitions is the default of KFakeConfig.Partitions.
+const DefaultKFakePartitions = 4
+
+// Load reads the YAML file at path, applies the OUTBOXKIT_* environment overrides (see Env),
+// fills the defaults and validates the result. Unknown YAML keys are errors.
+func Load(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("broker config: %w", err)
+	}
+	cfg, err := Parse(data, os.LookupEnv)
+	if err != nil {
+		return Config{}, fmt.Errorf("broker config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse is Load on YAML already read, with the environment given as a lookup function
+// (os.LookupEnv for the process environment; nil for none). An empty document is allowed, so a
+// configuration can come from the environment alone.
+func Parse(data []byte, lookupEnv func(string) (string, bool)) (Config, error) {
+	var cfg Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("invalid YAML: %w", err)
+	}
+	if lookupEnv != nil {
+		if err := cfg.applyEnv(lookupEnv); err != nil {
+			return Config{}, err
+		}
+	}
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// SetDefaults fills the unset fields of the chosen broker's section with their defaults.
+func (c *Config) SetDefaults() {
+	c.Broker = strings.ToLower(strings.TrimSpace(c.Broker))
+	switch c.Broker {
+	case BrokerKafka:
+		c.Kafka.SetDefaults()
+	case BrokerKFake:
+		if c.Kafka.Version == "" {
+			c.Kafka.Version = KFakeKafkaVersion
+		}
+		c.Kafka.SetDefaults()
+	case BrokerPulsar:
+		c.Pulsar.setDefaults()
+	}
+	if c.KFake.Partitions == 0 {
+		c.KFake.Partitions = DefaultKFakePartitions
+	}
+}
+
+// Validate checks the broker name and the chosen broker's section (with defaults applied to a
+// copy) and returns the first problem, naming the field by its YAML path. Secrets never appear.
+func (c Config) Validate() error {
+	c.SetDefaults()
+	switch c.Broker {
+	case "":
+		return fmt.Errorf("broker: missing (allowed: %s)", strings.Join(allowedBrokers, ", "))
+	case BrokerKafka:
+		if err := c.Kafka.Validate(); err != nil {
+			return fmt.Errorf("kafka.%w", err)
+		}
+	case BrokerKFake:
+		if c.KFake.Partitions < 1 {
+			return fmt.Errorf("kfake.partitions: %d must be at least 1", c.KFake.Partitions)
+		}
+		if c.Kafka.TLS.On() {
+			return errors.New("kafka.tls: not supported with broker kfake (the in-process cluster has no TLS)")
+		}
+		if c.Kafka.SASL.Mechanism != "" {
+			return errors.New("kafka.sasl: not supported with broker kfake (the in-process cluster has no SASL)")
+		}
+		k := c.Kafka
+		k.Brokers = []string{"127.0.0.1:0"} // replaced by the cluster's address in Build
+		if err := k.Validate(); err != nil {
+			return fmt.Errorf("kafka.%w", err)
+		}
+	case BrokerPulsar:
+		if err := c.Pulsar.validate(); err != nil {
+			return fmt.Errorf("pulsar.%w", err)
+		}
+	default:
+		return fmt.Errorf("broker: unknown value %q (allowed: %s)", c.Broker, strings.Join(allowedBrokers, ", "))
+	}
+	return nil
+}
+
+// LogValue implements slog.LogValuer: the broker and its section, secrets redacted.
+func (c Config) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.String("broker", c.Broker)}
+	switch c.Broker {
+	case BrokerKafka:
+		attrs = append(attrs, slog.Any("kafka", c.Kafka.LogValue()))
+	case BrokerKFake:
+		attrs = append(attrs, slog.Any("kafka", c.Kafka.LogValue()), slog.Int("kfake.partitions", c.KFake.Partitions))
+	case BrokerPulsar:
+		attrs = append(attrs, slog.Any("pulsar", c.Pulsar.LogValue()))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// String prints the configuration with secrets redacted.
+func (c Config) String() string { return c.LogValue().String() }
+
+// GoString is String, so %#v redacts too.
+func (c Config) GoString() string { return c.String() }
