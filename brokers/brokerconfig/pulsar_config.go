@@ -41,12 +41,12 @@ type PulsarConfig struct {
 	Compression             string        `yaml:"compression"`
 
 	// Subscriber settings.
-	SubscriptionName    string        `yaml:"subscription_name"`
-	SubscriptionType    string        `yaml:"subscription_type"`
-	InitialPosition     string        `yaml:"initial_position"`
-	NackRedeliveryDelay time.Duration `yaml:"nack_redelivery_delay"`
-	ReceiverQueueSize   int           `yaml:"receiver_queue_size"`
-	ConsumerName        string        `yaml:"consumer_name"`
+	SubscriptionName    string            `yaml:"subscription_name"`
+	SubscriptionType    string            `yaml:"subscription_type"`
+	InitialPosition     string            `yaml:"initial_position"`
+	NackRedeliveryDelay time.Duration     `yaml:"nack_redelivery_delay"`
+	ReceiverQueueSize   int               `yaml:"receiver_queue_size"`
+	ConsumerName        string            `yaml:"consumer_name"`
 	DeadLetter          *PulsarDeadLetter `yaml:"dead_letter"`
 }
 

@@ -46,9 +46,9 @@ var scenarioCases = []scenarioCase{
 
 type received struct {
 	uuid, key, brokerKey, eventType string
-	seq                                  int
-	payload                              string
-	hasBrokerKey                         bool
+	seq                             int
+	payload                         string
+	hasBrokerKey                    bool
 }
 
 // TestScenario publishes keyed events through the configured broker, consumes them with a
