@@ -241,7 +241,9 @@ func TestRetryPoisonConfigValidate(t *testing.T) {
 		{"no topic", func(c *middleware.RetryPoisonConfig) { c.PoisonTopic = "" }, "RetryPoisonConfig.PoisonTopic is empty"},
 		{"negative retries", func(c *middleware.RetryPoisonConfig) { c.MaxRetries = -1 }, "RetryPoisonConfig.MaxRetries is -1, want >= 0"},
 		{"negative interval", func(c *middleware.RetryPoisonConfig) { c.InitialInterval = -time.Second }, "RetryPoisonConfig.InitialInterval is -1s, want >= 0"},
-		{"max below initial", func(c *middleware.RetryPoisonConfig) { c.InitialInterval, c.MaxInterval = time.Second, time.Millisecond },
+		{"max below initial", func(c *middleware.RetryPoisonConfig) {
+			c.InitialInterval, c.MaxInterval = time.Second, time.Millisecond
+		},
 			"RetryPoisonConfig.MaxInterval 1ms is less than InitialInterval 1s"},
 		{"multiplier", func(c *middleware.RetryPoisonConfig) { c.Multiplier = 0.5 }, "RetryPoisonConfig.Multiplier is 0.5, want >= 1"},
 		{"jitter", func(c *middleware.RetryPoisonConfig) { c.RandomizationFactor = 1.5 }, "RetryPoisonConfig.RandomizationFactor is 1.5, want between 0 and 1"},
