@@ -74,9 +74,10 @@ func (d Dialect) TimeArg(t time.Time) any {
 	return t.UTC()
 }
 
-// TimeScanner returns a destination for Scan that accepts the dialect's timestamp
-// representation, and a function returning the scanned time.
-func (d Dialect) TimeScanner() (dest any, get func() (time.Time, error)) {
+// TimeScanner returns a destination for Scan that accepts every dialect's timestamp
+// representation (a time, or the text SQLite stores), and a function returning the scanned time
+// in UTC (zero for NULL).
+func TimeScanner() (dest any, get func() (time.Time, error)) {
 	var raw any
 	return &raw, func() (time.Time, error) { return parseTime(raw) }
 }

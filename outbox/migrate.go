@@ -31,8 +31,7 @@ type Migration struct {
 // or a number.
 type templateData struct {
 	Events, Leases, Relays, KeyLocks, Short, Channel string
-	Partitions                                       int
-	PartitionList, KeyLockSlotList                   []int
+	KeyLockSlotList                                  []int
 }
 
 // Migrations returns the schema migrations of the table, in version order.
@@ -42,10 +41,7 @@ func Migrations(table Table) ([]Migration, error) {
 	}
 	data := templateData{
 		Events: table.Events(), Leases: table.Leases(), Relays: table.Relays(), KeyLocks: table.KeyLocks(),
-		Short: table.shortName(), Channel: table.Channel(), Partitions: Partitions,
-	}
-	for p := range Partitions {
-		data.PartitionList = append(data.PartitionList, p)
+		Short: table.shortName(), Channel: table.Channel(),
 	}
 	for s := range keyLockSlots {
 		data.KeyLockSlotList = append(data.KeyLockSlotList, s)

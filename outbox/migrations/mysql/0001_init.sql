@@ -23,17 +23,20 @@ CREATE TABLE IF NOT EXISTS {{.Events}} (
     KEY {{.Short}}_published (status, published_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
 -- statement
+-- One row per (lease group, partition), created by the forwarders of the group.
 CREATE TABLE IF NOT EXISTS {{.Leases}} (
-    partition_no INT          NOT NULL PRIMARY KEY,
-    owner        VARCHAR(255) NULL,
-    expires_at   DATETIME(6)  NOT NULL DEFAULT '1970-01-01 00:00:01'
+    lease_group  VARCHAR(191) NOT NULL,
+    partition_no INT          NOT NULL,
+    owner        VARCHAR(191) NULL,
+    expires_at   DATETIME(6)  NOT NULL DEFAULT '1970-01-01 00:00:01',
+    PRIMARY KEY (lease_group, partition_no)
 ) ENGINE=InnoDB
 -- statement
-INSERT IGNORE INTO {{.Leases}} (partition_no) VALUES {{range $i, $p := .PartitionList}}{{if $i}}, {{end}}({{$p}}){{end}}
--- statement
 CREATE TABLE IF NOT EXISTS {{.Relays}} (
-    owner        VARCHAR(255) NOT NULL PRIMARY KEY,
-    heartbeat_at DATETIME(6)  NOT NULL
+    lease_group  VARCHAR(191) NOT NULL,
+    owner        VARCHAR(191) NOT NULL,
+    heartbeat_at DATETIME(6)  NOT NULL,
+    PRIMARY KEY (lease_group, owner)
 ) ENGINE=InnoDB
 -- statement
 -- Writers lock the slot rows of their ordering keys so transactions writing the same key

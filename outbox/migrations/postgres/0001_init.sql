@@ -27,17 +27,20 @@ CREATE INDEX IF NOT EXISTS {{.Short}}_parked ON {{.Events}} (partition_no, key_h
 -- statement
 CREATE INDEX IF NOT EXISTS {{.Short}}_published ON {{.Events}} (published_at) WHERE status = 1
 -- statement
+-- One row per (lease group, partition), created by the forwarders of the group.
 CREATE TABLE IF NOT EXISTS {{.Leases}} (
-    partition_no INTEGER PRIMARY KEY,
+    lease_group  TEXT        NOT NULL,
+    partition_no INTEGER     NOT NULL,
     owner        TEXT,
-    expires_at   TIMESTAMPTZ NOT NULL DEFAULT 'epoch'
+    expires_at   TIMESTAMPTZ NOT NULL DEFAULT 'epoch',
+    PRIMARY KEY (lease_group, partition_no)
 )
 -- statement
-INSERT INTO {{.Leases}} (partition_no) SELECT generate_series(0, {{.Partitions}} - 1) ON CONFLICT DO NOTHING
--- statement
 CREATE TABLE IF NOT EXISTS {{.Relays}} (
-    owner        TEXT PRIMARY KEY,
-    heartbeat_at TIMESTAMPTZ NOT NULL
+    lease_group  TEXT        NOT NULL,
+    owner        TEXT        NOT NULL,
+    heartbeat_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (lease_group, owner)
 )
 -- statement
 -- Wake idle relays on commit: one notification per inserting transaction.

@@ -26,15 +26,18 @@ CREATE INDEX IF NOT EXISTS {{.Short}}_parked ON {{.Events}} (partition_no, key_h
 -- statement
 CREATE INDEX IF NOT EXISTS {{.Short}}_published ON {{.Events}} (published_at) WHERE status = 1
 -- statement
+-- One row per (lease group, partition), created by the forwarders of the group.
 CREATE TABLE IF NOT EXISTS {{.Leases}} (
-    partition_no INTEGER PRIMARY KEY,
+    lease_group  TEXT    NOT NULL,
+    partition_no INTEGER NOT NULL,
     owner        TEXT,
-    expires_at   TEXT NOT NULL DEFAULT '1970-01-01 00:00:00.000000'
+    expires_at   TEXT    NOT NULL DEFAULT '1970-01-01 00:00:00.000000',
+    PRIMARY KEY (lease_group, partition_no)
 )
 -- statement
-INSERT OR IGNORE INTO {{.Leases}} (partition_no) VALUES {{range $i, $p := .PartitionList}}{{if $i}}, {{end}}({{$p}}){{end}}
--- statement
 CREATE TABLE IF NOT EXISTS {{.Relays}} (
-    owner        TEXT PRIMARY KEY,
-    heartbeat_at TEXT NOT NULL
+    lease_group  TEXT NOT NULL,
+    owner        TEXT NOT NULL,
+    heartbeat_at TEXT NOT NULL,
+    PRIMARY KEY (lease_group, owner)
 )

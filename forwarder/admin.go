@@ -1,0 +1,146 @@
+package forwarder
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// Admin is the operator's view of an outbox table: its backlog, and the dead letters to list,
+// replay or discard. The outboxkit CLI's status and dead-letters commands use it.
+type Admin struct {
+	db    *sql.DB
+	store *store
+}
+
+// NewAdmin returns an Admin for the table ("" means outbox.DefaultTable).
+func NewAdmin(db *sql.DB, dialect outbox.Dialect, table string) (*Admin, error) {
+	if db == nil {
+		return nil, errors.New("forwarder: NewAdmin: db is nil")
+	}
+	t, err := outbox.NewTable(dialect, table)
+	if err != nil {
+		return nil, fmt.Errorf("forwarder: NewAdmin: %w", err)
+	}
+	return &Admin{db: db, store: &store{table: t, dialect: dialect}}, nil
+}
+
+// DeadLetter is one dead-lettered event kept in the outbox table.
+type DeadLetter struct {
+	Seq           int64
+	EventID       uuid.UUID
+	Topic         string
+	AggregateType string
+	AggregateID   string
+	EventType     string
+	TenantID      string
+	Attempts      int
+	LastError     string
+	CreatedAt     time.Time
+}
+
+// DeadLetters lists up to limit dead-lettered events, oldest first.
+func (a *Admin) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("forwarder: DeadLetters: limit must be positive, got %d", limit)
+	}
+	rows, err := a.db.QueryContext(ctx, a.store.q("SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at FROM "+
+		a.store.table.Events()+" WHERE status = 2 ORDER BY seq LIMIT ?"), limit)
+	if err != nil {
+		return nil, fmt.Errorf("forwarder: list dead letters: %w", err)
+	}
+	defer rows.Close()
+	var out []DeadLetter
+	for rows.Next() {
+		var (
+			d  DeadLetter
+			id string
+		)
+		created, getCreated := outbox.TimeScanner()
+		if err := rows.Scan(&d.Seq, &id, &d.Topic, &d.AggregateType, &d.AggregateID, &d.EventType, &d.TenantID,
+			&d.Attempts, &d.LastError, created); err != nil {
+			return nil, fmt.Errorf("forwarder: list dead letters: %w", err)
+		}
+		if d.EventID, err = uuid.Parse(id); err != nil {
+			return nil, fmt.Errorf("forwarder: dead letter %d: event id %q: %w", d.Seq, id, err)
+		}
+		if d.CreatedAt, err = getCreated(); err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// Replay makes dead-lettered events pending again with fresh attempts; the forwarder publishes
+// them, and then the later events of their keys, in order. It returns how many it replayed;
+// ids that are not dead letters are ignored.
+func (a *Admin) Replay(ctx context.Context, eventIDs ...uuid.UUID) (int64, error) {
+	return a.update(ctx, "replay", "UPDATE "+a.store.table.Events()+
+		" SET status = 0, attempts = 0, next_attempt_at = NULL, last_error = NULL WHERE status = 2 AND event_id IN ", eventIDs)
+}
+
+// Discard deletes dead-lettered events for good, releasing the later events of their keys. It
+// returns how many it deleted; ids that are not dead letters are ignored.
+func (a *Admin) Discard(ctx context.Context, eventIDs ...uuid.UUID) (int64, error) {
+	return a.update(ctx, "discard", "DELETE FROM "+a.store.table.Events()+" WHERE status = 2 AND event_id IN ", eventIDs)
+}
+
+func (a *Admin) update(ctx context.Context, what, query string, ids []uuid.UUID) (int64, error) {
+	if len(ids) == 0 {
+		return 0, fmt.Errorf("forwarder: %s: no event ids given", what)
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id.String()
+	}
+	res, err := a.db.ExecContext(ctx, a.store.q(query+in(len(ids))), args...)
+	if err != nil {
+		return 0, fmt.Errorf("forwarder: %s dead letters: %w", what, err)
+	}
+	return res.RowsAffected()
+}
+
+// TopicStatus summarizes the outbox for one topic.
+type TopicStatus struct {
+	Topic string
+	// Pending rows, including those waiting for a retry.
+	Pending int64
+	// Retrying is the part of Pending that failed at least once.
+	Retrying int64
+	// Dead rows wait for an operator.
+	Dead int64
+	// OldestPending is the created_at of the oldest pending row (zero when none).
+	OldestPending time.Time
+}
+
+// Status returns the backlog per topic.
+func (a *Admin) Status(ctx context.Context) ([]TopicStatus, error) {
+	rows, err := a.db.QueryContext(ctx, "SELECT topic, "+
+		"SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), "+
+		"SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN created_at END) FROM "+
+		a.store.table.Events()+" WHERE status IN (0, 2) GROUP BY topic ORDER BY topic")
+	if err != nil {
+		return nil, fmt.Errorf("forwarder: outbox status: %w", err)
+	}
+	defer rows.Close()
+	var out []TopicStatus
+	for rows.Next() {
+		var s TopicStatus
+		oldest, getOldest := outbox.TimeScanner()
+		if err := rows.Scan(&s.Topic, &s.Pending, &s.Retrying, &s.Dead, oldest); err != nil {
+			return nil, fmt.Errorf("forwarder: outbox status: %w", err)
+		}
+		if s.OldestPending, err = getOldest(); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,195 @@
+package forwarder
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// Config configures a [Forwarder]. DB, Dialect and Publisher are required; every other field has
+// a default, given in its comment.
+type Config struct {
+	// DB is the database holding the outbox table (for PostgreSQL, open it with pgx's stdlib driver).
+	DB *sql.DB
+	// Dialect of DB.
+	Dialect outbox.Dialect
+	// Table is the outbox table. Default: outbox.DefaultTable.
+	Table string
+	// Publisher receives the events: any Watermill publisher, usually one built by brokers/kafka
+	// or brokers/pulsar. Publish is called with up to BatchSize messages of one topic.
+	Publisher message.Publisher
+
+	// RelayID names this forwarder in the lease tables. Default: host name, process id and a
+	// random suffix. Two running forwarders must never share one.
+	RelayID string
+	// LeaseGroup names the set of forwarders sharing the work. Default: "default", or
+	// "tenants:<sorted tenant list>" when Tenants is set. Groups must cover disjoint tenants.
+	LeaseGroup string
+	// Tenants limits this forwarder to events of these tenant ids ("" is the tenant of events
+	// without one). Default: every tenant.
+	Tenants []string
+
+	// BatchSize is the most rows claimed at once. Default: 1000. Larger batches amortize the
+	// database round trips; smaller ones bound the duplicates a crash can cause.
+	BatchSize int
+	// Workers is the number of claim loops per forwarder, each serving its own share of the
+	// leased partitions. Default: 2.
+	Workers int
+	// MinPollInterval is the wait after an empty poll while busy. Default: 10ms.
+	MinPollInterval time.Duration
+	// MaxPollInterval caps the idle backoff of polling (doubling from MinPollInterval). Default: 1s.
+	MaxPollInterval time.Duration
+	// Wakeups, when set, wakes idle workers at once (see [ListenPostgres]).
+	Wakeups <-chan struct{}
+
+	// MaxAttempts is how many times an event is tried before it is dead-lettered. Default: 10.
+	MaxAttempts int
+	// InitialBackoff is the wait after the first failure. Default: 500ms.
+	InitialBackoff time.Duration
+	// MaxBackoff caps the exponential backoff. Default: 5m.
+	MaxBackoff time.Duration
+	// BackoffMultiplier grows the backoff per attempt. Default: 2.
+	BackoffMultiplier float64
+	// BackoffJitter spreads each wait by up to this fraction either way. Default: 0.2.
+	BackoffJitter float64
+	// DeadLetterTopic receives dead-lettered events with the reason in Watermill's poison-queue
+	// headers. Default: "outboxkit.dead_letters".
+	DeadLetterTopic string
+	// IsRetriable classifies publish errors; a non-retriable error dead-letters the event at once.
+	// Default: every error is retriable (brokers/kafka.Retriable is a better choice for Kafka).
+	IsRetriable func(error) bool
+
+	// Retention keeps published rows (status published) for this long before pruning them in
+	// small batches. Default: 0, delete rows as soon as the broker acknowledged them.
+	Retention time.Duration
+	// PruneInterval is how often retained rows are pruned. Default: 1m.
+	PruneInterval time.Duration
+
+	// LeaseTTL is how long a partition lease lasts without renewal. Default: 10s.
+	LeaseTTL time.Duration
+	// HeartbeatInterval is how often leases are renewed and rebalanced. Default: LeaseTTL/4.
+	HeartbeatInterval time.Duration
+	// StatsInterval is how often the pending-rows gauges are refreshed. Default: 10s.
+	StatsInterval time.Duration
+
+	// Metrics, when set, receives the forwarder's Prometheus metrics.
+	Metrics prometheus.Registerer
+	// Logger receives the forwarder's logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Table == "" {
+		c.Table = outbox.DefaultTable
+	}
+	if c.RelayID == "" {
+		host, _ := os.Hostname()
+		c.RelayID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
+	}
+	if c.LeaseGroup == "" {
+		c.LeaseGroup = "default"
+		if len(c.Tenants) > 0 {
+			tenants := append([]string(nil), c.Tenants...)
+			sort.Strings(tenants)
+			c.LeaseGroup = "tenants:" + strings.Join(tenants, ",")
+		}
+	}
+	setDefault(&c.BatchSize, 1000)
+	setDefault(&c.Workers, 2)
+	setDefault(&c.MinPollInterval, 10*time.Millisecond)
+	setDefault(&c.MaxPollInterval, time.Second)
+	setDefault(&c.MaxAttempts, 10)
+	setDefault(&c.InitialBackoff, 500*time.Millisecond)
+	setDefault(&c.MaxBackoff, 5*time.Minute)
+	setDefault(&c.BackoffMultiplier, 2)
+	setDefault(&c.BackoffJitter, 0.2)
+	setDefault(&c.DeadLetterTopic, "outboxkit.dead_letters")
+	setDefault(&c.PruneInterval, time.Minute)
+	setDefault(&c.LeaseTTL, 10*time.Second)
+	setDefault(&c.HeartbeatInterval, c.LeaseTTL/4)
+	setDefault(&c.StatsInterval, 10*time.Second)
+	if c.IsRetriable == nil {
+		c.IsRetriable = func(error) bool { return true }
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+func setDefault[T comparable](field *T, value T) {
+	var zero T
+	if *field == zero {
+		*field = value
+	}
+}
+
+// Validate checks the configuration; errors name the bad field and value.
+func (c Config) Validate() error {
+	var errs []error
+	if c.DB == nil {
+		errs = append(errs, errors.New("DB is required"))
+	}
+	if c.Publisher == nil {
+		errs = append(errs, errors.New("Publisher is required"))
+	}
+	if c.Dialect == "" {
+		errs = append(errs, errors.New("Dialect is required (postgres, mysql or sqlite)"))
+	} else if _, err := outbox.NewTable(c.Dialect, c.Table); err != nil {
+		errs = append(errs, err)
+	}
+	positive := []struct {
+		name  string
+		value float64
+	}{
+		{"BatchSize", float64(c.BatchSize)}, {"Workers", float64(c.Workers)},
+		{"MinPollInterval", float64(c.MinPollInterval)}, {"MaxPollInterval", float64(c.MaxPollInterval)},
+		{"MaxAttempts", float64(c.MaxAttempts)}, {"InitialBackoff", float64(c.InitialBackoff)},
+		{"MaxBackoff", float64(c.MaxBackoff)}, {"LeaseTTL", float64(c.LeaseTTL)},
+		{"HeartbeatInterval", float64(c.HeartbeatInterval)}, {"StatsInterval", float64(c.StatsInterval)},
+		{"PruneInterval", float64(c.PruneInterval)},
+	}
+	for _, p := range positive {
+		if p.value <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %v", p.name, p.value))
+		}
+	}
+	if c.BatchSize > 4000 {
+		errs = append(errs, fmt.Errorf("BatchSize %d is above the limit of 4000", c.BatchSize))
+	}
+	if c.Workers > outbox.Partitions {
+		errs = append(errs, fmt.Errorf("Workers %d is above the %d partitions", c.Workers, outbox.Partitions))
+	}
+	if c.MaxPollInterval < c.MinPollInterval {
+		errs = append(errs, fmt.Errorf("MaxPollInterval %v is below MinPollInterval %v", c.MaxPollInterval, c.MinPollInterval))
+	}
+	if c.BackoffMultiplier < 1 {
+		errs = append(errs, fmt.Errorf("BackoffMultiplier %v must be at least 1", c.BackoffMultiplier))
+	}
+	if c.BackoffJitter < 0 || c.BackoffJitter >= 1 {
+		errs = append(errs, fmt.Errorf("BackoffJitter %v must be in [0, 1)", c.BackoffJitter))
+	}
+	if c.HeartbeatInterval >= c.LeaseTTL {
+		errs = append(errs, fmt.Errorf("HeartbeatInterval %v must be shorter than LeaseTTL %v", c.HeartbeatInterval, c.LeaseTTL))
+	}
+	if c.Retention < 0 {
+		errs = append(errs, fmt.Errorf("Retention %v must not be negative", c.Retention))
+	}
+	if len(c.RelayID) > 191 || len(c.LeaseGroup) > 191 {
+		errs = append(errs, errors.New("RelayID and LeaseGroup must be at most 191 bytes"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("forwarder: invalid config: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,443 @@
+package forwarder_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+func TestRelaysEveryDialect(t *testing.T) {
+	for _, d := range []outbox.Dialect{outbox.Postgres, outbox.MySQL, outbox.SQLite} {
+		t.Run(string(d), func(t *testing.T) {
+			h := newHarness(t, d, kfakeBrokers(t))
+			keys := keysNamed("k", 20)
+			for n := range 5 {
+				var events []outbox.Event
+				for _, k := range keys {
+					events = append(events, h.event(k, n))
+				}
+				h.write(events...)
+			}
+			reg := prometheus.NewRegistry()
+			cfg := h.config(h.publisher())
+			cfg.Metrics = reg
+			stop := h.start(cfg)
+			got := consume(t, h.brokers, h.topic, 100, 60*time.Second)
+			if dups := checkDelivery(t, got, keys, 5); dups != 0 {
+				t.Fatalf("%d duplicates without any crash", dups)
+			}
+			for _, r := range got {
+				if r.key != r.headers[outbox.MetadataAggregateID] || r.headers[outbox.MetadataEventType] != "OrderChanged" ||
+					r.headers[outbox.MetadataAggregateType] != "order" || r.headers["content-type"] != "application/json" ||
+					r.headers[outbox.MetadataCreatedAt] == "" {
+					t.Fatalf("record key %q headers %v", r.key, r.headers)
+				}
+			}
+			stop()
+			if n := h.rowsWithStatus(0); n != 0 {
+				t.Fatalf("%d rows still pending after delivery", n)
+			}
+			if v := counterValue(t, reg, "outboxkit_forwarder_relayed_total"); v != 100 {
+				t.Fatalf("relayed_total = %v, want 100", v)
+			}
+		})
+	}
+}
+
+// counterValue returns the value of a counter with exactly one series in the registry.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			if len(f.Metric) != 1 {
+				t.Fatalf("metric %s has %d series, want 1", name, len(f.Metric))
+			}
+			return f.Metric[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("metric %s not found", name)
+	return 0
+}
+
+// TestThreeForwardersKeepPerKeyOrder: three forwarders share one table while writers add events,
+// one forwarder stops midway and a fourth takes over; nothing is lost or reordered.
+func TestThreeForwardersKeepPerKeyOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		brokers func(testing.TB) []string
+	}{{"kfake", kfakeBrokers}, {"kafka", testsupport.KafkaBrokers}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, outbox.Postgres, tc.brokers(t))
+			keys := keysNamed("agg", 200)
+			const perKey = 10
+			stops := make([]func(), 3)
+			for i := range stops {
+				cfg := h.config(h.publisher())
+				cfg.RelayID = fmt.Sprintf("relay-%d", i)
+				stops[i] = h.start(cfg)
+			}
+			var wg sync.WaitGroup
+			const writers = 4
+			for w := range writers {
+				wg.Go(func() {
+					for n := range perKey {
+						var events []outbox.Event
+						for i := w; i < len(keys); i += writers {
+							events = append(events, h.event(keys[i], n))
+							if len(events) == 10 {
+								h.write(events...)
+								events = nil
+							}
+						}
+						if len(events) > 0 {
+							h.write(events...)
+						}
+						if n == perKey/2 && w == 0 {
+							stops[1]() // one relay leaves gracefully; its partitions move
+							cfg := h.config(h.publisher())
+							cfg.RelayID = "relay-3"
+							h.start(cfg)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			got := consume(t, h.brokers, h.topic, len(keys)*perKey, 90*time.Second)
+			dups := checkDelivery(t, got, keys, perKey)
+			t.Logf("%d events delivered over %d keys by 4 relays, %d duplicates", len(got)-dups, len(keys), dups)
+			if dups != 0 {
+				t.Fatalf("%d duplicates although no relay crashed", dups)
+			}
+		})
+	}
+}
+
+// faultyPublisher wraps a real publisher and refuses every Publish call to topic containing one
+// of the poisoned event ids, the way a broker refuses a message (the dead-letter topic accepts it).
+type faultyPublisher struct {
+	message.Publisher
+	topic    string
+	mu       sync.Mutex
+	poisoned map[string]error
+	calls    atomic.Int64
+}
+
+func (p *faultyPublisher) poison(eventID string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err == nil {
+		delete(p.poisoned, eventID)
+		return
+	}
+	p.poisoned[eventID] = err
+}
+
+func (p *faultyPublisher) Publish(topic string, msgs ...*message.Message) error {
+	p.calls.Add(1)
+	p.mu.Lock()
+	for _, m := range msgs {
+		if topic != p.topic {
+			break
+		}
+		if err := p.poisoned[m.Metadata.Get(outbox.MetadataEventID)]; err != nil {
+			p.mu.Unlock()
+			return err
+		}
+	}
+	p.mu.Unlock()
+	return p.Publisher.Publish(topic, msgs...)
+}
+
+func TestPoisonEventIsRetriedThenDeadLetteredWithoutBlockingOtherKeys(t *testing.T) {
+	h := newHarness(t, outbox.Postgres, kfakeBrokers(t))
+	pub := &faultyPublisher{Publisher: h.publisher(), topic: h.topic, poisoned: map[string]error{}}
+	healthy := keysNamed("ok", 30)
+	var events []outbox.Event
+	for _, k := range healthy {
+		for n := range 3 {
+			events = append(events, h.event(k, n))
+		}
+	}
+	replayed := []outbox.Event{h.event("poison-r", 0), h.event("poison-r", 1), h.event("poison-r", 2)}
+	discarded := []outbox.Event{h.event("poison-d", 0), h.event("poison-d", 1), h.event("poison-d", 2)}
+	injected := errors.New("injected: broker refused the message")
+	pub.poison(replayed[0].ID.String(), injected)
+	pub.poison(discarded[0].ID.String(), injected)
+	h.write(append(append(replayed, discarded...), events...)...)
+
+	cfg := h.config(pub)
+	cfg.MaxAttempts = 3
+	cfg.DeadLetterTopic = h.topic + ".dead"
+	h.start(cfg)
+
+	got := consume(t, h.brokers, h.topic, len(events), 60*time.Second)
+	checkDelivery(t, got, healthy, 3)
+	admin, err := forwarder.NewAdmin(h.db, h.dialect, h.writer.Table().Events())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dead []forwarder.DeadLetter
+	deadline := time.Now().Add(30 * time.Second)
+	for len(dead) < 2 && time.Now().Before(deadline) {
+		if dead, err = admin.DeadLetters(context.Background(), 10); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(dead) != 2 {
+		t.Fatalf("dead letters: %+v, want the 2 poisoned events", dead)
+	}
+	for _, d := range dead {
+		if d.Attempts != 3 || !strings.Contains(d.LastError, "injected") {
+			t.Fatalf("dead letter %+v: want 3 attempts and the injected reason", d)
+		}
+	}
+	dlq := consume(t, h.brokers, cfg.DeadLetterTopic, 2, 30*time.Second)
+	if len(dlq) != 2 {
+		t.Fatalf("dead-letter topic has %d messages, want 2", len(dlq))
+	}
+	for _, m := range dlq {
+		if !strings.Contains(m.headers[middleware.ReasonForPoisonedKey], "injected") ||
+			m.headers[middleware.PoisonedTopicKey] != h.topic || m.headers[forwarder.MetadataAttempts] != "3" {
+			t.Fatalf("dead letter headers %v", m.headers)
+		}
+	}
+	// The later events of both poisoned keys are parked, not published.
+	if more := consume(t, h.brokers, h.topic, len(events)+1, 2*time.Second); len(more) != len(events) {
+		t.Fatalf("%d messages on the topic, want %d: a parked key leaked", len(more), len(events))
+	}
+	status, err := admin.Status(context.Background())
+	if err != nil || len(status) != 1 || status[0].Dead != 2 || status[0].Pending != 4 {
+		t.Fatalf("status %+v (%v), want 2 dead and 4 pending", status, err)
+	}
+
+	// Replay one (the broker accepts it now) and discard the other: both keys flow again, in order.
+	pub.poison(replayed[0].ID.String(), nil)
+	if n, err := admin.Replay(context.Background(), replayed[0].ID); err != nil || n != 1 {
+		t.Fatalf("replay: %d, %v", n, err)
+	}
+	if n, err := admin.Discard(context.Background(), discarded[0].ID); err != nil || n != 1 {
+		t.Fatalf("discard: %d, %v", n, err)
+	}
+	all := consume(t, h.brokers, h.topic, len(events)+5, 30*time.Second)
+	var order []string
+	for _, r := range all {
+		if strings.HasPrefix(r.key, "poison") {
+			order = append(order, fmt.Sprintf("%s/%d", r.key, r.n))
+		}
+	}
+	want := "[poison-r/0 poison-r/1 poison-r/2]"
+	gotR := fmt.Sprint(filter(order, "poison-r"))
+	gotD := fmt.Sprint(filter(order, "poison-d"))
+	if gotR != want || gotD != "[poison-d/1 poison-d/2]" {
+		t.Fatalf("after replay and discard: %s and %s", gotR, gotD)
+	}
+}
+
+func filter(items []string, prefix string) []string {
+	var out []string
+	for _, s := range items {
+		if strings.HasPrefix(s, prefix) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// crashingPublisher publishes for real, then cuts the forwarder's database connections before
+// it can record the acks: the crash between publish and ack.
+type crashingPublisher struct {
+	message.Publisher
+	h       *harness
+	crashes atomic.Int64
+}
+
+func (p *crashingPublisher) Publish(topic string, msgs ...*message.Message) error {
+	if err := p.Publisher.Publish(topic, msgs...); err != nil {
+		return err
+	}
+	if p.crashes.Add(1) <= 2 {
+		if _, err := p.h.db.Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity " +
+			"WHERE datname = current_database() AND state = 'idle in transaction' AND pid <> pg_backend_pid()"); err != nil {
+			p.h.t.Errorf("cut connections: %v", err)
+		}
+	}
+	return nil
+}
+
+func TestCrashBetweenPublishAndAckRepublishes(t *testing.T) {
+	h := newHarness(t, outbox.Postgres, testsupport.KafkaBrokers(t))
+	keys := keysNamed("c", 50)
+	for n := range 4 {
+		var events []outbox.Event
+		for _, k := range keys {
+			events = append(events, h.event(k, n))
+		}
+		h.write(events...)
+	}
+	pub := &crashingPublisher{Publisher: h.publisher(), h: h}
+	cfg := h.config(pub)
+	cfg.Workers = 1
+	h.start(cfg)
+	deadline := time.Now().Add(60 * time.Second)
+	for h.rowsWithStatus(0) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	got := consume(t, h.brokers, h.topic, 250, 10*time.Second)
+	dups := checkDelivery(t, got, keys, 4)
+	if dups == 0 {
+		t.Fatal("no duplicates: the crash between publish and ack did not happen")
+	}
+	t.Logf("%d events delivered, %d duplicates from 2 cut connections", len(got)-dups, dups)
+}
+
+func TestListenNotifyWakesIdleForwarder(t *testing.T) {
+	h := newHarness(t, outbox.Postgres, kfakeBrokers(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := h.config(h.publisher())
+	cfg.MaxPollInterval = 30 * time.Second // without a wake-up, the event would wait for this
+	cfg.Wakeups = forwarder.ListenPostgres(ctx, testsupport.PostgresDSN(t), h.writer.Table(), nil)
+	h.start(cfg)
+	time.Sleep(1500 * time.Millisecond) // let the poll interval back off
+	var worst time.Duration
+	for i := range 3 {
+		start := time.Now()
+		h.write(h.event("wake", i))
+		for h.rowsWithStatus(0) > 0 {
+			if time.Since(start) > 5*time.Second {
+				t.Fatalf("event %d not relayed %v after commit: the wake-up did not work", i, time.Since(start))
+			}
+			time.Sleep(time.Millisecond)
+		}
+		worst = max(worst, time.Since(start))
+		time.Sleep(300 * time.Millisecond)
+	}
+	t.Logf("commit-to-ack with LISTEN/NOTIFY: worst of 3 = %v", worst)
+	if worst > 2*time.Second {
+		t.Fatalf("worst commit-to-ack %v: the forwarder was not woken", worst)
+	}
+}
+
+func TestRetentionKeepsThenPrunesPublishedRows(t *testing.T) {
+	h := newHarness(t, outbox.Postgres, kfakeBrokers(t))
+	h.write(h.event("r", 0), h.event("r", 1))
+	cfg := h.config(h.publisher())
+	cfg.Retention = 2 * time.Second
+	cfg.PruneInterval = 100 * time.Millisecond
+	h.start(cfg)
+	deadline := time.Now().Add(20 * time.Second)
+	for h.rowsWithStatus(1) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("published rows were not kept")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for h.rowsWithStatus(1) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("published rows were not pruned after the retention window")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := consume(t, h.brokers, h.topic, 2, 10*time.Second); len(got) != 2 {
+		t.Fatalf("%d messages delivered, want 2", len(got))
+	}
+}
+
+func TestTenantScopedForwarders(t *testing.T) {
+	h := newHarness(t, outbox.Postgres, kfakeBrokers(t))
+	var events []outbox.Event
+	for _, tenant := range []string{"acme", "globex", "initech"} {
+		for n := range 3 {
+			e := h.event("order-1", n)
+			e.TenantID = tenant
+			events = append(events, e)
+		}
+	}
+	h.write(events...)
+	cfg := h.config(h.publisher())
+	cfg.Tenants = []string{"acme", "initech"}
+	h.start(cfg)
+	got := consume(t, h.brokers, h.topic, 6, 30*time.Second)
+	if len(got) != 6 {
+		t.Fatalf("%d messages delivered, want 6", len(got))
+	}
+	tenants := map[string]int{}
+	for _, r := range got {
+		tenants[r.headers[outbox.MetadataTenantID]]++
+	}
+	if tenants["acme"] != 3 || tenants["initech"] != 3 {
+		t.Fatalf("tenants delivered %v", tenants)
+	}
+	if extra := consume(t, h.brokers, h.topic, 7, time.Second); len(extra) != 6 {
+		t.Fatalf("%d messages: globex leaked into a forwarder limited to acme and initech", len(extra))
+	}
+	if n := h.rowsWithStatus(0); n != 3 {
+		t.Fatalf("%d rows pending, want globex's 3", n)
+	}
+}
+
+func TestConfigErrorsNameTheField(t *testing.T) {
+	db := testsupport.OpenPostgres(t)
+	pub := &faultyPublisher{}
+	base := forwarder.Config{DB: db, Dialect: outbox.Postgres, Publisher: pub}
+	cases := []struct {
+		mutate func(*forwarder.Config)
+		want   string
+	}{
+		{func(c *forwarder.Config) { c.DB = nil }, "DB is required"},
+		{func(c *forwarder.Config) { c.Publisher = nil }, "Publisher is required"},
+		{func(c *forwarder.Config) { c.Dialect = "" }, "Dialect is required"},
+		{func(c *forwarder.Config) { c.Dialect = "oracle" }, `"oracle"`},
+		{func(c *forwarder.Config) { c.Table = "bad;name" }, `"bad;name"`},
+		{func(c *forwarder.Config) { c.BatchSize = -1 }, "BatchSize must be positive, got -1"},
+		{func(c *forwarder.Config) { c.BatchSize = 5000 }, "BatchSize 5000 is above the limit"},
+		{func(c *forwarder.Config) { c.Workers = 65 }, "Workers 65"},
+		{func(c *forwarder.Config) { c.MinPollInterval, c.MaxPollInterval = time.Second, time.Millisecond }, "MaxPollInterval 1ms is below"},
+		{func(c *forwarder.Config) { c.BackoffJitter = 1.5 }, "BackoffJitter 1.5"},
+		{func(c *forwarder.Config) { c.BackoffMultiplier = 0.5 }, "BackoffMultiplier 0.5"},
+		{func(c *forwarder.Config) { c.LeaseTTL, c.HeartbeatInterval = time.Second, 2 * time.Second }, "HeartbeatInterval 2s must be shorter than LeaseTTL 1s"},
+		{func(c *forwarder.Config) { c.Retention = -time.Second }, "Retention -1s"},
+		{func(c *forwarder.Config) { c.MaxAttempts = -3 }, "MaxAttempts must be positive, got -3"},
+	}
+	for _, tc := range cases {
+		cfg := base
+		tc.mutate(&cfg)
+		_, err := forwarder.New(cfg)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error %v, want it to contain %q", err, tc.want)
+		}
+	}
+}
+
+func TestRunFailsClearlyWithoutMigratedTable(t *testing.T) {
+	db := testsupport.OpenPostgres(t)
+	f, err := forwarder.New(forwarder.Config{DB: db, Dialect: outbox.Postgres, Table: testsupport.UniqueName("missing"),
+		Publisher: &faultyPublisher{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = f.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "did you run outbox.Migrate?") || !strings.Contains(err.Error(), "after 5 attempts") {
+		t.Fatalf("Run on a missing table: %v", err)
+	}
+}

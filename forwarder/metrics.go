@@ -1,0 +1,63 @@
+package forwarder
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the forwarder's Prometheus metrics. Counters carry the topic and the tenant ("" for
+// events without one).
+type metrics struct {
+	relayed, failed, deadLettered *prometheus.CounterVec
+	batchSize, publishSeconds     prometheus.Histogram
+	commitToAck                   *prometheus.HistogramVec
+	pending, oldestAge, dead      *prometheus.GaugeVec
+	ownedPartitions               prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer, table string) (*metrics, error) {
+	labels := prometheus.Labels{"table": table}
+	counter := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "outboxkit", Subsystem: "forwarder",
+			Name: name, Help: help, ConstLabels: labels}, []string{"topic", "tenant"})
+	}
+	gauge := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "outboxkit", Subsystem: "forwarder",
+			Name: name, Help: help, ConstLabels: labels}, []string{"tenant"})
+	}
+	m := &metrics{
+		relayed:      counter("relayed_total", "Events published and acknowledged by the broker."),
+		failed:       counter("failed_total", "Failed publish attempts (each is retried or dead-lettered)."),
+		deadLettered: counter("dead_lettered_total", "Events dead-lettered after their last attempt or a permanent error."),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "outboxkit", Subsystem: "forwarder",
+			Name: "batch_size", Help: "Rows claimed per non-empty batch.", ConstLabels: labels,
+			Buckets: prometheus.ExponentialBuckets(1, 4, 7)}),
+		publishSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "outboxkit", Subsystem: "forwarder",
+			Name: "publish_seconds", Help: "Time to publish one batch and get the broker's acknowledgements.",
+			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+		commitToAck: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "outboxkit", Subsystem: "forwarder",
+			Name: "commit_to_ack_seconds", Help: "From the event's created_at (written in the business transaction) to the broker's ack.",
+			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.001, 2, 18)}, []string{"tenant"}),
+		pending:   gauge("pending_rows", "Rows waiting to be published (including parked retries)."),
+		oldestAge: gauge("oldest_pending_age_seconds", "Age of the oldest pending row."),
+		dead:      gauge("dead_rows", "Dead-lettered rows kept in the table for an operator."),
+		ownedPartitions: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "outboxkit", Subsystem: "forwarder",
+			Name: "owned_partitions", Help: "Partitions this relay currently leases.", ConstLabels: labels}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.relayed, m.failed, m.deadLettered, m.batchSize, m.publishSeconds,
+		m.commitToAck, m.pending, m.oldestAge, m.dead, m.ownedPartitions} {
+		if err := reg.Register(c); err != nil {
+			var already prometheus.AlreadyRegisteredError
+			if errors.As(err, &already) {
+				return nil, fmt.Errorf("forwarder metrics for table %s are already registered on this registry: %w", table, err)
+			}
+			return nil, fmt.Errorf("register forwarder metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,252 @@
+package forwarder
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// Row statuses, as stored in the outbox table's status column.
+const (
+	statusPending   = 0
+	statusPublished = 1
+	statusDead      = 2
+)
+
+// querier is what *sql.DB and *sql.Tx have in common.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// store holds the forwarder's SQL for one outbox table. Table names come from outbox.Table,
+// already validated; every value is a bind parameter.
+type store struct {
+	table   outbox.Table
+	dialect outbox.Dialect
+	group   string
+	tenants []string
+}
+
+// record is one claimed outbox row.
+type record struct {
+	seq      int64
+	event    outbox.Event
+	keyHash  int64
+	attempts int
+}
+
+// in returns "(?, ?, ...)" for n values.
+func in(n int) string {
+	return "(?" + strings.Repeat(", ?", n-1) + ")"
+}
+
+func intArgs[T int | int64](values []T) []any {
+	args := make([]any, len(values))
+	for i, v := range values {
+		args[i] = v
+	}
+	return args
+}
+
+func (s *store) q(query string) string { return s.dialect.Rebind(query) }
+
+// lockOwnedPartitions locks this relay's lease rows for the worker's share until the transaction
+// ends. While they are locked no other relay can take them over, so every row of these
+// partitions is published and acknowledged by this transaction alone (fencing by row lock,
+// independent of clocks). SQLite has no row locks; there the lease's expiry time is the fence.
+func (s *store) lockOwnedPartitions(ctx context.Context, q querier, owner string, worker, workers int) ([]int, error) {
+	query := "SELECT partition_no FROM " + s.table.Leases() + " WHERE lease_group = ? AND owner = ? AND partition_no % ? = ?"
+	args := []any{s.group, owner, workers, worker}
+	if s.dialect == outbox.SQLite {
+		query += " AND expires_at > ?"
+		args = append(args, s.dialect.TimeArg(time.Now()))
+	} else {
+		query += " ORDER BY partition_no FOR UPDATE"
+	}
+	rows, err := q.QueryContext(ctx, s.q(query), args...)
+	if err != nil {
+		return nil, fmt.Errorf("lock leases: %w", err)
+	}
+	defer rows.Close()
+	var parts []int
+	for rows.Next() {
+		var p int
+		if err := rows.Scan(&p); err != nil {
+			return nil, fmt.Errorf("lock leases: %w", err)
+		}
+		parts = append(parts, p)
+	}
+	return parts, rows.Err()
+}
+
+const claimColumns = "seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, payload, headers, key_hash, created_at, attempts"
+
+// claim reads up to limit pending rows of the partitions in sequence order, leaving out every key
+// held back by a failing (not yet due) or dead event: those wait, all other keys flow.
+//
+// No row locks are taken: the lease rows locked by lockOwnedPartitions already make this relay
+// the only one touching these partitions. FOR UPDATE SKIP LOCKED on the event rows would be
+// harmful here: a row skipped because something else briefly locked it would let a later event
+// of the same key overtake it.
+func (s *store) claim(ctx context.Context, q querier, partitions []int, limit int) ([]record, error) {
+	now := s.dialect.TimeArg(time.Now())
+	parts := in(len(partitions))
+	query := "SELECT " + claimColumns + " FROM " + s.table.Events() +
+		" WHERE status = 0 AND partition_no IN " + parts +
+		" AND key_hash NOT IN (SELECT p.key_hash FROM " + s.table.Events() + " p WHERE p.partition_no IN " + parts +
+		" AND (p.status = 2 OR (p.status = 0 AND p.attempts > 0 AND p.next_attempt_at > ?)))"
+	args := append(intArgs(partitions), intArgs(partitions)...)
+	args = append(args, now)
+	if len(s.tenants) > 0 {
+		query += " AND tenant_id IN " + in(len(s.tenants))
+		for _, t := range s.tenants {
+			args = append(args, t)
+		}
+	}
+	query += " ORDER BY seq LIMIT ?"
+	args = append(args, limit)
+	rows, err := q.QueryContext(ctx, s.q(query), args...)
+	if err != nil {
+		return nil, fmt.Errorf("claim rows: %w", err)
+	}
+	defer rows.Close()
+	return scanRecords(rows)
+}
+
+func scanRecords(rows *sql.Rows) ([]record, error) {
+	var out []record
+	for rows.Next() {
+		var (
+			r       record
+			eventID string
+			headers []byte
+		)
+		created, getCreated := outbox.TimeScanner()
+		if err := rows.Scan(&r.seq, &eventID, &r.event.Topic, &r.event.AggregateType, &r.event.AggregateID,
+			&r.event.EventType, &r.event.TenantID, &r.event.Payload, &headers, &r.keyHash, created, &r.attempts); err != nil {
+			return nil, fmt.Errorf("read row: %w", err)
+		}
+		id, err := uuid.Parse(eventID)
+		if err != nil {
+			return nil, fmt.Errorf("row %d: event id %q: %w", r.seq, eventID, err)
+		}
+		r.event.ID = id
+		if r.event.CreatedAt, err = getCreated(); err != nil {
+			return nil, fmt.Errorf("row %d: created_at: %w", r.seq, err)
+		}
+		if len(headers) > 0 {
+			if err := json.Unmarshal(headers, &r.event.Headers); err != nil {
+				return nil, fmt.Errorf("row %d: headers: %w", r.seq, err)
+			}
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// ack removes (or, with retention, marks published) the rows the broker acknowledged.
+func (s *store) ack(ctx context.Context, q querier, seqs []int64, retain bool) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	var query string
+	args := intArgs(seqs)
+	if retain {
+		query = "UPDATE " + s.table.Events() + " SET status = 1, published_at = ? WHERE seq IN " + in(len(seqs))
+		args = append([]any{s.dialect.TimeArg(time.Now())}, args...)
+	} else {
+		query = "DELETE FROM " + s.table.Events() + " WHERE seq IN " + in(len(seqs))
+	}
+	if _, err := q.ExecContext(ctx, s.q(query), args...); err != nil {
+		return fmt.Errorf("ack %d rows: %w", len(seqs), err)
+	}
+	return nil
+}
+
+// fail records a failed attempt: the row stays pending until nextAttempt, or becomes dead.
+func (s *store) fail(ctx context.Context, q querier, seq int64, attempts int, nextAttempt time.Time, dead bool, reason string) error {
+	status := statusPending
+	if dead {
+		status = statusDead
+	}
+	const maxReason = 2000
+	if len(reason) > maxReason {
+		reason = reason[:maxReason]
+	}
+	query := "UPDATE " + s.table.Events() + " SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE seq = ?"
+	if _, err := q.ExecContext(ctx, s.q(query), status, attempts, s.dialect.TimeArg(nextAttempt), reason, seq); err != nil {
+		return fmt.Errorf("record failure of row %d: %w", seq, err)
+	}
+	return nil
+}
+
+// prune deletes up to limit published rows older than cutoff and reports how many it deleted.
+func (s *store) prune(ctx context.Context, q querier, cutoff time.Time, limit int) (int64, error) {
+	var query string
+	if s.dialect == outbox.MySQL {
+		query = "DELETE FROM " + s.table.Events() + " WHERE status = 1 AND published_at < ? ORDER BY published_at LIMIT ?"
+	} else {
+		query = "DELETE FROM " + s.table.Events() + " WHERE seq IN (SELECT seq FROM " + s.table.Events() +
+			" WHERE status = 1 AND published_at < ? LIMIT ?)"
+	}
+	res, err := q.ExecContext(ctx, s.q(query), s.dialect.TimeArg(cutoff), limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune published rows: %w", err)
+	}
+	return res.RowsAffected()
+}
+
+// tenantStats is one line of the pending-rows gauges.
+type tenantStats struct {
+	tenant        string
+	pending, dead int64
+	oldest        time.Time
+}
+
+func (s *store) stats(ctx context.Context, q querier) ([]tenantStats, error) {
+	rows, err := q.QueryContext(ctx, "SELECT tenant_id, status, COUNT(*), MIN(created_at) FROM "+s.table.Events()+
+		" WHERE status IN (0, 2) GROUP BY tenant_id, status")
+	if err != nil {
+		return nil, fmt.Errorf("read outbox stats: %w", err)
+	}
+	defer rows.Close()
+	byTenant := map[string]*tenantStats{}
+	var out []tenantStats
+	for rows.Next() {
+		var (
+			tenant string
+			status int
+			count  int64
+		)
+		oldest, getOldest := outbox.TimeScanner()
+		if err := rows.Scan(&tenant, &status, &count, oldest); err != nil {
+			return nil, fmt.Errorf("read outbox stats: %w", err)
+		}
+		st := byTenant[tenant]
+		if st == nil {
+			st = &tenantStats{tenant: tenant}
+			byTenant[tenant] = st
+		}
+		if status == statusDead {
+			st.dead = count
+			continue
+		}
+		st.pending = count
+		if st.oldest, err = getOldest(); err != nil {
+			return nil, err
+		}
+	}
+	for _, st := range byTenant {
+		out = append(out, *st)
+	}
+	return out, rows.Err()
+}
