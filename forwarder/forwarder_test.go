@@ -413,7 +413,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{func(c *forwarder.Config) { c.MinPollInterval, c.MaxPollInterval = time.Second, time.Millisecond }, "MaxPollInterval 1ms is below"},
 		{func(c *forwarder.Config) { c.BackoffJitter = 1.5 }, "BackoffJitter 1.5"},
 		{func(c *forwarder.Config) { c.BackoffMultiplier = 0.5 }, "BackoffMultiplier 0.5"},
-		{func(c *forwarder.Config) { c.LeaseTTL, c.HeartbeatInterval = time.Second, 2 * time.Second }, "HeartbeatInterval 2s must be shorter than LeaseTTL 1s"},
+		{func(c *forwarder.Config) { c.LeaseTTL, c.HeartbeatInterval = time.Second, 2*time.Second }, "HeartbeatInterval 2s must be shorter than LeaseTTL 1s"},
 		{func(c *forwarder.Config) { c.Retention = -time.Second }, "Retention -1s"},
 		{func(c *forwarder.Config) { c.MaxAttempts = -3 }, "MaxAttempts must be positive, got -3"},
 	}
