@@ -250,8 +250,9 @@ func (c *Config) setDefaults() {
 }
 
 // Validate checks every field and returns the first problem, naming the field and its value
-// (never a secret's value). Call it after setDefaults (NewPublisher and NewSubscriber do).
+// (never a secret's value). Unset fields are checked with their defaults.
 func (c Config) Validate() error {
+	c.setDefaults()
 	if len(c.Brokers) == 0 {
 		return errors.New("brokers: missing, at least one host:port is required")
 	}
