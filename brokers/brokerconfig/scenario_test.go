@@ -10,8 +10,10 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	wkafka "github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
+	apulsar "github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/outboxkit/outboxkit/brokers/brokerconfig"
+	"github.com/outboxkit/outboxkit/brokers/pulsar"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 )
 
@@ -20,8 +22,10 @@ type scenarioCase struct {
 	name string
 	// yaml returns the configuration; it may skip or fail the test when the broker is missing.
 	yaml func(t *testing.T) string
-	// brokerKey returns the broker-level message key of a consumed message.
-	brokerKey func(msg *message.Message) (string, bool)
+	// brokerKey returns the broker-level message key of a consumed message, when the
+	// subscriber exposes it; otherwise verifyKeys reads the topic with the broker's own client.
+	brokerKey  func(msg *message.Message) (string, bool)
+	verifyKeys func(t *testing.T, cfg brokerconfig.Config, topic string, want map[string]string)
 }
 
 func kafkaKey(msg *message.Message) (string, bool) {
@@ -42,6 +46,44 @@ var scenarioCases = []scenarioCase{
 		yaml:      func(*testing.T) string { return "broker: kfake\nkfake:\n  partitions: 3" },
 		brokerKey: kafkaKey,
 	},
+	{
+		name: "pulsar",
+		yaml: func(t *testing.T) string {
+			return fmt.Sprintf("broker: pulsar\npulsar:\n  url: %q\n", testsupport.PulsarURL(t))
+		},
+		verifyKeys: pulsarKeys,
+	},
+}
+
+// pulsarKeys reads the topic from the start with pulsar-client-go and checks every message's
+// key and ordering key (the brokers/pulsar subscriber does not expose them).
+func pulsarKeys(t *testing.T, cfg brokerconfig.Config, topic string, want map[string]string) {
+	full, err := cfg.Pulsar.PublisherConfig().FullTopicName(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := apulsar.NewClient(apulsar.ClientOptions{URL: cfg.Pulsar.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	reader, err := client.CreateReader(apulsar.ReaderOptions{Topic: full, StartMessageID: apulsar.EarliestMessageID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for range want {
+		m, err := reader.Next(ctx)
+		if err != nil {
+			t.Fatalf("pulsar reader: %v", err)
+		}
+		id := m.Properties()[pulsar.UUIDProperty]
+		if m.Key() != want[id] || m.OrderingKey() != want[id] {
+			t.Errorf("pulsar message %s: key %q ordering key %q, want %q", id, m.Key(), m.OrderingKey(), want[id])
+		}
+	}
 }
 
 type received struct {
@@ -98,7 +140,11 @@ func runScenario(t *testing.T, tc scenarioCase) {
 		if err != nil {
 			return fmt.Errorf("bad seq %q: %w", msg.Metadata.Get("seq"), err)
 		}
-		bk, ok := tc.brokerKey(msg)
+		var bk string
+		var ok bool
+		if tc.brokerKey != nil {
+			bk, ok = tc.brokerKey(msg)
+		}
 		got <- received{
 			uuid: msg.UUID, key: msg.Metadata.Get("aggregate_id"), eventType: msg.Metadata.Get("event_type"),
 			seq: seq, payload: string(msg.Payload), brokerKey: bk, hasBrokerKey: ok,
@@ -166,9 +212,16 @@ func runScenario(t *testing.T, tc scenarioCase) {
 		if r.key != m.Metadata.Get("aggregate_id") || r.eventType != "order.updated" {
 			t.Errorf("message %s: metadata aggregate_id=%q event_type=%q", m.UUID, r.key, r.eventType)
 		}
-		if !r.hasBrokerKey || r.brokerKey != r.key {
+		if tc.brokerKey != nil && (!r.hasBrokerKey || r.brokerKey != r.key) {
 			t.Errorf("message %s: broker key %q (present %v), want %q", m.UUID, r.brokerKey, r.hasBrokerKey, r.key)
 		}
+	}
+	if tc.verifyKeys != nil {
+		want := map[string]string{}
+		for _, m := range msgs {
+			want[m.UUID] = m.Metadata.Get("aggregate_id")
+		}
+		tc.verifyKeys(t, cfg, topic, want)
 	}
 	if len(lastSeq) != keys {
 		t.Errorf("saw %d keys, want %d", len(lastSeq), keys)
