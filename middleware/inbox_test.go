@@ -24,13 +24,13 @@ import (
 type database struct {
 	name    string
 	dialect middleware.Dialect
-	open    func(t *testing.T) *sql.DB
+	open    func(t testing.TB) *sql.DB
 	// lockWaiters counts sessions blocked on a row lock in a statement mentioning table;
 	// nil where the database cannot tell (SQLite).
 	lockWaiters func(ctx context.Context, db *sql.DB, table string) (int, error)
 }
 
-func openSQLite(t *testing.T) *sql.DB {
+func openSQLite(t testing.TB) *sql.DB {
 	t.Helper()
 	dsn := "file:" + filepath.Join(t.TempDir(), "inbox.db") +
 		"?_pragma=busy_timeout(20000)&_pragma=journal_mode(WAL)"
@@ -45,13 +45,13 @@ func openSQLite(t *testing.T) *sql.DB {
 func databases() []database {
 	return []database{
 		{name: "postgres", dialect: middleware.DialectPostgres,
-			open: func(t *testing.T) *sql.DB { return testsupport.OpenPostgres(t) },
+			open: func(t testing.TB) *sql.DB { return testsupport.OpenPostgres(t) },
 			lockWaiters: func(ctx context.Context, db *sql.DB, table string) (n int, err error) {
 				err = db.QueryRowContext(ctx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'", table).Scan(&n)
 				return n, err
 			}},
 		{name: "mariadb", dialect: middleware.DialectMySQL,
-			open: func(t *testing.T) *sql.DB { return testsupport.OpenMySQL(t) },
+			open: func(t testing.TB) *sql.DB { return testsupport.OpenMySQL(t) },
 			lockWaiters: func(ctx context.Context, db *sql.DB, table string) (n int, err error) {
 				// Sessions still inside the inbox INSERT while the first delivery's transaction is
 				// open are blocked on it. (information_schema.innodb_trx proved unreliable here:
@@ -73,7 +73,7 @@ type fixture struct {
 	effects string
 }
 
-func newFixture(t *testing.T, d database) *fixture {
+func newFixture(t testing.TB, d database) *fixture {
 	t.Helper()
 	db := d.open(t)
 	f := &fixture{db: db, dialect: d.dialect, table: testsupport.UniqueName("inbox"), effects: testsupport.UniqueName("effects")}
