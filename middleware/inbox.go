@@ -248,7 +248,7 @@ func (i *Inbox) Migrate(ctx context.Context) error {
 
 // EventID returns the id the inbox deduplicates msg by: the metadata value under
 // InboxConfig.EventIDKey if set, else the message UUID. It fails when both are empty or the id is
-// longer than MaxEventIDLen bytes.
+// longer than MaxEventIDLen bytes. Handler marks these errors Permanent.
 func (i *Inbox) EventID(msg *message.Message) (string, error) {
 	id := msg.Metadata.Get(i.config.EventIDKey)
 	if id == "" {
@@ -292,7 +292,8 @@ func (i *Inbox) Handler(h TxHandler) message.HandlerFunc {
 		ctx := msg.Context()
 		id, err := i.EventID(msg)
 		if err != nil {
-			return nil, err
+			// Retrying cannot give the message an id: RetryThenPoison poisons it at once.
+			return nil, Permanent(err)
 		}
 		tx, err := i.config.DB.BeginTx(ctx, i.config.TxOptions)
 		if err != nil {

@@ -322,8 +322,8 @@ func TestInboxEventID(t *testing.T) {
 		called = true
 		return nil, nil
 	})
-	if _, err := h(message.NewMessage("", nil)); !errors.Is(err, middleware.ErrEmptyEventID) || called {
-		t.Fatalf("empty id: err %v, handler called %v; want ErrEmptyEventID and no call", err, called)
+	if _, err := h(message.NewMessage("", nil)); !errors.Is(err, middleware.ErrEmptyEventID) || !middleware.IsPermanent(err) || called {
+		t.Fatalf("empty id: err %v, handler called %v; want a Permanent ErrEmptyEventID and no call", err, called)
 	}
 	long := message.NewMessage(strings.Repeat("x", middleware.MaxEventIDLen+1), nil)
 	if _, err := h(long); err == nil || !strings.Contains(err.Error(), "at most 255 bytes, got 256") || called {
