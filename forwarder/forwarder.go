@@ -224,12 +224,15 @@ func (f *Forwarder) pruneLoop(ctx context.Context) {
 	}
 }
 
-// workerLoop claims and relays batches, polling adaptively: at once after a full batch, soon
-// after a partial one, and backing off to MaxPollInterval while idle (or until woken).
+// workerLoop claims and relays batches, polling adaptively: at once after a full batch;
+// MinPollInterval after a partial one, ignoring wake-ups meanwhile so that a steady trickle of
+// commits is relayed in batches rather than one claim per commit; and, while idle, backing off
+// to MaxPollInterval unless a wake-up comes first.
 func (f *Forwarder) workerLoop(ctx context.Context, worker int, wake <-chan struct{}) {
 	interval := f.cfg.MinPollInterval
 	for ctx.Err() == nil {
 		n, err := f.relayBatch(ctx, worker)
+		wakeable := false
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
@@ -243,12 +246,20 @@ func (f *Forwarder) workerLoop(ctx context.Context, worker int, wake <-chan stru
 			interval = f.cfg.MinPollInterval
 		default:
 			interval = min(interval*2, f.cfg.MaxPollInterval)
+			wakeable = true
 		}
 		timer := time.NewTimer(interval)
-		select {
-		case <-ctx.Done():
-		case <-wake:
-		case <-timer.C:
+		if wakeable {
+			select {
+			case <-ctx.Done():
+			case <-wake:
+			case <-timer.C:
+			}
+		} else {
+			select {
+			case <-ctx.Done():
+			case <-timer.C:
+			}
 		}
 		timer.Stop()
 	}
