@@ -268,12 +268,13 @@ func run(ctx context.Context, out io.Writer, opts options) error {
 		return fmt.Errorf("no delivery of order %s was recorded", ids[0])
 	}
 	again := first.(*message.Message)
+	againID := again.Metadata.Get(outbox.MetadataEventID)
 	fmt.Fprintf(out, "redelivering event %s of order %s, as a relay that crashed after the broker's ack but before deleting the row would\n",
-		again.Metadata.Get(outbox.MetadataEventID), ids[0])
+		againID, ids[0])
 	if err := brokers.Publisher().Publish(n.topic, again.Copy()); err != nil {
 		return fmt.Errorf("publish the redelivery: %w", err)
 	}
-	if _, err := wait(func(oc outcome) bool { return oc.duplicate }, "the redelivery"); err != nil {
+	if _, err := wait(func(oc outcome) bool { return oc.eventID == againID }, "the redelivery"); err != nil {
 		return err
 	}
 
