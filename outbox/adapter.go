@@ -34,12 +34,23 @@ const plainValueRow = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 type SchemaAdapter struct {
 	table           Table
 	maxPayloadBytes int
+	lockKeys        bool
 	now             func() time.Time
 }
 
-// NewSchemaAdapter returns the adapter for table. maxPayloadBytes <= 0 disables the size check.
-func NewSchemaAdapter(table Table, maxPayloadBytes int) *SchemaAdapter {
-	return &SchemaAdapter{table: table, maxPayloadBytes: maxPayloadBytes, now: time.Now}
+// AdapterConfig configures a [SchemaAdapter].
+type AdapterConfig struct {
+	// MaxPayloadBytes rejects larger payloads; <= 0 disables the check.
+	MaxPayloadBytes int
+	// DisableKeyLocks skips the per-key lock that makes sequence order equal commit order for
+	// concurrent transactions writing events of the same key (see [Config.DisableKeyLocks]).
+	DisableKeyLocks bool
+}
+
+// NewSchemaAdapter returns the adapter for table.
+func NewSchemaAdapter(table Table, config AdapterConfig) *SchemaAdapter {
+	return &SchemaAdapter{table: table, maxPayloadBytes: max(config.MaxPayloadBytes, 0),
+		lockKeys: !config.DisableKeyLocks, now: time.Now}
 }
 
 // events converts and validates messages: every message must carry a UUID id, an aggregate id
@@ -85,7 +96,8 @@ func (a *SchemaAdapter) insertQuery(events []Event) (wsql.Query, error) {
 	args := make([]any, 0, len(events)*11+1)
 	var q strings.Builder
 	row := plainValueRow
-	if d == Postgres {
+	lockInStatement := d == Postgres && a.lockKeys
+	if lockInStatement {
 		row = pgValueRow
 		args = append(args, distinctKeyHashes(events))
 		q.WriteString("WITH key_locks AS (SELECT pg_advisory_xact_lock(k) FROM (SELECT DISTINCT k FROM unnest(?::bigint[]) AS t(k) ORDER BY k) AS s) ")
@@ -114,7 +126,7 @@ func (a *SchemaAdapter) insertQuery(events []Event) (wsql.Query, error) {
 		args = append(args, e.ID.String(), e.Topic, e.AggregateType, e.AggregateID, e.EventType, e.TenantID,
 			payload, string(headerJSON), hash, PartitionOf(hash), d.TimeArg(e.CreatedAt))
 	}
-	if d == Postgres {
+	if lockInStatement {
 		// The one-time filter runs the lock CTE before any row, and so before any nextval.
 		q.WriteString(") AS v WHERE (SELECT count(*) FROM key_locks) >= 0")
 	}
