@@ -3,8 +3,8 @@ package outbox_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
