@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/outboxkit/outboxkit/brokers/brokerconfig"
+	"github.com/outboxkit/outboxkit/brokers/kafka"
+	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/relayconfig"
+	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// migrateAttempts bounds how often relay --migrate pings a database that is not up yet.
+const migrateAttempts = 5
+
+func (a *app) relayCommand() *cobra.Command {
+	var runMigrate bool
+	cmd := &cobra.Command{
+		Use:   "relay",
+		Short: "Run the relay: forward committed outbox events to the configured broker until stopped",
+		Long: `relay runs outboxkit's forwarder on the configured outbox table: it claims committed events in
+batches, publishes them to the broker of the configuration (broker: kafka, pulsar or kfake) and
+removes each row only after the broker acknowledged it, with retries, dead-lettering and per-key
+order. Several relays may run against one table; they share the work through leases.
+
+On PostgreSQL it LISTENs for new events and relays them within milliseconds; on other databases
+it polls (forwarder.min_poll_interval .. forwarder.max_poll_interval).
+
+Unless http.listen is "", it serves on that address (default 127.0.0.1:9464):
+  /metrics   Prometheus metrics (outboxkit_forwarder_*, Go and process metrics)
+  /healthz   200 while the relay runs and the database answers a ping, 503 otherwise
+
+SIGTERM or SIGINT stops it cleanly: in-flight batches finish, leases are released, and the
+process exits with code 0. A second signal kills it at once. If the database cannot be reached
+at start (after a few retries, each logged), it exits with code 1.`,
+		Example: `  outboxkit relay --config outboxkit.yaml
+  outboxkit relay --config outboxkit.yaml --migrate
+  OUTBOXKIT_DATABASE_DSN=postgres://... OUTBOXKIT_KAFKA_BROKERS=kafka:9092 outboxkit relay -c outboxkit.yaml`,
+		Args: cobra.NoArgs,
+		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
+			cfg, err := a.loadConfig(true)
+			if err != nil {
+				return err
+			}
+			return a.relay(cmd.Context(), cfg, runMigrate)
+		}),
+	}
+	cmd.Flags().BoolVar(&runMigrate, "migrate", false,
+		"create or upgrade the outbox schema before relaying (as the migrate command does; waits for the database a few times first)")
+	return cmd
+}
+
+func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate bool) error {
+	logger := a.newLogger(cfg.Log, a.stderr)
+	logger.Info("outboxkit relay starting", "config", cfg)
+
+	ctx, stop := signal.NotifyContext(parent, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		// Restore the default behaviour: a second signal kills the process at once.
+		stop()
+		if parent.Err() == nil {
+			logger.Info("signal received, stopping: finishing in-flight batches and releasing leases")
+		}
+	}()
+
+	table, err := outbox.NewTable(cfg.Database.Dialect, cfg.Database.Table)
+	if err != nil {
+		return usageErr(fmt.Errorf("database.table: %w", err))
+	}
+	db, err := openDB(cfg.Database)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	if runMigrate {
+		if err := migrate(ctx, db, cfg.Database, table, logger, migrateAttempts); err != nil {
+			return err
+		}
+	}
+
+	brokers, err := brokerconfig.Build(ctx, cfg.Broker, watermill.NewSlogLogger(logger.With("component", "broker")))
+	if err != nil {
+		return fmt.Errorf("broker %s: %w", cfg.Broker.Broker, err)
+	}
+	defer func() {
+		if err := brokers.Close(); err != nil {
+			logger.Warn("closing the broker client", "error", err)
+		}
+	}()
+	logger.Info("broker ready", "broker", brokers.Broker(), "addrs", brokers.Addrs())
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	fcfg := forwarder.Config{
+		DB:        db,
+		Dialect:   cfg.Database.Dialect,
+		Table:     cfg.Database.Table,
+		Publisher: brokers.Publisher(),
+		Metrics:   registry,
+		Logger:    logger,
+	}
+	cfg.Forwarder.Apply(&fcfg)
+	if b := brokers.Broker(); b == brokerconfig.BrokerKafka || b == brokerconfig.BrokerKFake {
+		fcfg.IsRetriable = kafka.Retriable
+	}
+	if cfg.Database.Dialect == outbox.Postgres {
+		fcfg.Wakeups = forwarder.ListenPostgres(ctx, cfg.Database.DSN, table, logger)
+	}
+	fwd, err := forwarder.New(fcfg)
+	if err != nil {
+		return usageErr(err)
+	}
+
+	var running atomic.Bool
+	if cfg.HTTP.Listen != "" {
+		shutdown, err := serveHTTP(cfg.HTTP.Listen, registry, db, &running, logger)
+		if err != nil {
+			return err
+		}
+		defer shutdown()
+	}
+
+	running.Store(true)
+	runErr := fwd.Run(ctx)
+	running.Store(false)
+	if runErr != nil {
+		return fmt.Errorf("relay: %w", runErr)
+	}
+	logger.Info("outboxkit relay stopped")
+	return nil
+}
+
+// serveHTTP serves /metrics and /healthz on addr until the returned function is called. The
+// listener is opened before it returns, so a taken port fails the relay at once.
+func serveHTTP(addr string, registry *prometheus.Registry, db *sql.DB, running *atomic.Bool, logger *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("http.listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !running.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "relay not running")
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := db.PingContext(ctx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "database unreachable")
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("http server stopped", "error", err)
+		}
+	}()
+	logger.Info("serving /metrics and /healthz", "addr", ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}, nil
+}
+

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/relayconfig"
+	"github.com/outboxkit/outboxkit/forwarder"
+)
+
+// adminTimeout bounds every admin command's database work.
+const adminTimeout = 30 * time.Second
+
+// openAdmin loads the configuration (without the broker part), opens and pings the database
+// and returns its Admin. The caller closes the database.
+func (a *app) openAdmin(ctx context.Context) (*forwarder.Admin, *sql.DB, error) {
+	cfg, err := a.loadConfig(false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return openAdminFor(ctx, cfg)
+}
+
+func openAdminFor(ctx context.Context, cfg relayconfig.Config) (*forwarder.Admin, *sql.DB, error) {
+	db, err := openDB(cfg.Database)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := pingDB(ctx, db, cfg.Database, 10*time.Second); err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	admin, err := forwarder.NewAdmin(db, cfg.Database.Dialect, cfg.Database.Table)
+	if err != nil {
+		db.Close()
+		return nil, nil, usageErr(err)
+	}
+	return admin, db, nil
+}
+
+// topicStatusJSON is one row of `status --json`.
+type topicStatusJSON struct {
+	Topic                   string     `json:"topic"`
+	Pending                 int64      `json:"pending"`
+	Retrying                int64      `json:"retrying"`
+	Dead                    int64      `json:"dead"`
+	OldestPending           *time.Time `json:"oldest_pending"`
+	OldestPendingAgeSeconds *float64   `json:"oldest_pending_age_seconds"`
+}
+
+func (a *app) statusCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the outbox backlog per topic: pending, retrying, dead, age of the oldest pending event",
+		Long: `status prints one line per topic that has events in the outbox table:
+
+  TOPIC       the destination topic
+  PENDING     events waiting to be published, including those waiting for a retry
+  RETRYING    the part of PENDING that failed at least once
+  DEAD        dead-lettered events waiting for an operator (see dead-letters)
+  OLDEST      age of the oldest pending event ("-" when none)
+
+Published rows kept for forwarder.retention are not counted.`,
+		Example: `  outboxkit status --config outboxkit.yaml
+  outboxkit status --config outboxkit.yaml --json | jq '.[] | select(.dead > 0)'`,
+		Args: cobra.NoArgs,
+		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), adminTimeout)
+			defer cancel()
+			admin, db, err := a.openAdmin(ctx)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			topics, err := admin.Status(ctx)
+			if err != nil {
+				return fmt.Errorf("status: %w", err)
+			}
+			now := time.Now()
+			if asJSON {
+				out := make([]topicStatusJSON, 0, len(topics))
+				for _, t := range topics {
+					row := topicStatusJSON{Topic: t.Topic, Pending: t.Pending, Retrying: t.Retrying, Dead: t.Dead}
+					if !t.OldestPending.IsZero() {
+						oldest := t.OldestPending.UTC()
+						age := now.Sub(oldest).Seconds()
+						row.OldestPending, row.OldestPendingAgeSeconds = &oldest, &age
+					}
+					out = append(out, row)
+				}
+				enc := json.NewEncoder(a.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(out)
+			}
+			if len(topics) == 0 {
+				fmt.Fprintln(a.stdout, "the outbox is empty: nothing pending, nothing dead")
+				return nil
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TOPIC\tPENDING\tRETRYING\tDEAD\tOLDEST")
+			for _, t := range topics {
+				age := "-"
+				if !t.OldestPending.IsZero() {
+					age = formatAge(now.Sub(t.OldestPending))
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", t.Topic, t.Pending, t.Retrying, t.Dead, age)
+			}
+			return tw.Flush()
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false,
+		"print a JSON array of {topic, pending, retrying, dead, oldest_pending, oldest_pending_age_seconds} instead of a table")
+	return cmd
+}
+
+// formatAge prints a duration rounded for humans: 850ms, 42s, 3m20s, 5h2m0s.
+func formatAge(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	default:
+		return d.Round(time.Minute).String()
+	}
+}
