@@ -191,4 +191,3 @@ func serveHTTP(addr string, registry *prometheus.Registry, db *sql.DB, running *
 		<-done
 	}, nil
 }
-
