@@ -1,0 +1,283 @@
+// Command switch-broker publishes a few keyed events through the outbox and the forwarder and
+// consumes them back, on whichever broker its configuration file names. The program is the same
+// for Kafka, Pulsar and the in-process kfake cluster: only the configuration differs.
+//
+//	go run ./examples/switch-broker -config examples/switch-broker/kafka.yaml
+//	go run ./examples/switch-broker -config examples/switch-broker/pulsar.yaml
+//	go run ./examples/switch-broker -config examples/switch-broker/kfake.yaml   # nothing to start
+//
+// The outbox is an SQLite database in a temporary directory, so the broker is the only moving
+// part. OUTBOXKIT_* environment variables override the file (OUTBOXKIT_KAFKA_BROKERS,
+// OUTBOXKIT_PULSAR_URL, even OUTBOXKIT_BROKER).
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
+
+	"github.com/outboxkit/outboxkit/brokers/brokerconfig"
+	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// options are the command-line settings of one run.
+type options struct {
+	// ConfigPath is the broker configuration file. Required.
+	ConfigPath string
+	// Unique suffixes the topic and the consumer group with a random run id, so runs never
+	// share a topic.
+	Unique bool
+	// LookupEnv reads the environment overrides (os.LookupEnv in main).
+	LookupEnv func(string) (string, bool)
+	// Timeout bounds the whole run.
+	Timeout time.Duration
+}
+
+func main() {
+	opts := options{LookupEnv: os.LookupEnv}
+	flag.StringVar(&opts.ConfigPath, "config", "", "broker configuration file, e.g. examples/switch-broker/kafka.yaml (required)")
+	flag.BoolVar(&opts.Unique, "unique", false, "use a topic and consumer group unique to this run")
+	flag.DurationVar(&opts.Timeout, "timeout", time.Minute, "give up after this long")
+	flag.Parse()
+	if opts.ConfigPath == "" {
+		fmt.Fprintln(os.Stderr, "switch-broker: -config is required, e.g. -config examples/switch-broker/kfake.yaml")
+		flag.Usage()
+		os.Exit(2)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Stdout, opts); err != nil {
+		fmt.Fprintln(os.Stderr, "switch-broker:", err)
+		os.Exit(1)
+	}
+}
+
+// change is the payload of every event: which account, its per-account sequence number, and
+// the amount.
+type change struct {
+	Account string `json:"account"`
+	Seq     int    `json:"seq"`
+	Amount  int    `json:"amount"`
+}
+
+// script is what the program publishes: two accounts' histories, interleaved.
+var script = []struct {
+	eventType string
+	change    change
+}{
+	{"AccountOpened", change{"acct-1", 1, 0}},
+	{"AccountOpened", change{"acct-2", 1, 0}},
+	{"MoneyDeposited", change{"acct-1", 2, 100}},
+	{"MoneyDeposited", change{"acct-2", 2, 250}},
+	{"MoneyWithdrawn", change{"acct-1", 3, 40}},
+	{"AccountClosed", change{"acct-2", 3, 0}},
+}
+
+// received is one consumed event.
+type received struct {
+	eventID, eventType, key string
+	change                  change
+}
+
+func run(ctx context.Context, out io.Writer, opts options) error {
+	if opts.Timeout <= 0 {
+		opts.Timeout = time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	// The only input that differs between brokers.
+	data, err := os.ReadFile(opts.ConfigPath)
+	if err != nil {
+		return fmt.Errorf("read broker configuration: %w", err)
+	}
+	lookup := opts.LookupEnv
+	if lookup == nil {
+		lookup = func(string) (string, bool) { return "", false }
+	}
+	cfg, err := brokerconfig.Parse(data, lookup)
+	if err != nil {
+		return fmt.Errorf("broker configuration %s: %w", opts.ConfigPath, err)
+	}
+	topic, group := "accounts", cfg.Kafka.ConsumerGroup
+	if cfg.Broker == brokerconfig.BrokerPulsar {
+		group = cfg.Pulsar.SubscriptionName
+	}
+	if opts.Unique {
+		suffix := "_" + randomHex(4)
+		topic, group = topic+suffix, group+suffix
+	}
+	fmt.Fprintf(out, "broker: %s (from %s), topic %q, consumer %q\n", cfg.Broker, filepath.Base(opts.ConfigPath), topic, group)
+
+	// The outbox: SQLite in a temporary directory.
+	dir, err := os.MkdirTemp("", "outboxkit-switch-broker-")
+	if err != nil {
+		return fmt.Errorf("create temporary directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "outbox.db")+
+		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	if err != nil {
+		return fmt.Errorf("open SQLite: %w", err)
+	}
+	defer db.Close()
+	writer, err := outbox.NewWriter(outbox.Config{Dialect: outbox.SQLite})
+	if err != nil {
+		return fmt.Errorf("outbox writer: %w", err)
+	}
+	if err := outbox.Migrate(ctx, db, writer.Table()); err != nil {
+		return fmt.Errorf("migrate outbox: %w", err)
+	}
+
+	// Everything broker-specific is behind Build.
+	brokers, err := brokerconfig.Build(ctx, cfg, watermill.NopLogger{})
+	if err != nil {
+		return fmt.Errorf("build broker %s: %w", cfg.Broker, err)
+	}
+	defer brokers.Close()
+
+	// The consumer.
+	sub, err := brokers.NewSubscriber(group)
+	if err != nil {
+		return fmt.Errorf("subscriber: %w", err)
+	}
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, watermill.NopLogger{})
+	if err != nil {
+		return fmt.Errorf("router: %w", err)
+	}
+	got := make(chan received, 4*len(script))
+	router.AddConsumerHandler("print", topic, sub, func(msg *message.Message) error {
+		r := received{
+			eventID:   msg.Metadata.Get(outbox.MetadataEventID),
+			eventType: msg.Metadata.Get(outbox.MetadataEventType),
+			key:       msg.Metadata.Get(outbox.MetadataAggregateID),
+		}
+		if err := json.Unmarshal(msg.Payload, &r.change); err != nil {
+			return fmt.Errorf("event %s: bad payload %q: %w", r.eventID, msg.Payload, err)
+		}
+		select {
+		case got <- r:
+			return nil
+		case <-msg.Context().Done():
+			return msg.Context().Err() // nacked: redelivered later
+		}
+	})
+	routerCtx, stopRouter := context.WithCancel(ctx)
+	routerDone := make(chan error, 1)
+	go func() { routerDone <- router.Run(routerCtx) }()
+	defer func() {
+		stopRouter()
+		<-routerDone
+	}()
+
+	// The forwarder.
+	fwd, err := forwarder.New(forwarder.Config{
+		DB: db, Dialect: outbox.SQLite, Table: writer.Table().Events(), Publisher: brokers.Publisher(),
+		MaxPollInterval: 100 * time.Millisecond, Logger: logger,
+	})
+	if err != nil {
+		return fmt.Errorf("forwarder: %w", err)
+	}
+	fwdCtx, stopForwarder := context.WithCancel(ctx)
+	fwdDone := make(chan error, 1)
+	go func() { fwdDone <- fwd.Run(fwdCtx) }()
+	defer func() {
+		stopForwarder()
+		<-fwdDone
+	}()
+
+	// The events, each in its own transaction, keyed by account.
+	for _, s := range script {
+		e, err := outbox.NewJSONEvent(topic, "account", s.change.Account, s.eventType, s.change)
+		if err != nil {
+			return fmt.Errorf("event %s: %w", s.eventType, err)
+		}
+		if err := writeEvent(ctx, db, writer, e); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "wrote %d events for 2 accounts to the outbox\n", len(script))
+
+	// Consume them: every event once, each account's events in order.
+	seen := map[string]bool{}
+	next := map[string]int{}
+	byKey := map[string][]string{}
+	for len(seen) < len(script) {
+		select {
+		case r := <-got:
+			if seen[r.eventID] {
+				fmt.Fprintf(out, "  duplicate delivery of event %s ignored (at-least-once)\n", r.eventID)
+				continue
+			}
+			seen[r.eventID] = true
+			if r.key != r.change.Account {
+				return fmt.Errorf("event %s: key %q but account %q", r.eventID, r.key, r.change.Account)
+			}
+			if want := next[r.key] + 1; r.change.Seq != want {
+				return fmt.Errorf("account %s: event #%d arrived when #%d was due: per-key order broken", r.key, r.change.Seq, want)
+			}
+			next[r.key] = r.change.Seq
+			byKey[r.key] = append(byKey[r.key], r.eventType)
+			fmt.Fprintf(out, "  received key %s #%d %s (event %s)\n", r.key, r.change.Seq, r.eventType, r.eventID)
+		case err := <-fwdDone:
+			return fmt.Errorf("forwarder stopped early: %w", err)
+		case err := <-routerDone:
+			return fmt.Errorf("router stopped early: %w", err)
+		case <-ctx.Done():
+			return fmt.Errorf("received %d of %d events: %w", len(seen), len(script), ctx.Err())
+		}
+	}
+
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fmt.Fprintln(out, "per key, in order:")
+	for _, k := range keys {
+		fmt.Fprintf(out, "  %s: %s\n", k, strings.Join(byKey[k], ", "))
+	}
+	fmt.Fprintf(out, "all %d events delivered through %s, each account's events in commit order\n", len(script), cfg.Broker)
+	return nil
+}
+
+// writeEvent commits one event in its own transaction (in a real service, with business rows).
+func writeEvent(ctx context.Context, db *sql.DB, w *outbox.Writer, e outbox.Event) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if err := w.WriteTx(ctx, tx, e); err != nil {
+		return fmt.Errorf("write %s of %s: %w", e.EventType, e.AggregateID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit %s of %s: %w", e.EventType, e.AggregateID, err)
+	}
+	return nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

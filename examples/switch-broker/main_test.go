@@ -1,0 +1,60 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxkit/outboxkit/internal/testsupport"
+)
+
+// wantSummary is what every broker must deliver: both accounts' events, each in commit order.
+const wantSummary = `per key, in order:
+  acct-1: AccountOpened, MoneyDeposited, MoneyWithdrawn
+  acct-2: AccountOpened, MoneyDeposited, AccountClosed
+all 6 events delivered through `
+
+// TestSwitchBroker runs the same program with the folder's three configuration files (the real
+// Kafka and Pulsar, addresses from the environment overrides, and kfake) and checks that each
+// delivers the same events in the same per-key order.
+func TestSwitchBroker(t *testing.T) {
+	cases := []struct {
+		file, broker string
+		env          func(t *testing.T) map[string]string
+	}{
+		{"kafka.yaml", "kafka", func(t *testing.T) map[string]string {
+			return map[string]string{"OUTBOXKIT_KAFKA_BROKERS": strings.Join(testsupport.KafkaBrokers(t), ",")}
+		}},
+		{"pulsar.yaml", "pulsar", func(t *testing.T) map[string]string {
+			return map[string]string{"OUTBOXKIT_PULSAR_URL": testsupport.PulsarURL(t)}
+		}},
+		{"kfake.yaml", "kfake", func(*testing.T) map[string]string { return nil }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.broker, func(t *testing.T) {
+			t.Parallel()
+			env := tc.env(t)
+			var out bytes.Buffer
+			err := run(context.Background(), &out, options{
+				ConfigPath: tc.file, Unique: true, Timeout: 60 * time.Second,
+				LookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+			})
+			got := out.String()
+			t.Log("\n" + got)
+			if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			if !strings.HasPrefix(got, "broker: "+tc.broker+" (from "+tc.file+")") {
+				t.Fatalf("output does not start with the broker %s", tc.broker)
+			}
+			if want := wantSummary + tc.broker + ","; !strings.Contains(got, want) {
+				t.Fatalf("output lacks\n%s", want)
+			}
+			if n := strings.Count(got, "  received key "); n != 6 {
+				t.Fatalf("%d events printed, want 6", n)
+			}
+		})
+	}
+}
