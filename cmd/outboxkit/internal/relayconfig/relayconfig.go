@@ -427,9 +427,6 @@ func (f *Forwarder) validate() error {
 	if maxB < initial {
 		return fmt.Errorf("forwarder.max_backoff: %v is below forwarder.initial_backoff %v", maxB, initial)
 	}
-	if f.DeadLetterTopic != "" && strings.TrimSpace(f.DeadLetterTopic) != f.DeadLetterTopic {
-		return fmt.Errorf("forwarder.dead_letter_topic: %q has leading or trailing spaces", f.DeadLetterTopic)
-	}
 	if len(f.LeaseGroup) > maxIDLength {
 		return fmt.Errorf("forwarder.lease_group: must be at most %d bytes, got %d", maxIDLength, len(f.LeaseGroup))
 	}
