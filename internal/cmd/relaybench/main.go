@@ -10,7 +10,9 @@ package main
 import (
 	"context"
 	"database/sql"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -200,8 +202,12 @@ func initStockSchema(db *sql.DB, name string) error {
 	return sub.SubscribeInitialize(name)
 }
 
+// makeEvent returns an event with a payload of random hex text (it compresses about 2x, like
+// typical JSON), optionally stamped with the current time in its first 8 bytes.
 func makeEvent(topic string, i, keys, size int, stamp bool) outbox.Event {
-	payload := make([]byte, size)
+	raw := make([]byte, (size+1)/2)
+	_, _ = rand.Read(raw)
+	payload := []byte(hex.EncodeToString(raw))[:size]
 	if stamp {
 		binary.BigEndian.PutUint64(payload, uint64(time.Now().UnixNano()))
 	}
@@ -367,16 +373,26 @@ func startChild(relay, name string, o options) (*exec.Cmd, error) {
 	return cmd, cmd.Start()
 }
 
-// stopChild stops the relay with SIGTERM and returns its CPU time and peak RSS.
+// stopChild stops the relay with SIGTERM and returns its CPU time and peak RSS. The peak is
+// read from /proc (VmHWM) before the stop: the rusage of a forked child also counts the pages
+// of the parent it was forked from.
 func stopChild(cmd *exec.Cmd) (time.Duration, float64) {
+	peakMiB := 0.0
+	if status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)); err == nil {
+		for _, line := range strings.Split(string(status), "\n") {
+			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				kib, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
+				peakMiB = float64(kib) / 1024
+			}
+		}
+	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	_ = cmd.Wait()
 	usage, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	if !ok {
-		return 0, 0
+		return 0, peakMiB
 	}
-	cpu := time.Duration(usage.Utime.Nano() + usage.Stime.Nano())
-	return cpu, float64(usage.Maxrss) / 1024
+	return time.Duration(usage.Utime.Nano() + usage.Stime.Nano()), peakMiB
 }
 
 // runRelay is the child process: one relay until SIGTERM.
