@@ -107,7 +107,9 @@ type Config struct {
 
 	// MessageMaxBytes is the largest message the producer accepts (Sarama's
 	// Producer.MaxMessageBytes), default 1000000. Keep it at or below the broker's
-	// message.max.bytes (1048588 by default) or the broker rejects larger ones.
+	// message.max.bytes (1048588 by default): then Sarama refuses an oversized message alone,
+	// before sending; above it, the broker rejects the whole per-partition batch holding it,
+	// other messages included.
 	MessageMaxBytes int `yaml:"message_max_bytes"`
 
 	// ProducerRetries is how many times Sarama retries a retriable produce error inside one
@@ -124,6 +126,13 @@ type Config struct {
 	// InitialOffset is where a consumer group without committed offsets starts: oldest (default,
 	// so nothing published before the group's first start is missed) or newest.
 	InitialOffset string `yaml:"initial_offset"`
+
+	// SessionTimeout, HeartbeatInterval and RebalanceTimeout tune the consumer group (Sarama's
+	// Consumer.Group.*; defaults 10s, 3s and 60s). Shorter values detect dead members and finish
+	// rebalances sooner, at the cost of more heartbeats and of evicting slow handlers.
+	SessionTimeout    time.Duration `yaml:"session_timeout"`
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	RebalanceTimeout  time.Duration `yaml:"rebalance_timeout"`
 
 	// NackResendSleep is how long the subscriber waits before redelivering a nacked message,
 	// default 100ms.
@@ -247,6 +256,15 @@ func (c *Config) setDefaults() {
 	if c.NackResendSleep == 0 {
 		c.NackResendSleep = DefaultNackResendSleep
 	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = 10 * time.Second
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = 3 * time.Second
+	}
+	if c.RebalanceTimeout == 0 {
+		c.RebalanceTimeout = 60 * time.Second
+	}
 }
 
 // Validate checks every field and returns the first problem, naming the field and its value
@@ -294,6 +312,15 @@ func (c Config) Validate() error {
 	}
 	if c.NackResendSleep < 0 {
 		return fmt.Errorf("nack_resend_sleep: %s must not be negative", c.NackResendSleep)
+	}
+	if c.SessionTimeout < 0 {
+		return fmt.Errorf("session_timeout: %s must not be negative", c.SessionTimeout)
+	}
+	if c.HeartbeatInterval < 0 || c.HeartbeatInterval >= c.SessionTimeout {
+		return fmt.Errorf("heartbeat_interval: %s must be positive and below session_timeout %s", c.HeartbeatInterval, c.SessionTimeout)
+	}
+	if c.RebalanceTimeout < 0 {
+		return fmt.Errorf("rebalance_timeout: %s must not be negative", c.RebalanceTimeout)
 	}
 	if c.TopicPartitions < 0 {
 		return fmt.Errorf("topic_partitions: %d must not be negative", c.TopicPartitions)
@@ -377,6 +404,9 @@ func (c Config) SaramaConfig() (*sarama.Config, error) {
 
 	// Consumer.
 	sc.Consumer.Return.Errors = true
+	sc.Consumer.Group.Session.Timeout = c.SessionTimeout
+	sc.Consumer.Group.Heartbeat.Interval = c.HeartbeatInterval
+	sc.Consumer.Group.Rebalance.Timeout = c.RebalanceTimeout
 	if c.InitialOffset == OffsetNewest {
 		sc.Consumer.Offsets.Initial = sarama.OffsetNewest
 	} else {

@@ -69,7 +69,7 @@ func keyed(key string, payload []byte) *message.Message {
 }
 
 // A message above the real broker's message.max.bytes (1048588) is refused by the broker with
-// MESSAGE_TOO_LARGE: not retriable, and only that message of the batch fails.
+// MESSAGE_TOO_LARGE: not retriable.
 func TestTooLargeMessageIsNotRetriable(t *testing.T) {
 	cfg := kafka.Config{
 		Brokers:         testsupport.KafkaBrokers(t),
@@ -83,8 +83,8 @@ func TestTooLargeMessageIsNotRetriable(t *testing.T) {
 	defer pub.Close()
 	big := make([]byte, 1200*1024)
 	_, _ = rand.Read(big)
-	small, large := keyed("a", []byte("ok")), keyed("b", big)
-	err = pub.Publish(testsupport.UniqueName("too_large"), small, large)
+	large := keyed("b", big)
+	err = pub.Publish(testsupport.UniqueName("too_large"), large)
 	var pubErr *kafka.PublishError
 	if !errors.As(err, &pubErr) {
 		t.Fatalf("want a *PublishError, got %v", err)
@@ -95,23 +95,36 @@ func TestTooLargeMessageIsNotRetriable(t *testing.T) {
 	if kafka.Retriable(err) {
 		t.Errorf("Retriable(%v) = true, want false", err)
 	}
-	if ids := pubErr.FailedUUIDs(); len(ids) != 1 || ids[0] != large.UUID || pubErr.Total != 2 {
-		t.Errorf("failed %v of %d, want only %s", ids, pubErr.Total, large.UUID)
+	if ids := pubErr.FailedUUIDs(); len(ids) != 1 || ids[0] != large.UUID {
+		t.Errorf("failed %v, want %s", ids, large.UUID)
 	}
-	if !strings.Contains(err.Error(), "1 of 2 messages") {
-		t.Errorf("error does not say how many failed: %v", err)
-	}
+}
 
-	// Above the producer's own limit, Sarama refuses before sending: not retriable either.
-	cfg.MessageMaxBytes = 1000
-	pub2, err := kafka.NewPublisher(cfg, nil)
+// With message_max_bytes at or below the broker's limit (the default), Sarama refuses an
+// oversized message before sending and never builds a batch the broker would reject whole, so
+// only that message fails and the others of the same Publish, same key included, are acknowledged.
+func TestTooLargeMessageFailsAlone(t *testing.T) {
+	pub, err := kafka.NewPublisher(kafka.Config{Brokers: testsupport.KafkaBrokers(t)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pub2.Close()
-	err = pub2.Publish(testsupport.UniqueName("too_large"), keyed("c", make([]byte, 2000)))
-	if err == nil || kafka.Retriable(err) {
-		t.Errorf("client-side too large: got %v (retriable %v), want a non-retriable error", err, kafka.Retriable(err))
+	defer pub.Close()
+	big := make([]byte, 1100*1024)
+	_, _ = rand.Read(big)
+	before, large, after := keyed("k", []byte("ok")), keyed("k", big), keyed("other", []byte("ok"))
+	err = pub.Publish(testsupport.UniqueName("too_large"), before, large, after)
+	var pubErr *kafka.PublishError
+	if !errors.As(err, &pubErr) {
+		t.Fatalf("want a *PublishError, got %v", err)
+	}
+	if ids := pubErr.FailedUUIDs(); len(ids) != 1 || ids[0] != large.UUID || pubErr.Total != 3 {
+		t.Errorf("failed %v of %d, want only %s", ids, pubErr.Total, large.UUID)
+	}
+	if kafka.Retriable(err) {
+		t.Errorf("Retriable(%v) = true, want false", err)
+	}
+	if !strings.Contains(err.Error(), "1 of 3 messages") {
+		t.Errorf("error does not say how many failed: %v", err)
 	}
 }
 

@@ -1,6 +1,8 @@
 package kafka_test
 
 import (
+	"crypto/sha1"
+	"fmt"
 	"testing"
 	"time"
 
@@ -47,8 +49,14 @@ func TestUniversalPubSub(t *testing.T) {
 		}
 		return pub, sub
 	}
+	// One consumer group per test (t is the suite's subtest, shared by the subscribers it
+	// multiplies) and per run: a group shared by the parallel tests of the suite would rebalance
+	// across all their topics at every join.
+	run := testsupport.UniqueName("suite")
 	tests.TestPubSub(t, features,
-		func(t *testing.T) (message.Publisher, message.Subscriber) { return newPubSub(t, "test") },
+		func(t *testing.T) (message.Publisher, message.Subscriber) {
+			return newPubSub(t, run+"_"+fmt.Sprintf("%x", sha1.Sum([]byte(t.Name()))))
+		},
 		newPubSub,
 	)
 }
