@@ -286,7 +286,7 @@ func run(ctx context.Context, out io.Writer, opts options) error {
 	}
 	fmt.Fprintf(out, "\nshipments per order: %s\n", strings.Join(counts, " "))
 	stats := inbox.Stats()
-	fmt.Fprintf(out, "inbox: %d events processed, %d duplicate ignored\n", stats.Processed, stats.Duplicates)
+	fmt.Fprintf(out, "inbox: %d events processed, %d duplicates ignored\n", stats.Processed, stats.Duplicates)
 	if !exactlyOnce {
 		return errors.New("some order does not have exactly one shipment")
 	}

@@ -62,15 +62,17 @@ func checkOutput(t *testing.T, got string, orders int, brokerLine string) {
 		t.Fatal("no redelivery")
 	}
 	dup := "shipping: event " + redelivered[1] + " of order " + redelivered[2]
-	if n := strings.Count(got, dup); n != 1 || !strings.Contains(got, "already processed: acknowledged, no second shipment") {
-		t.Errorf("redelivered event reported %d times as a duplicate, want 1", n)
+	// At least once: a natural redelivery may add to the one the program makes.
+	if n := strings.Count(got, dup); n < 1 || !strings.Contains(got, "already processed: acknowledged, no second shipment") {
+		t.Errorf("redelivered event reported %d times as a duplicate, want at least 1", n)
 	}
 	sort.Strings(counts)
 	// The counts are read from the shipments table after the redelivery was acknowledged.
 	if want := "shipments per order: " + strings.Join(counts, " ") + "\n"; !strings.Contains(got, want) {
 		t.Errorf("output lacks %q", want)
 	}
-	if want := "inbox: " + strconv.Itoa(orders) + " events processed, 1 duplicate ignored"; !strings.Contains(got, want) {
-		t.Errorf("output lacks %q", want)
+	stats := regexp.MustCompile(`inbox: (\d+) events processed, (\d+) duplicates ignored`).FindStringSubmatch(got)
+	if stats == nil || stats[1] != strconv.Itoa(orders) || stats[2] == "0" {
+		t.Errorf("inbox stats %q, want %d processed and at least 1 duplicate", stats, orders)
 	}
 }
