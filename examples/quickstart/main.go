@@ -216,6 +216,10 @@ func run(ctx context.Context, out io.Writer, dir string) error {
 			if !committed[o.ID] {
 				return fmt.Errorf("event %s for order %s, which was never committed", d.eventID, o.ID)
 			}
+			if seen[o.ID] {
+				fmt.Fprintf(out, "duplicate delivery of event %s ignored (delivery is at least once)\n", d.eventID)
+				continue
+			}
 			seen[o.ID] = true
 			fmt.Fprintf(out, "consumer received: event %s type %s key %s payload %s\n", d.eventID, d.eventType, d.key, d.payload)
 		case err := <-fwdDone:
