@@ -76,6 +76,11 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
+	for i, msg := range msgs {
+		if msg == nil {
+			return fmt.Errorf("pulsar: publish to %s: message %d of %d is nil", topic, i, len(msgs))
+		}
+	}
 	producer, err := p.producer(topic)
 	if err != nil {
 		return err

@@ -272,12 +272,16 @@ func TestPublishToMissingTenant(t *testing.T) {
 	t.Logf("error: %v", err)
 }
 
-// TestPublishRejectsBadTopicName fails before any network call.
-func TestPublishRejectsBadTopicName(t *testing.T) {
+// TestPublishRejectsBadInput: bad topic names and nil messages fail before any network call.
+func TestPublishRejectsBadInput(t *testing.T) {
 	pub := newTestPublisher(t, nil)
 	for _, topic := range []string{"", "a/b", "kafka://x/y/z", "with space"} {
 		if err := pub.Publish(topic, message.NewMessage(watermill.NewUUID(), nil)); err == nil {
 			t.Errorf("Publish(%q) succeeded", topic)
 		}
+	}
+	if err := pub.Publish("orders", message.NewMessage(watermill.NewUUID(), nil), nil); err == nil ||
+		!strings.Contains(err.Error(), "message 1 of 2 is nil") {
+		t.Errorf("Publish with a nil message: %v", err)
 	}
 }
