@@ -72,12 +72,17 @@ func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate b
 
 	ctx, stop := signal.NotifyContext(parent, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	finished := make(chan struct{})
+	defer close(finished) // runs before stop: the goroutine below ends without logging
 	go func() {
-		<-ctx.Done()
-		// Restore the default behaviour: a second signal kills the process at once.
-		stop()
-		if parent.Err() == nil {
-			logger.Info("signal received, stopping: finishing in-flight batches and releasing leases")
+		select {
+		case <-ctx.Done():
+			// Restore the default behaviour: a second signal kills the process at once.
+			stop()
+			if parent.Err() == nil {
+				logger.Info("signal received, stopping: finishing in-flight batches and releasing leases")
+			}
+		case <-finished:
 		}
 	}()
 

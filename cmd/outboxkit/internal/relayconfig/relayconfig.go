@@ -148,20 +148,20 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), opts Options) (Co
 			case "forwarder":
 				f := &cfg.Forwarder
 				err = decodeMapping(v, "forwarder", []field{
-					{key: "batch_size", target: &f.BatchSize},
-					{key: "workers", target: &f.Workers},
-					{key: "max_attempts", target: &f.MaxAttempts},
-					{key: "initial_backoff", target: &f.InitialBackoff},
-					{key: "max_backoff", target: &f.MaxBackoff},
+					{key: "batch_size", target: &f.BatchSize, positive: true},
+					{key: "workers", target: &f.Workers, positive: true},
+					{key: "max_attempts", target: &f.MaxAttempts, positive: true},
+					{key: "initial_backoff", target: &f.InitialBackoff, positive: true},
+					{key: "max_backoff", target: &f.MaxBackoff, positive: true},
 					{key: "dead_letter_topic", target: &f.DeadLetterTopic},
 					{key: "retention", target: &f.Retention},
-					{key: "prune_interval", target: &f.PruneInterval},
-					{key: "lease_ttl", target: &f.LeaseTTL},
+					{key: "prune_interval", target: &f.PruneInterval, positive: true},
+					{key: "lease_ttl", target: &f.LeaseTTL, positive: true},
 					{key: "tenants", target: &f.Tenants},
 					{key: "lease_group", target: &f.LeaseGroup},
 					{key: "relay_id", target: &f.RelayID},
-					{key: "min_poll_interval", target: &f.MinPollInterval},
-					{key: "max_poll_interval", target: &f.MaxPollInterval},
+					{key: "min_poll_interval", target: &f.MinPollInterval, positive: true},
+					{key: "max_poll_interval", target: &f.MaxPollInterval, positive: true},
 				})
 			case "http":
 				err = decodeMapping(v, "http", []field{{key: "listen", target: &cfg.HTTP.Listen, set: &listenSet}})
@@ -474,6 +474,9 @@ type field struct {
 	key    string
 	target any   // *string, *int, *time.Duration or *[]string
 	set    *bool // optional: records that the key was present
+	// positive rejects an explicit zero or negative number or duration (leaving the key out
+	// keeps the default).
+	positive bool
 }
 
 // decodeMapping fills fields from the mapping node n found at path. It is a small decoder of
@@ -508,6 +511,18 @@ func decodeMapping(n *yaml.Node, path string, fields []field) error {
 		}
 		if err := decodeValue(v, p, f.target); err != nil {
 			return err
+		}
+		if f.positive {
+			switch t := f.target.(type) {
+			case *int:
+				if *t <= 0 {
+					return fmt.Errorf("%s: must be positive, got %d (line %d; leave it out for the default)", p, *t, v.Line)
+				}
+			case *time.Duration:
+				if *t <= 0 {
+					return fmt.Errorf("%s: must be positive, got %v (line %d; leave it out for the default)", p, *t, v.Line)
+				}
+			}
 		}
 		if f.set != nil {
 			*f.set = true
