@@ -129,7 +129,12 @@ log:
 // writeEvents commits events into the outbox table through outbox.Writer and returns their ids.
 func writeEvents(t *testing.T, db *sql.DB, table, topic string, n int) []uuid.UUID {
 	t.Helper()
-	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Table: table})
+	return writeEventsIn(t, db, outbox.Postgres, table, topic, n)
+}
+
+func writeEventsIn(t *testing.T, db *sql.DB, dialect outbox.Dialect, table, topic string, n int) []uuid.UUID {
+	t.Helper()
+	w, err := outbox.NewWriter(outbox.Config{Dialect: dialect, Table: table})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,6 +251,12 @@ func (p *relayProcess) stop(t *testing.T) int {
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	return p.wait(t)
+}
+
+// wait waits for the process to exit (a minute at most) and returns its exit code.
+func (p *relayProcess) wait(t *testing.T) int {
+	t.Helper()
 	waited := make(chan error, 1)
 	go func() {
 		<-p.done
@@ -262,7 +273,7 @@ func (p *relayProcess) stop(t *testing.T) int {
 		return 0
 	case <-time.After(time.Minute):
 		_ = p.cmd.Process.Kill()
-		t.Fatalf("relay did not stop within a minute of SIGTERM; its log:\n%s", p.log())
+		t.Fatalf("relay did not exit within a minute; its log:\n%s", p.log())
 		return -1
 	}
 }
@@ -558,16 +569,23 @@ func TestUnreachableDatabase(t *testing.T) {
 
 	t.Run("relay", func(t *testing.T) {
 		t.Parallel()
-		res := cli(t, dir, "relay")
-		if res.code != 1 {
-			t.Fatalf("relay with an unreachable database: want exit 1, got %s", res)
+		p := startRelay(t, dir)
+		// The HTTP endpoint is up while the forwarder retries the database: /healthz says 503.
+		httpAddr := p.waitLog(t, "serving /metrics and /healthz")["addr"].(string)
+		if code, body := httpGet(t, "http://"+httpAddr+"/healthz"); code != http.StatusServiceUnavailable {
+			t.Errorf("/healthz with the database down = %d %q, want 503", code, body)
 		}
-		if !strings.Contains(res.stderr, "outboxkit: relay: forwarder: start on table outbox_events failed after") ||
-			!strings.Contains(res.stderr, "connection refused") {
-			t.Errorf("relay's message does not say the database is unreachable: %s", res)
+		code := p.wait(t)
+		log := p.log()
+		if code != 1 {
+			t.Fatalf("relay with an unreachable database: want exit 1, got %d; output:\n%s", code, log)
 		}
-		if strings.Contains(res.stdout+res.stderr, "Sup3rSecretPw") {
-			t.Errorf("the DSN password was printed: %s", res)
+		if !strings.Contains(log, "outboxkit: relay: forwarder: start on table outbox_events failed after") ||
+			!strings.Contains(log, "connection refused") || !strings.Contains(log, "database not ready, retrying") {
+			t.Errorf("relay's output does not say the database is unreachable:\n%s", log)
+		}
+		if strings.Contains(log, "Sup3rSecretPw") {
+			t.Errorf("the DSN password was printed:\n%s", log)
 		}
 	})
 	for _, args := range [][]string{{"status"}, {"migrate"}, {"relay", "--migrate"}, {"dead-letters", "list"}} {
@@ -701,5 +719,39 @@ func TestHelp(t *testing.T) {
 				t.Errorf("%v --help does not mention --%s:\n%s", n.path, f, res.stdout)
 			}
 		}
+	}
+}
+
+func TestMigrateAndStatusMySQL(t *testing.T) {
+	t.Parallel()
+	db := testsupport.OpenMySQL(t)
+	table := testsupport.UniqueName("cli_my")
+	t.Cleanup(func() {
+		for _, suffix := range []string{"", "_leases", "_relays", "_migrations", "_key_locks"} {
+			_, _ = db.Exec("DROP TABLE IF EXISTS " + table + suffix)
+		}
+	})
+	dir := writeConfig(t, fmt.Sprintf("database:\n  dialect: mariadb\n  dsn: %s\n  table: %s\n", testsupport.MySQLDSN(t), table))
+	if res := cli(t, dir, "migrate"); res.code != 0 || !strings.Contains(res.stdout, "is up to date (mysql)") {
+		t.Fatalf("migrate: %s", res)
+	}
+	ids := writeEventsIn(t, db, outbox.MySQL, table, "my.topic", 2)
+	if _, err := db.Exec("UPDATE "+table+" SET status = 2, attempts = 3, last_error = 'boom' WHERE event_id = ?", ids[0].String()); err != nil {
+		t.Fatal(err)
+	}
+	res := cli(t, dir, "dead-letters", "list", "--json")
+	var dead []deadLetterJSON
+	if err := json.Unmarshal([]byte(res.stdout), &dead); err != nil || res.code != 0 {
+		t.Fatalf("dead-letters list --json: %v\n%s", err, res)
+	}
+	if len(dead) != 1 || dead[0].EventID != ids[0].String() || dead[0].LastError != "boom" || dead[0].Attempts != 3 {
+		t.Errorf("dead letters on MySQL: %+v", dead)
+	}
+	res = cli(t, dir, "status")
+	if fields := strings.Fields(grepLines(res.stdout, "my.topic")); res.code != 0 || len(fields) != 5 || strings.Join(fields[:4], " ") != "my.topic 1 0 1" {
+		t.Errorf("status on MySQL: %s", res)
+	}
+	if res := cli(t, dir, "dead-letters", "replay", ids[0].String()); res.code != 0 || !strings.Contains(res.stdout, "replayed 1 of 1") {
+		t.Errorf("replay on MySQL: %s", res)
 	}
 }
