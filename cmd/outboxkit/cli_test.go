@@ -456,6 +456,11 @@ func TestStatusAndDeadLetters(t *testing.T) {
 	if res := cli(t, dir, "status"); res.code != 0 || !strings.Contains(res.stdout, "the outbox is empty") {
 		t.Fatalf("status of an empty outbox: %s", res)
 	}
+	// A table that was never migrated: exit 1, pointing at the migrate command.
+	missing := writeConfig(t, pgConfig(testsupport.PostgresDSN(t), testsupport.UniqueName("cli_missing"), ""))
+	if res := cli(t, missing, "dead-letters", "list"); res.code != 1 || !strings.Contains(res.stderr, "run `outboxkit migrate`") {
+		t.Errorf("dead-letters list on a missing table: %s", res)
+	}
 	ids := writeEvents(t, db, table, topic, 5)
 	// Dead-letter three of them by hand, as the forwarder would after its last attempt.
 	for i, id := range ids[:3] {

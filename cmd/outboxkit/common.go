@@ -138,3 +138,16 @@ func truncate(s string, n int) string {
 	}
 	return string(r[:n-1]) + "…"
 }
+
+// withMigrateHint adds a pointer to `outboxkit migrate` to an error that says the outbox table
+// is missing (PostgreSQL, MySQL/MariaDB and SQLite word it differently).
+func withMigrateHint(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "does not exist") || strings.Contains(msg, "doesn't exist") || strings.Contains(msg, "no such table") {
+		return fmt.Errorf("%w (is the schema created? run `outboxkit migrate`)", err)
+	}
+	return err
+}

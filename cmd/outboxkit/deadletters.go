@@ -74,7 +74,7 @@ in the table; --json prints it whole).`,
 			defer db.Close()
 			dead, err := admin.DeadLetters(ctx, limit)
 			if err != nil {
-				return fmt.Errorf("list dead letters: %w", err)
+				return withMigrateHint(fmt.Errorf("list dead letters: %w", err))
 			}
 			if asJSON {
 				out := make([]deadLetterJSON, 0, len(dead))
@@ -167,14 +167,14 @@ publishes them, then the later events of their keys, in order. Ids that are not 
 			if all {
 				n, err := actOnAll(ctx, admin, act)
 				if err != nil {
-					return fmt.Errorf("%s --all: %s %d dead letters, then: %w", verb, past, n, err)
+					return withMigrateHint(fmt.Errorf("%s --all: %s %d dead letters, then: %w", verb, past, n, err))
 				}
 				fmt.Fprintf(a.stdout, "%s %d dead letters\n", past, n)
 				return nil
 			}
 			n, err := act(ctx, ids...)
 			if err != nil {
-				return fmt.Errorf("%s: %w", verb, err)
+				return withMigrateHint(fmt.Errorf("%s: %w", verb, err))
 			}
 			fmt.Fprintf(a.stdout, "%s %d of %d events\n", past, n, len(ids))
 			if int(n) < len(ids) {

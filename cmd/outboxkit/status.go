@@ -81,7 +81,7 @@ Published rows kept for forwarder.retention are not counted.`,
 			defer db.Close()
 			topics, err := admin.Status(ctx)
 			if err != nil {
-				return fmt.Errorf("status: %w", err)
+				return withMigrateHint(fmt.Errorf("status: %w", err))
 			}
 			now := time.Now()
 			if asJSON {
