@@ -760,3 +760,12 @@ func TestMigrateAndStatusMySQL(t *testing.T) {
 		t.Errorf("replay on MySQL: %s", res)
 	}
 }
+
+func TestUnreachableKafka(t *testing.T) {
+	t.Parallel()
+	dir := writeConfig(t, pgConfig(testsupport.PostgresDSN(t), "outbox_events", "broker: kafka\nkafka:\n  brokers: ["+closedPort(t)+"]\n"))
+	res := cli(t, dir, "relay")
+	if res.code != 1 || !strings.Contains(res.stderr, "outboxkit: relay: broker kafka:") || !strings.Contains(res.stderr, "connection refused") {
+		t.Errorf("relay with an unreachable Kafka: want exit 1 naming the broker, got %s", res)
+	}
+}

@@ -104,7 +104,7 @@ func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate b
 
 	brokers, err := brokerconfig.Build(ctx, cfg.Broker, watermill.NewSlogLogger(logger.With("component", "broker")))
 	if err != nil {
-		return fmt.Errorf("broker %s: %w", cfg.Broker.Broker, err)
+		return fmt.Errorf("relay: %w", err)
 	}
 	defer func() {
 		if err := brokers.Close(); err != nil {
