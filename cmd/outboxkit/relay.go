@@ -148,6 +148,12 @@ func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate b
 	running.Store(true)
 	runErr := fwd.Run(ctx)
 	running.Store(false)
+	if runErr != nil && ctx.Err() != nil && parent.Err() == nil {
+		// A signal arrived while the forwarder was still waiting for the database: the
+		// operator asked for the stop, so it is not a failure.
+		logger.Info("outboxkit relay stopped before the forwarder started", "error", runErr)
+		return nil
+	}
 	if runErr != nil {
 		return fmt.Errorf("relay: %w", runErr)
 	}
