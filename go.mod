@@ -3,7 +3,7 @@ module github.com/outboxkit/outboxkit
 go 1.26.0
 
 require (
-	github.com/IBM/sarama v1.43.3
+	github.com/IBM/sarama v1.61.1
 	github.com/ThreeDotsLabs/watermill v1.5.1
 	github.com/ThreeDotsLabs/watermill-kafka/v3 v3.0.6
 	github.com/apache/pulsar-client-go v0.19.0

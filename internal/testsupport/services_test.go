@@ -180,7 +180,7 @@ func TestKafkaWatermillRoundTrip(t *testing.T) {
 // versions that KIP-896 removed (Fetch below v4), which kfake still accepts. (Kafka 4.1 still advertises
 // Produce and Metadata from v0, so those are not usable probes.)
 //
-// Measured here: with Sarama 1.43.3 (watermill-kafka 3.0.6's pin) a produce + consumer-group
+// Measured here: with Sarama (1.43.3, watermill-kafka 3.0.6's pin, and 1.61.1, the version outboxkit uses) a produce + consumer-group
 // round trip at watermill-kafka's default protocol 1.0 still works against Kafka 4.1, because
 // Sarama 1.0 already speaks Produce v3 and Fetch v4+. outboxkit configures 2.8 anyway, so it never
 // depends on a version the broker line is dropping.
