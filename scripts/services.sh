@@ -8,6 +8,9 @@
 #   scripts/services.sh env       print the environment variables the tests read
 #   scripts/services.sh down      stop everything this script started
 #   scripts/services.sh restart-kafka | restart-pulsar
+#   scripts/services.sh start-kafka | stop-kafka | start-pulsar | stop-pulsar
+#                                 start or stop that one service only (with other ports and
+#                                 SERVICES_STATE_DIR, a dedicated broker, e.g. for fault tests)
 #
 # Every port and path can be overridden through the variables below.
 set -euo pipefail
@@ -22,8 +25,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 : "${KAFKA_CONTROLLER_PORT:=19093}"
 : "${PULSAR_PORT:=6650}"
 : "${PULSAR_HTTP_PORT:=8080}"
+: "${PULSAR_BOOKIE_PORT:=3181}"
 : "${SERVICE_START_TIMEOUT:=240}"
-export SERVICES_STATE_DIR SERVICES_LOG_DIR PULSAR_PORT PULSAR_HTTP_PORT
+export SERVICES_STATE_DIR SERVICES_LOG_DIR PULSAR_PORT PULSAR_HTTP_PORT PULSAR_BOOKIE_PORT
 
 JAVA_BIN=${JAVA_HOME:-/usr/lib/jvm/java-17-openjdk-amd64}/bin/java
 PG_BIN=/usr/lib/postgresql/15/bin
@@ -245,8 +249,12 @@ main() {
     ;;
   restart-kafka) stop_pidfile "$SERVICES_STATE_DIR/kafka/kafka.pid" && start_kafka ;;
   restart-pulsar) stop_pidfile "$SERVICES_STATE_DIR/pulsar/pulsar.pid" && start_pulsar ;;
+  start-kafka) start_kafka ;;
+  stop-kafka) stop_pidfile "$SERVICES_STATE_DIR/kafka/kafka.pid" ;;
+  start-pulsar) start_pulsar ;;
+  stop-pulsar) stop_pidfile "$SERVICES_STATE_DIR/pulsar/pulsar.pid" ;;
   *)
-    echo "usage: $0 [up|env|down|restart-kafka|restart-pulsar]" >&2
+    echo "usage: $0 [up|env|down|restart-kafka|restart-pulsar|start-kafka|stop-kafka|start-pulsar|stop-pulsar]" >&2
     exit 2
     ;;
   esac
