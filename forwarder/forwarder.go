@@ -8,6 +8,7 @@ package forwarder
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -278,18 +279,20 @@ func (f *Forwarder) relayBatch(ctx context.Context, worker int) (int, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
 	defer cancel()
 	db := f.cfg.DB
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, fmt.Errorf("begin batch: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-
 	// On SQLite a write transaction held open during the publish would block the application's
-	// writers, so the claim reads outside it and only the acks are written in it.
-	var reader querier = tx
-	if f.cfg.Dialect == outbox.SQLite {
-		reader = db
-		_ = tx.Rollback()
+	// writers, so the claim reads outside it and only the acks are written in one.
+	holdLeases := f.cfg.Dialect != outbox.SQLite
+	var (
+		tx     *sql.Tx
+		reader querier = db
+		err    error
+	)
+	if holdLeases {
+		if tx, err = db.BeginTx(ctx, nil); err != nil {
+			return 0, fmt.Errorf("begin batch: %w", err)
+		}
+		defer func() { _ = tx.Rollback() }()
+		reader = tx
 	}
 	partitions, err := f.store.lockOwnedPartitions(ctx, reader, f.cfg.RelayID, worker, f.cfg.Workers)
 	if err != nil || len(partitions) == 0 {
@@ -305,7 +308,7 @@ func (f *Forwarder) relayBatch(ctx context.Context, worker int) (int, error) {
 	acked, failed := f.publish(records)
 	f.metrics.publishSeconds.Observe(time.Since(started).Seconds())
 
-	if f.cfg.Dialect == outbox.SQLite {
+	if !holdLeases {
 		if tx, err = db.BeginTx(ctx, nil); err != nil {
 			return len(records), fmt.Errorf("begin ack: %w", err)
 		}

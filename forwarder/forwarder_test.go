@@ -57,6 +57,24 @@ func TestRelaysEveryDialect(t *testing.T) {
 	}
 }
 
+// sumCounter returns the sum of all series of a counter in the registry (0 if absent).
+func sumCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, m := range f.Metric {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
 // counterValue returns the value of a counter with exactly one series in the registry.
 func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
@@ -88,9 +106,14 @@ func TestThreeForwardersKeepPerKeyOrder(t *testing.T) {
 			keys := keysNamed("agg", 200)
 			const perKey = 10
 			stops := make([]func(), 3)
+			registries := make([]*prometheus.Registry, 4)
+			for i := range registries {
+				registries[i] = prometheus.NewRegistry()
+			}
 			for i := range stops {
 				cfg := h.config(h.publisher())
 				cfg.RelayID = fmt.Sprintf("relay-%d", i)
+				cfg.Metrics = registries[i]
 				stops[i] = h.start(cfg)
 			}
 			var wg sync.WaitGroup
@@ -113,6 +136,7 @@ func TestThreeForwardersKeepPerKeyOrder(t *testing.T) {
 							stops[1]() // one relay leaves gracefully; its partitions move
 							cfg := h.config(h.publisher())
 							cfg.RelayID = "relay-3"
+							cfg.Metrics = registries[3]
 							h.start(cfg)
 						}
 					}
@@ -124,6 +148,19 @@ func TestThreeForwardersKeepPerKeyOrder(t *testing.T) {
 			t.Logf("%d events delivered over %d keys by 4 relays, %d duplicates", len(got)-dups, len(keys), dups)
 			if dups != 0 {
 				t.Fatalf("%d duplicates although no relay crashed", dups)
+			}
+			var shares []float64
+			working := 0
+			for _, reg := range registries {
+				n := sumCounter(t, reg, "outboxkit_forwarder_relayed_total")
+				shares = append(shares, n)
+				if n > 0 {
+					working++
+				}
+			}
+			t.Logf("events relayed per relay: %v", shares)
+			if working < 2 {
+				t.Fatalf("only %d relay(s) relayed anything (%v): the partitions were not shared", working, shares)
 			}
 		})
 	}
