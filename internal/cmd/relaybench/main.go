@@ -8,6 +8,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -15,6 +16,7 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -362,6 +364,8 @@ func consumeN(client *kgo.Client, n int, timeout time.Duration, stamped bool) (i
 	return len(seen), latencies, nil
 }
 
+// startChild starts a relay process, waits until it has connected to the database and the
+// broker ("ready" on its stdout), then tells it to go: process start-up is not measured.
 func startChild(relay, name string, o options) (*exec.Cmd, error) {
 	self, err := os.Executable()
 	if err != nil {
@@ -369,8 +373,34 @@ func startChild(relay, name string, o options) (*exec.Cmd, error) {
 	}
 	cmd := exec.Command(self, "-role", relay, "-table", name, "-pg", o.pgDSN, "-kafka", strings.Join(o.brokers, ","),
 		"-workers", strconv.Itoa(o.workers), "-batch", strconv.Itoa(o.batch))
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	return cmd, cmd.Start()
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "ready" {
+		_ = cmd.Process.Kill()
+		return nil, fmt.Errorf("relay child did not get ready (%q, %v)", line, err)
+	}
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		return nil, err
+	}
+	return cmd, nil
+}
+
+// waitForGo is the child's half of startChild.
+func waitForGo() error {
+	fmt.Println("ready")
+	_, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	return err
 }
 
 // stopChild stops the relay with SIGTERM and returns its CPU time and peak RSS. The peak is
@@ -421,6 +451,12 @@ func runRelay(role, name string, o options) error {
 		if err != nil {
 			return err
 		}
+		if err := db.PingContext(ctx); err != nil {
+			return err
+		}
+		if err := waitForGo(); err != nil {
+			return err
+		}
 		return f.Run(ctx)
 	case "stock":
 		sub, err := wsql.NewSubscriber(wsql.BeginnerFromStdSQL(db), wsql.SubscriberConfig{
@@ -432,6 +468,12 @@ func runRelay(role, name string, o options) error {
 		}
 		fwd, err := wforwarder.NewForwarder(sub, pub, watermill.NopLogger{}, wforwarder.Config{ForwarderTopic: name})
 		if err != nil {
+			return err
+		}
+		if err := db.PingContext(ctx); err != nil {
+			return err
+		}
+		if err := waitForGo(); err != nil {
 			return err
 		}
 		return fwd.Run(ctx)
