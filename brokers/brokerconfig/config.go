@@ -48,12 +48,6 @@ type KFakeConfig struct {
 	Partitions int `yaml:"partitions"`
 }
 
-// KFakeKafkaVersion is the Kafka protocol version used with broker kfake unless kafka.version
-// is set: from protocol 2.4 on Sarama uses consumer-group request versions whose kfake responses
-// it cannot decode ("error decoding packet: invalid byteslice length"), so the subscriber would
-// never join its group. Publishing is unaffected.
-const KFakeKafkaVersion = "2.3.0"
-
 // DefaultKFakePartitions is the default of KFakeConfig.Partitions.
 const DefaultKFakePartitions = 4
 
@@ -100,9 +94,6 @@ func (c *Config) SetDefaults() {
 	case BrokerKafka:
 		c.Kafka.SetDefaults()
 	case BrokerKFake:
-		if c.Kafka.Version == "" {
-			c.Kafka.Version = KFakeKafkaVersion
-		}
 		c.Kafka.SetDefaults()
 	case BrokerPulsar:
 		c.Pulsar.setDefaults()

@@ -3,10 +3,6 @@ package kafka_test
 import (
 	"crypto/sha1"
 	"fmt"
-	"os"
-	"reflect"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +19,10 @@ import (
 // (Kafka orders per partition, i.e. per key, and the suite's messages carry no key);
 // persistent yes; a new subscriber receives old messages only without a consumer group, which
 // the suite does not use. ForceShort keeps message counts small: 2 shared cores.
+//
+// With Sarama 1.43.3 (watermill-kafka's pin) the tests that make many members join one group
+// failed about one run in three here (the idempotent producer's "out of order sequence number"
+// on fresh topics); with Sarama 1.61.1 the whole suite passes.
 func TestUniversalPubSub(t *testing.T) {
 	brokers := testsupport.KafkaBrokers(t)
 	if testing.Short() {
@@ -60,28 +60,5 @@ func TestUniversalPubSub(t *testing.T) {
 	constructor := func(t *testing.T) (message.Publisher, message.Subscriber) {
 		return newPubSub(t, run+"_"+fmt.Sprintf("%x", sha1.Sum([]byte(t.Name()))))
 	}
-	if os.Getenv("OUTBOXKIT_KAFKA_FULL_SUITE") != "" {
-		tests.TestPubSub(t, features, constructor, newPubSub)
-		return
-	}
-	// By default, every test of the suite except the three that make many members join one
-	// consumer group one after another (watermill-kafka opens a group member per Subscribe
-	// call): each join is a rebalance, and on a loaded 2-core machine those tests sometimes
-	// exceed the suite's fixed 45 s read timeout. OUTBOXKIT_KAFKA_FULL_SUITE=1 runs them too.
-	suite := []func(*testing.T, tests.TestContext, tests.PubSubConstructor){
-		tests.TestPublishSubscribe, tests.TestResendOnError, tests.TestNoAck, tests.TestConcurrentClose,
-		tests.TestContinueAfterErrors, tests.TestPublishSubscribeInOrder, tests.TestPublisherClose, tests.TestTopic,
-		tests.TestMessageCtx, tests.TestSubscribeCtx, tests.TestNewSubscriberReceivesOldMessages,
-	}
-	for _, fn := range suite {
-		name := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name()
-		t.Run(name[strings.LastIndex(name, ".")+1:], func(t *testing.T) {
-			t.Parallel()
-			fn(t, tests.TestContext{TestID: tests.NewTestID(), Features: features}, constructor)
-		})
-	}
-	t.Run("TestConsumerGroups", func(t *testing.T) {
-		t.Parallel()
-		tests.TestConsumerGroups(t, tests.TestContext{TestID: tests.NewTestID(), Features: features}, newPubSub)
-	})
+	tests.TestPubSub(t, features, constructor, newPubSub)
 }
