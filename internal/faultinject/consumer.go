@@ -1,0 +1,222 @@
+package faultinject
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	apulsar "github.com/apache/pulsar-client-go/pulsar"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxkit/outboxkit/middleware"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// payload is the body of every event the writers commit: its key and per-key sequence number.
+type payload struct {
+	Key string `json:"key"`
+	Seq int64  `json:"seq"`
+}
+
+// delivery is one message read from the broker.
+type delivery struct {
+	id      string
+	key     string
+	seq     int64
+	bad     string // why the message could not be decoded, if it could not
+	payload []byte
+	headers map[string]string
+}
+
+// recorder keeps every delivery in arrival order and feeds each one to the inbox.
+type recorder struct {
+	mu         sync.Mutex
+	deliveries []delivery
+	distinct   map[string]bool
+	inboxCh    []chan delivery
+	inboxWG    sync.WaitGroup
+	inboxErrs  []error
+	lastAt     time.Time
+}
+
+// newRecorder starts workers inbox workers that run handler for every delivery; deliveries of
+// one key go to one worker.
+func newRecorder(workers int, handler message.NoPublishHandlerFunc) *recorder {
+	r := &recorder{distinct: map[string]bool{}}
+	for range workers {
+		ch := make(chan delivery, 4096)
+		r.inboxCh = append(r.inboxCh, ch)
+		r.inboxWG.Add(1)
+		go func() {
+			defer r.inboxWG.Done()
+			for d := range ch {
+				r.handle(handler, d)
+			}
+		}()
+	}
+	return r
+}
+
+func (r *recorder) handle(handler message.NoPublishHandlerFunc, d delivery) {
+	if d.id == "" {
+		return
+	}
+	var err error
+	for attempt := 0; attempt < 20; attempt++ {
+		msg := message.NewMessage(d.id, d.payload)
+		for k, v := range d.headers {
+			msg.Metadata.Set(k, v)
+		}
+		if err = handler(msg); err == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	r.mu.Lock()
+	r.inboxErrs = append(r.inboxErrs, fmt.Errorf("inbox handler for event %s: %w", d.id, err))
+	r.mu.Unlock()
+}
+
+func (r *recorder) add(d delivery) {
+	r.mu.Lock()
+	r.deliveries = append(r.deliveries, d)
+	r.distinct[d.id] = true
+	r.lastAt = time.Now()
+	r.mu.Unlock()
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(d.key))
+	r.inboxCh[int(h.Sum32())%len(r.inboxCh)] <- d
+}
+
+// has reports whether every id in ids was delivered at least once.
+func (r *recorder) missing(ids map[string]bool) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for id := range ids {
+		if !r.distinct[id] {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *recorder) idleFor() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lastAt.IsZero() {
+		return 0
+	}
+	return time.Since(r.lastAt)
+}
+
+// closeInbox waits for the inbox workers to handle everything queued.
+func (r *recorder) closeInbox() error {
+	for _, ch := range r.inboxCh {
+		close(ch)
+	}
+	r.inboxWG.Wait()
+	return errors.Join(r.inboxErrs...)
+}
+
+func decode(id, key string, value []byte, headers map[string]string) delivery {
+	d := delivery{id: id, key: key, payload: value, headers: headers}
+	var p payload
+	if err := json.Unmarshal(value, &p); err != nil {
+		d.bad = fmt.Sprintf("payload is not JSON: %v", err)
+	} else if p.Key != key {
+		d.bad = fmt.Sprintf("payload key %q differs from the message key %q", p.Key, key)
+	}
+	d.seq = p.Seq
+	if id == "" {
+		d.bad = "no event_id"
+	}
+	return d
+}
+
+// consumeKafka reads topic from its start until ctx is cancelled; it never joins a group, so
+// nothing is redelivered by the consumer itself: every repeated event id is a relay duplicate.
+func consumeKafka(ctx context.Context, addr, topic string, rec *recorder) error {
+	client, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("faultinject: kafka consumer: %w", err)
+	}
+	defer client.Close()
+	for ctx.Err() == nil {
+		fetches := client.PollFetches(ctx)
+		fetches.EachRecord(func(r *kgo.Record) {
+			headers := make(map[string]string, len(r.Headers))
+			for _, h := range r.Headers {
+				headers[h.Key] = string(h.Value)
+			}
+			rec.add(decode(headers[outbox.MetadataEventID], string(r.Key), r.Value, headers))
+		})
+	}
+	return nil
+}
+
+// consumePulsar reads topic through an Exclusive subscription from the earliest message.
+// Messages the broker redelivers after a reconnect (same message id) are skipped, so every
+// repeated event id is a relay duplicate.
+func consumePulsar(ctx context.Context, url, topic string, rec *recorder) error {
+	client, err := apulsar.NewClient(apulsar.ClientOptions{URL: url, OperationTimeout: 30 * time.Second,
+		ConnectionTimeout: 10 * time.Second})
+	if err != nil {
+		return fmt.Errorf("faultinject: pulsar client: %w", err)
+	}
+	defer client.Close()
+	consumer, err := client.Subscribe(apulsar.ConsumerOptions{
+		Topic: topic, SubscriptionName: "faultinject-check", Type: apulsar.Exclusive,
+		SubscriptionInitialPosition: apulsar.SubscriptionPositionEarliest,
+	})
+	if err != nil {
+		return fmt.Errorf("faultinject: pulsar subscribe %s: %w", topic, err)
+	}
+	defer consumer.Close()
+	seen := map[string]bool{}
+	for ctx.Err() == nil {
+		msg, err := consumer.Receive(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		mid := msg.ID().String()
+		if !seen[mid] {
+			seen[mid] = true
+			props := msg.Properties()
+			rec.add(decode(props[outbox.MetadataEventID], msg.Key(), msg.Payload(), props))
+		}
+		_ = consumer.Ack(msg)
+	}
+	return nil
+}
+
+// newEffectHandler returns the inbox-wrapped consumer handler: one effect row per event,
+// inserted in the inbox's transaction.
+func newEffectHandler(db *sql.DB, inboxTable, effects string) (message.NoPublishHandlerFunc, *middleware.Inbox, error) {
+	inbox, err := middleware.NewInbox(middleware.InboxConfig{DB: db, Dialect: middleware.DialectPostgres,
+		Table: inboxTable, ConsumerName: "faultinject"}, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := inbox.Migrate(context.Background()); err != nil {
+		return nil, nil, fmt.Errorf("faultinject: inbox migrate: %w", err)
+	}
+	// effects is generated by this package (validated table name), never user input.
+	insert := "INSERT INTO " + effects + " (event_id) VALUES ($1)"
+	h := inbox.ConsumerHandler(func(ctx context.Context, tx *sql.Tx, msg *message.Message) error {
+		_, err := tx.ExecContext(ctx, insert, msg.Metadata.Get(outbox.MetadataEventID))
+		return err
+	})
+	return h, inbox, nil
+}
