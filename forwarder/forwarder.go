@@ -388,12 +388,12 @@ func (f *Forwarder) publishTopic(topic string, records []record) (acked []record
 	for i, r := range records {
 		msgs[i] = r.event.ToMessage()
 	}
-	if err := f.cfg.Publisher.Publish(topic, msgs...); err == nil {
+	err := f.cfg.Publisher.Publish(topic, msgs...)
+	if err == nil {
 		return records, nil
-	} else {
-		f.log.Debug("batch publish failed; isolating the failing events key by key", "topic", topic,
-			"events", len(records), "error", err)
 	}
+	f.log.Debug("batch publish failed; isolating the failing events key by key", "topic", topic,
+		"events", len(records), "error", err)
 	var keys []int64
 	byKey := map[int64][]int{}
 	for i, r := range records {
