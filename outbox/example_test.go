@@ -42,7 +42,7 @@ func ExampleWriter_WriteTx() {
 	_ = tx.Commit()
 
 	var topic, eventType string
-	_ = db.QueryRow("SELECT topic, event_type FROM " + writer.Table().Events()).Scan(&topic, &eventType)
+	_ = db.QueryRow("SELECT topic, event_type FROM "+writer.Table().Events()).Scan(&topic, &eventType)
 	fmt.Println(topic, eventType)
 
 	// Validation happens before any SQL: the transaction stays usable.
