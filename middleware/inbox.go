@@ -15,19 +15,22 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/outboxkit/outboxkit/outbox"
 )
 
-// Dialect names the SQL database the inbox table lives in.
-type Dialect string
+// Dialect names the SQL database the inbox table lives in: the outbox's own dialect type, so
+// one value configures both sides of a consume-then-publish handler.
+type Dialect = outbox.Dialect
 
 // Supported dialects.
 const (
 	// DialectPostgres is PostgreSQL through database/sql (for example the pgx stdlib driver).
-	DialectPostgres Dialect = "postgres"
+	DialectPostgres = outbox.Postgres
 	// DialectMySQL is MySQL 8 or MariaDB through github.com/go-sql-driver/mysql.
-	DialectMySQL Dialect = "mysql"
+	DialectMySQL = outbox.MySQL
 	// DialectSQLite is SQLite, for example modernc.org/sqlite.
-	DialectSQLite Dialect = "sqlite"
+	DialectSQLite = outbox.SQLite
 )
 
 // Defaults of InboxConfig.
