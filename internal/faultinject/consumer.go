@@ -12,6 +12,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	apulsar "github.com/apache/pulsar-client-go/pulsar"
+	plog "github.com/apache/pulsar-client-go/pulsar/log"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxkit/outboxkit/middleware"
@@ -32,6 +33,8 @@ type delivery struct {
 	bad     string // why the message could not be decoded, if it could not
 	payload []byte
 	headers map[string]string
+	where   string // partition/offset (Kafka) or message id (Pulsar), for diagnostics
+	at      time.Time
 }
 
 // recorder keeps every delivery in arrival order and feeds each one to the inbox.
@@ -85,6 +88,7 @@ func (r *recorder) handle(handler message.NoPublishHandlerFunc, d delivery) {
 
 func (r *recorder) add(d delivery) {
 	r.mu.Lock()
+	d.at = time.Now()
 	r.deliveries = append(r.deliveries, d)
 	r.distinct[d.id] = true
 	r.lastAt = time.Now()
@@ -156,7 +160,9 @@ func consumeKafka(ctx context.Context, addr, topic string, rec *recorder) error 
 			for _, h := range r.Headers {
 				headers[h.Key] = string(h.Value)
 			}
-			rec.add(decode(headers[outbox.MetadataEventID], string(r.Key), r.Value, headers))
+			d := decode(headers[outbox.MetadataEventID], string(r.Key), r.Value, headers)
+			d.where = fmt.Sprintf("partition %d offset %d", r.Partition, r.Offset)
+			rec.add(d)
 		})
 	}
 	return nil
@@ -167,7 +173,7 @@ func consumeKafka(ctx context.Context, addr, topic string, rec *recorder) error 
 // repeated event id is a relay duplicate.
 func consumePulsar(ctx context.Context, url, topic string, rec *recorder) error {
 	client, err := apulsar.NewClient(apulsar.ClientOptions{URL: url, OperationTimeout: 30 * time.Second,
-		ConnectionTimeout: 10 * time.Second})
+		ConnectionTimeout: 10 * time.Second, Logger: plog.DefaultNopLogger()})
 	if err != nil {
 		return fmt.Errorf("faultinject: pulsar client: %w", err)
 	}
@@ -190,11 +196,15 @@ func consumePulsar(ctx context.Context, url, topic string, rec *recorder) error 
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
-		mid := msg.ID().String()
+		// MessageID.String leaves out the batch index: build the key from every part.
+		id := msg.ID()
+		mid := fmt.Sprintf("%d:%d:%d:%d", id.LedgerID(), id.EntryID(), id.BatchIdx(), id.PartitionIdx())
 		if !seen[mid] {
 			seen[mid] = true
 			props := msg.Properties()
-			rec.add(decode(props[outbox.MetadataEventID], msg.Key(), msg.Payload(), props))
+			d := decode(props[outbox.MetadataEventID], msg.Key(), msg.Payload(), props)
+			d.where = "message " + mid
+			rec.add(d)
 		}
 		_ = consumer.Ack(msg)
 	}

@@ -199,7 +199,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	start := time.Now()
 	res := Result{Broker: cfg.Broker.Kind, Seed: cfg.Seed}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
-	logf := cfg.Logf
+	logf := func(format string, args ...any) {
+		cfg.Logf(time.Now().Format("15:04:05.000 ")+format, args...)
+	}
 
 	if cfg.PostgresDSN == "" || cfg.Broker.RepoRoot == "" {
 		return res, errors.New("faultinject: Config.PostgresDSN and Config.Broker.RepoRoot are required")
@@ -578,6 +580,7 @@ func analyze(ctx context.Context, db *sql.DB, res *Result, out outcome, deliveri
 	seen := map[string]bool{}
 	phantom := map[string]bool{}
 	last := map[string]int64{}
+	lastAt := map[string]delivery{}
 	for _, d := range deliveries {
 		if d.bad != "" {
 			res.Undecodable++
@@ -604,9 +607,13 @@ func analyze(ctx context.Context, db *sql.DB, res *Result, out outcome, deliveri
 		}
 		if d.seq <= last[d.key] {
 			res.OrderViolations++
-			sample("key %s: seq %d arrived after seq %d", d.key, d.seq, last[d.key])
+			prev := lastAt[d.key]
+			sample("key %s: seq %d (%s, %s) arrived after seq %d (%s, %s)", d.key, d.seq, d.where,
+				d.at.Format("15:04:05.000"), last[d.key], prev.where, prev.at.Format("15:04:05.000"))
 		}
-		last[d.key] = max(last[d.key], d.seq)
+		if d.seq > last[d.key] {
+			last[d.key], lastAt[d.key] = d.seq, d
+		}
 	}
 	for id := range out.committed {
 		if !seen[id] {
