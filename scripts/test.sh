@@ -14,3 +14,13 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 go test -count=1 -timeout 25m -p 2 "$@" ./...
+
+# Short fuzz runs (one package and one target each); FUZZTIME=0 skips them.
+: "${FUZZTIME:=10s}"
+if [ "$FUZZTIME" != 0 ]; then
+  for target in 'FuzzEventFromMessage ./outbox' 'FuzzParse ./brokers/brokerconfig' \
+    'FuzzParse ./cmd/outboxkit/internal/relayconfig'; do
+    read -r name pkg <<<"$target"
+    go test -run '^$' -fuzz "^$name\$" -fuzztime "$FUZZTIME" "$pkg"
+  done
+fi
