@@ -351,12 +351,46 @@ type failure struct {
 	err    error
 }
 
-// publish sends the records, one Publish call per topic (topics in parallel, each in sequence
-// order). If a call fails, its topic falls back to publishing key by key, one message at a time,
-// so the failing event is isolated: it and the later events of its key are held back, every
-// other event is acknowledged. It returns the acknowledged records and the failed ones; later
-// records of a failed key are in neither and simply stay pending.
+// publish sends the records in waves: wave k holds the k-th record of every key, so one Publish
+// call never carries two events of the same key, and the next event of a key is sent only after
+// the broker acknowledged the previous one. A producer that loses one message of a call but
+// delivers the next (Sarama does, when a message is refused before sending or its retries run
+// out during a broker outage) can therefore never put a key out of order. Within a wave there is
+// one Publish call per topic, topics in parallel; if a call fails, its messages are published one
+// by one (in parallel, they all have different keys) to isolate the failing ones. A key with a
+// failure is left out of the later waves: its later records stay pending, parked behind it.
+// publish returns the acknowledged records and the failed ones.
 func (f *Forwarder) publish(records []record) (acked []record, failed []failure) {
+	var waves [][]record
+	position := make(map[int64]int, len(records))
+	for _, r := range records {
+		k := position[r.keyHash]
+		position[r.keyHash]++
+		if k == len(waves) {
+			waves = append(waves, nil)
+		}
+		waves[k] = append(waves[k], r)
+	}
+	parked := map[int64]bool{}
+	for _, wave := range waves {
+		todo := wave[:0:0]
+		for _, r := range wave {
+			if !parked[r.keyHash] {
+				todo = append(todo, r)
+			}
+		}
+		a, fl := f.publishWave(todo)
+		acked = append(acked, a...)
+		for _, x := range fl {
+			parked[x.record.keyHash] = true
+			failed = append(failed, x)
+		}
+	}
+	return acked, failed
+}
+
+// publishWave publishes records of distinct keys: one call per topic, topics in parallel.
+func (f *Forwarder) publishWave(records []record) (acked []record, failed []failure) {
 	var topics []string
 	byTopic := map[string][]record{}
 	for _, r := range records {
@@ -380,9 +414,11 @@ func (f *Forwarder) publish(records []record) (acked []record, failed []failure)
 	return acked, failed
 }
 
-// keyParallelism bounds the concurrent per-key publishes of the fallback path.
-const keyParallelism = 32
+// isolateParallelism bounds the concurrent one-message publishes that isolate a failure.
+const isolateParallelism = 32
 
+// publishTopic publishes records of distinct keys to one topic in one call, or, if that call
+// fails, one by one to find the failing ones.
 func (f *Forwarder) publishTopic(topic string, records []record) (acked []record, failed []failure) {
 	msgs := make([]*message.Message, len(records))
 	for i, r := range records {
@@ -392,34 +428,26 @@ func (f *Forwarder) publishTopic(topic string, records []record) (acked []record
 	if err == nil {
 		return records, nil
 	}
-	f.log.Debug("batch publish failed; isolating the failing events key by key", "topic", topic,
-		"events", len(records), "error", err)
-	var keys []int64
-	byKey := map[int64][]int{}
-	for i, r := range records {
-		if _, ok := byKey[r.keyHash]; !ok {
-			keys = append(keys, r.keyHash)
-		}
-		byKey[r.keyHash] = append(byKey[r.keyHash], i)
+	if len(records) == 1 {
+		return nil, []failure{{records[0], err}}
 	}
+	f.log.Debug("batch publish failed; publishing its events one by one to isolate the failing ones",
+		"topic", topic, "events", len(records), "error", err)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, keyParallelism)
-	for _, key := range keys {
+	sem := make(chan struct{}, isolateParallelism)
+	for i := range records {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			for _, i := range byKey[key] {
-				err := f.cfg.Publisher.Publish(topic, msgs[i])
-				mu.Lock()
-				if err != nil {
-					failed = append(failed, failure{records[i], err})
-					mu.Unlock()
-					return
-				}
-				acked = append(acked, records[i])
-				mu.Unlock()
+			err := f.cfg.Publisher.Publish(topic, msgs[i])
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed = append(failed, failure{records[i], err})
+				return
 			}
+			acked = append(acked, records[i])
 		})
 	}
 	wg.Wait()

@@ -166,11 +166,14 @@ func TestThreeForwardersKeepPerKeyOrder(t *testing.T) {
 	}
 }
 
-// faultyPublisher wraps a real publisher and refuses every Publish call to topic containing one
-// of the poisoned event ids, the way a broker refuses a message (the dead-letter topic accepts it).
+// faultyPublisher wraps a real publisher and refuses the poisoned event ids on topic, the way a
+// broker refuses a message (the dead-letter topic accepts it). By default a call containing a
+// poisoned event fails whole; with partial set, the other messages of the call are delivered and
+// the call still fails, as Sarama does when it refuses one message before sending the rest.
 type faultyPublisher struct {
 	message.Publisher
 	topic    string
+	partial  bool
 	mu       sync.Mutex
 	poisoned map[string]error
 	calls    atomic.Int64
@@ -189,22 +192,36 @@ func (p *faultyPublisher) poison(eventID string, err error) {
 func (p *faultyPublisher) Publish(topic string, msgs ...*message.Message) error {
 	p.calls.Add(1)
 	p.mu.Lock()
+	var refused error
+	var deliver []*message.Message
 	for _, m := range msgs {
-		if topic != p.topic {
-			break
+		if err := p.poisoned[m.Metadata.Get(outbox.MetadataEventID)]; err != nil && topic == p.topic {
+			refused = err
+			continue
 		}
-		if err := p.poisoned[m.Metadata.Get(outbox.MetadataEventID)]; err != nil {
-			p.mu.Unlock()
+		deliver = append(deliver, m)
+	}
+	p.mu.Unlock()
+	if refused == nil {
+		return p.Publisher.Publish(topic, msgs...)
+	}
+	if p.partial && len(deliver) > 0 {
+		if err := p.Publisher.Publish(topic, deliver...); err != nil {
 			return err
 		}
 	}
-	p.mu.Unlock()
-	return p.Publisher.Publish(topic, msgs...)
+	return refused
 }
 
 func TestPoisonEventIsRetriedThenDeadLetteredWithoutBlockingOtherKeys(t *testing.T) {
+	for _, partial := range []bool{false, true} {
+		t.Run(fmt.Sprintf("partial-delivery=%v", partial), func(t *testing.T) { testPoisonEvent(t, partial) })
+	}
+}
+
+func testPoisonEvent(t *testing.T, partial bool) {
 	h := newHarness(t, outbox.Postgres, kfakeBrokers(t))
-	pub := &faultyPublisher{Publisher: h.publisher(), topic: h.topic, poisoned: map[string]error{}}
+	pub := &faultyPublisher{Publisher: h.publisher(), topic: h.topic, partial: partial, poisoned: map[string]error{}}
 	healthy := keysNamed("ok", 30)
 	var events []outbox.Event
 	for _, k := range healthy {
@@ -256,9 +273,13 @@ func TestPoisonEventIsRetriedThenDeadLetteredWithoutBlockingOtherKeys(t *testing
 			t.Fatalf("dead letter headers %v", m.headers)
 		}
 	}
-	// The later events of both poisoned keys are parked, not published.
-	if more := consume(t, h.brokers, h.topic, len(events)+1, 2*time.Second); len(more) != len(events) {
-		t.Fatalf("%d messages on the topic, want %d: a parked key leaked", len(more), len(events))
+	// The later events of both poisoned keys are parked, not published. (With partial delivery
+	// the isolation step publishes the rest of a failed call again: duplicates, not leaks.)
+	before := consume(t, h.brokers, h.topic, 10*len(events), 2*time.Second)
+	for _, r := range before {
+		if strings.HasPrefix(r.key, "poison") {
+			t.Fatalf("event %s/%d of a parked key was published", r.key, r.n)
+		}
 	}
 	status, err := admin.Status(context.Background())
 	if err != nil || len(status) != 1 || status[0].Dead != 2 || status[0].Pending != 4 {
@@ -273,10 +294,12 @@ func TestPoisonEventIsRetriedThenDeadLetteredWithoutBlockingOtherKeys(t *testing
 	if n, err := admin.Discard(context.Background(), discarded[0].ID); err != nil || n != 1 {
 		t.Fatalf("discard: %d, %v", n, err)
 	}
-	all := consume(t, h.brokers, h.topic, len(events)+5, 30*time.Second)
+	all := consume(t, h.brokers, h.topic, len(before)+5, 30*time.Second)
 	var order []string
+	seen := map[string]bool{}
 	for _, r := range all {
-		if strings.HasPrefix(r.key, "poison") {
+		if strings.HasPrefix(r.key, "poison") && !seen[r.eventID] {
+			seen[r.eventID] = true
 			order = append(order, fmt.Sprintf("%s/%d", r.key, r.n))
 		}
 	}
