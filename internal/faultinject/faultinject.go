@@ -105,6 +105,9 @@ type Result struct {
 	Committed  int // events in committed transactions
 	RolledBack int // events in transactions rolled back on purpose
 	Uncertain  int // events whose commit returned an error (outcome unknown; excluded from checks)
+	// WriterAborts counts transactions that failed before COMMIT (a lost connection); their
+	// events count as rolled back.
+	WriterAborts int
 
 	Messages        int // messages read from the topic, duplicates included
 	Delivered       int // distinct committed events delivered
@@ -165,6 +168,7 @@ func (r Result) Table() string {
 	row("events committed", r.Committed)
 	row("events rolled back", r.RolledBack)
 	row("commit outcome unknown", r.Uncertain)
+	row("writer tx aborted (connection lost)", r.WriterAborts)
 	row("messages consumed", r.Messages)
 	row("delivered (distinct)", r.Delivered)
 	row("lost", r.Lost)
@@ -300,7 +304,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}()
 
 	// Writers.
-	var committedCount atomic.Int64
+	var committedCount, aborted atomic.Int64
 	out := outcome{committed: map[string]bool{}, rolledBack: map[string]bool{}, uncertain: map[string]bool{}}
 	var outMu sync.Mutex
 	writer, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Table: name})
@@ -317,6 +321,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		writersWG.Add(1)
 		go func() {
 			defer writersWG.Done()
+			consecutive := 0
 			for writeCtx.Err() == nil && committedCount.Load() < int64(cfg.Events) {
 				if cfg.Rate > 0 {
 					due := writeStart.Add(time.Duration(float64(committedCount.Load()) / float64(cfg.Rate) * float64(time.Second)))
@@ -325,13 +330,28 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 					}
 				}
 				ids, ok, err := writeTx(writeCtx, db, writer, keysTable, topic, cfg.Keys, wrng, wrng.Float64() < cfg.RollbackShare)
-				if err != nil && writeCtx.Err() == nil {
-					writeErrs <- err
-					return
+				var commitErr *commitError
+				failedBeforeCommit := err != nil && !errors.As(err, &commitErr)
+				if failedBeforeCommit {
+					// Nothing committed (the connection may have been cut by another test
+					// sharing the database): its events count as rolled back.
+					if writeCtx.Err() != nil {
+						return
+					}
+					aborted.Add(1)
+					if consecutive++; consecutive > 50 {
+						writeErrs <- err
+						return
+					}
+					time.Sleep(50 * time.Millisecond)
+				} else {
+					consecutive = 0
 				}
 				outMu.Lock()
 				for _, id := range ids {
 					switch {
+					case failedBeforeCommit:
+						out.rolledBack[id] = true
 					case err != nil:
 						out.uncertain[id] = true
 					case ok:
@@ -445,6 +465,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 
 	res.Kills, res.RelaySelfExits, _ = rl.counts()
+	res.WriterAborts = int(aborted.Load())
 	res.InboxDuplicates = inbox.Stats().Duplicates
 	if err := analyze(ctx, db, &res, out, rec.deliveries, table.Events(), effectsTable); err != nil {
 		return res, err
@@ -509,10 +530,16 @@ func writeTx(ctx context.Context, db *sql.DB, w *outbox.Writer, keysTable, topic
 		return ids, false, nil
 	}
 	if err := tx.Commit(); err != nil {
-		return ids, false, fmt.Errorf("commit: %w", err)
+		return ids, false, &commitError{err}
 	}
 	return ids, true, nil
 }
+
+// commitError is a failed COMMIT: whether the transaction committed is unknown.
+type commitError struct{ err error }
+
+func (e *commitError) Error() string { return "commit: " + e.err.Error() }
+func (e *commitError) Unwrap() error { return e.err }
 
 // cutConnections terminates every connection whose application_name is appName, retrying for a
 // few seconds until there is at least one (the relays may be reconnecting).
