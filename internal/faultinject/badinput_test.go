@@ -202,15 +202,6 @@ func TestOversizedEventIsDeadLetteredOthersKeepFlowing(t *testing.T) {
 						e.ID, e.AggregateID, len(got), len(others))
 				}
 			}
-			if tc.maxBytes == 0 && ids[after.ID.String()] && !ids[big.ID.String()] {
-				// KNOWN BUG (reported, not fixed here): when Sarama refuses the oversized
-				// message before sending, the later event of its key, in the same Publish
-				// call, is still sent: it reaches Kafka before the dead-lettered event, and
-				// its row stays pending behind the dead letter (a duplicate after a replay).
-				// Remove this branch once brokers/kafka fails the later messages of the key.
-				t.Logf("KNOWN BUG: event %s (seq 2 of key big) was published although seq 1 was dead-lettered", after.ID)
-				ids[after.ID.String()] = false
-			}
 			if ids[big.ID.String()] || ids[after.ID.String()] {
 				t.Fatalf("key big was published (%v, %v); want it parked behind its dead letter",
 					ids[big.ID.String()], ids[after.ID.String()])
@@ -252,8 +243,7 @@ func TestOversizedEventIsDeadLetteredOthersKeepFlowing(t *testing.T) {
 
 // The relay's database goes away mid-batch (its connections are terminated again and again
 // while it relays) and the broker refuses writes for about 10 s (the dedicated Kafka is
-// stopped, then started): the backlog drains once they are back, nothing lost (per-key order:
-// see knownOrderBug).
+// stopped, then started): the backlog drains once they are back, in per-key order, nothing lost.
 func TestDatabaseCutsAndBrokerOutageDrainTheBacklog(t *testing.T) {
 	b := dedicatedBroker(t, Kafka)
 	dsn := testsupport.PostgresDSN(t)
@@ -367,10 +357,7 @@ func TestDatabaseCutsAndBrokerOutageDrainTheBacklog(t *testing.T) {
 		t.Fatalf("%d of %d events delivered (%d pending before the broker came back)", len(seen), keys*perKey, pending)
 	}
 	if len(disorder) > 0 {
-		if os.Getenv(envStrict) != "" {
-			t.Fatalf("%d first deliveries out of per-key order, e.g. %s", len(disorder), disorder[0])
-		}
-		t.Logf("%s: %d first deliveries out of per-key order, e.g. %s", knownOrderBug, len(disorder), disorder[0])
+		t.Fatalf("%d first deliveries out of per-key order, e.g. %s", len(disorder), disorder[0])
 	}
 	t.Logf("%d events delivered after %d cut connections and a 10 s broker outage (%d were pending); %d duplicates",
 		len(seen), cuts, pending, len(got)-len(seen))
