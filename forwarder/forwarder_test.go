@@ -2,8 +2,10 @@ package forwarder_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -326,6 +328,7 @@ func filter(items []string, prefix string) []string {
 type crashingPublisher struct {
 	message.Publisher
 	h       *harness
+	appName string // the forwarder's connections, the only ones cut
 	crashes atomic.Int64
 }
 
@@ -334,8 +337,8 @@ func (p *crashingPublisher) Publish(topic string, msgs ...*message.Message) erro
 		return err
 	}
 	if p.crashes.Add(1) <= 2 {
-		if _, err := p.h.db.Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity " +
-			"WHERE datname = current_database() AND state = 'idle in transaction' AND pid <> pg_backend_pid()"); err != nil {
+		if _, err := p.h.db.Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "+
+			"WHERE application_name = $1 AND state = 'idle in transaction'", p.appName); err != nil {
 			p.h.t.Errorf("cut connections: %v", err)
 		}
 	}
@@ -352,8 +355,24 @@ func TestCrashBetweenPublishAndAckRepublishes(t *testing.T) {
 		}
 		h.write(events...)
 	}
-	pub := &crashingPublisher{Publisher: h.publisher(), h: h}
+	// The forwarder gets its own connections, named, so that only they are cut: other tests share
+	// the database.
+	appName := testsupport.UniqueName("fwd_crash")
+	dsn, err := url.Parse(testsupport.PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	query := dsn.Query()
+	query.Set("application_name", appName)
+	dsn.RawQuery = query.Encode()
+	relayDB, err := sql.Open("pgx", dsn.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relayDB.Close()
+	pub := &crashingPublisher{Publisher: h.publisher(), h: h, appName: appName}
 	cfg := h.config(pub)
+	cfg.DB = relayDB
 	cfg.Workers = 1
 	h.start(cfg)
 	deadline := time.Now().Add(60 * time.Second)
