@@ -182,6 +182,9 @@ func (c Config) Validate() error {
 	if c.HeartbeatInterval >= c.LeaseTTL {
 		errs = append(errs, fmt.Errorf("HeartbeatInterval %v must be shorter than LeaseTTL %v", c.HeartbeatInterval, c.LeaseTTL))
 	}
+	if err := outbox.ValidateTopic(c.DeadLetterTopic); err != nil {
+		errs = append(errs, fmt.Errorf("DeadLetterTopic: %w", err))
+	}
 	if c.Retention < 0 {
 		errs = append(errs, fmt.Errorf("Retention %v must not be negative", c.Retention))
 	}

@@ -495,6 +495,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		{func(c *forwarder.Config) { c.LeaseTTL, c.HeartbeatInterval = time.Second, 2*time.Second }, "HeartbeatInterval 2s must be shorter than LeaseTTL 1s"},
 		{func(c *forwarder.Config) { c.Retention = -time.Second }, "Retention -1s"},
 		{func(c *forwarder.Config) { c.MaxAttempts = -3 }, "MaxAttempts must be positive, got -3"},
+		{func(c *forwarder.Config) { c.DeadLetterTopic = "dead letters;" }, `DeadLetterTopic: topic "dead letters;"`},
 	}
 	for _, tc := range cases {
 		cfg := base

@@ -45,11 +45,6 @@ func FuzzEventFromMessage(f *testing.F) {
 		if e.ID.String() == "00000000-0000-0000-0000-000000000000" {
 			return // no id: the writer generates one
 		}
-		if y := e.CreatedAt.UTC().Year(); y < 0 || y > 9999 {
-			// KNOWN (reported): Validate accepts a created_at whose UTC year leaves 0000-9999,
-			// which RFC 3339 cannot carry, so ToMessage writes a value EventFromMessage rejects.
-			return
-		}
 		back, err := outbox.EventFromMessage(e.Topic, e.ToMessage())
 		if err != nil {
 			t.Fatalf("valid event %+v does not decode after ToMessage: %v", e, err)

@@ -325,6 +325,7 @@ func TestValidationErrorsLeaveTransactionUsable(t *testing.T) {
 		{"reserved header", func(e *outbox.Event) { e.Headers["event_id"] = "x" }, `header "event_id" is reserved`},
 		{"topic with quote", func(e *outbox.Event) { e.Topic = "orders'; DROP TABLE x;--" }, "may only contain"},
 		{"long aggregate id", func(e *outbox.Event) { e.AggregateID = strings.Repeat("a", 256) }, "aggregate id is 256 bytes"},
+		{"created at beyond year 9999", func(e *outbox.Event) { e.CreatedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, "the year must be between 1 and 9999"},
 	}
 	for _, d := range allDialects {
 		t.Run(string(d), func(t *testing.T) {

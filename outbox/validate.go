@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"time"
 )
 
 // ErrInvalidEvent is wrapped by every event validation error.
@@ -42,8 +43,11 @@ func (e Event) Validate(maxPayloadBytes int) error {
 			return bad("%s is %d bytes, the limit is %d", f.name, len(f.value), maxTextField)
 		}
 	}
-	if !topicPattern.MatchString(e.Topic) {
-		return bad("topic %q may only contain letters, digits and . _ - : $", e.Topic)
+	if err := ValidateTopic(e.Topic); err != nil {
+		return bad("%v", err)
+	}
+	if y := e.CreatedAt.UTC().Year(); !e.CreatedAt.IsZero() && (y < 1 || y > 9999) {
+		return bad("created at %s: the year must be between 1 and 9999", e.CreatedAt.UTC().Format(time.RFC3339))
 	}
 	if maxPayloadBytes > 0 && len(e.Payload) > maxPayloadBytes {
 		return bad("payload is %d bytes, the limit is %d", len(e.Payload), maxPayloadBytes)
@@ -55,6 +59,15 @@ func (e Event) Validate(maxPayloadBytes int) error {
 		if !headerPattern.MatchString(name) {
 			return bad("header name %q must be 1-255 printable ASCII characters without spaces", name)
 		}
+	}
+	return nil
+}
+
+// ValidateTopic accepts a topic name both brokers and watermill-sql accept: 1 to 255 letters,
+// digits and . _ - : $.
+func ValidateTopic(topic string) error {
+	if topic == "" || len(topic) > maxTextField || !topicPattern.MatchString(topic) {
+		return fmt.Errorf("topic %q may only contain letters, digits and . _ - : $ (1 to %d characters)", topic, maxTextField)
 	}
 	return nil
 }
