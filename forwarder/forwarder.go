@@ -451,7 +451,27 @@ func (f *Forwarder) publishTopic(topic string, records []record) (acked []record
 		})
 	}
 	wg.Wait()
-	return acked, failed
+	return f.confirmPermanent(topic, acked, failed)
+}
+
+// confirmPermanent publishes each permanently failed message once more, alone and one at a time,
+// before it is dead-lettered: a producer may have batched concurrent single-message calls into
+// one request that the broker refused whole (for example, too large because of one message),
+// failing innocent messages with it.
+func (f *Forwarder) confirmPermanent(topic string, acked []record, failed []failure) ([]record, []failure) {
+	confirmed := failed[:0:0]
+	for _, fl := range failed {
+		if f.cfg.IsRetriable(fl.err) {
+			confirmed = append(confirmed, fl)
+			continue
+		}
+		if err := f.cfg.Publisher.Publish(topic, fl.record.event.ToMessage()); err != nil {
+			confirmed = append(confirmed, failure{fl.record, err})
+			continue
+		}
+		acked = append(acked, fl.record)
+	}
+	return acked, confirmed
 }
 
 // recordFailure counts a failed attempt: it schedules a retry with backoff, or, after the last

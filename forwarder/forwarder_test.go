@@ -2,6 +2,7 @@ package forwarder_test
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/outboxkit/outboxkit/brokers/kafka"
 	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
@@ -519,5 +521,44 @@ func TestRunFailsClearlyWithoutMigratedTable(t *testing.T) {
 	err = f.Run(ctx)
 	if err == nil || !strings.Contains(err.Error(), "did you run outbox.Migrate?") || !strings.Contains(err.Error(), "after 5 attempts") {
 		t.Fatalf("Run on a missing table: %v", err)
+	}
+}
+
+// TestOversizedEventDoesNotTakeOthersDown: with the producer's limit set above the broker's,
+// the real Kafka refuses a whole request because of one oversized message. Only that event is
+// dead-lettered; the events that shared its request are published.
+func TestOversizedEventDoesNotTakeOthersDown(t *testing.T) {
+	h := newHarness(t, outbox.Postgres, testsupport.KafkaBrokers(t))
+	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Table: h.writer.Table().Events(), MaxPayloadBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.writer = w
+	big := h.event("big", 0)
+	big.Payload = make([]byte, 2<<20)
+	_, _ = rand.Read(big.Payload) // incompressible: lz4 would shrink zeros below the limit
+	events := []outbox.Event{big}
+	small := keysNamed("small", 40)
+	for _, k := range small {
+		events = append(events, h.event(k, 0))
+	}
+	h.write(events...)
+	pub, err := kafka.NewPublisher(kafka.Config{Brokers: h.brokers, MessageMaxBytes: 5 << 20}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	cfg := h.config(pub)
+	cfg.IsRetriable = kafka.Retriable
+	cfg.DeadLetterTopic = h.topic + ".dead"
+	h.start(cfg)
+	got := consume(t, h.brokers, h.topic, len(small), 60*time.Second)
+	checkDelivery(t, got, small, 1)
+	deadline := time.Now().Add(30 * time.Second)
+	for h.rowsWithStatus(2) < 1 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if dead, pending := h.rowsWithStatus(2), h.rowsWithStatus(0); dead != 1 || pending != 0 {
+		t.Fatalf("%d dead and %d pending rows, want only the oversized event dead", dead, pending)
 	}
 }
