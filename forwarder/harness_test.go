@@ -177,6 +177,25 @@ type received struct {
 // consume reads topic from the start until want records arrived or the timeout passed.
 func consume(t testing.TB, brokers []string, topic string, want int, timeout time.Duration) []received {
 	t.Helper()
+	return consumeUntil(t, brokers, topic, func(got []received) bool { return len(got) >= want }, timeout)
+}
+
+// consumeDistinct reads topic from the start until want distinct events arrived (duplicates do
+// not count) or the timeout passed.
+func consumeDistinct(t testing.TB, brokers []string, topic string, want int, timeout time.Duration) []received {
+	t.Helper()
+	return consumeUntil(t, brokers, topic, func(got []received) bool {
+		ids := map[string]bool{}
+		for _, r := range got {
+			ids[r.eventID] = true
+		}
+		return len(ids) >= want
+	}, timeout)
+}
+
+// consumeUntil reads topic from the start until done says so or the timeout passed.
+func consumeUntil(t testing.TB, brokers []string, topic string, done func([]received) bool, timeout time.Duration) []received {
+	t.Helper()
 	client, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
 	if err != nil {
@@ -186,7 +205,7 @@ func consume(t testing.TB, brokers []string, topic string, want int, timeout tim
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var out []received
-	for len(out) < want && ctx.Err() == nil {
+	for !done(out) && ctx.Err() == nil {
 		fetches := client.PollFetches(ctx)
 		fetches.EachRecord(func(r *kgo.Record) {
 			rec := received{key: string(r.Key), headers: map[string]string{}, payload: r.Value}
