@@ -17,6 +17,10 @@ import (
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
+// DefaultDeadLetterTopic is the topic dead-lettered events go to unless Config.DeadLetterTopic says
+// otherwise.
+const DefaultDeadLetterTopic = "outboxkit.dead_letters"
+
 // Config configures a [Forwarder]. DB, Dialect and Publisher are required; every other field has
 // a default, given in its comment.
 type Config struct {
@@ -114,7 +118,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.MaxBackoff, 5*time.Minute)
 	setDefault(&c.BackoffMultiplier, 2)
 	setDefault(&c.BackoffJitter, 0.2)
-	setDefault(&c.DeadLetterTopic, "outboxkit.dead_letters")
+	setDefault(&c.DeadLetterTopic, DefaultDeadLetterTopic)
 	setDefault(&c.PruneInterval, time.Minute)
 	setDefault(&c.LeaseTTL, 10*time.Second)
 	setDefault(&c.HeartbeatInterval, c.LeaseTTL/4)

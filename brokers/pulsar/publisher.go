@@ -150,6 +150,19 @@ func (p *Publisher) toProducerMessage(msg *message.Message) *apulsar.ProducerMes
 	return pm
 }
 
+// Connect creates (and caches) the producer of topic now rather than at the first Publish, so
+// that an unreachable broker or refused credentials show at start: pulsar-client-go connects
+// lazily. It is bounded by OperationTimeout.
+func (p *Publisher) Connect(topic string) error {
+	p.closeMu.RLock()
+	defer p.closeMu.RUnlock()
+	if p.closed {
+		return ErrPublisherClosed
+	}
+	_, err := p.producer(topic)
+	return err
+}
+
 // producer returns the cached producer of topic, creating it on first use.
 func (p *Publisher) producer(topic string) (apulsar.Producer, error) {
 	full, err := p.config.FullTopicName(topic)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -283,5 +284,33 @@ func TestPublishRejectsBadInput(t *testing.T) {
 	if err := pub.Publish("orders", message.NewMessage(watermill.NewUUID(), nil), nil); err == nil ||
 		!strings.Contains(err.Error(), "message 1 of 2 is nil") {
 		t.Errorf("Publish with a nil message: %v", err)
+	}
+}
+
+// TestConnect: Connect opens the topic's producer on a reachable broker, and reports an
+// unreachable one (within OperationTimeout) instead of leaving it to the first Publish.
+func TestConnect(t *testing.T) {
+	pub := newTestPublisher(t, nil)
+	if err := pub.Connect(testsupport.UniqueName("connect")); err != nil {
+		t.Fatalf("connect to the real broker: %v", err)
+	}
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := listener.Addr().String()
+	_ = listener.Close()
+	unreachable, err := pulsar.NewPublisher(pulsar.PublisherConfig{Config: pulsar.Config{URL: "pulsar://" + closed,
+		OperationTimeout: 2 * time.Second, ConnectionTimeout: time.Second}}, testLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unreachable.Close()
+	if err := unreachable.Connect("anything"); err == nil {
+		t.Fatal("Connect to a closed port succeeded")
+	}
+	_ = pub.Close()
+	if err := pub.Connect("after-close"); !errors.Is(err, pulsar.ErrPublisherClosed) {
+		t.Fatalf("Connect after Close: %v, want ErrPublisherClosed", err)
 	}
 }

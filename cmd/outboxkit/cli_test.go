@@ -769,3 +769,13 @@ func TestUnreachableKafka(t *testing.T) {
 		t.Errorf("relay with an unreachable Kafka: want exit 1 naming the broker, got %s", res)
 	}
 }
+
+func TestUnreachablePulsar(t *testing.T) {
+	t.Parallel()
+	dir := writeConfig(t, pgConfig(testsupport.PostgresDSN(t), "outbox_events",
+		"broker: pulsar\npulsar:\n  url: pulsar://"+closedPort(t)+"\n  operation_timeout: 3s\n  connection_timeout: 1s\n"))
+	res := cli(t, dir, "relay")
+	if res.code != 1 || !strings.Contains(res.stderr, "outboxkit: relay: broker pulsar:") {
+		t.Errorf("relay with an unreachable Pulsar: want exit 1 naming the broker, got %s", res)
+	}
+}

@@ -111,6 +111,18 @@ func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate b
 			logger.Warn("closing the broker client", "error", err)
 		}
 	}()
+	// pulsar-client-go connects lazily: open the dead-letter topic's producer now, so an
+	// unreachable Pulsar or refused credentials stop the relay at start with a clear error,
+	// as an unreachable Kafka does.
+	if connector, ok := brokers.Publisher().(interface{ Connect(topic string) error }); ok {
+		dlq := cfg.Forwarder.DeadLetterTopic
+		if dlq == "" {
+			dlq = forwarder.DefaultDeadLetterTopic
+		}
+		if err := connector.Connect(dlq); err != nil {
+			return fmt.Errorf("relay: broker %s: %w", brokers.Broker(), err)
+		}
+	}
 	logger.Info("broker ready", "broker", brokers.Broker(), "addrs", brokers.Addrs())
 
 	registry := prometheus.NewRegistry()
