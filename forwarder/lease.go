@@ -136,20 +136,8 @@ func (s *store) acquire(ctx context.Context, db *sql.DB, owner string, n int, no
 	if s.dialect != outbox.SQLite {
 		query += " FOR UPDATE SKIP LOCKED"
 	}
-	rows, err := tx.QueryContext(ctx, s.q(query), s.group, s.dialect.TimeArg(now), n)
+	parts, err := queryInts(ctx, tx, s.q(query), s.group, s.dialect.TimeArg(now), n)
 	if err != nil {
-		return 0, fmt.Errorf("find free leases: %w", err)
-	}
-	var parts []int
-	for rows.Next() {
-		var p int
-		if err := rows.Scan(&p); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("find free leases: %w", err)
-		}
-		parts = append(parts, p)
-	}
-	if err := rows.Close(); err != nil {
 		return 0, fmt.Errorf("find free leases: %w", err)
 	}
 	if len(parts) == 0 {
@@ -172,21 +160,12 @@ func (s *store) acquire(ctx context.Context, db *sql.DB, owner string, n int, no
 }
 
 func (s *store) ownedPartitions(ctx context.Context, q querier, owner string) ([]int, error) {
-	rows, err := q.QueryContext(ctx, s.q("SELECT partition_no FROM "+s.table.Leases()+
+	parts, err := queryInts(ctx, q, s.q("SELECT partition_no FROM "+s.table.Leases()+
 		" WHERE lease_group = ? AND owner = ? ORDER BY partition_no"), s.group, owner)
 	if err != nil {
 		return nil, fmt.Errorf("list leases: %w", err)
 	}
-	defer rows.Close()
-	var parts []int
-	for rows.Next() {
-		var p int
-		if err := rows.Scan(&p); err != nil {
-			return nil, err
-		}
-		parts = append(parts, p)
-	}
-	return parts, rows.Err()
+	return parts, nil
 }
 
 // releaseAll gives up every lease and the relay's registration (graceful shutdown).

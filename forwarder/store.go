@@ -72,20 +72,29 @@ func (s *store) lockOwnedPartitions(ctx context.Context, q querier, owner string
 	} else {
 		query += " ORDER BY partition_no FOR UPDATE"
 	}
-	rows, err := q.QueryContext(ctx, s.q(query), args...)
+	parts, err := queryInts(ctx, q, s.q(query), args...)
 	if err != nil {
 		return nil, fmt.Errorf("lock leases: %w", err)
 	}
-	defer rows.Close()
-	var parts []int
-	for rows.Next() {
-		var p int
-		if err := rows.Scan(&p); err != nil {
-			return nil, fmt.Errorf("lock leases: %w", err)
-		}
-		parts = append(parts, p)
+	return parts, nil
+}
+
+// queryInts runs a query returning one integer column (partition numbers) and reads it all.
+func queryInts(ctx context.Context, q querier, query string, args ...any) ([]int, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
 	}
-	return parts, rows.Err()
+	defer rows.Close()
+	var out []int
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
 
 const claimColumns = "seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, payload, headers, key_hash, created_at, attempts"
