@@ -103,10 +103,15 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 func TestThreeForwardersKeepPerKeyOrder(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
+		dialect outbox.Dialect
 		brokers func(testing.TB) []string
-	}{{"kfake", kfakeBrokers}, {"kafka", testsupport.KafkaBrokers}} {
+	}{
+		{"postgres-kfake", outbox.Postgres, kfakeBrokers},
+		{"postgres-kafka", outbox.Postgres, testsupport.KafkaBrokers},
+		{"mysql-kfake", outbox.MySQL, kfakeBrokers},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, outbox.Postgres, tc.brokers(t))
+			h := newHarness(t, tc.dialect, tc.brokers(t))
 			keys := keysNamed("agg", 200)
 			const perKey = 10
 			stops := make([]func(), 3)
@@ -120,6 +125,7 @@ func TestThreeForwardersKeepPerKeyOrder(t *testing.T) {
 				cfg.Metrics = registries[i]
 				stops[i] = h.start(cfg)
 			}
+			h.waitForOwners(3) // the relays have shared the partitions out before writes begin
 			var wg sync.WaitGroup
 			const writers = 4
 			for w := range writers {

@@ -265,3 +265,23 @@ func keysNamed(prefix string, n int) []string {
 	}
 	return keys
 }
+
+// waitForOwners waits until n distinct relays own partitions of the table.
+func (h *harness) waitForOwners(n int) {
+	h.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var owners int
+		if err := h.db.QueryRow("SELECT COUNT(DISTINCT owner) FROM " + h.writer.Table().Leases() +
+			" WHERE owner IS NOT NULL").Scan(&owners); err != nil {
+			h.t.Fatal(err)
+		}
+		if owners >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("after 30s only %d of %d relays own partitions", owners, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
