@@ -52,6 +52,7 @@ type options struct {
 	relays   []string
 	workers  int
 	batch    int
+	compress string
 }
 
 func main() {
@@ -68,6 +69,7 @@ func main() {
 	relays := flag.String("relays", "outboxkit,stock", "relays to measure")
 	flag.IntVar(&o.workers, "workers", 0, "outboxkit forwarder Workers (0: its default)")
 	flag.IntVar(&o.batch, "batch", 0, "outboxkit forwarder BatchSize (0: its default)")
+	flag.StringVar(&o.compress, "compression", "", "Kafka compression for both relays (none, gzip, snappy, lz4, zstd; empty: brokers/kafka's default)")
 	flag.Parse()
 	o.brokers = strings.Split(*brokers, ",")
 	o.relays = strings.Split(*relays, ",")
@@ -372,7 +374,7 @@ func startChild(relay, name string, o options) (*exec.Cmd, error) {
 		return nil, err
 	}
 	cmd := exec.Command(self, "-role", relay, "-table", name, "-pg", o.pgDSN, "-kafka", strings.Join(o.brokers, ","),
-		"-workers", strconv.Itoa(o.workers), "-batch", strconv.Itoa(o.batch))
+		"-workers", strconv.Itoa(o.workers), "-batch", strconv.Itoa(o.batch), "-compression", o.compress)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -434,7 +436,7 @@ func runRelay(role, name string, o options) error {
 		return err
 	}
 	defer db.Close()
-	pub, err := kafka.NewPublisher(kafka.Config{Brokers: o.brokers}, nil)
+	pub, err := kafka.NewPublisher(kafka.Config{Brokers: o.brokers, Compression: o.compress}, nil)
 	if err != nil {
 		return err
 	}
