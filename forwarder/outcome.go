@@ -1,0 +1,23 @@
+package forwarder
+
+import (
+	"context"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
+// OutcomePublisher is an optional interface of a Config.Publisher that publishes many messages of
+// one topic at once and reports the outcome of each. The forwarder uses it when the publisher has
+// it (brokers/kafka and brokers/pulsar do) and falls back to message.Publisher's Publish, one
+// event per key per call, otherwise.
+//
+// PublishEach sends msgs, in the given order, to topic and returns once every message is either
+// acknowledged by the broker or has failed. It returns exactly len(msgs) errors: errs[i] is nil
+// when msgs[i] was acknowledged. Messages with the same partition key must reach the broker in
+// the given order, and the failures must be gapless per key: when msgs[i] fails, every later
+// message of the same key in the call must fail too (and not be delivered), so that a key can
+// be parked behind its first failure without being reordered. PublishEach must be safe for
+// concurrent use; ctx bounds the whole call.
+type OutcomePublisher interface {
+	PublishEach(ctx context.Context, topic string, msgs []*message.Message) []error
+}
