@@ -74,9 +74,9 @@ func (a *SchemaAdapter) events(topic string, msgs message.Messages) ([]Event, er
 }
 
 // InsertQuery builds one INSERT for all messages. On PostgreSQL the statement first takes a
-// transaction-scoped advisory lock per ordering key (in key order, so writers cannot deadlock on
-// each other within one statement), then draws the sequence numbers: events of one key are
-// numbered in commit order.
+// transaction-scoped advisory lock per ordering key, in outboxkit's own two-key namespace
+// ([AdvisoryXactLock]) and in key order (so writers cannot deadlock on each other within one
+// statement), then draws the sequence numbers: events of one key are numbered in commit order.
 func (a *SchemaAdapter) InsertQuery(params wsql.InsertQueryParams) (wsql.Query, error) {
 	if len(params.Msgs) == 0 {
 		return wsql.Query{}, errors.New("outbox: no messages to insert")
@@ -99,8 +99,8 @@ func (a *SchemaAdapter) insertQuery(events []Event) (wsql.Query, error) {
 	lockInStatement := d == Postgres && a.lockKeys
 	if lockInStatement {
 		row = pgValueRow
-		args = append(args, distinctKeyHashes(events))
-		q.WriteString("WITH key_locks AS (SELECT pg_advisory_xact_lock(k) FROM (SELECT DISTINCT k FROM unnest(?::bigint[]) AS t(k) ORDER BY k) AS s) ")
+		args = append(args, advisoryKeyLocks(events))
+		q.WriteString("WITH key_locks AS (SELECT " + AdvisoryXactLock("k") + " FROM (SELECT DISTINCT k FROM unnest(?::int4[]) AS t(k) ORDER BY k) AS s) ")
 		q.WriteString("INSERT INTO " + a.table.Events() + " (" + insertColumns + ") SELECT v.* FROM (VALUES ")
 	} else {
 		q.WriteString("INSERT INTO " + a.table.Events() + " (" + insertColumns + ") VALUES ")
@@ -151,6 +151,20 @@ func (a *SchemaAdapter) keyLockQuery(events []Event) wsql.Query {
 	q := "SELECT slot FROM " + a.table.KeyLocks() + " WHERE slot IN (?" + strings.Repeat(", ?", len(args)-1) +
 		") ORDER BY slot FOR UPDATE"
 	return wsql.Query{Query: q, Args: args}
+}
+
+// advisoryKeyLocks returns the distinct advisory-lock keys of the events' ordering keys, sorted.
+func advisoryKeyLocks(events []Event) []int32 {
+	seen := make(map[int32]bool, len(events))
+	keys := make([]int32, 0, len(events))
+	for _, h := range distinctKeyHashes(events) {
+		if k := foldKeyHash(h); !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	return keys
 }
 
 func distinctKeyHashes(events []Event) []int64 {

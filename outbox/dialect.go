@@ -12,9 +12,11 @@ type Dialect string
 
 // The supported dialects.
 const (
-	// Postgres is PostgreSQL 12 or newer, through database/sql (pgx's stdlib driver) or native pgx.
+	// Postgres is PostgreSQL 14 or newer (the notify trigger uses CREATE OR REPLACE TRIGGER),
+	// through database/sql (pgx's stdlib driver) or native pgx. The tests run PostgreSQL 15.
 	Postgres Dialect = "postgres"
-	// MySQL is MySQL 8 or MariaDB 10.6 or newer (go-sql-driver/mysql; parseTime=true is not needed).
+	// MySQL is MariaDB or MySQL through go-sql-driver/mysql (parseTime=true is not needed). The
+	// tests run MariaDB 10.11; MySQL 8 is expected to work but is not tested.
 	MySQL Dialect = "mysql"
 	// SQLite is SQLite 3 through the pure-Go modernc.org/sqlite driver: the embedded default.
 	SQLite Dialect = "sqlite"

@@ -401,8 +401,12 @@ func TestMigrateIsIdempotent(t *testing.T) {
 			if err := tg.db.QueryRow("SELECT COUNT(*) FROM " + tg.writer.Table().Migrations()).Scan(&versions); err != nil {
 				t.Fatal(err)
 			}
-			if leases != 0 || versions != 1 {
-				t.Fatalf("leases=%d versions=%d, want 0 (forwarders create their own) and 1", leases, versions)
+			migrations, err := outbox.Migrations(tg.writer.Table())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if leases != 0 || versions != len(migrations) {
+				t.Fatalf("leases=%d versions=%d, want 0 (forwarders create their own) and %d", leases, versions, len(migrations))
 			}
 		})
 	}

@@ -1,4 +1,4 @@
--- outboxkit schema v1 for MySQL 8 / MariaDB 10.6+. Statements are separated by "-- statement" lines.
+-- outboxkit schema v1 for MariaDB (tested: 10.11) and MySQL 8 (expected, untested). Statements are separated by "-- statement" lines.
 CREATE TABLE IF NOT EXISTS {{.Events}} (
     seq             BIGINT       NOT NULL AUTO_INCREMENT PRIMARY KEY,
     event_id        CHAR(36)     NOT NULL,

@@ -1,4 +1,4 @@
--- outboxkit schema v1 for PostgreSQL. Statements are separated by "-- statement" lines.
+-- outboxkit schema v1 for PostgreSQL 14+ (CREATE OR REPLACE TRIGGER; the tests run 15). Statements are separated by "-- statement" lines.
 CREATE TABLE IF NOT EXISTS {{.Events}} (
     seq             BIGSERIAL PRIMARY KEY,
     event_id        UUID        NOT NULL,
