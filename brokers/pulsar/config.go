@@ -24,6 +24,8 @@ const (
 	DefaultBatchingMaxMessages     = 1000
 	DefaultBatchingMaxSize         = 128 * 1024
 	DefaultNackRedeliveryDelay     = time.Second
+	// DefaultMaxMessageSize is the broker's default maxMessageSize (broker.conf, 5 MiB).
+	DefaultMaxMessageSize = 5 * 1024 * 1024
 )
 
 // UUIDProperty is the Pulsar message property that carries the Watermill message UUID.
@@ -195,9 +197,15 @@ type PublisherConfig struct {
 	// sent without a key. Default "aggregate_id".
 	KeyMetadata string
 
-	// SendTimeout bounds how long a message may wait for the broker's acknowledgement; past
-	// it Publish returns an error. Default 30s.
+	// SendTimeout bounds a Publish or PublishEach call, from its start until the broker's
+	// acknowledgement of its last message; past it the messages not yet acknowledged fail
+	// and the topic's producer is replaced. Default 30s.
 	SendTimeout time.Duration
+	// MaxMessageSize is the largest message the broker accepts (its maxMessageSize). A
+	// message whose estimated size (payload, properties, key and frame overhead) is above it
+	// is refused before anything of its call is sent. Set it when the broker's limit differs
+	// from Pulsar's default. Default 5 MiB.
+	MaxMessageSize int
 	// MaxPendingMessages bounds the producer's queue of unacknowledged messages; Publish
 	// waits for room when it is full. 0 keeps pulsar-client-go's default.
 	MaxPendingMessages int
@@ -229,6 +237,9 @@ func (c *PublisherConfig) setDefaults() {
 	if c.SendTimeout == 0 {
 		c.SendTimeout = DefaultSendTimeout
 	}
+	if c.MaxMessageSize == 0 {
+		c.MaxMessageSize = DefaultMaxMessageSize
+	}
 	if c.BatchingMaxPublishDelay == 0 {
 		c.BatchingMaxPublishDelay = DefaultBatchingMaxPublishDelay
 	}
@@ -250,6 +261,9 @@ func (c PublisherConfig) Validate() error {
 	}
 	if c.MaxPendingMessages < 0 {
 		return fmt.Errorf("MaxPendingMessages %d must not be negative", c.MaxPendingMessages)
+	}
+	if c.MaxMessageSize < 0 {
+		return fmt.Errorf("MaxMessageSize %d must not be negative", c.MaxMessageSize)
 	}
 	if c.BatchingMaxPublishDelay < 0 {
 		return fmt.Errorf("BatchingMaxPublishDelay %s must not be negative", c.BatchingMaxPublishDelay)

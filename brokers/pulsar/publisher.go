@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -30,6 +29,10 @@ type Publisher struct {
 
 	mu        sync.Mutex
 	producers map[string]*producerSlot
+
+	// retiring counts the producers being closed in the background by retire; Close waits
+	// for them.
+	retiring sync.WaitGroup
 }
 
 // producerSlot lets concurrent first publishes to one topic wait for a single creation.
@@ -37,6 +40,12 @@ type producerSlot struct {
 	ready    chan struct{}
 	producer apulsar.Producer
 	err      error
+
+	// sendMu is held for reading while a call hands messages over (SendAsync, Flush) and for
+	// writing by retire before it closes the producer: pulsar-client-go closes the
+	// producer's channels on Close, and a concurrent SendAsync or Flush would send on a
+	// closed channel.
+	sendMu sync.RWMutex
 }
 
 var _ message.Publisher = (*Publisher)(nil)
@@ -63,73 +72,11 @@ func NewPublisher(config PublisherConfig, logger watermill.LoggerAdapter) (*Publ
 }
 
 // Publish sends msgs to topic and returns after the broker acknowledged every one of them.
-// All messages are queued with SendAsync and the batch is flushed at once, so many messages
-// cost one round trip. Every failure is returned (joined), naming the message UUID.
-// Messages go out in the given order; the metadata entry named by KeyMetadata becomes the
-// Pulsar key and ordering key.
+// It is PublishEach without a context (SendTimeout still bounds it): every failure is
+// returned, joined, each naming the message UUID and the topic. Messages go out in the
+// given order; the metadata entry named by KeyMetadata becomes the Pulsar key and ordering key.
 func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
-	p.closeMu.RLock()
-	defer p.closeMu.RUnlock()
-	if p.closed {
-		return ErrPublisherClosed
-	}
-	if len(msgs) == 0 {
-		return nil
-	}
-	for i, msg := range msgs {
-		if msg == nil {
-			return fmt.Errorf("pulsar: publish to %s: message %d of %d is nil", topic, i, len(msgs))
-		}
-	}
-	producer, err := p.producer(topic)
-	if err != nil {
-		return err
-	}
-
-	// Results arrive on a buffered channel so a callback never blocks, even one that fires
-	// after Publish gave up waiting.
-	results := make(chan error, len(msgs))
-	for _, msg := range msgs {
-		ctx := msg.Context()
-		if ctx == nil {
-			ctx = context.Background()
-		}
-		producer.SendAsync(ctx, p.toProducerMessage(msg), func(_ apulsar.MessageID, _ *apulsar.ProducerMessage, err error) {
-			if err != nil {
-				err = fmt.Errorf("pulsar: publish message %s to %s: %w", msg.UUID, producer.Topic(), err)
-			}
-			results <- err
-		})
-	}
-	if !p.config.DisableBatching {
-		// Sends the current batch now instead of after BatchingMaxPublishDelay. A flush
-		// error concerns the same messages, whose callbacks report it individually.
-		ctx, cancel := context.WithTimeout(context.Background(), p.config.SendTimeout)
-		if err := producer.FlushWithCtx(ctx); err != nil {
-			p.logger.Debug("Flush reported an error; per-message results follow",
-				watermill.LogFields{"topic": producer.Topic(), "err": err.Error()})
-		}
-		cancel()
-	}
-
-	// pulsar-client-go fails every pending message after SendTimeout; the extra margin only
-	// guards against a callback that never comes, so Publish cannot hang.
-	deadline := time.NewTimer(p.config.SendTimeout + p.config.OperationTimeout)
-	defer deadline.Stop()
-	var errs []error
-	for received := 0; received < len(msgs); received++ {
-		select {
-		case err := <-results:
-			if err != nil {
-				errs = append(errs, err)
-			}
-		case <-deadline.C:
-			errs = append(errs, fmt.Errorf("pulsar: publish to %s: %d of %d messages not acknowledged within %s",
-				producer.Topic(), len(msgs)-received, len(msgs), p.config.SendTimeout+p.config.OperationTimeout))
-			return errors.Join(errs...)
-		}
-	}
-	return errors.Join(errs...)
+	return errors.Join(p.PublishEach(context.Background(), topic, msgs)...)
 }
 
 func (p *Publisher) toProducerMessage(msg *message.Message) *apulsar.ProducerMessage {
@@ -159,22 +106,23 @@ func (p *Publisher) Connect(topic string) error {
 	if p.closed {
 		return ErrPublisherClosed
 	}
-	_, err := p.producer(topic)
+	full, err := p.config.FullTopicName(topic)
+	if err != nil {
+		return fmt.Errorf("pulsar: connect: %w", err)
+	}
+	_, err = p.producer(full)
 	return err
 }
 
-// producer returns the cached producer of topic, creating it on first use.
-func (p *Publisher) producer(topic string) (apulsar.Producer, error) {
-	full, err := p.config.FullTopicName(topic)
-	if err != nil {
-		return nil, fmt.Errorf("pulsar: publish: %w", err)
-	}
+// producer returns the slot of the cached producer of the full topic name, creating the
+// producer on first use. The caller holds closeMu for reading.
+func (p *Publisher) producer(full string) (*producerSlot, error) {
 	p.mu.Lock()
 	slot, ok := p.producers[full]
 	if ok {
 		p.mu.Unlock()
 		<-slot.ready
-		return slot.producer, slot.err
+		return slot, slot.err
 	}
 	slot = &producerSlot{ready: make(chan struct{})}
 	p.producers[full] = slot
@@ -187,14 +135,42 @@ func (p *Publisher) producer(topic string) (apulsar.Producer, error) {
 		p.mu.Unlock()
 	}
 	close(slot.ready)
-	return slot.producer, slot.err
+	return slot, slot.err
+}
+
+// retire removes the producer of slot from the cache, so the next call creates a new one,
+// and closes it in the background (bounded by OperationTimeout; Close waits for it).
+// Closing fails every message still pending in it at once, in its queue order
+// (failPendingMessages), so no message of a call that gave up waiting is sent later. The
+// caller holds closeMu for reading.
+func (p *Publisher) retire(full string, slot *producerSlot) {
+	p.mu.Lock()
+	if p.producers[full] != slot {
+		p.mu.Unlock()
+		return // already retired
+	}
+	delete(p.producers, full)
+	p.mu.Unlock()
+	p.logger.Info("Replacing the producer: a publish gave up waiting for acknowledgements",
+		watermill.LogFields{"topic": full, "producer": slot.producer.Name()})
+	p.retiring.Add(1)
+	go func() {
+		defer p.retiring.Done()
+		slot.sendMu.Lock() // no SendAsync or Flush in progress on it
+		defer slot.sendMu.Unlock()
+		slot.producer.Close()
+	}()
 }
 
 func (p *Publisher) createProducer(topic string) (apulsar.Producer, error) {
 	compression, _ := p.config.Compression.pulsarType()
 	opts := apulsar.ProducerOptions{
-		Topic:                   topic,
-		SendTimeout:             p.config.SendTimeout,
+		Topic: topic,
+		// pulsar-client-go's own send timeout is off: it fails the oldest pending messages
+		// one by one while later ones may still be acknowledged, which would leave gaps in
+		// a key. PublishEach enforces SendTimeout itself and retires the producer instead
+		// (see outcome.go).
+		SendTimeout:             -1,
 		MaxPendingMessages:      p.config.MaxPendingMessages,
 		DisableBatching:         p.config.DisableBatching,
 		BatchingMaxPublishDelay: p.config.BatchingMaxPublishDelay,
@@ -227,6 +203,7 @@ func (p *Publisher) Close() error {
 	producers := p.producers
 	p.producers = nil
 	p.mu.Unlock()
+	p.retiring.Wait()
 	for topic, slot := range producers {
 		<-slot.ready
 		if slot.producer == nil {
