@@ -42,7 +42,7 @@ func TestConsumeThenPublishInOneTransaction(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		tbl := writer.Table()
-		for _, n := range []string{shipments, prefix + "_inbox", tbl.Events(), tbl.Leases(), tbl.Relays(), tbl.Migrations()} {
+		for _, n := range []string{shipments, prefix + "_inbox", prefix + "_inbox_migrations", tbl.Events(), tbl.Leases(), tbl.Relays(), tbl.Migrations()} {
 			_, _ = db.Exec("DROP TABLE IF EXISTS " + n)
 		}
 	})

@@ -9,7 +9,6 @@ import (
 	"hash/fnv"
 	"strings"
 	"sync/atomic"
-	"text/template"
 	"time"
 	"unicode/utf8"
 
@@ -27,7 +26,8 @@ type Dialect = outbox.Dialect
 const (
 	// DialectPostgres is PostgreSQL through database/sql (for example the pgx stdlib driver).
 	DialectPostgres = outbox.Postgres
-	// DialectMySQL is MySQL 8 or MariaDB through github.com/go-sql-driver/mysql.
+	// DialectMySQL is MariaDB or MySQL through github.com/go-sql-driver/mysql (the tests run
+	// MariaDB 10.11; MySQL 8 is expected to work but is not tested).
 	DialectMySQL = outbox.MySQL
 	// DialectSQLite is SQLite, for example modernc.org/sqlite.
 	DialectSQLite = outbox.SQLite
@@ -60,8 +60,9 @@ type InboxConfig struct {
 	DB *sql.DB
 	// Dialect of DB. Required.
 	Dialect Dialect
-	// Table is the inbox table, "table" or "schema.table", validated with ValidateTableName.
-	// Default: DefaultInboxTable.
+	// Table is the inbox table, "table" or "schema.table", validated with
+	// outbox.ValidateIdentifier (at most 48 characters). Its applied migrations are recorded in
+	// Table + "_migrations". Default: DefaultInboxTable.
 	Table string
 	// ConsumerName identifies the consuming service or handler; the same event id is processed
 	// once per consumer name, so give every logical consumer its own. Required, at most
@@ -100,7 +101,7 @@ func (c InboxConfig) Validate() error {
 		return fmt.Errorf("InboxConfig.Dialect %q is not supported: want %q, %q or %q",
 			c.Dialect, DialectPostgres, DialectMySQL, DialectSQLite)
 	}
-	if err := ValidateTableName(c.Table); err != nil {
+	if err := outbox.ValidateIdentifier(c.Table); err != nil {
 		return fmt.Errorf("InboxConfig.Table: %w", err)
 	}
 	if c.ConsumerName == "" {
@@ -163,19 +164,15 @@ func NewInbox(config InboxConfig, logger watermill.LoggerAdapter) (*Inbox, error
 	return i, nil
 }
 
-//go:embed schema/*.sql
-var schemaFS embed.FS
+//go:embed migrations
+var migrationFiles embed.FS
 
-// schemaStatements renders the embedded schema of the dialect for the (validated) table name.
-func (i *Inbox) schemaStatements() ([]string, error) {
-	text, err := schemaFS.ReadFile("schema/" + string(i.config.Dialect) + ".sql")
-	if err != nil {
-		return nil, fmt.Errorf("read embedded schema for dialect %q: %w", i.config.Dialect, err)
-	}
-	tmpl, err := template.New(string(i.config.Dialect)).Parse(string(text))
-	if err != nil {
-		return nil, fmt.Errorf("parse embedded schema for dialect %q: %w", i.config.Dialect, err)
-	}
+// MigrationsTable is the table recording the inbox's applied migrations: Table + "_migrations".
+func (i *Inbox) MigrationsTable() string { return i.config.Table + "_migrations" }
+
+// Migrations returns the inbox's schema migrations, rendered for its dialect and table, in
+// version order: what Migrate applies.
+func (i *Inbox) Migrations() ([]outbox.Migration, error) {
 	schema, bare, found := strings.Cut(i.config.Table, ".")
 	if !found {
 		schema, bare = "", i.config.Table
@@ -185,20 +182,18 @@ func (i *Inbox) schemaStatements() ([]string, error) {
 	if schema != "" {
 		qualifiedIndex = schema + "." + index
 	}
-	var b strings.Builder
-	if err := tmpl.Execute(&b, map[string]string{
+	migrations, err := outbox.LoadMigrations(migrationFiles, "migrations/"+string(i.config.Dialect), map[string]string{
 		"Table": i.config.Table, "BareTable": bare, "Index": index, "QualifiedIndex": qualifiedIndex,
-	}); err != nil {
-		return nil, fmt.Errorf("render embedded schema for dialect %q: %w", i.config.Dialect, err)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inbox table %s: %w", i.config.Table, err)
 	}
-	var stmts []string
-	for _, s := range strings.Split(b.String(), "\n--\n") {
-		if s = strings.TrimSpace(s); s != "" {
-			stmts = append(stmts, strings.TrimSuffix(s, ";"))
-		}
-	}
-	return stmts, nil
+	return migrations, nil
 }
+
+// maxIdentifierLen is PostgreSQL's identifier limit (NAMEDATALEN-1), the smallest of the three
+// databases; MySQL allows 64 characters and SQLite has no limit.
+const maxIdentifierLen = 63
 
 // indexName derives the name of the processed-at index from the bare table name, shortened with
 // a hash when the result would pass the 63-character identifier limit.
@@ -213,38 +208,18 @@ func indexName(bare string) string {
 	return bare[:maxIdentifierLen-len(suffix)-len(hash)] + hash + suffix
 }
 
-// Migrate creates the inbox table and its index if they do not exist. It is idempotent: run it at
-// every start. On PostgreSQL it holds a transaction-scoped advisory lock so that several instances
-// starting together do not race on CREATE TABLE.
+// Migrate creates or upgrades the inbox table and its index, applying each embedded migration
+// not yet recorded in MigrationsTable. It runs through outboxkit's one migration runner
+// (outbox.RunMigrations), so it is idempotent and locked on every dialect: run it at every start,
+// from as many instances as start together. An inbox table created before migrations were
+// recorded is kept as it is.
 func (i *Inbox) Migrate(ctx context.Context) error {
-	stmts, err := i.schemaStatements()
+	migrations, err := i.Migrations()
 	if err != nil {
 		return err
 	}
-	if i.config.Dialect != DialectPostgres {
-		// MySQL commits DDL implicitly and SQLite serialises writers: no transaction needed.
-		for _, s := range stmts {
-			if _, err := i.config.DB.ExecContext(ctx, s); err != nil {
-				return fmt.Errorf("migrate inbox table %s (%s): %w", i.config.Table, i.config.Dialect, err)
-			}
-		}
-		return nil
-	}
-	tx, err := i.config.DB.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("migrate inbox table %s: begin: %w", i.config.Table, err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "outboxkit_inbox_migrate:"+i.config.Table); err != nil {
-		return fmt.Errorf("migrate inbox table %s: advisory lock: %w", i.config.Table, err)
-	}
-	for _, s := range stmts {
-		if _, err := tx.ExecContext(ctx, s); err != nil {
-			return fmt.Errorf("migrate inbox table %s (%s): %w", i.config.Table, i.config.Dialect, err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("migrate inbox table %s: commit: %w", i.config.Table, err)
+	if err := outbox.RunMigrations(ctx, i.config.DB, i.config.Dialect, i.MigrationsTable(), migrations); err != nil {
+		return fmt.Errorf("migrate inbox table %s: %w", i.config.Table, err)
 	}
 	return nil
 }
@@ -267,13 +242,6 @@ func (i *Inbox) EventID(msg *message.Message) (string, error) {
 			i.config.ConsumerName, id, MaxEventIDLen, len(id))
 	}
 	return id, nil
-}
-
-func (i *Inbox) timeArg(t time.Time) any {
-	if i.config.Dialect == DialectSQLite {
-		return t.UTC().UnixMicro()
-	}
-	return t.UTC()
 }
 
 // Handler wraps h into a Watermill handler that processes each event id at most once for this
@@ -308,7 +276,7 @@ func (i *Inbox) Handler(h TxHandler) message.HandlerFunc {
 				_ = tx.Rollback()
 			}
 		}()
-		res, err := tx.ExecContext(ctx, i.insertSQL, i.config.ConsumerName, id, i.timeArg(i.config.Now()))
+		res, err := tx.ExecContext(ctx, i.insertSQL, i.config.ConsumerName, id, i.config.Dialect.TimeArg(i.config.Now()))
 		if err != nil {
 			return nil, fmt.Errorf("inbox %s: event %s: insert into %s: %w", i.config.ConsumerName, id, i.config.Table, err)
 		}
@@ -354,7 +322,7 @@ func (i *Inbox) PruneBefore(ctx context.Context, before time.Time, limit int) (i
 	}
 	var total int64
 	for {
-		res, err := i.config.DB.ExecContext(ctx, i.pruneSQL, i.config.ConsumerName, i.timeArg(before), limit)
+		res, err := i.config.DB.ExecContext(ctx, i.pruneSQL, i.config.ConsumerName, i.config.Dialect.TimeArg(before), limit)
 		if err != nil {
 			return total, fmt.Errorf("inbox %s: prune %s before %s: %w", i.config.ConsumerName, i.config.Table, before.UTC().Format(time.RFC3339), err)
 		}

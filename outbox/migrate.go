@@ -123,8 +123,10 @@ func Migrate(ctx context.Context, db *sql.DB, table Table) error {
 }
 
 // RunMigrations applies, in version order, each of migrations not yet recorded in versionTable
-// (created if missing), and records it there. It is the one migration runner of outboxkit: the
-// outbox ([Migrate]) and the consumer's inbox both use it, each with its own versionTable.
+// (created if missing), and records it there. versionTable passes the checks of
+// [ValidateIdentifier] except that, as a derived name ("<table>_migrations"), it may be longer
+// (up to 63 characters per part). It is the one migration runner of outboxkit: the outbox
+// ([Migrate]) and the consumer's inbox both use it, each with its own versionTable.
 //
 // Runs on one versionTable are serialized on every dialect, so several processes may run it at
 // once and each migration is applied once:
@@ -140,7 +142,7 @@ func RunMigrations(ctx context.Context, db *sql.DB, dialect Dialect, versionTabl
 	if err := dialect.Validate(); err != nil {
 		return err
 	}
-	if err := ValidateIdentifier(versionTable); err != nil {
+	if err := checkIdentifier(versionTable, 2*maxIdentifierPart+1); err != nil {
 		return fmt.Errorf("outbox: migrations table: %w", err)
 	}
 	sorted := append([]Migration(nil), migrations...)
@@ -271,9 +273,18 @@ func (s migrationSession) apply(ctx context.Context, ex executor, m Migration) e
 			return fmt.Errorf("statement %d: %w", i+1, err)
 		}
 	}
-	if _, err := ex.ExecContext(ctx, d.Rebind(fmt.Sprintf(recordVersion[d], s.versionTable)), m.Version,
-		d.TimeArg(time.Now())); err != nil {
+	res, err := ex.ExecContext(ctx, d.Rebind(fmt.Sprintf(recordVersion[d], s.versionTable)), m.Version, d.TimeArg(time.Now()))
+	if err != nil {
 		return fmt.Errorf("record version: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("record version: rows affected: %w", err)
+	}
+	if n == 0 {
+		// Impossible while every run holds the lock: say so instead of hiding a double apply.
+		return fmt.Errorf("version %d was recorded by another run while this one applied it: the runs were not "+
+			"serialized (is an older outboxkit migrating the same table?); run the migration again", m.Version)
 	}
 	return nil
 }

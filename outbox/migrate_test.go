@@ -79,7 +79,8 @@ func TestConcurrentMigrate(t *testing.T) {
 	for _, d := range allDialects {
 		t.Run(string(d), func(t *testing.T) {
 			db := openDialect(t, d)
-			table, err := outbox.NewTable(d, testsupport.UniqueName("outbox"))
+			// The longest name allowed: its derived names are longer.
+			table, err := outbox.NewTable(d, testsupport.UniqueName("outbox_migrated_by_eight_goroutines"))
 			if err != nil {
 				t.Fatal(err)
 			}

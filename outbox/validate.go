@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -84,18 +85,33 @@ var identifierPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][
 // maxIdentifier leaves room for the suffixes of derived names (PostgreSQL's limit is 63).
 const maxIdentifier = 48
 
+// maxIdentifierPart is PostgreSQL's identifier limit (NAMEDATALEN-1), the smallest of the three
+// databases (MySQL allows 64 characters, SQLite has no limit).
+const maxIdentifierPart = 63
+
 // ValidateIdentifier accepts a table name made of letters, digits and underscores, optionally
 // schema-qualified ("app.outbox"), at most 48 characters so derived index and table names fit
 // every dialect. Anything else is rejected: table names are never quoted or escaped, only checked.
-func ValidateIdentifier(name string) error {
+// It is the one identifier check of outboxkit: the outbox, the forwarder and the inbox use it.
+func ValidateIdentifier(name string) error { return checkIdentifier(name, maxIdentifier) }
+
+// checkIdentifier checks the shape of name, its length (at most maxLen characters) and the length
+// of each of its parts (at most 63). Derived names ("<table>_migrations") are checked with a
+// larger maxLen than the names users choose.
+func checkIdentifier(name string, maxLen int) error {
 	if name == "" {
 		return fmt.Errorf("%w: empty table name", ErrInvalidIdentifier)
 	}
-	if len(name) > maxIdentifier {
-		return fmt.Errorf("%w %q: longer than %d characters", ErrInvalidIdentifier, name, maxIdentifier)
+	if len(name) > maxLen {
+		return fmt.Errorf("%w %q: longer than %d characters", ErrInvalidIdentifier, name, maxLen)
 	}
 	if !identifierPattern.MatchString(name) {
 		return fmt.Errorf("%w %q: use letters, digits and underscores, optionally schema.table", ErrInvalidIdentifier, name)
+	}
+	for part := range strings.SplitSeq(name, ".") {
+		if len(part) > maxIdentifierPart {
+			return fmt.Errorf("%w %q: %q is longer than %d characters", ErrInvalidIdentifier, name, part, maxIdentifierPart)
+		}
 	}
 	return nil
 }
