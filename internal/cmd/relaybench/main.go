@@ -1,94 +1,234 @@
 // Command relaybench measures outboxkit's forwarder against Watermill's stock forwarder
-// (watermill-sql subscriber + components/forwarder) side by side, on the same PostgreSQL and the
-// same Kafka, with the same events and the same Kafka publisher, and prints a table:
-// throughput draining a pre-filled backlog, commit-to-consume latency at a steady rate, and the
-// CPU time and peak RSS of each relay process (each relay runs as a child process).
+// (watermill-sql subscriber + components/forwarder) and against a ceiling relay (the simplest
+// batched relay that could exist: claim-and-delete 1,000 rows, one franz-go produce, commit),
+// side by side, on the same databases (PostgreSQL, MariaDB) and the same Kafka, with the same
+// events, and prints a table: throughput draining a pre-filled backlog for each number of
+// aggregate ids, commit-to-consume latency at a steady rate, and the CPU time and peak RSS of
+// each relay process (each relay runs as a child process).
 //
 //	go run ./internal/cmd/relaybench -events 20000
+//	go run ./internal/cmd/relaybench -events 20000 -keys 1,10,1000 -dbs postgres,mysql -repeat 3 -svg docs/benchmarks-keys.svg
+//
+// The files of this command, by job: main.go (flags, the run), backlog.go (filling the outbox,
+// consuming from Kafka, the drain and steady scenarios), child.go (the relay child processes),
+// ceiling.go (the ceiling relay), table.go (the printed tables and the noise report), plot.go
+// (the SVG plot).
 package main
 
 import (
-	"bufio"
-	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/binary"
-	"encoding/hex"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
-	"os/exec"
-	"os/signal"
-	"slices"
+	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
-	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
-	wforwarder "github.com/ThreeDotsLabs/watermill/components/forwarder"
-	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/google/uuid"
-	_ "github.com/jackc/pgx/v5/stdlib"
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/outboxkit/outboxkit/brokers/kafka"
-	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
+// The relays relaybench knows.
+const (
+	relayOutboxkit = "outboxkit"
+	relayStock     = "stock"
+	relayCeiling   = "ceiling"
+)
+
 type options struct {
 	pgDSN    string
+	mysqlDSN string
 	brokers  []string
 	events   int
-	keys     int
+	keys     []int
+	dbs      []database
 	payloads []int
 	rate     int
 	seconds  int
 	relays   []string
+	repeat   int
 	workers  int
 	batch    int
 	compress string
+	svg      string
+	command  string // the command line, printed with the results
+}
+
+// database is one database the relays are measured on.
+type database struct {
+	name    string // postgres or mysql: the value of -dbs and of the child's -db
+	label   string // as printed
+	dialect outbox.Dialect
+	driver  string // database/sql driver name
+	dsn     string
 }
 
 func main() {
-	role := flag.String("role", "", "internal: run as a relay child (outboxkit or stock)")
+	role := flag.String("role", "", "internal: run as a relay child (outboxkit, stock or ceiling)")
 	table := flag.String("table", "", "internal: outbox table or forwarder topic of the child")
+	childDB := flag.String("db", "postgres", "internal: the child's database (postgres or mysql)")
 	var o options
 	flag.StringVar(&o.pgDSN, "pg", envOr(testsupport.EnvPostgresDSN, testsupport.DefaultPostgresDSN), "PostgreSQL URL")
+	flag.StringVar(&o.mysqlDSN, "mysql", envOr(testsupport.EnvMySQLDSN, testsupport.DefaultMySQLDSN), "MariaDB/MySQL DSN (go-sql-driver/mysql)")
 	brokers := flag.String("kafka", envOr(testsupport.EnvKafkaBrokers, testsupport.DefaultKafkaBrokers), "Kafka brokers")
 	flag.IntVar(&o.events, "events", 20000, "events in the backlog each relay drains")
-	flag.IntVar(&o.keys, "keys", 1000, "distinct aggregate ids")
+	keys := flag.String("keys", "1,10,1000", "numbers of distinct aggregate ids, one drain each")
+	dbs := flag.String("dbs", "postgres,mysql", "databases to measure on (postgres, mysql)")
 	payloads := flag.String("payloads", "256,4096", "payload sizes in bytes")
 	flag.IntVar(&o.rate, "rate", 1000, "events/s of the steady-rate latency run (0 skips it)")
 	flag.IntVar(&o.seconds, "seconds", 10, "duration of the latency run")
-	relays := flag.String("relays", "outboxkit,stock", "relays to measure")
+	relays := flag.String("relays", "outboxkit,stock,ceiling", "relays to measure (outboxkit, stock, ceiling)")
+	flag.IntVar(&o.repeat, "repeat", 1, "measure every drain this many times (interleaved) and print the median and spread")
 	flag.IntVar(&o.workers, "workers", 0, "outboxkit forwarder Workers (0: its default)")
 	flag.IntVar(&o.batch, "batch", 0, "outboxkit forwarder BatchSize (0: its default)")
-	flag.StringVar(&o.compress, "compression", "", "Kafka compression for both relays (none, gzip, snappy, lz4, zstd; empty: brokers/kafka's default)")
+	flag.StringVar(&o.compress, "compression", "", "Kafka compression for all relays (none, gzip, snappy, lz4, zstd; empty: brokers/kafka's default, lz4)")
+	flag.StringVar(&o.svg, "svg", "", "write an SVG plot of events/s against the number of keys to this file")
 	flag.Parse()
-	o.brokers = strings.Split(*brokers, ",")
-	o.relays = strings.Split(*relays, ",")
-	for _, p := range strings.Split(*payloads, ",") {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 16 {
-			fatalf("-payloads: %q is not a size of at least 16 bytes", p)
-		}
-		o.payloads = append(o.payloads, n)
+	if flag.NArg() > 0 {
+		fatalf("unexpected argument %q (all settings are flags; see -h)", flag.Arg(0))
+	}
+	o.command = "relaybench " + strings.Join(os.Args[1:], " ")
+	if err := o.parse(*brokers, *keys, *dbs, *payloads, *relays); err != nil {
+		fatalf("%v", err)
 	}
 	if *role != "" {
-		if err := runRelay(*role, *table, o); err != nil {
-			fatalf("%s relay: %v", *role, err)
+		db, err := o.database(*childDB)
+		if err != nil {
+			fatalf("-db: %v", err)
+		}
+		if err := runRelay(*role, db, *table, o); err != nil {
+			fatalf("%s relay on %s: %v", *role, db.label, err)
 		}
 		return
 	}
 	if err := run(o); err != nil {
 		fatalf("%v", err)
 	}
+}
+
+// parse validates the flags and fills the list fields of o. Every error names the flag and the
+// value it refuses.
+func (o *options) parse(brokers, keys, dbs, payloads, relays string) error {
+	for _, b := range strings.Split(brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			o.brokers = append(o.brokers, b)
+		}
+	}
+	if len(o.brokers) == 0 {
+		return fmt.Errorf("-kafka: %q names no broker", brokers)
+	}
+	var err error
+	if o.keys, err = parseInts("-keys", keys, 1, "a number of aggregate ids of at least 1"); err != nil {
+		return err
+	}
+	if o.payloads, err = parseInts("-payloads", payloads, 16, "a size of at least 16 bytes"); err != nil {
+		return err
+	}
+	for _, name := range splitList(dbs) {
+		db, err := o.database(name)
+		if err != nil {
+			return fmt.Errorf("-dbs: %w", err)
+		}
+		if !containsDB(o.dbs, db.name) {
+			o.dbs = append(o.dbs, db)
+		}
+	}
+	if len(o.dbs) == 0 {
+		return fmt.Errorf("-dbs: %q names no database", dbs)
+	}
+	for _, r := range splitList(relays) {
+		switch r {
+		case relayOutboxkit, relayStock, relayCeiling:
+			if !contains(o.relays, r) {
+				o.relays = append(o.relays, r)
+			}
+		default:
+			return fmt.Errorf("-relays: %q is not a relay (want outboxkit, stock or ceiling)", r)
+		}
+	}
+	if len(o.relays) == 0 {
+		return fmt.Errorf("-relays: %q names no relay", relays)
+	}
+	switch {
+	case o.events < 1:
+		return fmt.Errorf("-events: %d is not a positive number of events", o.events)
+	case o.rate < 0:
+		return fmt.Errorf("-rate: %d is negative (0 skips the latency run)", o.rate)
+	case o.rate > 0 && o.seconds < 1:
+		return fmt.Errorf("-seconds: %d is not a positive duration in seconds", o.seconds)
+	case o.repeat < 1:
+		return fmt.Errorf("-repeat: %d is not a positive number of repetitions", o.repeat)
+	case o.workers < 0:
+		return fmt.Errorf("-workers: %d is negative (0: the forwarder's default)", o.workers)
+	case o.batch < 0:
+		return fmt.Errorf("-batch: %d is negative (0: the forwarder's default)", o.batch)
+	}
+	if _, err := compressionCodec(o.compress); err != nil {
+		return fmt.Errorf("-compression: %w", err)
+	}
+	if o.svg != "" {
+		dir := filepath.Dir(o.svg)
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return fmt.Errorf("-svg: %q: directory %q does not exist", o.svg, dir)
+		}
+	}
+	return nil
+}
+
+// database returns the database named by a -dbs entry.
+func (o *options) database(name string) (database, error) {
+	switch strings.ToLower(strings.TrimSpace(name)) {
+	case "postgres", "postgresql", "pg":
+		return database{name: "postgres", label: "PostgreSQL", dialect: outbox.Postgres, driver: "pgx", dsn: o.pgDSN}, nil
+	case "mysql", "mariadb":
+		return database{name: "mysql", label: "MariaDB", dialect: outbox.MySQL, driver: "mysql", dsn: o.mysqlDSN}, nil
+	}
+	return database{}, fmt.Errorf("%q is not a database (want postgres or mysql)", name)
+}
+
+func parseInts(flagName, list string, least int, want string) ([]int, error) {
+	var out []int
+	for _, s := range splitList(list) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < least {
+			return nil, fmt.Errorf("%s: %q is not %s", flagName, s, want)
+		}
+		if !contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: %q is empty", flagName, list)
+	}
+	return out, nil
+}
+
+func splitList(list string) []string {
+	var out []string
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func contains[T comparable](list []T, v T) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func containsDB(list []database, name string) bool {
+	for _, d := range list {
+		if d.name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func envOr(name, def string) string {
@@ -103,411 +243,101 @@ func fatalf(format string, args ...any) {
 	os.Exit(1)
 }
 
-// result is one row of the table.
-type result struct {
-	relay, scenario string
-	events          int
-	seconds         float64
-	p50, p99        time.Duration
-	cpu             time.Duration
-	maxRSSMiB       float64
-}
-
+// run measures every drain o asks for, then the steady-rate latency, and prints the tables.
 func run(o options) error {
-	db, err := sql.Open("pgx", o.pgDSN)
+	began := time.Now()
+	noise := newNoise()
+	conns, err := openAll(o)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	var results []result
-	for _, size := range o.payloads {
-		for _, relay := range o.relays {
-			r, err := drain(db, o, relay, size)
-			if err != nil {
-				return fmt.Errorf("%s drain, %d B: %w", relay, size, err)
+	defer conns.close()
+	res := newResults(o)
+	for rep := 1; rep <= o.repeat; rep++ {
+		for _, db := range o.dbs {
+			for _, size := range o.payloads {
+				for _, c := range drainCases(o) {
+					noise.sample()
+					k := drainKey{db: db.name, size: size, keys: c.keys, relay: c.relay}
+					if reason := res.unavailable(k); reason != "" {
+						continue
+					}
+					s, err := drain(conns.get(db.name), db, o, c.relay, size, c.keys)
+					if err != nil {
+						var na *notAvailableError
+						if asNotAvailable(err, &na) {
+							res.markUnavailable(k, na.reason)
+							fmt.Fprintf(os.Stderr, "%s on %s: n/a: %s\n", c.relay, db.label, na.reason)
+							continue
+						}
+						return fmt.Errorf("%s drain on %s, %d B, %d keys: %w", c.relay, db.label, size, c.keys, err)
+					}
+					res.add(k, s)
+					fmt.Fprintf(os.Stderr, "[%d/%d] %s %s %d B %d keys: %.0f events/s, CPU %.2f s, peak RSS %.0f MiB\n",
+						rep, o.repeat, db.label, c.relay, size, c.keys, s.rate(), s.cpu.Seconds(), s.rssMiB)
+				}
 			}
-			results = append(results, r)
-			fmt.Fprintf(os.Stderr, "%s %d B: %.0f events/s\n", relay, size, float64(r.events)/r.seconds)
 		}
 	}
+	var steadyRows []steadyResult
 	if o.rate > 0 {
-		for _, relay := range o.relays {
-			r, err := steady(db, o, relay, o.payloads[0])
-			if err != nil {
-				return fmt.Errorf("%s steady rate: %w", relay, err)
+		for _, db := range o.dbs {
+			for _, relay := range o.relays {
+				if relay == relayCeiling {
+					continue // the ceiling relay polls without pause; a latency figure would not mean anything
+				}
+				noise.sample()
+				if reason := res.unavailableRelay(db.name, relay); reason != "" {
+					continue
+				}
+				r, err := steady(conns.get(db.name), db, o, relay, o.payloads[0], maxInt(o.keys))
+				if err != nil {
+					return fmt.Errorf("%s steady rate on %s: %w", relay, db.label, err)
+				}
+				steadyRows = append(steadyRows, r)
 			}
-			results = append(results, r)
 		}
 	}
-	printTable(results, o)
+	noise.sample()
+	noise.finish(time.Since(began))
+	printDrainTable(os.Stdout, res, o)
+	printSteadyTable(os.Stdout, steadyRows, o)
+	noise.print(os.Stdout, res)
+	if o.svg != "" {
+		if err := writePlot(o.svg, res, o); err != nil {
+			return fmt.Errorf("-svg %s: %w", o.svg, err)
+		}
+		fmt.Fprintf(os.Stdout, "\nplot written to %s\n", o.svg)
+	}
 	return nil
 }
 
-// setup prepares an empty outbox (outboxkit) or forwarder topic (stock) and returns a function
-// that writes events in transactions of the given size, and the names to pass to the child.
-func setup(db *sql.DB, relay string) (name, topic string, write func(ctx context.Context, events []outbox.Event) error, err error) {
-	ctx := context.Background()
-	name = testsupport.UniqueName("bench")
-	topic = testsupport.UniqueName("bench_events")
-	switch relay {
-	case "outboxkit":
-		w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Table: name})
-		if err != nil {
-			return "", "", nil, err
-		}
-		if err := outbox.Migrate(ctx, db, w.Table()); err != nil {
-			return "", "", nil, err
-		}
-		return name, topic, func(ctx context.Context, events []outbox.Event) error {
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				return err
-			}
-			if err := w.WriteTx(ctx, tx, events...); err != nil {
-				_ = tx.Rollback()
-				return err
-			}
-			return tx.Commit()
-		}, nil
-	case "stock":
-		return name, topic, func(ctx context.Context, events []outbox.Event) error {
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				return err
-			}
-			sqlPub, err := wsql.NewPublisher(wsql.TxFromStdSQL(tx), wsql.PublisherConfig{SchemaAdapter: wsql.DefaultPostgreSQLSchema{}}, nil)
-			if err != nil {
-				return err
-			}
-			pub := wforwarder.NewPublisher(sqlPub, wforwarder.PublisherConfig{ForwarderTopic: name})
-			msgs := make([]*message.Message, len(events))
-			for i, e := range events {
-				msgs[i] = e.ToMessage()
-			}
-			if err := pub.Publish(topic, msgs...); err != nil {
-				_ = tx.Rollback()
-				return err
-			}
-			return tx.Commit()
-		}, nil
-	}
-	return "", "", nil, fmt.Errorf("unknown relay %q", relay)
+// drainCase is one relay at one number of keys; the ceiling, which ignores keys, is measured
+// once per (db, payload), at the largest number of keys.
+type drainCase struct {
+	relay string
+	keys  int
 }
 
-func initStockSchema(db *sql.DB, name string) error {
-	sub, err := wsql.NewSubscriber(wsql.BeginnerFromStdSQL(db), wsql.SubscriberConfig{
-		SchemaAdapter: wsql.DefaultPostgreSQLSchema{}, OffsetsAdapter: wsql.DefaultPostgreSQLOffsetsAdapter{},
-		InitializeSchema: true, ConsumerGroup: "bench",
-	}, nil)
-	if err != nil {
-		return err
+func drainCases(o options) []drainCase {
+	var cases []drainCase
+	if contains(o.relays, relayCeiling) {
+		cases = append(cases, drainCase{relayCeiling, maxInt(o.keys)})
 	}
-	defer sub.Close()
-	return sub.SubscribeInitialize(name)
-}
-
-// makeEvent returns an event with a payload of random hex text (it compresses about 2x, like
-// typical JSON), optionally stamped with the current time in its first 8 bytes.
-func makeEvent(topic string, i, keys, size int, stamp bool) outbox.Event {
-	raw := make([]byte, (size+1)/2)
-	_, _ = rand.Read(raw)
-	payload := []byte(hex.EncodeToString(raw))[:size]
-	if stamp {
-		binary.BigEndian.PutUint64(payload, uint64(time.Now().UnixNano()))
-	}
-	return outbox.Event{ID: uuid.Must(uuid.NewV7()), Topic: topic, AggregateType: "order",
-		AggregateID: "order-" + strconv.Itoa(i%keys), EventType: "OrderChanged", Payload: payload}
-}
-
-// drain pre-fills a backlog, starts the relay process and times it until the last event is
-// consumed from Kafka.
-func drain(db *sql.DB, o options, relay string, size int) (result, error) {
-	name, topic, write, err := setup(db, relay)
-	if err != nil {
-		return result{}, err
-	}
-	if relay == "stock" {
-		if err := initStockSchema(db, name); err != nil {
-			return result{}, err
-		}
-	}
-	defer cleanup(db, relay, name)
-	ctx := context.Background()
-	for start := 0; start < o.events; start += 500 {
-		var batch []outbox.Event
-		for i := start; i < min(start+500, o.events); i++ {
-			batch = append(batch, makeEvent(topic, i, o.keys, size, false))
-		}
-		if err := write(ctx, batch); err != nil {
-			return result{}, fmt.Errorf("fill backlog: %w", err)
-		}
-	}
-	consumer, err := newConsumer(o.brokers, topic)
-	if err != nil {
-		return result{}, err
-	}
-	defer consumer.Close()
-	child, err := startChild(relay, name, o)
-	if err != nil {
-		return result{}, err
-	}
-	began := time.Now()
-	got, _, err := consumeN(consumer, o.events, 10*time.Minute, false)
-	elapsed := time.Since(began)
-	cpu, rss := stopChild(child)
-	if err != nil {
-		return result{}, err
-	}
-	return result{relay: relay, scenario: fmt.Sprintf("drain %d × %d B", o.events, size), events: got,
-		seconds: elapsed.Seconds(), cpu: cpu, maxRSSMiB: rss}, nil
-}
-
-// steady writes single-event transactions at o.rate for o.seconds with the relay running and
-// measures commit-to-consume latency (an upper bound of commit-to-broker-ack).
-func steady(db *sql.DB, o options, relay string, size int) (result, error) {
-	name, topic, write, err := setup(db, relay)
-	if err != nil {
-		return result{}, err
-	}
-	if relay == "stock" {
-		if err := initStockSchema(db, name); err != nil {
-			return result{}, err
-		}
-	}
-	defer cleanup(db, relay, name)
-	consumer, err := newConsumer(o.brokers, topic)
-	if err != nil {
-		return result{}, err
-	}
-	defer consumer.Close()
-	child, err := startChild(relay, name, o)
-	if err != nil {
-		return result{}, err
-	}
-	time.Sleep(2 * time.Second) // let the relay start before measuring
-	total := o.rate * o.seconds
-	writeErr := make(chan error, 1)
-	go func() {
-		ctx := context.Background()
-		interval := time.Second / time.Duration(o.rate)
-		next := time.Now()
-		for i := range total {
-			if err := write(ctx, []outbox.Event{makeEvent(topic, i, o.keys, size, true)}); err != nil {
-				writeErr <- err
-				return
-			}
-			next = next.Add(interval)
-			if d := time.Until(next); d > 0 {
-				time.Sleep(d)
-			}
-		}
-		writeErr <- nil
-	}()
-	got, latencies, err := consumeN(consumer, total, time.Duration(o.seconds)*time.Second+2*time.Minute, true)
-	cpu, rss := stopChild(child)
-	if err != nil {
-		return result{}, err
-	}
-	if err := <-writeErr; err != nil {
-		return result{}, err
-	}
-	slices.Sort(latencies)
-	return result{relay: relay, scenario: fmt.Sprintf("steady %d/s × %d s", o.rate, o.seconds), events: got,
-		seconds: float64(o.seconds), p50: latencies[len(latencies)/2], p99: latencies[len(latencies)*99/100],
-		cpu: cpu, maxRSSMiB: rss}, nil
-}
-
-func cleanup(db *sql.DB, relay, name string) {
-	if relay == "outboxkit" {
-		for _, suffix := range []string{"", "_leases", "_relays", "_migrations", "_key_locks"} {
-			_, _ = db.Exec("DROP TABLE IF EXISTS " + name + suffix)
-		}
-		return
-	}
-	_, _ = db.Exec(`DROP TABLE IF EXISTS "watermill_` + name + `"`)
-	_, _ = db.Exec(`DROP TABLE IF EXISTS "watermill_offsets_` + name + `"`)
-}
-
-func newConsumer(brokers []string, topic string) (*kgo.Client, error) {
-	return kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond),
-		kgo.AllowAutoTopicCreation())
-}
-
-// consumeN reads until n records arrived; with stamped payloads it also returns each record's
-// latency since the commit time written into its first 8 bytes.
-func consumeN(client *kgo.Client, n int, timeout time.Duration, stamped bool) (int, []time.Duration, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	seen := map[string]bool{}
-	var latencies []time.Duration
-	for len(seen) < n {
-		fetches := client.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return len(seen), latencies, fmt.Errorf("only %d of %d events arrived within %v", len(seen), n, timeout)
-		}
-		now := time.Now()
-		fetches.EachRecord(func(r *kgo.Record) {
-			id := ""
-			for _, h := range r.Headers {
-				if h.Key == outbox.MetadataEventID || h.Key == "_watermill_message_uuid" {
-					id = string(h.Value)
-				}
-			}
-			if seen[id] {
-				return
-			}
-			seen[id] = true
-			if stamped && len(r.Value) >= 8 {
-				latencies = append(latencies, now.Sub(time.Unix(0, int64(binary.BigEndian.Uint64(r.Value)))))
-			}
-		})
-	}
-	return len(seen), latencies, nil
-}
-
-// startChild starts a relay process, waits until it has connected to the database and the
-// broker ("ready" on its stdout), then tells it to go: process start-up is not measured.
-func startChild(relay, name string, o options) (*exec.Cmd, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(self, "-role", relay, "-table", name, "-pg", o.pgDSN, "-kafka", strings.Join(o.brokers, ","),
-		"-workers", strconv.Itoa(o.workers), "-batch", strconv.Itoa(o.batch), "-compression", o.compress)
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != "ready" {
-		_ = cmd.Process.Kill()
-		return nil, fmt.Errorf("relay child did not get ready (%q, %v)", line, err)
-	}
-	if _, err := io.WriteString(stdin, "go\n"); err != nil {
-		return nil, err
-	}
-	return cmd, nil
-}
-
-// waitForGo is the child's half of startChild.
-func waitForGo() error {
-	fmt.Println("ready")
-	_, err := bufio.NewReader(os.Stdin).ReadString('\n')
-	return err
-}
-
-// stopChild stops the relay with SIGTERM and returns its CPU time and peak RSS. The peak is
-// read from /proc (VmHWM) before the stop: the rusage of a forked child also counts the pages
-// of the parent it was forked from.
-func stopChild(cmd *exec.Cmd) (time.Duration, float64) {
-	peakMiB := 0.0
-	if status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)); err == nil {
-		for _, line := range strings.Split(string(status), "\n") {
-			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				kib, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
-				peakMiB = float64(kib) / 1024
+	for _, k := range o.keys {
+		for _, r := range o.relays {
+			if r != relayCeiling {
+				cases = append(cases, drainCase{r, k})
 			}
 		}
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	_ = cmd.Wait()
-	usage, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		return 0, peakMiB
-	}
-	return time.Duration(usage.Utime.Nano() + usage.Stime.Nano()), peakMiB
+	return cases
 }
 
-// runRelay is the child process: one relay until SIGTERM.
-func runRelay(role, name string, o options) error {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	db, err := sql.Open("pgx", o.pgDSN)
-	if err != nil {
-		return err
+func maxInt(list []int) int {
+	m := list[0]
+	for _, v := range list[1:] {
+		m = max(m, v)
 	}
-	defer db.Close()
-	pub, err := kafka.NewPublisher(kafka.Config{Brokers: o.brokers, Compression: o.compress}, nil)
-	if err != nil {
-		return err
-	}
-	defer pub.Close()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	switch role {
-	case "outboxkit":
-		table, err := outbox.NewTable(outbox.Postgres, name)
-		if err != nil {
-			return err
-		}
-		f, err := forwarder.New(forwarder.Config{DB: db, Dialect: outbox.Postgres, Table: name, Publisher: pub,
-			Workers: o.workers, BatchSize: o.batch, Logger: logger, Wakeups: forwarder.ListenPostgres(ctx, o.pgDSN, table, logger), IsRetriable: kafka.Retriable})
-		if err != nil {
-			return err
-		}
-		if err := db.PingContext(ctx); err != nil {
-			return err
-		}
-		if err := waitForGo(); err != nil {
-			return err
-		}
-		return f.Run(ctx)
-	case "stock":
-		sub, err := wsql.NewSubscriber(wsql.BeginnerFromStdSQL(db), wsql.SubscriberConfig{
-			SchemaAdapter: wsql.DefaultPostgreSQLSchema{}, OffsetsAdapter: wsql.DefaultPostgreSQLOffsetsAdapter{},
-			ConsumerGroup: "bench",
-		}, watermill.NopLogger{})
-		if err != nil {
-			return err
-		}
-		fwd, err := wforwarder.NewForwarder(sub, pub, watermill.NopLogger{}, wforwarder.Config{ForwarderTopic: name})
-		if err != nil {
-			return err
-		}
-		if err := db.PingContext(ctx); err != nil {
-			return err
-		}
-		if err := waitForGo(); err != nil {
-			return err
-		}
-		return fwd.Run(ctx)
-	}
-	return fmt.Errorf("unknown role %q", role)
-}
-
-func printTable(results []result, o options) {
-	fmt.Printf("\nrelay benchmark: PostgreSQL -> Kafka (%s), %d keys, same Kafka publisher (brokers/kafka) for both relays\n\n",
-		strings.Join(o.brokers, ","), o.keys)
-	fmt.Println("| relay | scenario | events | events/s | p50 | p99 | relay CPU | relay peak RSS |")
-	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|")
-	rates := map[string]float64{}
-	for _, r := range results {
-		rate := float64(r.events) / r.seconds
-		lat := func(d time.Duration) string {
-			if d == 0 {
-				return "–"
-			}
-			return d.Round(100 * time.Microsecond).String()
-		}
-		fmt.Printf("| %s | %s | %d | %.0f | %s | %s | %.2f s | %.0f MiB |\n", r.relay, r.scenario, r.events, rate,
-			lat(r.p50), lat(r.p99), r.cpu.Seconds(), r.maxRSSMiB)
-		if strings.HasPrefix(r.scenario, "drain") {
-			rates[r.relay+" "+r.scenario] = rate
-		}
-	}
-	fmt.Println()
-	for _, size := range o.payloads {
-		scenario := fmt.Sprintf("drain %d × %d B", o.events, size)
-		if a, b := rates["outboxkit "+scenario], rates["stock "+scenario]; a > 0 && b > 0 {
-			fmt.Printf("throughput ratio outboxkit/stock, %d B payloads: %.1fx\n", size, a/b)
-		}
-	}
+	return m
 }

@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	wforwarder "github.com/ThreeDotsLabs/watermill/components/forwarder"
+	"github.com/ThreeDotsLabs/watermill/message"
+	_ "github.com/go-sql-driver/mysql"
+	"github.com/google/uuid"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// connections holds one *sql.DB per measured database, opened and pinged before any
+// measurement so a missing service fails the run at once.
+type connections map[string]*sql.DB
+
+func openAll(o options) (connections, error) {
+	conns := connections{}
+	for _, d := range o.dbs {
+		db, err := sql.Open(d.driver, d.dsn)
+		if err != nil {
+			conns.close()
+			return nil, fmt.Errorf("open %s: %w", d.label, err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = db.PingContext(ctx)
+		cancel()
+		if err != nil {
+			_ = db.Close()
+			conns.close()
+			flagName := "-pg"
+			if d.name == "mysql" {
+				flagName = "-mysql"
+			}
+			return nil, fmt.Errorf("connect to %s (%s or its environment variable): %w", d.label, flagName, err)
+		}
+		conns[d.name] = db
+	}
+	return conns, nil
+}
+
+func (c connections) get(name string) *sql.DB { return c[name] }
+
+func (c connections) close() {
+	for _, db := range c {
+		_ = db.Close()
+	}
+}
+
+// notAvailableError says that a relay cannot run on a database at all, for the reason given:
+// its row is printed as n/a with the reason in a footnote instead of failing the run.
+type notAvailableError struct{ reason string }
+
+func (e *notAvailableError) Error() string { return "not available: " + e.reason }
+
+func asNotAvailable(err error, target **notAvailableError) bool { return errors.As(err, target) }
+
+// writeFunc writes events in one transaction.
+type writeFunc func(ctx context.Context, events []outbox.Event) error
+
+// setup prepares an empty outbox (outboxkit and ceiling: the outbox table written by
+// outbox.Writer) or forwarder topic (stock) and returns the name to pass to the child, the
+// Kafka topic of the events and a function that writes events in one transaction.
+func setup(db *sql.DB, d database, relay string) (name, topic string, write writeFunc, err error) {
+	ctx := context.Background()
+	name = testsupport.UniqueName("bench")
+	topic = testsupport.UniqueName("bench_events")
+	switch relay {
+	case relayOutboxkit, relayCeiling:
+		w, err := outbox.NewWriter(outbox.Config{Dialect: d.dialect, Table: name})
+		if err != nil {
+			return "", "", nil, fmt.Errorf("outbox writer: %w", err)
+		}
+		if err := outbox.Migrate(ctx, db, w.Table()); err != nil {
+			return "", "", nil, fmt.Errorf("migrate outbox table %s: %w", name, err)
+		}
+		return name, topic, func(ctx context.Context, events []outbox.Event) error {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			if err := w.WriteTx(ctx, tx, events...); err != nil {
+				_ = tx.Rollback()
+				return err
+			}
+			return tx.Commit()
+		}, nil
+	case relayStock:
+		schema, offsets := stockAdapters(d)
+		if err := initStockSchema(db, schema, offsets, name); err != nil {
+			return "", "", nil, fmt.Errorf("watermill-sql schema for %s: %w", name, err)
+		}
+		return name, topic, func(ctx context.Context, events []outbox.Event) error {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			sqlPub, err := wsql.NewPublisher(wsql.TxFromStdSQL(tx), wsql.PublisherConfig{SchemaAdapter: schema}, nil)
+			if err != nil {
+				_ = tx.Rollback()
+				return err
+			}
+			pub := wforwarder.NewPublisher(sqlPub, wforwarder.PublisherConfig{ForwarderTopic: name})
+			msgs := make([]*message.Message, len(events))
+			for i, e := range events {
+				msgs[i] = e.ToMessage()
+			}
+			if err := pub.Publish(topic, msgs...); err != nil {
+				_ = tx.Rollback()
+				return err
+			}
+			return tx.Commit()
+		}, nil
+	}
+	return "", "", nil, fmt.Errorf("unknown relay %q", relay)
+}
+
+// stockAdapters returns watermill-sql's default schema and offsets adapters of the database.
+func stockAdapters(d database) (wsql.SchemaAdapter, wsql.OffsetsAdapter) {
+	if d.dialect == outbox.MySQL {
+		return wsql.DefaultMySQLSchema{}, wsql.DefaultMySQLOffsetsAdapter{}
+	}
+	return wsql.DefaultPostgreSQLSchema{}, wsql.DefaultPostgreSQLOffsetsAdapter{}
+}
+
+func initStockSchema(db *sql.DB, schema wsql.SchemaAdapter, offsets wsql.OffsetsAdapter, name string) error {
+	sub, err := wsql.NewSubscriber(wsql.BeginnerFromStdSQL(db), wsql.SubscriberConfig{
+		SchemaAdapter: schema, OffsetsAdapter: offsets, InitializeSchema: true, ConsumerGroup: "bench",
+	}, nil)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	return sub.SubscribeInitialize(name)
+}
+
+func cleanup(db *sql.DB, d database, relay, name string) {
+	quote := func(s string) string { return `"` + s + `"` }
+	if d.dialect == outbox.MySQL {
+		quote = func(s string) string { return "`" + s + "`" }
+	}
+	if relay == relayStock {
+		_, _ = db.Exec("DROP TABLE IF EXISTS " + quote("watermill_"+name))
+		_, _ = db.Exec("DROP TABLE IF EXISTS " + quote("watermill_offsets_"+name))
+		return
+	}
+	for _, suffix := range []string{"", "_leases", "_relays", "_migrations", "_key_locks"} {
+		_, _ = db.Exec("DROP TABLE IF EXISTS " + quote(name+suffix))
+	}
+	if d.dialect == outbox.Postgres {
+		_, _ = db.Exec("DROP FUNCTION IF EXISTS " + name + "_notify()")
+	}
+}
+
+// makeEvent returns an event with a payload of random hex text (it compresses about 2x, like
+// typical JSON), optionally stamped with the current time in its first 8 bytes.
+func makeEvent(topic string, i, keys, size int, stamp bool) outbox.Event {
+	raw := make([]byte, (size+1)/2)
+	_, _ = rand.Read(raw)
+	payload := []byte(hex.EncodeToString(raw))[:size]
+	if stamp {
+		binary.BigEndian.PutUint64(payload, uint64(time.Now().UnixNano()))
+	}
+	return outbox.Event{ID: uuid.Must(uuid.NewV7()), Topic: topic, AggregateType: "order",
+		AggregateID: "order-" + strconv.Itoa(i%keys), EventType: "OrderChanged", Payload: payload}
+}
+
+// sample is one measured drain.
+type sample struct {
+	events  int
+	seconds float64
+	cpu     time.Duration
+	rssMiB  float64
+}
+
+func (s sample) rate() float64 { return float64(s.events) / s.seconds }
+
+// drain pre-fills a backlog of o.events events over the given number of keys, starts the relay
+// process and times it until the last event is consumed from Kafka.
+func drain(db *sql.DB, d database, o options, relay string, size, keys int) (sample, error) {
+	name, topic, write, err := setup(db, d, relay)
+	if err != nil {
+		if relay == relayStock && d.dialect == outbox.MySQL {
+			return sample{}, &notAvailableError{reason: "watermill-sql's MySQL schema could not be created on " + d.label + ": " + err.Error()}
+		}
+		return sample{}, err
+	}
+	defer cleanup(db, d, relay, name)
+	ctx := context.Background()
+	for start := 0; start < o.events; start += 500 {
+		batch := make([]outbox.Event, 0, 500)
+		for i := start; i < min(start+500, o.events); i++ {
+			batch = append(batch, makeEvent(topic, i, keys, size, false))
+		}
+		if err := write(ctx, batch); err != nil {
+			return sample{}, fmt.Errorf("fill backlog: %w", err)
+		}
+	}
+	consumer, err := newConsumer(o.brokers, topic)
+	if err != nil {
+		return sample{}, fmt.Errorf("kafka consumer: %w", err)
+	}
+	defer consumer.Close()
+	child, err := startChild(relay, d, name, o)
+	if err != nil {
+		return sample{}, err
+	}
+	began := time.Now()
+	consumeCtx, cancel := child.watch(10 * time.Minute)
+	got, _, err := consumeN(consumeCtx, consumer, o.events, false)
+	elapsed := time.Since(began)
+	cancel()
+	cpu, rss, childErr := child.stop()
+	if err != nil {
+		return sample{}, errors.Join(err, childErr)
+	}
+	return sample{events: got, seconds: elapsed.Seconds(), cpu: cpu, rssMiB: rss}, nil
+}
+
+// steadyResult is one row of the latency table.
+type steadyResult struct {
+	db, relay string
+	keys      int
+	events    int
+	p50, p99  time.Duration
+	cpu       time.Duration
+	rssMiB    float64
+}
+
+// steady writes single-event transactions at o.rate for o.seconds with the relay running and
+// measures commit-to-consume latency (an upper bound of commit-to-broker-ack).
+func steady(db *sql.DB, d database, o options, relay string, size, keys int) (steadyResult, error) {
+	name, topic, write, err := setup(db, d, relay)
+	if err != nil {
+		return steadyResult{}, err
+	}
+	defer cleanup(db, d, relay, name)
+	consumer, err := newConsumer(o.brokers, topic)
+	if err != nil {
+		return steadyResult{}, fmt.Errorf("kafka consumer: %w", err)
+	}
+	defer consumer.Close()
+	child, err := startChild(relay, d, name, o)
+	if err != nil {
+		return steadyResult{}, err
+	}
+	time.Sleep(2 * time.Second) // let the relay start before measuring
+	total := o.rate * o.seconds
+	writeErr := make(chan error, 1)
+	go func() {
+		ctx := context.Background()
+		interval := time.Second / time.Duration(o.rate)
+		next := time.Now()
+		for i := range total {
+			if err := write(ctx, []outbox.Event{makeEvent(topic, i, keys, size, true)}); err != nil {
+				writeErr <- fmt.Errorf("write event %d: %w", i, err)
+				return
+			}
+			next = next.Add(interval)
+			if d := time.Until(next); d > 0 {
+				time.Sleep(d)
+			}
+		}
+		writeErr <- nil
+	}()
+	consumeCtx, cancel := child.watch(time.Duration(o.seconds)*time.Second + 2*time.Minute)
+	got, latencies, err := consumeN(consumeCtx, consumer, total, true)
+	cancel()
+	cpu, rss, childErr := child.stop()
+	if err != nil {
+		return steadyResult{}, errors.Join(err, childErr)
+	}
+	if err := <-writeErr; err != nil {
+		return steadyResult{}, err
+	}
+	slices.Sort(latencies)
+	return steadyResult{db: d.label, relay: relay, keys: keys, events: got,
+		p50: latencies[len(latencies)/2], p99: latencies[len(latencies)*99/100], cpu: cpu, rssMiB: rss}, nil
+}
+
+func newConsumer(brokers []string, topic string) (*kgo.Client, error) {
+	return kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond),
+		kgo.AllowAutoTopicCreation())
+}
+
+// consumeN reads until n distinct events arrived; with stamped payloads it also returns each
+// event's latency since the commit time written into its first 8 bytes.
+// It stops early when ctx ends.
+func consumeN(ctx context.Context, client *kgo.Client, n int, stamped bool) (int, []time.Duration, error) {
+	seen := make(map[string]bool, n)
+	var latencies []time.Duration
+	for len(seen) < n {
+		fetches := client.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return len(seen), latencies, fmt.Errorf("only %d of %d events arrived: %w", len(seen), n, context.Cause(ctx))
+		}
+		now := time.Now()
+		fetches.EachRecord(func(r *kgo.Record) {
+			id := ""
+			for _, h := range r.Headers {
+				if h.Key == outbox.MetadataEventID || h.Key == "_watermill_message_uuid" {
+					id = string(h.Value)
+				}
+			}
+			if seen[id] {
+				return
+			}
+			seen[id] = true
+			if stamped && len(r.Value) >= 8 {
+				latencies = append(latencies, now.Sub(time.Unix(0, int64(binary.BigEndian.Uint64(r.Value)))))
+			}
+		})
+	}
+	return len(seen), latencies, nil
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	wforwarder "github.com/ThreeDotsLabs/watermill/components/forwarder"
+
+	"github.com/outboxkit/outboxkit/brokers/kafka"
+	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// child is a relay running as a child process of the benchmark.
+type child struct {
+	relay   string
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when the process has exited; then waitErr is set
+	waitErr error
+}
+
+// startChild starts a relay process, waits until it has connected to the database and the
+// broker ("ready" on its stdout), then tells it to go: process start-up is not measured.
+func startChild(relay string, d database, name string, o options) (*child, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find the relaybench executable: %w", err)
+	}
+	cmd := exec.Command(self, "-role", relay, "-db", d.name, "-table", name, "-pg", o.pgDSN, "-mysql", o.mysqlDSN,
+		"-kafka", strings.Join(o.brokers, ","), "-workers", strconv.Itoa(o.workers), "-batch", strconv.Itoa(o.batch),
+		"-compression", o.compress)
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("%s relay child: %w", relay, err)
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("%s relay child: %w", relay, err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the %s relay child: %w", relay, err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "ready" {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("%s relay child did not get ready (read %q, %v; its stderr is above)", relay, line, err)
+	}
+	c := &child{relay: relay, cmd: cmd, exited: make(chan struct{})}
+	go func() {
+		c.waitErr = cmd.Wait()
+		close(c.exited)
+	}()
+	if _, err := io.WriteString(stdin, "go\n"); err != nil {
+		_ = cmd.Process.Kill()
+		<-c.exited
+		return nil, fmt.Errorf("tell the %s relay child to go: %w", relay, err)
+	}
+	return c, nil
+}
+
+// watch returns a context that ends after timeout, or as soon as the child exits on its own
+// (a crashed relay fails the measurement at once instead of at the timeout).
+func (c *child) watch(timeout time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeoutCause(context.Background(), timeout,
+		fmt.Errorf("timed out after %v", timeout))
+	go func() {
+		select {
+		case <-c.exited:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// exitedEarly reports the child's exit if it happened before stop.
+func (c *child) exitedEarly() error {
+	select {
+	case <-c.exited:
+		return fmt.Errorf("the %s relay child exited before the end of the measurement (%v; its stderr is above)", c.relay, c.waitErr)
+	default:
+		return nil
+	}
+}
+
+// stop stops the relay with SIGTERM and returns its CPU time and peak RSS. The peak is read
+// from /proc (VmHWM) before the stop: the rusage of a forked child also counts the pages of the
+// parent it was forked from.
+func (c *child) stop() (cpu time.Duration, peakMiB float64, err error) {
+	err = c.exitedEarly()
+	if status, readErr := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid)); readErr == nil {
+		for _, line := range strings.Split(string(status), "\n") {
+			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				kib, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
+				peakMiB = float64(kib) / 1024
+			}
+		}
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exited:
+	case <-time.After(30 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+		err = errors.Join(err, fmt.Errorf("the %s relay child did not stop within 30 s of SIGTERM and was killed", c.relay))
+	}
+	if usage, ok := c.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		cpu = time.Duration(usage.Utime.Nano() + usage.Stime.Nano())
+	}
+	return cpu, peakMiB, err
+}
+
+// waitForGo is the child's half of startChild.
+func waitForGo() error {
+	fmt.Println("ready")
+	_, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("wait for the benchmark's go: %w", err)
+	}
+	return nil
+}
+
+// runRelay is the child process: one relay until SIGTERM.
+func runRelay(role string, d database, name string, o options) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	db, err := sql.Open(d.driver, d.dsn)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", d.label, err)
+	}
+	defer db.Close()
+	if err := db.PingContext(ctx); err != nil {
+		return fmt.Errorf("connect to %s: %w", d.label, err)
+	}
+	if role == relayCeiling {
+		return runCeiling(ctx, db, d, name, o)
+	}
+	pub, err := kafka.NewPublisher(kafka.Config{Brokers: o.brokers, Compression: o.compress}, nil)
+	if err != nil {
+		return fmt.Errorf("kafka publisher: %w", err)
+	}
+	defer pub.Close()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	switch role {
+	case relayOutboxkit:
+		cfg := forwarder.Config{DB: db, Dialect: d.dialect, Table: name, Publisher: pub,
+			Workers: o.workers, BatchSize: o.batch, Logger: logger, IsRetriable: kafka.Retriable}
+		if d.dialect == outbox.Postgres {
+			table, err := outbox.NewTable(outbox.Postgres, name)
+			if err != nil {
+				return fmt.Errorf("outbox table %q: %w", name, err)
+			}
+			cfg.Wakeups = forwarder.ListenPostgres(ctx, d.dsn, table, logger)
+		}
+		f, err := forwarder.New(cfg)
+		if err != nil {
+			return fmt.Errorf("forwarder: %w", err)
+		}
+		if err := waitForGo(); err != nil {
+			return err
+		}
+		return f.Run(ctx)
+	case relayStock:
+		schema, offsets := stockAdapters(d)
+		sub, err := wsql.NewSubscriber(wsql.BeginnerFromStdSQL(db), wsql.SubscriberConfig{
+			SchemaAdapter: schema, OffsetsAdapter: offsets, ConsumerGroup: "bench",
+		}, watermill.NopLogger{})
+		if err != nil {
+			return fmt.Errorf("watermill-sql subscriber: %w", err)
+		}
+		fwd, err := wforwarder.NewForwarder(sub, pub, watermill.NopLogger{}, wforwarder.Config{ForwarderTopic: name})
+		if err != nil {
+			return fmt.Errorf("watermill forwarder: %w", err)
+		}
+		if err := waitForGo(); err != nil {
+			return err
+		}
+		return fwd.Run(ctx)
+	}
+	return fmt.Errorf("unknown role %q", role)
+}

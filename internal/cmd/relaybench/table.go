@@ -1,0 +1,386 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// drainKey names one drain row: a relay on a database, with a payload size and a number of keys.
+type drainKey struct {
+	db    string // database.name
+	size  int
+	keys  int
+	relay string
+}
+
+// results collects the samples of every drain row, and the rows that could not run.
+type results struct {
+	o       options
+	samples map[drainKey][]sample
+	na      map[drainKey]string // row -> reason
+}
+
+func newResults(o options) *results {
+	return &results{o: o, samples: map[drainKey][]sample{}, na: map[drainKey]string{}}
+}
+
+func (r *results) add(k drainKey, s sample) { r.samples[k] = append(r.samples[k], s) }
+
+func (r *results) markUnavailable(k drainKey, reason string) { r.na[k] = reason }
+
+func (r *results) unavailable(k drainKey) string { return r.na[k] }
+
+// unavailableRelay returns the reason a relay could not run on a database, if any of its rows
+// could not.
+func (r *results) unavailableRelay(db, relay string) string {
+	for k, reason := range r.na {
+		if k.db == db && k.relay == relay {
+			return reason
+		}
+	}
+	return ""
+}
+
+// stat is the summary of a row's samples: medians, and the spread of the rates.
+type stat struct {
+	n        int
+	rate     float64 // median events/s
+	min, max float64 // of events/s
+	cpu      time.Duration
+	rssMiB   float64
+}
+
+// spread is (max - min) / median of the rates; 0 with a single sample.
+func (s stat) spread() float64 {
+	if s.n < 2 || s.rate == 0 {
+		return 0
+	}
+	return (s.max - s.min) / s.rate
+}
+
+func (r *results) stat(k drainKey) (stat, bool) {
+	ss := r.samples[k]
+	if len(ss) == 0 {
+		return stat{}, false
+	}
+	rates := make([]float64, len(ss))
+	cpus := make([]time.Duration, len(ss))
+	rss := make([]float64, len(ss))
+	for i, s := range ss {
+		rates[i], cpus[i], rss[i] = s.rate(), s.cpu, s.rssMiB
+	}
+	slices.Sort(rates)
+	slices.Sort(cpus)
+	slices.Sort(rss)
+	return stat{n: len(ss), rate: median(rates), min: rates[0], max: rates[len(rates)-1],
+		cpu: cpus[len(cpus)/2], rssMiB: median(rss)}, true
+}
+
+// rate returns the median events/s of a row, 0 when it was not measured.
+func (r *results) rate(k drainKey) float64 {
+	s, ok := r.stat(k)
+	if !ok {
+		return 0
+	}
+	return s.rate
+}
+
+// ceilingKey is the ceiling row of (db, size): measured once, at the largest number of keys.
+func (r *results) ceilingKey(db string, size int) drainKey {
+	return drainKey{db: db, size: size, keys: maxInt(r.o.keys), relay: relayCeiling}
+}
+
+// label returns the printed name of a database.
+func (r *results) label(db string) string {
+	for _, d := range r.o.dbs {
+		if d.name == db {
+			return d.label
+		}
+	}
+	return db
+}
+
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+func ratio(a, b float64) string {
+	if a <= 0 || b <= 0 {
+		return "–"
+	}
+	r := a / b
+	if r >= 10 {
+		return fmt.Sprintf("%.1f×", r)
+	}
+	return fmt.Sprintf("%.2f×", r)
+}
+
+func sizeLabel(size int) string {
+	if size >= 1024 && size%1024 == 0 {
+		return strconv.Itoa(size/1024) + " KiB"
+	}
+	return strconv.Itoa(size) + " B"
+}
+
+// printDrainTable prints the drain table: per (db, payload) the ceiling row, then per number of
+// keys outboxkit's row with its ratios and the stock forwarder's row.
+func printDrainTable(w io.Writer, r *results, o options) {
+	topKeys := maxInt(o.keys)
+	compression := o.compress
+	if compression == "" {
+		compression = "lz4"
+	}
+	fmt.Fprintf(w, "\nrelay benchmark, backlog drain: %d events per drain, Kafka %s (compression %s), median of %d run(s) per row\n",
+		o.events, strings.Join(o.brokers, ","), compression, o.repeat)
+	fmt.Fprintf(w, "command: %s\n\n", o.command)
+	fmt.Fprintf(w, "| database | payload | keys | relay | events/s | spread | relay CPU | relay peak RSS | outboxkit / stock | outboxkit / ceiling | vs %d keys |\n", topKeys)
+	fmt.Fprintln(w, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+	var footnotes []string
+	footnote := func(reason string) string {
+		for i, f := range footnotes {
+			if f == reason {
+				return fmt.Sprintf("[%d]", i+1)
+			}
+		}
+		footnotes = append(footnotes, reason)
+		return fmt.Sprintf("[%d]", len(footnotes))
+	}
+	row := func(d database, size int, keys string, k drainKey, extra string) {
+		if reason := r.unavailable(k); reason != "" {
+			fmt.Fprintf(w, "| %s | %s | %s | %s | n/a %s | | | | | | |\n", d.label, sizeLabel(size), keys, k.relay, footnote(reason))
+			return
+		}
+		s, ok := r.stat(k)
+		if !ok {
+			return
+		}
+		spread := "–"
+		if s.n > 1 {
+			spread = fmt.Sprintf("±%.0f %%", 50*s.spread())
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %.0f | %s | %.2f s | %.0f MiB | %s\n", d.label, sizeLabel(size), keys, k.relay,
+			s.rate, spread, s.cpu.Seconds(), s.rssMiB, extra)
+	}
+	for _, d := range o.dbs {
+		for _, size := range o.payloads {
+			ck := r.ceilingKey(d.name, size)
+			row(d, size, strconv.Itoa(ck.keys), ck, "| | |")
+			ceiling := r.rate(ck)
+			top := r.rate(drainKey{db: d.name, size: size, keys: topKeys, relay: relayOutboxkit})
+			for _, keys := range o.keys {
+				ok := drainKey{db: d.name, size: size, keys: keys, relay: relayOutboxkit}
+				sk := drainKey{db: d.name, size: size, keys: keys, relay: relayStock}
+				okRate := r.rate(ok)
+				stockCell := ratio(okRate, r.rate(sk))
+				if reason := r.unavailable(sk); reason != "" {
+					stockCell = "n/a " + footnote(reason)
+				}
+				row(d, size, strconv.Itoa(keys), ok, fmt.Sprintf("%s | %s | %s |", stockCell, ratio(okRate, ceiling), ratio(okRate, top)))
+				row(d, size, strconv.Itoa(keys), sk, "| | |")
+			}
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "events/s: events drained / seconds from the relay's go to the last event consumed; spread: ±(max−min)/2 of the runs, relative to the median.\n")
+	fmt.Fprintf(w, "ceiling: claim+delete %d rows (SKIP LOCKED), one franz-go ProduceSync, commit; no order, no retries; measured with %d keys.\n", ceilingBatch, topKeys)
+	for i, f := range footnotes {
+		fmt.Fprintf(w, "[%d] %s\n", i+1, f)
+	}
+	printTargets(w, r, o)
+}
+
+// printTargets checks the figures against the targets of issue 10: the 1- and 10-key drains at
+// least 80 % of the largest-key drain, that one at least 80 % of the ceiling, and at least 20×
+// the stock forwarder in every row.
+func printTargets(w io.Writer, r *results, o options) {
+	topKeys := maxInt(o.keys)
+	var lines []string
+	for _, d := range o.dbs {
+		for _, size := range o.payloads {
+			top := r.rate(drainKey{db: d.name, size: size, keys: topKeys, relay: relayOutboxkit})
+			if top == 0 {
+				continue
+			}
+			var parts []string
+			for _, keys := range o.keys {
+				if keys == topKeys {
+					continue
+				}
+				if v := r.rate(drainKey{db: d.name, size: size, keys: keys, relay: relayOutboxkit}); v > 0 {
+					parts = append(parts, fmt.Sprintf("%d keys %.0f %% of %d keys (%s)", keys, 100*v/top, topKeys, verdict(v/top >= 0.8)))
+				}
+			}
+			if c := r.rate(r.ceilingKey(d.name, size)); c > 0 {
+				parts = append(parts, fmt.Sprintf("%d keys %.0f %% of ceiling (%s)", topKeys, 100*top/c, verdict(top/c >= 0.8)))
+			}
+			worst := 0.0
+			for _, keys := range o.keys {
+				v := r.rate(drainKey{db: d.name, size: size, keys: keys, relay: relayOutboxkit})
+				s := r.rate(drainKey{db: d.name, size: size, keys: keys, relay: relayStock})
+				if v > 0 && s > 0 && (worst == 0 || v/s < worst) {
+					worst = v / s
+				}
+			}
+			if worst > 0 {
+				parts = append(parts, fmt.Sprintf("lowest outboxkit/stock %.1f× (%s)", worst, verdict(worst >= 20)))
+			}
+			if len(parts) > 0 {
+				lines = append(lines, fmt.Sprintf("- %s, %s: %s", d.label, sizeLabel(size), strings.Join(parts, "; ")))
+			}
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\ntargets (issue 10: ≥ 80 % of the 1,000-key drain, ≥ 80 % of the ceiling, ≥ 20× stock):")
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "missed"
+}
+
+func printSteadyTable(w io.Writer, rows []steadyResult, o options) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nsteady rate: single-event transactions at %d/s for %d s, %s payloads, %d keys; latency from commit to consumed\n\n",
+		o.rate, o.seconds, sizeLabel(o.payloads[0]), maxInt(o.keys))
+	fmt.Fprintln(w, "| database | relay | events | p50 | p99 | relay CPU | relay peak RSS |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %.2f s | %.0f MiB |\n", r.db, r.relay, r.events,
+			r.p50.Round(100*time.Microsecond), r.p99.Round(100*time.Microsecond), r.cpu.Seconds(), r.rssMiB)
+	}
+}
+
+// noise records how busy the machine was during the run: the load average before, during
+// (sampled before every measurement) and after, and the share of all cores busy over the run.
+type noise struct {
+	before, after string
+	min1, max1    float64
+	samples       int
+	cpuStart      cpuTimes
+	busy          float64 // share of all cores busy over the run, from /proc/stat
+	elapsed       time.Duration
+}
+
+func newNoise() *noise {
+	n := &noise{before: loadavg(), cpuStart: readCPUTimes()}
+	return n
+}
+
+func (n *noise) sample() {
+	f := strings.Fields(loadavg())
+	if len(f) == 0 {
+		return
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return
+	}
+	if n.samples == 0 || v < n.min1 {
+		n.min1 = v
+	}
+	n.max1 = max(n.max1, v)
+	n.samples++
+}
+
+func (n *noise) finish(elapsed time.Duration) {
+	n.after = loadavg()
+	n.elapsed = elapsed
+	end := readCPUTimes()
+	if total := end.total - n.cpuStart.total; total > 0 {
+		n.busy = 1 - float64(end.idle-n.cpuStart.idle)/float64(total)
+	}
+}
+
+func (n *noise) print(w io.Writer, r *results) {
+	fmt.Fprintf(w, "\nmachine noise: run took %s on %d cores; load average (1, 5, 15 min) before %s, after %s",
+		n.elapsed.Round(time.Second), runtime.NumCPU(), orUnknown(n.before), orUnknown(n.after))
+	if n.samples > 0 {
+		fmt.Fprintf(w, ", 1-min load %.2f–%.2f over the run", n.min1, n.max1)
+	}
+	if n.busy > 0 {
+		fmt.Fprintf(w, "; all cores %.0f %% busy (benchmark, services and everything else)", 100*n.busy)
+	}
+	fmt.Fprintln(w)
+	var spreads []float64
+	worst, worstKey := 0.0, drainKey{}
+	for k := range r.samples {
+		s, _ := r.stat(k)
+		if s.n < 2 {
+			continue
+		}
+		spreads = append(spreads, s.spread())
+		if s.spread() > worst {
+			worst, worstKey = s.spread(), k
+		}
+	}
+	if len(spreads) == 0 {
+		fmt.Fprintln(w, "repeat: 1 run per row, no spread measured (use -repeat 3 for one)")
+		return
+	}
+	slices.Sort(spreads)
+	fmt.Fprintf(w, "repeat: %d runs per row; (max−min)/median of events/s: median %.0f %%, worst %.0f %% (%s %s, %s, %d keys)\n",
+		r.o.repeat, 100*median(spreads), 100*worst, r.label(worstKey.db), worstKey.relay, sizeLabel(worstKey.size), worstKey.keys)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// loadavg returns the first three fields of /proc/loadavg, "" when it cannot be read.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+type cpuTimes struct{ total, idle uint64 }
+
+// readCPUTimes reads the aggregate "cpu" line of /proc/stat (zero when it cannot be read).
+func readCPUTimes() cpuTimes {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return cpuTimes{}
+	}
+	var t cpuTimes
+	for i, s := range f[1:] {
+		v, _ := strconv.ParseUint(s, 10, 64)
+		t.total += v
+		if i == 3 || i == 4 { // idle, iowait
+			t.idle += v
+		}
+	}
+	return t
+}
