@@ -20,9 +20,9 @@ func TestNoGoroutineLeak(t *testing.T) {
 	url := testsupport.PulsarURL(t)
 	before := runtime.NumGoroutine()
 
-	// pulsar-client-go's per-producer send-timeout goroutine notices the close only at its
-	// next tick, up to SendTimeout later (producer_partition.go, failTimeoutMessages): a
-	// short SendTimeout keeps the wait below short.
+	// The producers run without pulsar-client-go's send-timeout goroutine (it noticed a
+	// close only at its next tick, up to SendTimeout later: failTimeoutMessages); the
+	// short SendTimeout keeps the wait below short should that ever change.
 	pub, err := pulsar.NewPublisher(pulsar.PublisherConfig{
 		Config: pulsar.Config{URL: url}, SendTimeout: 2 * time.Second,
 	}, watermill.NopLogger{})
@@ -58,8 +58,8 @@ func TestNoGoroutineLeak(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// pulsar-client-go's goroutines end shortly after Close returns (the send-timeout one
-	// up to SendTimeout later); wait for them instead of asserting at once.
+	// pulsar-client-go's goroutines end shortly after Close returns; wait for them instead
+	// of asserting at once.
 	deadline := time.Now().Add(30 * time.Second)
 	for runtime.NumGoroutine() > before {
 		if time.Now().After(deadline) {
