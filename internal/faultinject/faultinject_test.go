@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // Set OUTBOXKIT_FAULT_PULSAR=0 to skip the fault-injection run against a dedicated Pulsar (it
@@ -52,13 +53,21 @@ func dedicatedBroker(t *testing.T, kind string) Broker {
 	return b
 }
 
-func runFaults(t *testing.T, kind string, brokerRestart bool) {
+// database returns the DSN of the test database of that dialect (PostgreSQL or MariaDB).
+func database(t *testing.T, dialect outbox.Dialect) string {
+	if dialect == outbox.MySQL {
+		return testsupport.MySQLDSN(t)
+	}
+	return testsupport.PostgresDSN(t)
+}
+
+func runFaults(t *testing.T, kind string, dialect outbox.Dialect, brokerRestart bool) {
 	b := dedicatedBroker(t, kind)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	res, err := Run(ctx, Config{
-		Broker: b, PostgresDSN: testsupport.PostgresDSN(t),
-		Events: 3000, Keys: 200, Writers: 4, Rate: 300, Kills: 6, NoBrokerRestart: !brokerRestart,
+		Broker: b, Dialect: dialect, DSN: database(t, dialect),
+		Events: 3000, Keys: 200, Writers: 4, Rate: 300, Kills: 6, Pauses: 2, NoBrokerRestart: !brokerRestart,
 		DrainTimeout: 2 * time.Minute, Logf: t.Logf,
 	})
 	t.Logf("summary:\n%s", res.Table())
@@ -68,17 +77,47 @@ func runFaults(t *testing.T, kind string, brokerRestart bool) {
 	if err := res.Err(); err != nil {
 		t.Fatal(err)
 	}
+	checkRun(t, res)
+}
+
+// checkRun repeats the assertions of Result.Err that the tests are about, so that a change to
+// Err cannot silently weaken them.
+func checkRun(t *testing.T, res Result) {
+	t.Helper()
 	if res.Delivered != res.Committed || res.Effects != res.Committed {
 		t.Fatalf("delivered %d and effects %d, want both = committed %d", res.Delivered, res.Effects, res.Committed)
+	}
+	if res.DeadlocksLogged != 0 {
+		t.Fatalf("the relays logged %d deadlocks or lock wait timeouts: %v", res.DeadlocksLogged, res.DeadlockSamples)
+	}
+	long := 0
+	for _, p := range res.Pauses {
+		if !p.Long {
+			continue
+		}
+		long++
+		if !p.TakenOver || p.Takeover > res.TakeoverBound {
+			t.Errorf("pause %s: want every partition taken over within %s", p, res.TakeoverBound)
+		}
+	}
+	if len(res.Pauses) > 0 && long == 0 {
+		t.Errorf("no pause longer than 3 x lease TTL among %d", len(res.Pauses))
 	}
 }
 
 // TestFaultInjectionKafka: 3,000 events over 200 keys by 4 writers (10 % of the transactions
-// rolled back), 3 `outboxkit relay` processes SIGKILLed 6 times, the relays' database
-// connections cut once; no loss, no phantom, per-key order, one effect per event through
-// middleware.Inbox.
+// rolled back) on PostgreSQL, 3 `outboxkit relay` processes SIGKILLed 6 times and SIGSTOPped
+// twice (once for more than 3 x lease TTL), the relays' database connections cut once; no
+// loss, no phantom, per-key order, one effect per event through middleware.Inbox, the long
+// pause's partitions taken over in time, no deadlock logged.
 func TestFaultInjectionKafka(t *testing.T) {
-	runFaults(t, Kafka, false)
+	runFaults(t, Kafka, outbox.Postgres, false)
+}
+
+// TestFaultInjectionMariaDB is the same run on MariaDB (dialect mysql, OUTBOXKIT_MYSQL_DSN):
+// the relays poll, and their connections are cut with KILL CONNECTION (found by their ports).
+func TestFaultInjectionMariaDB(t *testing.T) {
+	runFaults(t, Kafka, outbox.MySQL, false)
 }
 
 // TestFaultInjectionKafkaBrokerRestart is the same run with the dedicated Kafka restarted at
@@ -86,7 +125,7 @@ func TestFaultInjectionKafka(t *testing.T) {
 // (Sarama gave up on earlier messages while later ones got through); fixed in the forwarder,
 // which now publishes one event per key per Publish call.
 func TestFaultInjectionKafkaBrokerRestart(t *testing.T) {
-	runFaults(t, Kafka, true)
+	runFaults(t, Kafka, outbox.Postgres, true)
 }
 
 // TestFaultInjectionPulsar is the run with every fault, the broker restart included, against a
@@ -95,17 +134,78 @@ func TestFaultInjectionPulsar(t *testing.T) {
 	if os.Getenv(envPulsar) == "0" {
 		t.Skipf("%s=0", envPulsar)
 	}
-	runFaults(t, Pulsar, true)
+	runFaults(t, Pulsar, outbox.Postgres, true)
+}
+
+// TestPausedRelayLosesItsPartitions: three relays (lease TTL 2s) and a steady writer; the relay
+// owning the most partitions is SIGSTOPped mid-batch (best effort) for 3 x lease TTL. Its
+// partitions must move to the other two within 2 x TTL + heartbeat, the events committed
+// meanwhile must arrive before it resumes, and after SIGCONT nothing is lost or reordered
+// (first deliveries per key in commit order, read by an independent franz-go consumer) and no
+// relay logs a deadlock.
+func TestPausedRelayLosesItsPartitions(t *testing.T) {
+	for _, dialect := range []outbox.Dialect{outbox.Postgres, outbox.MySQL} {
+		t.Run(string(dialect), func(t *testing.T) {
+			b := dedicatedBroker(t, Kafka)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			res, err := RunPause(ctx, Config{Broker: b, Dialect: dialect, DSN: database(t, dialect),
+				Keys: 200, Writers: 2, Rate: 200, Relays: 3, LeaseTTL: 2 * time.Second,
+				DrainTimeout: time.Minute, Logf: t.Logf})
+			t.Logf("summary:\n%s", res.Table())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Pauses) != 1 || res.Pauses[0].Owned == 0 {
+				t.Fatalf("pauses %v: want one, of a relay owning partitions", res.Pauses)
+			}
+			p := res.Pauses[0]
+			t.Logf("takeover after SIGSTOP: %v (taken over: %v; bound %s); the relay was %s when stopped",
+				p.Takeover, p.TakenOver, res.TakeoverBound, p.Caught)
+			if err := res.Err(); err != nil {
+				t.Fatal(err)
+			}
+			checkRun(t, res)
+			if res.Stalled != 0 {
+				t.Fatalf("%d events committed during the pause did not arrive before SIGCONT", res.Stalled)
+			}
+		})
+	}
 }
 
 func TestResultErrNamesEveryBrokenGuarantee(t *testing.T) {
 	if err := (Result{Committed: 10, Delivered: 10, Effects: 10, Duplicates: 3}).Err(); err != nil {
 		t.Fatalf("duplicates alone are allowed, got %v", err)
 	}
-	err := Result{Lost: 1, Phantoms: 2, OrderViolations: 3, EffectViolations: 4}.Err()
-	for _, want := range []string{"1 committed events lost", "2 phantom", "3 per-key order", "4 events without exactly one effect"} {
+	err := Result{Lost: 1, Phantoms: 2, OrderViolations: 3, EffectViolations: 4, DeadlocksLogged: 5,
+		SlowTakeovers: 6, Stalled: 7}.Err()
+	for _, want := range []string{"1 committed events lost", "2 phantom", "3 per-key order", "4 events without exactly one effect",
+		"5 deadlocks", "6 paused relays kept their partitions", "7 events stalled"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Err() = %v, want it to mention %q", err, want)
 		}
+	}
+}
+
+func TestLockTroubleIsRecognized(t *testing.T) {
+	for _, line := range []string{
+		`level=WARN msg="lease heartbeat failed" error="lock leases: ERROR: deadlock detected (SQLSTATE 40P01)"`,
+		`level=WARN msg="relaying a batch failed" error="Error 1213 (40001): Deadlock found when trying to get lock; try restarting transaction"`,
+		`level=WARN msg="relaying a batch failed" error="Error 1205 (HY000): Lock wait timeout exceeded; try restarting transaction"`,
+	} {
+		if !isLockTrouble(line) {
+			t.Errorf("not recognized: %s", line)
+		}
+	}
+	if isLockTrouble(`level=WARN msg="lease heartbeat failed" error="connection refused"`) {
+		t.Error("an ordinary error counted as a deadlock")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "relay-0.log")
+	if err := os.WriteFile(path, []byte("ok\nERROR: deadlock detected (SQLSTATE 40P01)\nok\nLock wait timeout exceeded\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if n, samples, err := scanLockTrouble([]string{path, filepath.Join(dir, "absent.log")}); err != nil || n != 2 || len(samples) != 2 {
+		t.Fatalf("scan: %d lines %v, %v; want 2", n, samples, err)
 	}
 }

@@ -14,16 +14,24 @@ import (
 )
 
 // relays supervises several `outboxkit relay` processes like an orchestrator would: a process
-// that exits is started again (after a short pause), and kill SIGKILLs one of them.
+// that exits is started again (after a short pause), kill SIGKILLs one of them, sigstop and
+// sigcont pause and resume one. Every start gets a relay id of its own (relay_id in its
+// configuration, "fault-<slot>-<start>"), so the leases table says which process owns what.
 type relays struct {
-	bin, config, logDir string
+	bin, logDir string
+	// writeConfig writes the configuration of one start of a relay to path.
+	writeConfig func(path, relayID string) error
 
 	mu        sync.Mutex
 	procs     []*os.Process
+	ids       []string // relay id of each slot's current process
 	killed    []bool
+	paused    []bool
+	slotRuns  []int
 	kills     int
 	selfExits int
 	starts    int
+	pauses    int
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -31,10 +39,11 @@ type relays struct {
 	rng    *rand.Rand
 }
 
-func startRelays(bin, config, logDir string, n int, seed uint64) *relays {
+func startRelays(bin, logDir string, n int, seed uint64, writeConfig func(path, relayID string) error) *relays {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &relays{bin: bin, config: config, logDir: logDir, procs: make([]*os.Process, n), killed: make([]bool, n),
-		ctx: ctx, cancel: cancel, rng: rand.New(rand.NewPCG(seed, 7))}
+	r := &relays{bin: bin, logDir: logDir, writeConfig: writeConfig,
+		procs: make([]*os.Process, n), ids: make([]string, n), killed: make([]bool, n), paused: make([]bool, n),
+		slotRuns: make([]int, n), ctx: ctx, cancel: cancel, rng: rand.New(rand.NewPCG(seed, 7))}
 	for i := range n {
 		r.wg.Add(1)
 		go r.supervise(i)
@@ -42,16 +51,35 @@ func startRelays(bin, config, logDir string, n int, seed uint64) *relays {
 	return r
 }
 
+// logPaths returns the log file of every slot (each holds the output of all its starts).
+func (r *relays) logPaths() []string {
+	paths := make([]string, len(r.procs))
+	for i := range paths {
+		paths[i] = filepath.Join(r.logDir, fmt.Sprintf("relay-%d.log", i))
+	}
+	return paths
+}
+
 // supervise runs slot i's relay until stop, restarting it whenever it exits.
 func (r *relays) supervise(i int) {
 	defer r.wg.Done()
-	logPath := filepath.Join(r.logDir, fmt.Sprintf("relay-%d.log", i))
+	logPath := r.logPaths()[i]
+	configPath := filepath.Join(r.logDir, fmt.Sprintf("relay-%d.yaml", i))
 	for r.ctx.Err() == nil {
 		logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			return
 		}
-		cmd := exec.Command(r.bin, "relay", "--config", r.config)
+		r.mu.Lock()
+		r.slotRuns[i]++
+		id := fmt.Sprintf("fault-%d-%d", i, r.slotRuns[i])
+		r.mu.Unlock()
+		if err := r.writeConfig(configPath, id); err != nil {
+			fmt.Fprintf(logFile, "faultinject: write config: %v\n", err)
+			_ = logFile.Close()
+			return
+		}
+		cmd := exec.Command(r.bin, "relay", "--config", configPath)
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 		cmd.Env = relayEnv()
 		// Own process group: a Ctrl-C on the terminal reaches the supervisor, not the relays.
@@ -64,31 +92,31 @@ func (r *relays) supervise(i int) {
 		}
 		err = cmd.Start()
 		if err == nil {
-			r.procs[i], r.killed[i] = cmd.Process, false
+			r.procs[i], r.ids[i], r.killed[i], r.paused[i] = cmd.Process, id, false, false
 			r.starts++
 		}
 		r.mu.Unlock()
 		if err != nil {
 			fmt.Fprintf(logFile, "faultinject: start: %v\n", err)
 			_ = logFile.Close()
-			r.pause(time.Second)
+			r.sleep(time.Second)
 			continue
 		}
 		_ = cmd.Wait()
 		_ = logFile.Close()
 		r.mu.Lock()
-		r.procs[i] = nil
+		r.procs[i], r.ids[i], r.paused[i] = nil, "", false
 		byUs := r.killed[i]
 		if !byUs && r.ctx.Err() == nil {
 			r.selfExits++
 		}
 		r.mu.Unlock()
 		if byUs {
-			r.pause(time.Duration(r.intn(400)) * time.Millisecond)
+			r.sleep(time.Duration(r.intn(400)) * time.Millisecond)
 		} else {
 			// Exited on its own (for example: the broker was down at its start): back off a
 			// little, as a supervisor would.
-			r.pause(time.Second)
+			r.sleep(time.Second)
 		}
 	}
 }
@@ -99,7 +127,7 @@ func (r *relays) intn(n int) int {
 	return r.rng.IntN(n)
 }
 
-func (r *relays) pause(d time.Duration) {
+func (r *relays) sleep(d time.Duration) {
 	select {
 	case <-time.After(d):
 	case <-r.ctx.Done():
@@ -118,14 +146,54 @@ func relayEnv() []string {
 	return env
 }
 
-// kill SIGKILLs a random running relay, waiting up to 10 s for one to be running (a relay just
-// killed may still be restarting); false if none came up.
+// running returns the slots whose relay runs and is neither killed nor paused.
+func (r *relays) running() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.runningLocked()
+}
+
+func (r *relays) runningLocked() []int {
+	var running []int
+	for i, p := range r.procs {
+		if p != nil && !r.killed[i] && !r.paused[i] {
+			running = append(running, i)
+		}
+	}
+	return running
+}
+
+// relayID returns the relay id of slot i's current process ("" if none runs) and its pid.
+func (r *relays) relayID(i int) (string, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.procs[i] == nil {
+		return "", 0
+	}
+	return r.ids[i], r.procs[i].Pid
+}
+
+// pids returns the process ids of every live relay, paused ones included.
+func (r *relays) pids() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var pids []int
+	for _, p := range r.procs {
+		if p != nil {
+			pids = append(pids, p.Pid)
+		}
+	}
+	return pids
+}
+
+// kill SIGKILLs a random running relay (never a paused one), waiting up to 10 s for one to be
+// running (a relay just killed may still be restarting); false if none came up.
 func (r *relays) kill() bool {
 	for range 100 {
 		if r.killOne() {
 			return true
 		}
-		r.pause(100 * time.Millisecond)
+		r.sleep(100 * time.Millisecond)
 	}
 	return false
 }
@@ -133,12 +201,7 @@ func (r *relays) kill() bool {
 func (r *relays) killOne() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var running []int
-	for i, p := range r.procs {
-		if p != nil && !r.killed[i] {
-			running = append(running, i)
-		}
-	}
+	running := r.runningLocked()
 	if len(running) == 0 {
 		return false
 	}
@@ -151,12 +214,44 @@ func (r *relays) killOne() bool {
 	return true
 }
 
-// stop sends SIGTERM to every relay (a clean shutdown), SIGKILL after grace, and waits.
+// sigstop pauses slot i's relay with SIGSTOP; it returns the relay id of the paused process,
+// or false if the slot has no running relay.
+func (r *relays) sigstop(i int) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.procs[i]
+	if p == nil || r.killed[i] || r.paused[i] {
+		return "", false
+	}
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		return "", false
+	}
+	r.paused[i] = true
+	r.pauses++
+	return r.ids[i], true
+}
+
+// sigcont resumes slot i's relay if it is paused.
+func (r *relays) sigcont(i int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.procs[i]; p != nil && r.paused[i] {
+		_ = p.Signal(syscall.SIGCONT)
+		r.paused[i] = false
+	}
+}
+
+// stop resumes paused relays, sends SIGTERM to every relay (a clean shutdown), SIGKILL after
+// grace, and waits.
 func (r *relays) stop(grace time.Duration) {
 	r.mu.Lock()
 	r.cancel()
-	for _, p := range r.procs {
+	for i, p := range r.procs {
 		if p != nil {
+			if r.paused[i] {
+				_ = p.Signal(syscall.SIGCONT)
+				r.paused[i] = false
+			}
 			_ = p.Signal(syscall.SIGTERM)
 		}
 	}
@@ -177,8 +272,8 @@ func (r *relays) stop(grace time.Duration) {
 	}
 }
 
-func (r *relays) counts() (kills, selfExits, starts int) {
+func (r *relays) counts() (kills, selfExits, starts, pauses int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.kills, r.selfExits, r.starts
+	return r.kills, r.selfExits, r.starts, r.pauses
 }

@@ -1,11 +1,15 @@
 // Command faultinject runs outboxkit's fault-injection test (package internal/faultinject) at a
-// chosen size: writers commit and roll back events on PostgreSQL, three `outboxkit relay`
-// processes forward them to a dedicated Kafka or Pulsar while they are SIGKILLed, the broker is
-// restarted and the relays' database connections are cut; an independent consumer checks the
-// result. It prints a summary table and exits 1 on any loss, phantom or order violation (or an
-// event without exactly one effect), 2 when the run itself could not be carried out.
+// chosen size: writers commit and roll back events on PostgreSQL or MariaDB, three `outboxkit
+// relay` processes forward them to a dedicated Kafka or Pulsar while they are SIGKILLed and
+// SIGSTOPped, the broker is restarted and the relays' database connections are cut; an
+// independent consumer checks the result. It prints a summary table and exits 1 on any loss,
+// phantom or order violation (or an event without exactly one effect, a deadlock logged by a
+// relay, a paused relay whose partitions were not taken over in time), 2 when the run itself
+// could not be carried out.
 //
 //	go run ./internal/cmd/faultinject -size large -broker kafka
+//	go run ./internal/cmd/faultinject -db mysql
+//	go run ./internal/cmd/faultinject -scenario pause -db mysql
 //
 // The dedicated broker is started through scripts/services.sh (start-kafka / start-pulsar) with
 // its own ports and state directory, and stopped at the end unless -keep-broker is given.
@@ -22,6 +26,7 @@ import (
 	"time"
 
 	"github.com/outboxkit/outboxkit/internal/faultinject"
+	"github.com/outboxkit/outboxkit/outbox"
 )
 
 func main() {
@@ -32,13 +37,18 @@ func run() int {
 	var (
 		size       = flag.String("size", "small", "preset: small (3,000 events) or large (50,000 events); other flags override it")
 		broker     = flag.String("broker", faultinject.Kafka, "kafka or pulsar (a dedicated one, started by scripts/services.sh)")
-		dsn        = flag.String("dsn", os.Getenv("OUTBOXKIT_PG_DSN"), "PostgreSQL URL (default $OUTBOXKIT_PG_DSN)")
+		scenario   = flag.String("scenario", "faults", "faults (every fault, by the writers' progress) or pause (one relay SIGSTOPped for 3 x lease TTL)")
+		database   = flag.String("db", "postgres", "database: postgres or mysql (MariaDB)")
+		dsn        = flag.String("dsn", "", "database DSN (default $OUTBOXKIT_PG_DSN or $OUTBOXKIT_MYSQL_DSN)")
 		events     = flag.Int("events", 0, "events to commit")
 		keys       = flag.Int("keys", 0, "aggregates the events are spread over")
 		writers    = flag.Int("writers", 0, "concurrent writers")
 		rate       = flag.Int("rate", -1, "committed events per second (0: unlimited)")
 		relays     = flag.Int("relays", 3, "relay processes")
 		kills      = flag.Int("kills", 0, "relay SIGKILLs")
+		pauses     = flag.Int("pauses", 0, "relay SIGSTOP/SIGCONT pauses (every other one, the first included, longer than 3 x lease TTL)")
+		noPauses   = flag.Bool("no-pauses", false, "do not pause relays")
+		leaseTTL   = flag.Duration("lease-ttl", 2*time.Second, "the relays' lease TTL")
 		rollback   = flag.Float64("rollback", 0.1, "share of transactions rolled back")
 		downtime   = flag.Duration("broker-downtime", 0, "how long the broker stays down when restarted")
 		noRestart  = flag.Bool("no-broker-restart", false, "do not restart the broker")
@@ -50,12 +60,21 @@ func run() int {
 		keepBroker = flag.Bool("keep-broker", false, "leave the dedicated broker running")
 	)
 	flag.Parse()
-	if *dsn == "" {
-		*dsn = "postgres://outboxkit:outboxkit@127.0.0.1:15432/outboxkit?sslmode=disable"
+	dialect, err := outbox.ParseDialect(*database)
+	if err != nil || (dialect != outbox.Postgres && dialect != outbox.MySQL) {
+		fmt.Fprintf(os.Stderr, "faultinject: -db %q: want postgres or mysql\n", *database)
+		return 2
 	}
-	cfg := faultinject.Config{PostgresDSN: *dsn, Binary: *binary, Relays: *relays, RollbackShare: *rollback,
-		NoBrokerRestart: *noRestart, NoDBCut: *noCut, Seed: *seed, Keep: *keep, BrokerDowntime: *downtime,
-		Logf: log.Printf}
+	if *dsn == "" {
+		if dialect == outbox.MySQL {
+			*dsn = envOr("OUTBOXKIT_MYSQL_DSN", "outboxkit:outboxkit@tcp(127.0.0.1:13306)/outboxkit?parseTime=true&multiStatements=true")
+		} else {
+			*dsn = envOr("OUTBOXKIT_PG_DSN", "postgres://outboxkit:outboxkit@127.0.0.1:15432/outboxkit?sslmode=disable")
+		}
+	}
+	cfg := faultinject.Config{Dialect: dialect, DSN: *dsn, Binary: *binary, Relays: *relays, RollbackShare: *rollback,
+		NoBrokerRestart: *noRestart, NoDBCut: *noCut, NoPauses: *noPauses, Pauses: *pauses, LeaseTTL: *leaseTTL,
+		Seed: *seed, Keep: *keep, BrokerDowntime: *downtime, Logf: log.Printf}
 	switch *size {
 	case "small":
 		cfg.Events, cfg.Keys, cfg.Writers, cfg.Kills, cfg.Rate = 3000, 200, 4, 6, 300
@@ -87,7 +106,22 @@ func run() int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res, err := faultinject.Run(ctx, cfg)
+	var res faultinject.Result
+	switch *scenario {
+	case "faults":
+		res, err = faultinject.Run(ctx, cfg)
+	case "pause":
+		if *events == 0 {
+			cfg.Events = 0 // the scenario stops writing on its own
+		}
+		if *rate < 0 {
+			cfg.Rate = 200
+		}
+		res, err = faultinject.RunPause(ctx, cfg)
+	default:
+		fmt.Fprintf(os.Stderr, "faultinject: -scenario %q: want faults or pause\n", *scenario)
+		return 2
+	}
 	if !*keepBroker {
 		log.Printf("stopping the dedicated %s", *broker)
 		if err := cfg.Broker.Stop(context.Background()); err != nil {
@@ -103,6 +137,13 @@ func run() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fmt.Println("OK: no loss, no phantom, per-key order held, one effect per event")
+	fmt.Println("OK: no loss, no phantom, per-key order held, one effect per event, no deadlock logged, paused relays taken over in time")
 	return 0
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
