@@ -31,7 +31,8 @@ type Config struct {
 	// Table is the outbox table. Default: outbox.DefaultTable.
 	Table string
 	// Publisher receives the events: any Watermill publisher, usually one built by brokers/kafka
-	// or brokers/pulsar. Publish is called with up to BatchSize messages of one topic.
+	// or brokers/pulsar. A publisher that implements [OutcomePublisher] gets whole batches of a
+	// topic in one PublishEach call; any other is called with one event per key per Publish call.
 	Publisher message.Publisher
 
 	// RelayID names this forwarder in the lease tables. Default: host name, process id and a
@@ -47,6 +48,10 @@ type Config struct {
 	// BatchSize is the most rows claimed at once. Default: 1000. Larger batches amortize the
 	// database round trips; smaller ones bound the duplicates a crash can cause.
 	BatchSize int
+	// MaxBatchBytes bounds the payload bytes claimed at once, beside BatchSize, so a batch of
+	// large events stays small in memory (an event larger than this is claimed alone). Default:
+	// 4 MiB.
+	MaxBatchBytes int64
 	// Workers is the number of claim loops per forwarder, each serving its own share of the
 	// leased partitions. Default: 2.
 	Workers int
@@ -67,6 +72,10 @@ type Config struct {
 	BackoffMultiplier float64
 	// BackoffJitter spreads each wait by up to this fraction either way. Default: 0.2.
 	BackoffJitter float64
+	// UnlimitedRetries retries events that fail with a retriable error (see IsRetriable) without
+	// limit, ignoring MaxAttempts: a broker outage then never fills the dead-letter topic nor
+	// parks keys for good. Only permanent errors dead-letter. Default: false.
+	UnlimitedRetries bool
 	// DeadLetterTopic receives dead-lettered events with the reason in Watermill's poison-queue
 	// headers. Default: "outboxkit.dead_letters".
 	DeadLetterTopic string
@@ -110,6 +119,7 @@ func (c *Config) setDefaults() {
 		}
 	}
 	setDefault(&c.BatchSize, 1000)
+	setDefault(&c.MaxBatchBytes, 4<<20)
 	setDefault(&c.Workers, 2)
 	setDefault(&c.MinPollInterval, 10*time.Millisecond)
 	setDefault(&c.MaxPollInterval, time.Second)
@@ -156,7 +166,7 @@ func (c Config) Validate() error {
 		name  string
 		value float64
 	}{
-		{"BatchSize", float64(c.BatchSize)}, {"Workers", float64(c.Workers)},
+		{"BatchSize", float64(c.BatchSize)}, {"MaxBatchBytes", float64(c.MaxBatchBytes)}, {"Workers", float64(c.Workers)},
 		{"MinPollInterval", float64(c.MinPollInterval)}, {"MaxPollInterval", float64(c.MaxPollInterval)},
 		{"MaxAttempts", float64(c.MaxAttempts)}, {"InitialBackoff", float64(c.InitialBackoff)},
 		{"MaxBackoff", float64(c.MaxBackoff)}, {"LeaseTTL", float64(c.LeaseTTL)},

@@ -12,14 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
-	"math/rand/v2"
-	"strconv"
 	"sync"
 	"time"
-
-	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -34,10 +28,11 @@ const (
 // Forwarder relays events from one outbox table to a publisher. Create it with [New] and run it
 // with [Forwarder.Run].
 type Forwarder struct {
-	cfg     Config
-	store   *store
-	metrics *metrics
-	log     *slog.Logger
+	cfg      Config
+	store    *store
+	inflight *inflight
+	metrics  *metrics
+	log      *slog.Logger
 }
 
 // New validates config and returns a Forwarder. It touches neither the database nor the broker.
@@ -55,10 +50,11 @@ func New(config Config) (*Forwarder, error) {
 		return nil, fmt.Errorf("forwarder: %w", err)
 	}
 	return &Forwarder{
-		cfg:     config,
-		store:   &store{table: table, dialect: config.Dialect, group: config.LeaseGroup, tenants: config.Tenants},
-		metrics: m,
-		log:     config.Logger.With("component", "outboxkit.forwarder", "relay", config.RelayID, "table", table.Events()),
+		cfg:      config,
+		store:    &store{table: table, dialect: config.Dialect, group: config.LeaseGroup, tenants: config.Tenants},
+		metrics:  m,
+		inflight: newInflight(),
+		log:      config.Logger.With("component", "outboxkit.forwarder", "relay", config.RelayID, "table", table.Events()),
 	}, nil
 }
 
@@ -104,16 +100,27 @@ func (f *Forwarder) Run(ctx context.Context) error {
 }
 
 // start creates the group's lease rows and takes a first share of partitions, retrying a
-// database that is not reachable yet a bounded number of times.
+// database that is not reachable yet a bounded number of times. On SQLite, while another relay
+// runs on the database, it waits (logging why) until that relay stops or its heartbeat expires.
 func (f *Forwarder) start(ctx context.Context) error {
 	var err error
 	wait := 500 * time.Millisecond
 	for attempt := 1; attempt <= startAttempts; attempt++ {
 		if err = f.store.ensureLeaseRows(ctx, f.cfg.DB); err == nil {
 			var owned int
-			if owned, err = f.store.heartbeat(ctx, f.cfg.DB, f.cfg.RelayID, f.cfg.LeaseTTL); err == nil {
+			if owned, err = f.heartbeat(ctx); err == nil {
 				f.metrics.ownedPartitions.Set(float64(owned))
 				return nil
+			}
+			var other errOtherRelay
+			if errors.As(err, &other) {
+				f.log.Warn("waiting: another relay runs on this SQLite database (SQLite supports one relay per database)",
+					"other_relay", other.other, "retry_in", f.cfg.HeartbeatInterval)
+				if !sleep(ctx, f.cfg.HeartbeatInterval) {
+					return fmt.Errorf("forwarder: start: %w while waiting for relay %q to stop", ctx.Err(), other.other)
+				}
+				attempt--
+				continue
 			}
 		}
 		if ctx.Err() != nil {
@@ -159,6 +166,20 @@ func fanOut(ctx context.Context, in <-chan struct{}, outs []chan struct{}) {
 	}
 }
 
+// heartbeat renews and rebalances the leases, never releasing a partition under this relay's
+// own batch in flight.
+func (f *Forwarder) heartbeat(ctx context.Context) (int, error) {
+	rebalanced := false
+	owned, err := f.store.heartbeat(ctx, f.cfg.DB, f.cfg.RelayID, f.cfg.LeaseTTL, func(surplus []int) []int {
+		rebalanced = true
+		return f.inflight.rebalance(surplus)
+	})
+	if !rebalanced {
+		f.inflight.rebalance(nil)
+	}
+	return owned, err
+}
+
 func (f *Forwarder) heartbeatLoop(ctx context.Context) {
 	ticker := time.NewTicker(f.cfg.HeartbeatInterval)
 	defer ticker.Stop()
@@ -168,7 +189,7 @@ func (f *Forwarder) heartbeatLoop(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
-		owned, err := f.store.heartbeat(ctx, f.cfg.DB, f.cfg.RelayID, f.cfg.LeaseTTL)
+		owned, err := f.heartbeat(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
 				f.log.Warn("lease heartbeat failed", "error", err)
@@ -266,70 +287,93 @@ func (f *Forwarder) workerLoop(ctx context.Context, worker int, wake <-chan stru
 	}
 }
 
-// batchTimeout bounds one batch, including the broker's acknowledgements; a batch that has begun
-// is finished even after Run's context is cancelled, so shutdown leaves nothing half done.
-const batchTimeout = 2 * time.Minute
+// ackTimeout bounds the acknowledgement transaction of one batch.
+const ackTimeout = 30 * time.Second
 
-// relayBatch runs one claim-publish-ack cycle for the worker's partitions and returns the number
-// of rows claimed.
+// relayBatch runs one claim-publish-acknowledge cycle for the worker's partitions and returns the
+// number of rows claimed. No database transaction is open while the broker is called: the
+// leases and rows are read without locks, and the acknowledgement is one short transaction
+// fenced by the lease epochs (see lease.go), which drops the acknowledgements of partitions
+// this relay lost meanwhile. A batch that has begun is finished even after Run's context is
+// cancelled, so shutdown leaves nothing half done; its publish is bounded by LeaseTTL, after
+// which another relay may own the rows anyway.
 func (f *Forwarder) relayBatch(ctx context.Context, worker int) (int, error) {
 	if ctx.Err() != nil {
 		return 0, nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
-	defer cancel()
 	db := f.cfg.DB
-	// On SQLite a write transaction held open during the publish would block the application's
-	// writers, so the claim reads outside it and only the acks are written in one.
-	holdLeases := f.cfg.Dialect != outbox.SQLite
-	var (
-		tx     *sql.Tx
-		reader querier = db
-		err    error
-	)
-	if holdLeases {
-		if tx, err = db.BeginTx(ctx, nil); err != nil {
-			return 0, fmt.Errorf("begin batch: %w", err)
-		}
-		defer func() { _ = tx.Rollback() }()
-		reader = tx
-	}
-	partitions, err := f.store.lockOwnedPartitions(ctx, reader, f.cfg.RelayID, worker, f.cfg.Workers)
-	if err != nil || len(partitions) == 0 {
+	leases, err := f.store.liveLeases(ctx, db, f.cfg.RelayID, worker, f.cfg.Workers)
+	leases = f.inflight.begin(leases)
+	defer f.inflight.end(leases)
+	if err != nil || len(leases) == 0 {
 		return 0, err
 	}
-	records, err := f.store.claim(ctx, reader, partitions, f.cfg.BatchSize)
+	partitions := make([]int, len(leases))
+	for i, l := range leases {
+		partitions[i] = l.partition
+	}
+	records, err := f.store.claim(ctx, db, partitions, f.cfg.BatchSize, f.cfg.MaxBatchBytes)
 	if err != nil || len(records) == 0 {
 		return 0, err
 	}
 	f.metrics.batchSize.Observe(float64(len(records)))
 
+	publishCtx, cancelPublish := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.LeaseTTL)
 	started := time.Now()
-	acked, failed := f.publish(records)
+	acked, failed := f.publish(publishCtx, records)
 	f.metrics.publishSeconds.Observe(time.Since(started).Seconds())
+	settled := make([]settlement, len(failed))
+	for i, fl := range failed {
+		settled[i] = f.settle(publishCtx, fl.record, fl.err)
+	}
+	cancelPublish()
 
-	if !holdLeases {
-		if tx, err = db.BeginTx(ctx, nil); err != nil {
-			return len(records), fmt.Errorf("begin ack: %w", err)
+	ackCtx, cancelAck := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+	defer cancelAck()
+	var kept []record
+	var lost map[int]int
+	err = inTx(ackCtx, db, func(tx *sql.Tx) error {
+		owned, err := f.store.fence(ackCtx, tx, f.cfg.RelayID, leases)
+		if err != nil {
+			return err
 		}
-		defer func() { _ = tx.Rollback() }()
-	}
-	ackedSeqs := make([]int64, len(acked))
-	for i, r := range acked {
-		ackedSeqs[i] = r.seq
-	}
-	if err := f.store.ack(ctx, tx, ackedSeqs, f.cfg.Retention > 0); err != nil {
-		return len(records), err
-	}
-	for _, fl := range failed {
-		if err := f.recordFailure(ctx, tx, fl.record, fl.err); err != nil {
-			return len(records), err
+		kept, lost = kept[:0], map[int]int{}
+		seqs := make([]int64, 0, len(acked))
+		for _, r := range acked {
+			if !owned[r.partition] {
+				lost[r.partition]++
+				continue
+			}
+			kept = append(kept, r)
+			seqs = append(seqs, r.seq)
 		}
+		if err := f.store.ack(ackCtx, tx, seqs, f.cfg.Retention > 0); err != nil {
+			return err
+		}
+		for _, st := range settled {
+			if !owned[st.record.partition] {
+				lost[st.record.partition]++
+				continue
+			}
+			if err := f.store.fail(ackCtx, tx, st.record.seq, st.attempts, st.next, st.dead, st.reason); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return len(records), fmt.Errorf("acknowledge %d published and %d failed rows: %w", len(acked), len(failed), err)
 	}
-	if err := tx.Commit(); err != nil {
-		return len(records), fmt.Errorf("commit acks of %d rows: %w", len(acked), err)
+	if len(lost) > 0 {
+		rows := 0
+		for _, n := range lost {
+			rows += n
+		}
+		f.metrics.fencedRows.Add(float64(rows))
+		f.log.Warn("lost the lease of partitions during a batch: their rows are left to the new owner, which publishes them again",
+			"worker", worker, "partitions", len(lost), "rows", rows)
 	}
-	f.observeAcked(acked)
+	f.observeAcked(kept)
 	return len(records), nil
 }
 
@@ -344,186 +388,4 @@ func (f *Forwarder) observeAcked(acked []record) {
 	for l, n := range counts {
 		f.metrics.relayed.WithLabelValues(l.topic, l.tenant).Add(float64(n))
 	}
-}
-
-type failure struct {
-	record record
-	err    error
-}
-
-// publish sends the records in waves: wave k holds the k-th record of every key, so one Publish
-// call never carries two events of the same key, and the next event of a key is sent only after
-// the broker acknowledged the previous one. A producer that loses one message of a call but
-// delivers the next (Sarama does, when a message is refused before sending or its retries run
-// out during a broker outage) can therefore never put a key out of order. Within a wave there is
-// one Publish call per topic, topics in parallel; if a call fails, its messages are published one
-// by one (in parallel, they all have different keys) to isolate the failing ones. A key with a
-// failure is left out of the later waves: its later records stay pending, parked behind it.
-// publish returns the acknowledged records and the failed ones.
-func (f *Forwarder) publish(records []record) (acked []record, failed []failure) {
-	var waves [][]record
-	position := make(map[int64]int, len(records))
-	for _, r := range records {
-		k := position[r.keyHash]
-		position[r.keyHash]++
-		if k == len(waves) {
-			waves = append(waves, nil)
-		}
-		waves[k] = append(waves[k], r)
-	}
-	parked := map[int64]bool{}
-	for _, wave := range waves {
-		todo := wave[:0:0]
-		for _, r := range wave {
-			if !parked[r.keyHash] {
-				todo = append(todo, r)
-			}
-		}
-		a, fl := f.publishWave(todo)
-		acked = append(acked, a...)
-		for _, x := range fl {
-			parked[x.record.keyHash] = true
-			failed = append(failed, x)
-		}
-	}
-	return acked, failed
-}
-
-// publishWave publishes records of distinct keys: one call per topic, topics in parallel.
-func (f *Forwarder) publishWave(records []record) (acked []record, failed []failure) {
-	var topics []string
-	byTopic := map[string][]record{}
-	for _, r := range records {
-		if _, ok := byTopic[r.event.Topic]; !ok {
-			topics = append(topics, r.event.Topic)
-		}
-		byTopic[r.event.Topic] = append(byTopic[r.event.Topic], r)
-	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, topic := range topics {
-		wg.Go(func() {
-			a, fl := f.publishTopic(topic, byTopic[topic])
-			mu.Lock()
-			acked = append(acked, a...)
-			failed = append(failed, fl...)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	return acked, failed
-}
-
-// isolateParallelism bounds the concurrent one-message publishes that isolate a failure.
-const isolateParallelism = 32
-
-// publishTopic publishes records of distinct keys to one topic in one call, or, if that call
-// fails, one by one to find the failing ones.
-func (f *Forwarder) publishTopic(topic string, records []record) (acked []record, failed []failure) {
-	msgs := make([]*message.Message, len(records))
-	for i, r := range records {
-		msgs[i] = r.event.ToMessage()
-	}
-	err := f.cfg.Publisher.Publish(topic, msgs...)
-	if err == nil {
-		return records, nil
-	}
-	if len(records) == 1 {
-		return nil, []failure{{records[0], err}}
-	}
-	f.log.Debug("batch publish failed; publishing its events one by one to isolate the failing ones",
-		"topic", topic, "events", len(records), "error", err)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, isolateParallelism)
-	for i := range records {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			err := f.cfg.Publisher.Publish(topic, msgs[i])
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				failed = append(failed, failure{records[i], err})
-				return
-			}
-			acked = append(acked, records[i])
-		})
-	}
-	wg.Wait()
-	return f.confirmPermanent(topic, acked, failed)
-}
-
-// confirmPermanent publishes each permanently failed message once more, alone and one at a time,
-// before it is dead-lettered: a producer may have batched concurrent single-message calls into
-// one request that the broker refused whole (for example, too large because of one message),
-// failing innocent messages with it.
-func (f *Forwarder) confirmPermanent(topic string, acked []record, failed []failure) ([]record, []failure) {
-	confirmed := failed[:0:0]
-	for _, fl := range failed {
-		if f.cfg.IsRetriable(fl.err) {
-			confirmed = append(confirmed, fl)
-			continue
-		}
-		if err := f.cfg.Publisher.Publish(topic, fl.record.event.ToMessage()); err != nil {
-			confirmed = append(confirmed, failure{fl.record, err})
-			continue
-		}
-		acked = append(acked, fl.record)
-	}
-	return acked, confirmed
-}
-
-// recordFailure counts a failed attempt: it schedules a retry with backoff, or, after the last
-// attempt or on a permanent error, dead-letters the event. A dead letter that cannot be published
-// is retried like any failure: an event is never marked dead before the poison topic has it.
-func (f *Forwarder) recordFailure(ctx context.Context, q querier, r record, publishErr error) error {
-	attempts := r.attempts + 1
-	f.metrics.failed.WithLabelValues(r.event.Topic, r.event.TenantID).Inc()
-	reason := publishErr.Error()
-	retriable := f.cfg.IsRetriable(publishErr)
-	if !retriable || attempts >= f.cfg.MaxAttempts {
-		dlqErr := f.deadLetter(r, reason, attempts)
-		if dlqErr == nil {
-			f.metrics.deadLettered.WithLabelValues(r.event.Topic, r.event.TenantID).Inc()
-			f.log.Warn("event dead-lettered", "event_id", r.event.ID, "topic", r.event.Topic,
-				"aggregate_id", r.event.AggregateID, "attempts", attempts, "retriable", retriable, "reason", reason)
-			return f.store.fail(ctx, q, r.seq, attempts, time.Now(), true, reason)
-		}
-		reason = fmt.Sprintf("%s (dead-lettering to %s failed: %v)", reason, f.cfg.DeadLetterTopic, dlqErr)
-	}
-	next := time.Now().Add(f.backoff(attempts))
-	f.log.Info("publish failed, will retry", "event_id", r.event.ID, "topic", r.event.Topic,
-		"aggregate_id", r.event.AggregateID, "attempts", attempts, "next_attempt", next, "error", reason)
-	return f.store.fail(ctx, q, r.seq, attempts, next, false, reason)
-}
-
-// deadLetter publishes the event to the dead-letter topic with Watermill's poison-queue headers.
-// If the broker refuses it permanently (for example, too large), it is sent without its payload,
-// which stays in the outbox row for a replay.
-func (f *Forwarder) deadLetter(r record, reason string, attempts int) error {
-	msg := r.event.ToMessage()
-	msg.Metadata.Set(middleware.ReasonForPoisonedKey, reason)
-	msg.Metadata.Set(middleware.PoisonedTopicKey, r.event.Topic)
-	msg.Metadata.Set(MetadataAttempts, strconv.Itoa(attempts))
-	err := f.cfg.Publisher.Publish(f.cfg.DeadLetterTopic, msg)
-	if err == nil || f.cfg.IsRetriable(err) {
-		return err
-	}
-	slim := msg.Copy()
-	slim.Payload = nil
-	slim.Metadata.Set(MetadataPayloadDropped, strconv.Itoa(len(msg.Payload)))
-	if err2 := f.cfg.Publisher.Publish(f.cfg.DeadLetterTopic, slim); err2 != nil {
-		return errors.Join(err, err2)
-	}
-	return nil
-}
-
-// backoff is InitialBackoff * BackoffMultiplier^(attempts-1), capped at MaxBackoff, spread by
-// ±BackoffJitter so retries of many events do not arrive together.
-func (f *Forwarder) backoff(attempts int) time.Duration {
-	d := float64(f.cfg.InitialBackoff) * math.Pow(f.cfg.BackoffMultiplier, float64(attempts-1))
-	d = math.Min(d, float64(f.cfg.MaxBackoff))
-	d *= 1 + f.cfg.BackoffJitter*(2*rand.Float64()-1)
-	return time.Duration(d)
 }

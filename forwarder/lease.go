@@ -11,11 +11,59 @@ import (
 
 // Leases: the outbox is split into outbox.Partitions partitions by the hash of each event's
 // ordering key. Each partition of a lease group is owned by at most one relay at a time: a row
-// in the leases table with the owner and an expiry, renewed by heartbeats. Every relay aims at
-// an equal share (partitions / live relays, rounded up): it releases what it holds above its
-// share and takes free or expired partitions below it. A relay that dies stops renewing; its
-// partitions expire and the others take them over. Within a partition one relay publishes in
-// sequence order, so events of one key keep their order across relays, restarts and takeovers.
+// in the leases table with the owner, an expiry and an epoch, renewed by heartbeats. Every relay
+// aims at an equal share (partitions / live relays, rounded up): it releases what it holds above
+// its share and takes free or expired partitions below it. A relay that dies or stalls stops
+// renewing; its partitions expire and the others take them over.
+//
+// Fencing: no transaction is held while a batch is published. A worker reads its leases with
+// their epochs, claims and publishes the rows, and then acknowledges them in one short
+// transaction that first locks the batch's lease rows and keeps only the rows of partitions
+// whose owner and epoch are still the ones it claimed under. Every takeover increments the
+// epoch under the same row lock, so once a takeover has committed, the old owner's
+// acknowledgements of that partition are refused: a relay that lost a partition can neither
+// delete, mark nor park its rows.
+//
+// Locking order: every transaction that locks lease rows locks them by primary key, in
+// ascending partition order (lockLeases), and lease rows before event rows. Nothing else locks
+// lease rows, so relays cannot deadlock on them, and on MySQL a lock never covers another
+// relay's partitions.
+//
+// Clocks: expiry and liveness are computed by the database (dbTime), so relays whose clocks
+// disagree still agree on who owns what.
+
+// lease is a partition owned by this relay and the epoch it was taken under.
+type lease struct {
+	partition int
+	epoch     int64
+}
+
+// dbTime returns an SQL expression, with one placeholder, for the database's current time plus
+// offset, and the argument for that placeholder. It is the one place the forwarder reads the
+// database's clock.
+func (s *store) dbTime(offset time.Duration) (string, any) {
+	switch s.dialect {
+	case outbox.Postgres:
+		return "(clock_timestamp() + ?::bigint * interval '1 microsecond')", offset.Microseconds()
+	case outbox.MySQL:
+		return "(UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)", offset.Microseconds()
+	default:
+		// The fixed-width text of outbox.Dialect.TimeArg: %f gives milliseconds, padded to micros.
+		return "(strftime('%Y-%m-%d %H:%M:%f', 'now', ?) || '000')", fmt.Sprintf("%+.6f seconds", offset.Seconds())
+	}
+}
+
+// lockSuffix is what a SELECT appends to lock the rows it returns; SQLite has no row locks (its
+// write transactions are serialized by the database lock).
+func (s *store) lockSuffix(skipLocked bool) string {
+	switch {
+	case s.dialect == outbox.SQLite:
+		return ""
+	case skipLocked:
+		return " FOR UPDATE SKIP LOCKED"
+	}
+	return " FOR UPDATE"
+}
 
 // ensureLeaseRows creates the group's lease rows if they do not exist yet.
 func (s *store) ensureLeaseRows(ctx context.Context, db *sql.DB) error {
@@ -42,28 +90,163 @@ func (s *store) ensureLeaseRows(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-// heartbeat renews this relay's presence and leases and rebalances the partitions. It returns
-// how many partitions the relay owns afterwards.
-func (s *store) heartbeat(ctx context.Context, db *sql.DB, owner string, ttl time.Duration) (int, error) {
-	now := time.Now()
-	expires := s.dialect.TimeArg(now.Add(ttl))
-	var upsert string
+// liveLeases reads, without locking anything, the unexpired leases this relay holds among the
+// partitions p with p % workers == worker.
+func (s *store) liveLeases(ctx context.Context, q querier, owner string, worker, workers int) ([]lease, error) {
+	now, nowArg := s.dbTime(0)
+	rows, err := q.QueryContext(ctx, s.q("SELECT partition_no, epoch FROM "+s.table.Leases()+
+		" WHERE lease_group = ? AND owner = ? AND partition_no % ? = ? AND expires_at > "+now+" ORDER BY partition_no"),
+		s.group, owner, workers, worker, nowArg)
+	if err != nil {
+		return nil, fmt.Errorf("read leases: %w", err)
+	}
+	defer rows.Close()
+	var out []lease
+	for rows.Next() {
+		var l lease
+		if err := rows.Scan(&l.partition, &l.epoch); err != nil {
+			return nil, fmt.Errorf("read leases: %w", err)
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// leaseRow is a locked lease row.
+type leaseRow struct {
+	owner string
+	epoch int64
+}
+
+// lockLeases locks the lease rows of the partitions, by primary key and in ascending partition
+// order, until tx ends, and returns them. With skipLocked, rows locked by another transaction
+// are left out instead of waited for.
+func (s *store) lockLeases(ctx context.Context, tx *sql.Tx, partitions []int, skipLocked bool) (map[int]leaseRow, error) {
+	out := make(map[int]leaseRow, len(partitions))
+	if len(partitions) == 0 {
+		return out, nil
+	}
+	query := "SELECT partition_no, owner, epoch FROM " + s.table.Leases() + " WHERE lease_group = ? AND partition_no IN " +
+		in(len(partitions)) + " ORDER BY partition_no" + s.lockSuffix(skipLocked)
+	rows, err := tx.QueryContext(ctx, s.q(query), append([]any{s.group}, intArgs(partitions)...)...)
+	if err != nil {
+		return nil, fmt.Errorf("lock leases: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			p     int
+			owner sql.NullString
+			epoch int64
+		)
+		if err := rows.Scan(&p, &owner, &epoch); err != nil {
+			return nil, fmt.Errorf("lock leases: %w", err)
+		}
+		out[p] = leaseRow{owner: owner.String, epoch: epoch}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lock leases: %w", err)
+	}
+	return out, nil
+}
+
+// fence locks the lease rows of the claimed leases and returns the partitions whose owner and
+// epoch are still the claimed ones: only their rows may be acknowledged by tx. A lease that
+// expired but was not taken over still counts: nobody else can have touched its rows.
+func (s *store) fence(ctx context.Context, tx *sql.Tx, owner string, claimed []lease) (map[int]bool, error) {
+	parts := make([]int, len(claimed))
+	for i, l := range claimed {
+		parts[i] = l.partition
+	}
+	locked, err := s.lockLeases(ctx, tx, parts, false)
+	if err != nil {
+		return nil, err
+	}
+	valid := make(map[int]bool, len(claimed))
+	for _, l := range claimed {
+		if row, ok := locked[l.partition]; ok && row.owner == owner && row.epoch == l.epoch {
+			valid[l.partition] = true
+		}
+	}
+	return valid, nil
+}
+
+// registerRelay records this relay's heartbeat at the database's time. On SQLite, which
+// supports one relay per database, it refuses (registered false) while another relay's
+// heartbeat is younger than ttl; the check and the insert are one statement, so two relays
+// starting together cannot both pass.
+func (s *store) registerRelay(ctx context.Context, db *sql.DB, owner string, ttl time.Duration) (registered bool, err error) {
+	now, nowArg := s.dbTime(0)
+	var query string
+	args := []any{s.group, owner, nowArg}
 	switch s.dialect {
 	case outbox.Postgres:
-		upsert = "INSERT INTO " + s.table.Relays() + " (lease_group, owner, heartbeat_at) VALUES (?, ?, ?) " +
+		query = "INSERT INTO " + s.table.Relays() + " (lease_group, owner, heartbeat_at) VALUES (?, ?, " + now + ") " +
 			"ON CONFLICT (lease_group, owner) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at"
 	case outbox.MySQL:
-		upsert = "INSERT INTO " + s.table.Relays() + " (lease_group, owner, heartbeat_at) VALUES (?, ?, ?) " +
+		query = "INSERT INTO " + s.table.Relays() + " (lease_group, owner, heartbeat_at) VALUES (?, ?, " + now + ") " +
 			"ON DUPLICATE KEY UPDATE heartbeat_at = VALUES(heartbeat_at)"
 	default:
-		upsert = "INSERT INTO " + s.table.Relays() + " (lease_group, owner, heartbeat_at) VALUES (?, ?, ?) " +
-			"ON CONFLICT (lease_group, owner) DO UPDATE SET heartbeat_at = excluded.heartbeat_at"
+		alive, aliveArg := s.dbTime(-ttl)
+		query = "INSERT INTO " + s.table.Relays() + " (lease_group, owner, heartbeat_at) SELECT ?, ?, " + now +
+			" WHERE NOT EXISTS (SELECT 1 FROM " + s.table.Relays() + " WHERE owner <> ? AND heartbeat_at > " + alive + ")" +
+			" ON CONFLICT (lease_group, owner) DO UPDATE SET heartbeat_at = excluded.heartbeat_at"
+		args = append(args, owner, aliveArg)
 	}
-	if _, err := db.ExecContext(ctx, s.q(upsert), s.group, owner, s.dialect.TimeArg(now)); err != nil {
-		return 0, fmt.Errorf("register relay: %w", err)
+	res, err := db.ExecContext(ctx, s.q(query), args...)
+	if err != nil {
+		return false, fmt.Errorf("register relay: %w", err)
 	}
-	if _, err := db.ExecContext(ctx, s.q("DELETE FROM "+s.table.Relays()+" WHERE lease_group = ? AND heartbeat_at < ?"),
-		s.group, s.dialect.TimeArg(now.Add(-ttl))); err != nil {
+	if s.dialect != outbox.SQLite {
+		return true, nil
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("register relay: %w", err)
+	}
+	return n > 0, nil
+}
+
+// otherRelay names a live relay other than owner (SQLite's one-relay check), or "" if none.
+func (s *store) otherRelay(ctx context.Context, db *sql.DB, owner string, ttl time.Duration) (string, error) {
+	alive, aliveArg := s.dbTime(-ttl)
+	var other string
+	err := db.QueryRowContext(ctx, s.q("SELECT owner FROM "+s.table.Relays()+" WHERE owner <> ? AND heartbeat_at > "+alive+
+		" ORDER BY owner LIMIT 1"), owner, aliveArg).Scan(&other)
+	if err == sql.ErrNoRows {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("look for other relays: %w", err)
+	}
+	return other, nil
+}
+
+// errOtherRelay is returned by heartbeat on SQLite while another relay runs on the database.
+type errOtherRelay struct{ other string }
+
+func (e errOtherRelay) Error() string {
+	return fmt.Sprintf("relay %q is running on this SQLite database, and SQLite supports one relay per database", e.other)
+}
+
+// heartbeat renews this relay's presence and leases and rebalances the partitions. It returns
+// how many partitions the relay owns afterwards. Of the partitions above its share, it releases
+// those releasable returns (all of them when releasable is nil).
+func (s *store) heartbeat(ctx context.Context, db *sql.DB, owner string, ttl time.Duration, releasable func([]int) []int) (int, error) {
+	registered, err := s.registerRelay(ctx, db, owner, ttl)
+	if err != nil {
+		return 0, err
+	}
+	if !registered {
+		other, err := s.otherRelay(ctx, db, owner, ttl)
+		if err != nil {
+			return 0, err
+		}
+		return 0, errOtherRelay{other}
+	}
+	dead, deadArg := s.dbTime(-ttl)
+	if _, err := db.ExecContext(ctx, s.q("DELETE FROM "+s.table.Relays()+" WHERE lease_group = ? AND heartbeat_at < "+dead),
+		s.group, deadArg); err != nil {
 		return 0, fmt.Errorf("forget dead relays: %w", err)
 	}
 	var relays int
@@ -74,86 +257,139 @@ func (s *store) heartbeat(ctx context.Context, db *sql.DB, owner string, ttl tim
 	relays = max(relays, 1)
 	share := (outbox.Partitions + relays - 1) / relays
 
-	res, err := db.ExecContext(ctx, s.q("UPDATE "+s.table.Leases()+" SET expires_at = ? WHERE lease_group = ? AND owner = ?"),
-		expires, s.group, owner)
+	owned, err := s.renew(ctx, db, owner, ttl)
 	if err != nil {
-		return 0, fmt.Errorf("renew leases: %w", err)
+		return 0, err
 	}
-	owned64, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("renew leases: %w", err)
-	}
-	owned := int(owned64)
 	switch {
-	case owned > share:
-		released, err := s.release(ctx, db, owner, owned-share)
-		if err != nil {
-			return owned, err
+	case len(owned) > share:
+		surplus := owned[share:]
+		if releasable != nil {
+			surplus = releasable(surplus)
 		}
-		owned -= released
-	case owned < share:
-		taken, err := s.acquire(ctx, db, owner, share-owned, now, expires)
+		released, err := s.release(ctx, db, owner, surplus)
 		if err != nil {
-			return owned, err
+			return len(owned), err
 		}
-		owned += taken
+		return len(owned) - released, nil
+	case len(owned) < share:
+		taken, err := s.acquire(ctx, db, owner, share-len(owned), ttl)
+		if err != nil {
+			return len(owned), err
+		}
+		return len(owned) + taken, nil
+	}
+	return len(owned), nil
+}
+
+// inTx runs fn in a transaction and commits it.
+func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// renew extends this relay's leases by ttl from the database's now and returns the partitions
+// it still owns, in ascending order.
+func (s *store) renew(ctx context.Context, db *sql.DB, owner string, ttl time.Duration) ([]int, error) {
+	candidates, err := s.ownedPartitions(ctx, db, owner)
+	if err != nil || len(candidates) == 0 {
+		return nil, err
+	}
+	var owned []int
+	err = inTx(ctx, db, func(tx *sql.Tx) error {
+		locked, err := s.lockLeases(ctx, tx, candidates, false)
+		if err != nil {
+			return err
+		}
+		for _, p := range candidates {
+			if locked[p].owner == owner {
+				owned = append(owned, p)
+			}
+		}
+		if len(owned) == 0 {
+			return nil
+		}
+		expires, expiresArg := s.dbTime(ttl)
+		_, err = tx.ExecContext(ctx, s.q("UPDATE "+s.table.Leases()+" SET expires_at = "+expires+
+			" WHERE lease_group = ? AND owner = ? AND partition_no IN "+in(len(owned))),
+			append([]any{expiresArg, s.group, owner}, intArgs(owned)...)...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("renew leases: %w", err)
 	}
 	return owned, nil
 }
 
-// release gives up n of the relay's partitions, the highest-numbered first.
-func (s *store) release(ctx context.Context, db *sql.DB, owner string, n int) (int, error) {
-	parts, err := s.ownedPartitions(ctx, db, owner)
-	if err != nil {
-		return 0, err
-	}
-	if len(parts) > n {
-		parts = parts[len(parts)-n:]
-	}
-	if len(parts) == 0 {
+// release gives up the partitions (graceful shutdown, or above the relay's share).
+func (s *store) release(ctx context.Context, db *sql.DB, owner string, partitions []int) (int, error) {
+	if len(partitions) == 0 {
 		return 0, nil
 	}
-	query := "UPDATE " + s.table.Leases() + " SET owner = NULL, expires_at = ? WHERE lease_group = ? AND owner = ? AND partition_no IN " + in(len(parts))
-	args := append([]any{s.dialect.TimeArg(time.Unix(0, 0)), s.group, owner}, intArgs(parts)...)
-	res, err := db.ExecContext(ctx, s.q(query), args...)
+	var released int64
+	err := inTx(ctx, db, func(tx *sql.Tx) error {
+		if _, err := s.lockLeases(ctx, tx, partitions, false); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, s.q("UPDATE "+s.table.Leases()+" SET owner = NULL, expires_at = ?"+
+			" WHERE lease_group = ? AND owner = ? AND partition_no IN "+in(len(partitions))),
+			append([]any{s.dialect.TimeArg(time.Unix(0, 0)), s.group, owner}, intArgs(partitions)...)...)
+		if err != nil {
+			return err
+		}
+		released, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("release leases: %w", err)
 	}
-	released, err := res.RowsAffected()
-	return int(released), err
+	return int(released), nil
 }
 
-// acquire takes up to n free or expired partitions. Candidates locked by another relay's
-// in-flight batch are skipped (SKIP LOCKED), so acquiring never waits on a busy relay.
-func (s *store) acquire(ctx context.Context, db *sql.DB, owner string, n int, now time.Time, expires any) (int, error) {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, fmt.Errorf("acquire leases: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	query := "SELECT partition_no FROM " + s.table.Leases() +
-		" WHERE lease_group = ? AND (owner IS NULL OR expires_at < ?) ORDER BY partition_no LIMIT ?"
-	if s.dialect != outbox.SQLite {
-		query += " FOR UPDATE SKIP LOCKED"
-	}
-	parts, err := queryInts(ctx, tx, s.q(query), s.group, s.dialect.TimeArg(now), n)
+// acquire takes up to n free or expired partitions and increments their epochs, which fences
+// the previous owner. Candidates locked by another transaction are skipped, so acquiring never
+// waits.
+func (s *store) acquire(ctx context.Context, db *sql.DB, owner string, n int, ttl time.Duration) (int, error) {
+	now, nowArg := s.dbTime(0)
+	candidates, err := queryInts(ctx, db, s.q("SELECT partition_no FROM "+s.table.Leases()+
+		" WHERE lease_group = ? AND (owner IS NULL OR expires_at < "+now+") ORDER BY partition_no LIMIT ?"),
+		s.group, nowArg, n)
 	if err != nil {
 		return 0, fmt.Errorf("find free leases: %w", err)
 	}
-	if len(parts) == 0 {
+	if len(candidates) == 0 {
 		return 0, nil
 	}
-	update := "UPDATE " + s.table.Leases() + " SET owner = ?, expires_at = ? WHERE lease_group = ? AND (owner IS NULL OR expires_at < ?) AND partition_no IN " + in(len(parts))
-	args := append([]any{owner, expires, s.group, s.dialect.TimeArg(now)}, intArgs(parts)...)
-	res, err := tx.ExecContext(ctx, s.q(update), args...)
+	var taken int64
+	err = inTx(ctx, db, func(tx *sql.Tx) error {
+		locked, err := s.lockLeases(ctx, tx, candidates, true)
+		if err != nil || len(locked) == 0 {
+			return err
+		}
+		parts := make([]int, 0, len(locked))
+		for _, p := range candidates {
+			if _, ok := locked[p]; ok {
+				parts = append(parts, p)
+			}
+		}
+		expires, expiresArg := s.dbTime(ttl)
+		res, err := tx.ExecContext(ctx, s.q("UPDATE "+s.table.Leases()+" SET owner = ?, epoch = epoch + 1, expires_at = "+expires+
+			" WHERE lease_group = ? AND (owner IS NULL OR expires_at < "+now+") AND partition_no IN "+in(len(parts))),
+			append([]any{owner, expiresArg, s.group, nowArg}, intArgs(parts)...)...)
+		if err != nil {
+			return err
+		}
+		taken, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
-		return 0, fmt.Errorf("take leases: %w", err)
-	}
-	taken, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("take leases: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("take leases: %w", err)
 	}
 	return int(taken), nil
@@ -170,9 +406,12 @@ func (s *store) ownedPartitions(ctx context.Context, q querier, owner string) ([
 
 // releaseAll gives up every lease and the relay's registration (graceful shutdown).
 func (s *store) releaseAll(ctx context.Context, db *sql.DB, owner string) error {
-	if _, err := db.ExecContext(ctx, s.q("UPDATE "+s.table.Leases()+" SET owner = NULL, expires_at = ? WHERE lease_group = ? AND owner = ?"),
-		s.dialect.TimeArg(time.Unix(0, 0)), s.group, owner); err != nil {
-		return fmt.Errorf("release leases: %w", err)
+	parts, err := s.ownedPartitions(ctx, db, owner)
+	if err != nil {
+		return err
+	}
+	if _, err := s.release(ctx, db, owner, parts); err != nil {
+		return err
 	}
 	if _, err := db.ExecContext(ctx, s.q("DELETE FROM "+s.table.Relays()+" WHERE lease_group = ? AND owner = ?"), s.group, owner); err != nil {
 		return fmt.Errorf("unregister relay: %w", err)

@@ -15,6 +15,7 @@ type metrics struct {
 	commitToAck                   *prometheus.HistogramVec
 	pending, oldestAge, dead      *prometheus.GaugeVec
 	ownedPartitions               prometheus.Gauge
+	fencedRows, gapViolations     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, table string) (*metrics, error) {
@@ -45,12 +46,18 @@ func newMetrics(reg prometheus.Registerer, table string) (*metrics, error) {
 		dead:      gauge("dead_rows", "Dead-lettered rows kept in the table for an operator."),
 		ownedPartitions: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "outboxkit", Subsystem: "forwarder",
 			Name: "owned_partitions", Help: "Partitions this relay currently leases.", ConstLabels: labels}),
+		fencedRows: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "outboxkit", Subsystem: "forwarder",
+			Name: "fenced_rows_total", ConstLabels: labels,
+			Help: "Rows whose acknowledgement was refused because their partition's lease had moved to another relay; the new owner publishes them again."}),
+		gapViolations: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "outboxkit", Subsystem: "forwarder",
+			Name: "gap_violations_total", ConstLabels: labels,
+			Help: "Events a publisher acknowledged after an earlier event of the same key failed in the same call (the publisher broke its gapless contract; the key may be out of order)."}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.relayed, m.failed, m.deadLettered, m.batchSize, m.publishSeconds,
-		m.commitToAck, m.pending, m.oldestAge, m.dead, m.ownedPartitions} {
+		m.commitToAck, m.pending, m.oldestAge, m.dead, m.ownedPartitions, m.fencedRows, m.gapViolations} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if errors.As(err, &already) {

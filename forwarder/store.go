@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -38,10 +39,11 @@ type store struct {
 
 // record is one claimed outbox row.
 type record struct {
-	seq      int64
-	event    outbox.Event
-	keyHash  int64
-	attempts int
+	seq       int64
+	event     outbox.Event
+	keyHash   int64
+	attempts  int
+	partition int
 }
 
 // in returns "(?, ?, ...)" for n values.
@@ -58,26 +60,6 @@ func intArgs[T int | int64](values []T) []any {
 }
 
 func (s *store) q(query string) string { return s.dialect.Rebind(query) }
-
-// lockOwnedPartitions locks this relay's lease rows for the worker's share until the transaction
-// ends. While they are locked no other relay can take them over, so every row of these
-// partitions is published and acknowledged by this transaction alone (fencing by row lock,
-// independent of clocks). SQLite has no row locks; there the lease's expiry time is the fence.
-func (s *store) lockOwnedPartitions(ctx context.Context, q querier, owner string, worker, workers int) ([]int, error) {
-	query := "SELECT partition_no FROM " + s.table.Leases() + " WHERE lease_group = ? AND owner = ? AND partition_no % ? = ?"
-	args := []any{s.group, owner, workers, worker}
-	if s.dialect == outbox.SQLite {
-		query += " AND expires_at > ?"
-		args = append(args, s.dialect.TimeArg(time.Now()))
-	} else {
-		query += " ORDER BY partition_no FOR UPDATE"
-	}
-	parts, err := queryInts(ctx, q, s.q(query), args...)
-	if err != nil {
-		return nil, fmt.Errorf("lock leases: %w", err)
-	}
-	return parts, nil
-}
 
 // queryInts runs a query returning one integer column (partition numbers) and reads it all.
 func queryInts(ctx context.Context, q querier, query string, args ...any) ([]int, error) {
@@ -97,32 +79,38 @@ func queryInts(ctx context.Context, q querier, query string, args ...any) ([]int
 	return out, rows.Err()
 }
 
-const claimColumns = "seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, payload, headers, key_hash, created_at, attempts"
+const claimColumns = "seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, payload, headers, key_hash, created_at, attempts, partition_no"
 
-// claim reads up to limit pending rows of the partitions in sequence order, leaving out every key
-// held back by a failing (not yet due) or dead event: those wait, all other keys flow.
+// claim reads pending rows of the partitions in sequence order, leaving out every key held back
+// by a failing (not yet due) or dead event: those wait, all other keys flow. It returns at most
+// limit rows, and stops before the row that would take the payloads above maxBytes (the first
+// row is always returned, however large), so a batch of large events stays small in memory: the
+// running sum is computed by the database, which never sends the rows left out.
 //
-// No row locks are taken: the lease rows locked by lockOwnedPartitions already make this relay
-// the only one touching these partitions. FOR UPDATE SKIP LOCKED on the event rows would be
+// No row locks are taken and no transaction is held: the lease epochs fence the
+// acknowledgement instead (see fence). FOR UPDATE SKIP LOCKED on the event rows would be
 // harmful here: a row skipped because something else briefly locked it would let a later event
 // of the same key overtake it.
-func (s *store) claim(ctx context.Context, q querier, partitions []int, limit int) ([]record, error) {
+func (s *store) claim(ctx context.Context, q querier, partitions []int, limit int, maxBytes int64) ([]record, error) {
 	now := s.dialect.TimeArg(time.Now())
 	parts := in(len(partitions))
-	query := "SELECT " + claimColumns + " FROM " + s.table.Events() +
+	inner := "SELECT " + claimColumns + " FROM " + s.table.Events() +
 		" WHERE status = 0 AND partition_no IN " + parts +
 		" AND key_hash NOT IN (SELECT p.key_hash FROM " + s.table.Events() + " p WHERE p.partition_no IN " + parts +
 		" AND (p.status = 2 OR (p.status = 0 AND p.attempts > 0 AND p.next_attempt_at > ?)))"
 	args := append(intArgs(partitions), intArgs(partitions)...)
 	args = append(args, now)
 	if len(s.tenants) > 0 {
-		query += " AND tenant_id IN " + in(len(s.tenants))
+		inner += " AND tenant_id IN " + in(len(s.tenants))
 		for _, t := range s.tenants {
 			args = append(args, t)
 		}
 	}
-	query += " ORDER BY seq LIMIT ?"
-	args = append(args, limit)
+	inner += " ORDER BY seq LIMIT ?"
+	args = append(args, limit, maxBytes)
+	query := "SELECT " + claimColumns + " FROM (SELECT " + claimColumns +
+		", SUM(LENGTH(payload)) OVER (ORDER BY seq) - LENGTH(payload) AS bytes_before FROM (" + inner + ") c) w" +
+		" WHERE bytes_before < ? ORDER BY seq"
 	rows, err := q.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim rows: %w", err)
@@ -141,7 +129,7 @@ func scanRecords(rows *sql.Rows) ([]record, error) {
 		)
 		created, getCreated := outbox.TimeScanner()
 		if err := rows.Scan(&r.seq, &eventID, &r.event.Topic, &r.event.AggregateType, &r.event.AggregateID,
-			&r.event.EventType, &r.event.TenantID, &r.event.Payload, &headers, &r.keyHash, created, &r.attempts); err != nil {
+			&r.event.EventType, &r.event.TenantID, &r.event.Payload, &headers, &r.keyHash, created, &r.attempts, &r.partition); err != nil {
 			return nil, fmt.Errorf("read row: %w", err)
 		}
 		id, err := uuid.Parse(eventID)
@@ -187,15 +175,30 @@ func (s *store) fail(ctx context.Context, q querier, seq int64, attempts int, ne
 	if dead {
 		status = statusDead
 	}
-	const maxReason = 2000
-	if len(reason) > maxReason {
-		reason = reason[:maxReason]
-	}
+	reason = truncateUTF8(reason, maxReasonBytes)
 	query := "UPDATE " + s.table.Events() + " SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE seq = ?"
 	if _, err := q.ExecContext(ctx, s.q(query), status, attempts, s.dialect.TimeArg(nextAttempt), reason, seq); err != nil {
 		return fmt.Errorf("record failure of row %d: %w", seq, err)
 	}
 	return nil
+}
+
+// maxReasonBytes bounds the last_error stored with a failed row.
+const maxReasonBytes = 2000
+
+// truncateUTF8 cuts s to at most n bytes on a character boundary and replaces invalid UTF-8
+// (which PostgreSQL would reject, failing every acknowledgement of the batch), so the result is
+// always valid UTF-8.
+func truncateUTF8(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
 }
 
 // prune deletes up to limit published rows older than cutoff and reports how many it deleted.

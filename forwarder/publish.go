@@ -1,0 +1,183 @@
+package forwarder
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
+// failure is a record whose publish failed, with the publisher's error.
+type failure struct {
+	record record
+	err    error
+}
+
+// publish sends the records and returns the acknowledged ones and the failed ones; records of a
+// key held back behind an earlier failure of that key are in neither and stay pending. A
+// publisher that reports outcomes per message (OutcomePublisher) gets whole batches; any other
+// publisher gets one event per key per call (publishWaves).
+func (f *Forwarder) publish(ctx context.Context, records []record) (acked []record, failed []failure) {
+	if pub, ok := f.cfg.Publisher.(OutcomePublisher); ok {
+		return f.publishOutcomes(ctx, pub, records)
+	}
+	return f.publishWaves(ctx, records)
+}
+
+// toMessages turns records into broker messages carrying ctx.
+func toMessages(ctx context.Context, records []record) []*message.Message {
+	msgs := make([]*message.Message, len(records))
+	for i, r := range records {
+		msgs[i] = r.event.ToMessage()
+		msgs[i].SetContext(ctx)
+	}
+	return msgs
+}
+
+// byTopic groups records by topic, keeping their order, and lists the topics in order of first
+// appearance.
+func byTopic(records []record) (topics []string, groups map[string][]record) {
+	groups = map[string][]record{}
+	for _, r := range records {
+		if _, ok := groups[r.event.Topic]; !ok {
+			topics = append(topics, r.event.Topic)
+		}
+		groups[r.event.Topic] = append(groups[r.event.Topic], r)
+	}
+	return topics, groups
+}
+
+// eachTopic runs publishTopic for every topic of records in parallel and gathers the results.
+func eachTopic(records []record, publishTopic func(topic string, records []record) ([]record, []failure)) (acked []record, failed []failure) {
+	topics, groups := byTopic(records)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, topic := range topics {
+		wg.Go(func() {
+			a, fl := publishTopic(topic, groups[topic])
+			mu.Lock()
+			acked = append(acked, a...)
+			failed = append(failed, fl...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return acked, failed
+}
+
+// publishOutcomes publishes a batch through an OutcomePublisher: one PublishEach call per topic,
+// topics in parallel, every event of a key in the same call, so the events of a hot key are
+// pipelined instead of sent one broker round trip each. The publisher's failures are gapless per
+// key, which keeps order: the first failed event of a key is a failure (retried or
+// dead-lettered), its later events stay pending, parked behind it; only failed events are sent
+// again. The events of a key that go to several topics are cut into segments at each change of
+// topic, published one segment after the other, since gaplessness holds within one call only.
+func (f *Forwarder) publishOutcomes(ctx context.Context, pub OutcomePublisher, records []record) (acked []record, failed []failure) {
+	type keyState struct {
+		topic   string
+		segment int
+	}
+	var segments [][]record
+	keys := make(map[int64]*keyState, len(records))
+	for _, r := range records {
+		st, ok := keys[r.keyHash]
+		switch {
+		case !ok:
+			st = &keyState{topic: r.event.Topic}
+			keys[r.keyHash] = st
+		case st.topic != r.event.Topic:
+			st.topic = r.event.Topic
+			st.segment++
+		}
+		if st.segment == len(segments) {
+			segments = append(segments, nil)
+		}
+		segments[st.segment] = append(segments[st.segment], r)
+	}
+	parked := map[int64]bool{}
+	for _, segment := range segments {
+		todo := segment[:0:0]
+		for _, r := range segment {
+			if !parked[r.keyHash] {
+				todo = append(todo, r)
+			}
+		}
+		a, fl := eachTopic(todo, func(topic string, records []record) ([]record, []failure) {
+			return f.publishEach(ctx, pub, topic, records)
+		})
+		acked = append(acked, a...)
+		for _, x := range fl {
+			parked[x.record.keyHash] = true
+			failed = append(failed, x)
+		}
+	}
+	return acked, failed
+}
+
+// publishEach publishes the records of one topic in one PublishEach call and sorts the outcomes:
+// the first failure of each key is returned as failed, the key's later records are held back.
+func (f *Forwarder) publishEach(ctx context.Context, pub OutcomePublisher, topic string, records []record) (acked []record, failed []failure) {
+	msgs := toMessages(ctx, records)
+	errs := pub.PublishEach(ctx, topic, msgs)
+	if len(errs) != len(msgs) {
+		err := fmt.Errorf("forwarder: publisher %T returned %d outcomes for %d messages", pub, len(errs), len(msgs))
+		errs = make([]error, len(msgs))
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	broken := map[int64]bool{}
+	for i, r := range records {
+		switch {
+		case errs[i] == nil:
+			if broken[r.keyHash] {
+				f.metrics.gapViolations.Inc()
+				f.log.Error("the publisher acknowledged an event after an earlier event of its key failed in the same call; "+
+					"its key may be out of order on the broker", "publisher", fmt.Sprintf("%T", pub), "topic", topic,
+					"event_id", r.event.ID, "aggregate_id", r.event.AggregateID)
+			}
+			acked = append(acked, r)
+		case broken[r.keyHash]:
+			// Held back behind the key's first failure: stays pending, untouched.
+		default:
+			broken[r.keyHash] = true
+			failed = append(failed, failure{r, errs[i]})
+		}
+	}
+	if len(records) == 1 {
+		return acked, failed
+	}
+	return f.confirmPermanent(ctx, topic, acked, failed)
+}
+
+// publishAlone publishes one message in a call of its own.
+func (f *Forwarder) publishAlone(ctx context.Context, topic string, msg *message.Message) error {
+	if pub, ok := f.cfg.Publisher.(OutcomePublisher); ok {
+		if errs := pub.PublishEach(ctx, topic, []*message.Message{msg}); len(errs) == 1 {
+			return errs[0]
+		}
+		return fmt.Errorf("forwarder: publisher %T did not return one outcome for one message", pub)
+	}
+	return f.cfg.Publisher.Publish(topic, msg)
+}
+
+// confirmPermanent publishes each permanently failed message once more, alone and one at a time,
+// before it is dead-lettered: a producer may have packed several messages into one request that
+// the broker refused whole (for example, too large because of one message), failing innocent
+// messages with it.
+func (f *Forwarder) confirmPermanent(ctx context.Context, topic string, acked []record, failed []failure) ([]record, []failure) {
+	confirmed := failed[:0:0]
+	for _, fl := range failed {
+		if f.cfg.IsRetriable(fl.err) {
+			confirmed = append(confirmed, fl)
+			continue
+		}
+		if err := f.publishAlone(ctx, topic, toMessages(ctx, []record{fl.record})[0]); err != nil {
+			confirmed = append(confirmed, failure{fl.record, err})
+			continue
+		}
+		acked = append(acked, fl.record)
+	}
+	return acked, confirmed
+}

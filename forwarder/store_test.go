@@ -1,0 +1,377 @@
+package forwarder
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// The store conformance suite: every store operation (claim, park, fail, dead, prune, admin,
+// leases) on each of the three databases, against the real servers.
+
+type storeFixture struct {
+	t      *testing.T
+	ctx    context.Context
+	db     *sql.DB
+	writer *outbox.Writer
+	store  *store
+	admin  *Admin
+}
+
+func forEachDialect(t *testing.T, fn func(t *testing.T, fx *storeFixture)) {
+	for _, d := range []outbox.Dialect{outbox.Postgres, outbox.MySQL, outbox.SQLite} {
+		t.Run(string(d), func(t *testing.T) { fn(t, newStoreFixture(t, d)) })
+	}
+}
+
+func newStoreFixture(t *testing.T, dialect outbox.Dialect) *storeFixture {
+	t.Helper()
+	var db *sql.DB
+	switch dialect {
+	case outbox.Postgres:
+		db = testsupport.OpenPostgres(t)
+	case outbox.MySQL:
+		db = testsupport.OpenMySQL(t)
+	default:
+		var err error
+		db, err = sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "outbox.db")+
+			"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+	}
+	name := testsupport.UniqueName("store")
+	w, err := outbox.NewWriter(outbox.Config{Dialect: dialect, Table: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := outbox.Migrate(ctx, db, w.Table()); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	tbl := w.Table()
+	t.Cleanup(func() {
+		for _, n := range []string{tbl.Events(), tbl.Leases(), tbl.Relays(), tbl.KeyLocks(), tbl.Migrations()} {
+			_, _ = db.Exec("DROP TABLE IF EXISTS " + n)
+		}
+	})
+	admin, err := NewAdmin(db, dialect, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &storeFixture{t: t, ctx: ctx, db: db, writer: w, admin: admin,
+		store: &store{table: tbl, dialect: dialect, group: "default"}}
+}
+
+// write commits events of key key with payloads of the given sizes and returns their partition.
+func (fx *storeFixture) write(key string, sizes ...int) int {
+	fx.t.Helper()
+	tx, err := fx.db.BeginTx(fx.ctx, nil)
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+	var events []outbox.Event
+	for _, n := range sizes {
+		events = append(events, outbox.Event{Topic: "t", AggregateType: "order", AggregateID: key,
+			EventType: "Happened", Payload: []byte(strings.Repeat("x", n))})
+	}
+	if err := fx.writer.WriteTx(fx.ctx, tx, events...); err != nil {
+		fx.t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		fx.t.Fatal(err)
+	}
+	return outbox.PartitionOf(outbox.KeyHash("", "order", key))
+}
+
+func allPartitions() []int {
+	out := make([]int, outbox.Partitions)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+func (fx *storeFixture) claim(limit int, maxBytes int64) []record {
+	fx.t.Helper()
+	recs, err := fx.store.claim(fx.ctx, fx.db, allPartitions(), limit, maxBytes)
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+	return recs
+}
+
+func (fx *storeFixture) ackTx(fn func(tx *sql.Tx) error) {
+	fx.t.Helper()
+	if err := inTx(fx.ctx, fx.db, fn); err != nil {
+		fx.t.Fatal(err)
+	}
+}
+
+func TestStoreClaimOrderLimitAndBytes(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, fx *storeFixture) {
+		fx.write("a", 100, 100, 100)
+		fx.write("b", 100, 100)
+		recs := fx.claim(1000, 1<<20)
+		if len(recs) != 5 {
+			t.Fatalf("claimed %d rows, want 5", len(recs))
+		}
+		for i := 1; i < len(recs); i++ {
+			if recs[i].seq <= recs[i-1].seq {
+				t.Fatalf("claim not in sequence order: %d after %d", recs[i].seq, recs[i-1].seq)
+			}
+		}
+		if got := fx.claim(2, 1<<20); len(got) != 2 {
+			t.Fatalf("limit 2 claimed %d rows", len(got))
+		}
+		// 250 bytes: the first two 100-byte rows fit, the third would pass the bound.
+		if got := fx.claim(1000, 250); len(got) != 3 {
+			t.Fatalf("maxBytes 250 claimed %d rows of 100 bytes, want 3 (two fit, the third starts below the bound)", len(got))
+		}
+		if got := fx.claim(1000, 200); len(got) != 2 {
+			t.Fatalf("maxBytes 200 claimed %d rows of 100 bytes, want 2", len(got))
+		}
+		// An event larger than the bound is claimed alone.
+		fx2 := newStoreFixture(t, fx.store.dialect)
+		fx2.write("big", 5000, 10)
+		if got := fx2.claim(1000, 1000); len(got) != 1 || len(got[0].event.Payload) != 5000 {
+			t.Fatalf("a 5000-byte event with maxBytes 1000: claimed %d rows, want the big one alone", len(got))
+		}
+	})
+}
+
+func TestStoreFailParksKeyDeadBlocksItAndAdminReleasesIt(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, fx *storeFixture) {
+		fx.write("a", 10, 10)
+		fx.write("b", 10)
+		recs := fx.claim(1000, 1<<20)
+		first := recs[0]
+		if first.event.AggregateID != "a" {
+			t.Fatalf("first row is of key %q", first.event.AggregateID)
+		}
+		fx.ackTx(func(tx *sql.Tx) error {
+			return fx.store.fail(fx.ctx, tx, first.seq, 1, time.Now().Add(time.Hour), false, "boom")
+		})
+		got := fx.claim(1000, 1<<20)
+		if len(got) != 1 || got[0].event.AggregateID != "b" {
+			t.Fatalf("with key a parked, claimed %d rows (want only b's)", len(got))
+		}
+		// Due again: the key flows in order.
+		fx.ackTx(func(tx *sql.Tx) error {
+			return fx.store.fail(fx.ctx, tx, first.seq, 1, time.Now().Add(-time.Second), false, "boom")
+		})
+		if got := fx.claim(1000, 1<<20); len(got) != 3 || got[0].seq != first.seq || got[0].attempts != 1 {
+			t.Fatalf("after the retry is due: %d rows, first seq %d attempts %d", len(got), got[0].seq, got[0].attempts)
+		}
+		// Dead: the key is held until an operator acts.
+		fx.ackTx(func(tx *sql.Tx) error {
+			return fx.store.fail(fx.ctx, tx, first.seq, 2, time.Now(), true, "poison")
+		})
+		if got := fx.claim(1000, 1<<20); len(got) != 1 {
+			t.Fatalf("with key a dead, claimed %d rows, want b's only", len(got))
+		}
+		dead, err := fx.admin.DeadLetters(fx.ctx, 10)
+		if err != nil || len(dead) != 1 || dead[0].EventID != first.event.ID {
+			t.Fatalf("dead letters %+v, %v", dead, err)
+		}
+		if n, err := fx.admin.Replay(fx.ctx, first.event.ID); err != nil || n != 1 {
+			t.Fatalf("replay: %d, %v", n, err)
+		}
+		if got := fx.claim(1000, 1<<20); len(got) != 3 || got[0].seq != first.seq || got[0].attempts != 0 {
+			t.Fatalf("after replay: %d rows", len(got))
+		}
+		fx.ackTx(func(tx *sql.Tx) error {
+			return fx.store.fail(fx.ctx, tx, first.seq, 1, time.Now(), true, "poison")
+		})
+		if n, err := fx.admin.Discard(fx.ctx, first.event.ID); err != nil || n != 1 {
+			t.Fatalf("discard: %d, %v", n, err)
+		}
+		if got := fx.claim(1000, 1<<20); len(got) != 2 || got[0].event.AggregateID != "a" || got[0].seq == first.seq {
+			t.Fatalf("after discard: %d rows", len(got))
+		}
+	})
+}
+
+// A last_error cut inside a multi-byte character made PostgreSQL reject the whole batch's
+// acknowledgements ("invalid byte sequence for encoding UTF8"), every time.
+func TestStoreFailKeepsLastErrorValidUTF8(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, fx *storeFixture) {
+		fx.write("a", 10)
+		r := fx.claim(10, 1<<20)[0]
+		reason := strings.Repeat("x", maxReasonBytes-1) + "é and more" + string([]byte{0xff})
+		fx.ackTx(func(tx *sql.Tx) error {
+			return fx.store.fail(fx.ctx, tx, r.seq, 1, time.Now(), true, reason)
+		})
+		var stored string
+		if err := fx.db.QueryRow("SELECT last_error FROM " + fx.store.table.Events()).Scan(&stored); err != nil {
+			t.Fatal(err)
+		}
+		if !utf8.ValidString(stored) || len(stored) > maxReasonBytes || !strings.HasPrefix(reason, stored) {
+			t.Fatalf("stored last_error of %d bytes, valid UTF-8 %v", len(stored), utf8.ValidString(stored))
+		}
+	})
+}
+
+func TestStoreAckDeletesOrRetainsAndPrunes(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, fx *storeFixture) {
+		fx.write("a", 10, 10, 10)
+		recs := fx.claim(10, 1<<20)
+		fx.ackTx(func(tx *sql.Tx) error { return fx.store.ack(fx.ctx, tx, []int64{recs[0].seq}, false) })
+		fx.ackTx(func(tx *sql.Tx) error { return fx.store.ack(fx.ctx, tx, []int64{recs[1].seq, recs[2].seq}, true) })
+		var rows, published int
+		if err := fx.db.QueryRow("SELECT COUNT(*), COALESCE(SUM(CASE WHEN status = 1 THEN 1 ELSE 0 END), 0) FROM "+
+			fx.store.table.Events()).Scan(&rows, &published); err != nil {
+			t.Fatal(err)
+		}
+		if rows != 2 || published != 2 {
+			t.Fatalf("after one delete and two retained acks: %d rows, %d published", rows, published)
+		}
+		if got := fx.claim(10, 1<<20); len(got) != 0 {
+			t.Fatalf("published rows claimed again: %d", len(got))
+		}
+		if n, err := fx.store.prune(fx.ctx, fx.db, time.Now().Add(-time.Hour), 10); err != nil || n != 0 {
+			t.Fatalf("prune before the cutoff: %d, %v", n, err)
+		}
+		if n, err := fx.store.prune(fx.ctx, fx.db, time.Now().Add(time.Second), 1); err != nil || n != 1 {
+			t.Fatalf("prune with limit 1: %d, %v", n, err)
+		}
+		if n, err := fx.store.prune(fx.ctx, fx.db, time.Now().Add(time.Second), 10); err != nil || n != 1 {
+			t.Fatalf("prune the rest: %d, %v", n, err)
+		}
+		st, err := fx.store.stats(fx.ctx, fx.db)
+		if err != nil || len(st) != 0 {
+			t.Fatalf("stats of an empty outbox: %+v, %v", st, err)
+		}
+	})
+}
+
+func (fx *storeFixture) heartbeat(owner string, ttl time.Duration) int {
+	fx.t.Helper()
+	n, err := fx.store.heartbeat(fx.ctx, fx.db, owner, ttl, nil)
+	if err != nil {
+		fx.t.Fatalf("heartbeat of %s: %v", owner, err)
+	}
+	return n
+}
+
+func (fx *storeFixture) leases(owner string) []lease {
+	fx.t.Helper()
+	l, err := fx.store.liveLeases(fx.ctx, fx.db, owner, 0, 1)
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+	return l
+}
+
+func (fx *storeFixture) fenced(owner string, claimed []lease) map[int]bool {
+	fx.t.Helper()
+	var valid map[int]bool
+	fx.ackTx(func(tx *sql.Tx) (err error) {
+		valid, err = fx.store.fence(fx.ctx, tx, owner, claimed)
+		return err
+	})
+	return valid
+}
+
+func TestStoreLeasesShareFenceAndTakeOver(t *testing.T) {
+	for _, d := range []outbox.Dialect{outbox.Postgres, outbox.MySQL} {
+		t.Run(string(d), func(t *testing.T) {
+			fx := newStoreFixture(t, d)
+			if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
+				t.Fatal(err)
+			}
+			const ttl = 2 * time.Second
+			if n := fx.heartbeat("A", ttl); n != outbox.Partitions {
+				t.Fatalf("a lone relay owns %d partitions", n)
+			}
+			aLeases := fx.leases("A")
+			if len(aLeases) != outbox.Partitions || aLeases[0].epoch != 1 {
+				t.Fatalf("A's leases: %d, first epoch %d", len(aLeases), aLeases[0].epoch)
+			}
+			if n := fx.heartbeat("B", ttl); n != 0 {
+				t.Fatalf("B took %d partitions that A holds", n)
+			}
+			if n := fx.heartbeat("A", ttl); n != outbox.Partitions/2 {
+				t.Fatalf("A kept %d partitions with two relays, want %d", n, outbox.Partitions/2)
+			}
+			if n := fx.heartbeat("B", ttl); n != outbox.Partitions/2 {
+				t.Fatalf("B took %d partitions, want %d", n, outbox.Partitions/2)
+			}
+			// A claimed rows under its old leases: the partitions it released fail the fence.
+			valid := fx.fenced("A", aLeases)
+			if len(valid) != outbox.Partitions/2 {
+				t.Fatalf("A's fence passed %d partitions after giving up half, want %d", len(valid), outbox.Partitions/2)
+			}
+			for _, l := range fx.leases("B") {
+				if valid[l.partition] || l.epoch != 2 {
+					t.Fatalf("partition %d moved to B (epoch %d) but A's fence passes: %v", l.partition, l.epoch, valid[l.partition])
+				}
+			}
+			// A stalls past its TTL: B takes everything over, and A can acknowledge nothing.
+			aNow := fx.leases("A")
+			deadline := time.Now().Add(4 * ttl)
+			for fx.heartbeat("B", ttl) != outbox.Partitions {
+				if time.Now().After(deadline) {
+					t.Fatalf("B did not take A's partitions over within %v", 4*ttl)
+				}
+				time.Sleep(ttl / 4)
+			}
+			if valid := fx.fenced("A", aNow); len(valid) != 0 {
+				t.Fatalf("after the takeover, A's fence passes %d partitions", len(valid))
+			}
+			if got := fx.leases("A"); len(got) != 0 {
+				t.Fatalf("A still reads %d live leases", len(got))
+			}
+			// A resumes: it gets its share back, under new epochs.
+			fx.heartbeat("A", ttl)
+			fx.heartbeat("B", ttl)
+			if n := fx.heartbeat("A", ttl); n != outbox.Partitions/2 {
+				t.Fatalf("A owns %d partitions after resuming", n)
+			}
+			for _, l := range fx.leases("A") {
+				if l.epoch < 3 {
+					t.Fatalf("partition %d back to A under epoch %d, want a new epoch", l.partition, l.epoch)
+				}
+			}
+			if err := fx.store.releaseAll(fx.ctx, fx.db, "A"); err != nil {
+				t.Fatal(err)
+			}
+			if got := fx.leases("A"); len(got) != 0 {
+				t.Fatalf("A holds %d leases after releaseAll", len(got))
+			}
+		})
+	}
+}
+
+func TestStoreSQLiteAllowsOneRelay(t *testing.T) {
+	fx := newStoreFixture(t, outbox.SQLite)
+	if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
+		t.Fatal(err)
+	}
+	const ttl = time.Second
+	fx.heartbeat("A", ttl)
+	_, err := fx.store.heartbeat(fx.ctx, fx.db, "B", ttl, nil)
+	if err == nil || !strings.Contains(err.Error(), `relay "A" is running on this SQLite database`) {
+		t.Fatalf("a second relay on one SQLite database: %v", err)
+	}
+	other := &store{table: fx.store.table, dialect: outbox.SQLite, group: "tenants:x"}
+	if _, err := other.heartbeat(fx.ctx, fx.db, "C", ttl, nil); err == nil {
+		t.Fatal("a relay of another lease group was accepted beside a running one")
+	}
+	if err := fx.store.releaseAll(fx.ctx, fx.db, "A"); err != nil {
+		t.Fatal(err)
+	}
+	if n := fx.heartbeat("B", ttl); n != outbox.Partitions {
+		t.Fatalf("after A stopped, B owns %d partitions", n)
+	}
+}
