@@ -41,14 +41,14 @@ const (
 
 // Partitioners accepted by Config.Partitioner.
 const (
-	// PartitionerMurmur2 places keys exactly like Kafka's Java client (and franz-go):
+	// PartitionerMurmur2 places keys exactly like Kafka's Java client (and franz-go's default):
 	// murmur2(key) & 0x7fffffff % partitions.
 	PartitionerMurmur2 = "murmur2"
-	// PartitionerFNV1a is Sarama's default hash partitioner (FNV-1a, Sarama's own sign handling):
-	// compatible with other Sarama producers only.
+	// PartitionerFNV1a places keys like Sarama's default hash partitioner (FNV-1a, Sarama's own
+	// sign handling): compatible with other Sarama producers only.
 	PartitionerFNV1a = "fnv1a"
-	// PartitionerCRC32 is Sarama's NewConsistentCRCHashPartitioner: compatible with librdkafka's
-	// "consistent" partitioner.
+	// PartitionerCRC32 places keys like Sarama's NewConsistentCRCHashPartitioner: compatible
+	// with librdkafka's "consistent" partitioner.
 	PartitionerCRC32 = "crc32"
 )
 
@@ -69,7 +69,12 @@ const (
 // older than Kafka 2.1's (KIP-896), and Sarama picks request versions from Config.Version.
 var minVersion = sarama.V2_1_0_0
 
-// Config configures the Kafka publisher and subscriber of outboxkit. The yaml tags are the keys
+// maxMessageMaxBytes is the largest accepted MessageMaxBytes: Kafka's default
+// socket.request.max.bytes (100 MiB), which no produce request can exceed.
+const maxMessageMaxBytes = 100 << 20
+
+// Config configures the Kafka publisher (franz-go) and subscriber (watermill-kafka on Sarama)
+// of outboxkit. The yaml tags are the keys
 // of the broker configuration file (package brokerconfig); errors name fields by those keys.
 type Config struct {
 	// Brokers are the bootstrap addresses (host:port). Required.
@@ -78,10 +83,11 @@ type Config struct {
 	// ClientID identifies this client in the broker's logs and quotas. Default "outboxkit".
 	ClientID string `yaml:"client_id"`
 
-	// Version is the Kafka protocol version Sarama speaks, "2.8.0" by default. Sarama does not
-	// negotiate request versions, it derives them from this value: Kafka 4 rejects anything older
-	// than 2.1 (watermill-kafka's own default is 1.0, which Kafka 4 refuses). Raise it only to use
-	// a feature of a newer broker; the minimum accepted is 2.1.0.
+	// Version is the Kafka protocol version the subscriber's Sarama client speaks, "2.8.0" by
+	// default. Sarama does not negotiate request versions, it derives them from this value: Kafka 4
+	// rejects anything older than 2.1 (watermill-kafka's own default is 1.0, which Kafka 4
+	// refuses). Raise it only to use a feature of a newer broker; the minimum accepted is 2.1.0.
+	// The publisher (franz-go) negotiates request versions with each broker and ignores it.
 	Version string `yaml:"version"`
 
 	// TLS configures encryption and, with a client certificate, mutual authentication.
@@ -102,21 +108,27 @@ type Config struct {
 
 	// KeyMetadata names the Watermill metadata entry whose value becomes the Kafka message key
 	// (and so selects the partition). Default "aggregate_id". A message without that entry is
-	// sent with an empty key, which Kafka spreads over partitions.
+	// sent with an empty (not null) key, which is hashed like any other: all such messages of a
+	// topic go to one partition.
 	KeyMetadata string `yaml:"key_metadata"`
 
-	// MessageMaxBytes is the largest message the producer accepts (Sarama's
-	// Producer.MaxMessageBytes), default 1000000. Keep it at or below the broker's
-	// message.max.bytes (1048588 by default): then Sarama refuses an oversized message alone,
-	// before sending; above it, the broker rejects the whole per-partition batch holding it,
-	// other messages included.
+	// MessageMaxBytes is the largest message the producer accepts, measured as a record batch
+	// holding that message alone (franz-go's ProducerBatchMaxBytes, which also caps every
+	// batch), default 1000000, range 512..104857600. Keep it at or below the broker's
+	// message.max.bytes (1048588 by default): then the publisher refuses an oversized message
+	// before sending anything (with it, the later messages of its key in the same call), and
+	// never builds a batch the broker would refuse; above it, the broker rejects the whole
+	// per-partition batch holding it, other messages included.
 	MessageMaxBytes int `yaml:"message_max_bytes"`
 
-	// ProducerRetries is how many times Sarama retries a retriable produce error inside one
-	// Publish call (default 10, minimum 1: the idempotent producer needs retries).
+	// ProducerRetries is how many times the producer tries a record on retriable produce errors
+	// inside one Publish call (franz-go's RecordRetries; default 10, minimum 1). With the
+	// idempotent producer the limit is enforced only where it is safe (franz-go never gives up
+	// on a request whose outcome it does not know), so a call may take longer.
 	ProducerRetries int `yaml:"producer_retries"`
 
-	// RetryBackoff is the wait between those retries, default 100ms.
+	// RetryBackoff is the wait between those retries (and the client's other request
+	// retries), default 100ms.
 	RetryBackoff time.Duration `yaml:"retry_backoff"`
 
 	// ConsumerGroup is the subscriber's consumer group. Empty means no group: every subscriber
@@ -292,17 +304,17 @@ func (c Config) Validate() error {
 	if _, ok := compressionCodecs[c.Compression]; !ok {
 		return fmt.Errorf("compression: unknown value %q (allowed: none, gzip, snappy, lz4, zstd)", c.Compression)
 	}
-	if _, ok := partitioners[c.Partitioner]; !ok {
+	if _, ok := partitionerHashers[c.Partitioner]; !ok {
 		return fmt.Errorf("partitioner: unknown value %q (allowed: murmur2, fnv1a, crc32)", c.Partitioner)
 	}
 	if c.KeyMetadata == "" {
 		return errors.New("key_metadata: must not be empty")
 	}
-	if c.MessageMaxBytes < 1 || c.MessageMaxBytes > int(sarama.MaxRequestSize) {
-		return fmt.Errorf("message_max_bytes: %d is outside 1..%d", c.MessageMaxBytes, sarama.MaxRequestSize)
+	if c.MessageMaxBytes < 512 || c.MessageMaxBytes > maxMessageMaxBytes {
+		return fmt.Errorf("message_max_bytes: %d is outside 512..%d", c.MessageMaxBytes, maxMessageMaxBytes)
 	}
 	if c.ProducerRetries < 1 {
-		return fmt.Errorf("producer_retries: %d must be at least 1 (the idempotent producer requires retries)", c.ProducerRetries)
+		return fmt.Errorf("producer_retries: %d must be at least 1", c.ProducerRetries)
 	}
 	if c.RetryBackoff < 0 {
 		return fmt.Errorf("retry_backoff: %s must not be negative", c.RetryBackoff)
@@ -359,23 +371,10 @@ func (c Config) Validate() error {
 	return nil
 }
 
-var compressionCodecs = map[string]sarama.CompressionCodec{
-	CompressionNone:   sarama.CompressionNone,
-	CompressionGzip:   sarama.CompressionGZIP,
-	CompressionSnappy: sarama.CompressionSnappy,
-	CompressionLZ4:    sarama.CompressionLZ4,
-	CompressionZstd:   sarama.CompressionZSTD,
-}
-
-var partitioners = map[string]sarama.PartitionerConstructor{
-	PartitionerMurmur2: NewMurmur2Partitioner,
-	PartitionerFNV1a:   sarama.NewHashPartitioner,
-	PartitionerCRC32:   sarama.NewConsistentCRCHashPartitioner,
-}
-
-// SaramaConfig applies the defaults, validates c and returns the Sarama configuration used by
-// both the publisher and the subscriber: idempotent producer with acks=all, in-order retries,
-// compression, TLS, SASL, consumer offsets.
+// SaramaConfig applies the defaults, validates c and returns the Sarama configuration of the
+// subscriber: protocol version, client id, TLS, SASL, consumer group timings and offsets. It
+// holds no producer settings: the publisher is built on franz-go (see kgoOptions); a Sarama
+// producer built from it would not be idempotent and would not place keys like the publisher.
 func (c Config) SaramaConfig() (*sarama.Config, error) {
 	c.setDefaults()
 	if err := c.Validate(); err != nil {
@@ -387,19 +386,6 @@ func (c Config) SaramaConfig() (*sarama.Config, error) {
 	sc.ClientID = c.ClientID
 	sc.Version = version
 
-	// Producer: the idempotent producer makes Sarama's internal retries safe (no duplicates, no
-	// reordering within a partition). Sarama requires for it: acks=all, at least one retry and
-	// a single in-flight request per broker connection (Net.MaxOpenRequests=1).
-	sc.Producer.Idempotent = true
-	sc.Producer.RequiredAcks = sarama.WaitForAll
-	sc.Net.MaxOpenRequests = 1
-	sc.Producer.Retry.Max = c.ProducerRetries
-	sc.Producer.Retry.Backoff = c.RetryBackoff
-	sc.Producer.Return.Successes = true // required by SyncProducer
-	sc.Producer.Return.Errors = true
-	sc.Producer.Compression = compressionCodecs[c.Compression]
-	sc.Producer.Partitioner = partitioners[c.Partitioner]
-	sc.Producer.MaxMessageBytes = c.MessageMaxBytes
 	sc.Metadata.AllowAutoTopicCreation = true
 
 	// Consumer.

@@ -33,6 +33,8 @@ func TestConfigValidateNamesTheBadField(t *testing.T) {
 		{"compression", func(c *kafka.Config) { c.Compression = "brotli" }, `compression: unknown value "brotli"`},
 		{"partitioner", func(c *kafka.Config) { c.Partitioner = "random" }, `partitioner: unknown value "random"`},
 		{"message max bytes", func(c *kafka.Config) { c.MessageMaxBytes = -1 }, "message_max_bytes: -1"},
+		{"message max bytes too small", func(c *kafka.Config) { c.MessageMaxBytes = 100 }, "message_max_bytes: 100 is outside 512.."},
+		{"message max bytes too large", func(c *kafka.Config) { c.MessageMaxBytes = 200 << 20 }, "message_max_bytes: 209715200"},
 		{"producer retries", func(c *kafka.Config) { c.ProducerRetries = -2 }, "producer_retries: -2"},
 		{"retry backoff", func(c *kafka.Config) { c.RetryBackoff = -time.Second }, "retry_backoff: -1s"},
 		{"initial offset", func(c *kafka.Config) { c.InitialOffset = "latest" }, `initial_offset: unknown value "latest"`},
@@ -73,6 +75,8 @@ func TestConfigValidateNamesTheBadField(t *testing.T) {
 	}
 }
 
+// SaramaConfig is the subscriber's: protocol version, client id, offsets, SASL; it holds no
+// producer settings any more (the publisher is franz-go, see TestKgoOptions).
 func TestSaramaConfigDefaults(t *testing.T) {
 	sc, err := validConfig().SaramaConfig()
 	if err != nil {
@@ -83,15 +87,9 @@ func TestSaramaConfigDefaults(t *testing.T) {
 		got, want any
 	}{
 		{"version", sc.Version, sarama.V2_8_0_0},
-		{"idempotent", sc.Producer.Idempotent, true},
-		{"acks", sc.Producer.RequiredAcks, sarama.WaitForAll},
-		{"max open requests", sc.Net.MaxOpenRequests, 1},
-		{"retries", sc.Producer.Retry.Max, kafka.DefaultProducerRetries},
-		{"compression", sc.Producer.Compression, sarama.CompressionLZ4},
-		{"max message bytes", sc.Producer.MaxMessageBytes, kafka.DefaultMessageMaxBytes},
 		{"initial offset", sc.Consumer.Offsets.Initial, sarama.OffsetOldest},
 		{"client id", sc.ClientID, "outboxkit"},
-		{"return successes", sc.Producer.Return.Successes, true},
+		{"session timeout", sc.Consumer.Group.Session.Timeout, 10 * time.Second},
 		{"tls", sc.Net.TLS.Enable, false},
 		{"sasl", sc.Net.SASL.Enable, false},
 	}
@@ -100,23 +98,18 @@ func TestSaramaConfigDefaults(t *testing.T) {
 			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
 		}
 	}
-	// The configured partitioner is murmur2: "abc" hashes to 479470107 in Java, so 7 partitions -> 2.
-	p := sc.Producer.Partitioner("t")
-	if got, _ := p.Partition(&sarama.ProducerMessage{Key: sarama.StringEncoder("abc")}, 7); got != 479470107%7 {
-		t.Errorf("default partitioner put \"abc\" on %d, want %d (murmur2)", got, 479470107%7)
-	}
 
 	c := validConfig()
-	c.InitialOffset, c.Compression, c.Version = kafka.OffsetNewest, kafka.CompressionZstd, "3.6.0"
+	c.InitialOffset, c.Version = kafka.OffsetNewest, "3.6.0"
 	c.SASL = kafka.SASLConfig{Mechanism: kafka.SASLScramSHA256, Username: "u", Password: "p"}
 	sc, err = c.SaramaConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sc.Consumer.Offsets.Initial != sarama.OffsetNewest || sc.Producer.Compression != sarama.CompressionZSTD ||
-		sc.Version != sarama.V3_6_0_0 || sc.Net.SASL.Mechanism != sarama.SASLTypeSCRAMSHA256 || sc.Net.SASL.SCRAMClientGeneratorFunc == nil {
-		t.Errorf("settings not applied: offset %d, compression %v, version %v, sasl %v", sc.Consumer.Offsets.Initial,
-			sc.Producer.Compression, sc.Version, sc.Net.SASL.Mechanism)
+	if sc.Consumer.Offsets.Initial != sarama.OffsetNewest || sc.Version != sarama.V3_6_0_0 ||
+		sc.Net.SASL.Mechanism != sarama.SASLTypeSCRAMSHA256 || sc.Net.SASL.SCRAMClientGeneratorFunc == nil {
+		t.Errorf("settings not applied: offset %d, version %v, sasl %v", sc.Consumer.Offsets.Initial,
+			sc.Version, sc.Net.SASL.Mechanism)
 	}
 }
 

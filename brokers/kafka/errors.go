@@ -1,15 +1,24 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // ErrInvalidMessage marks a message that can never be produced as it is (for example one using
 // a metadata key reserved by Watermill). Retriable reports false for it.
 var ErrInvalidMessage = errors.New("kafka: invalid message")
+
+// ErrEarlierMessageFailed marks a message of a Publish or PublishEach call that was not sent (or
+// must be sent again) because an earlier message of the same key in the call failed: sending it
+// would have put the key out of order. The message itself is fine: Retriable reports true
+// whatever the earlier failure was.
+var ErrEarlierMessageFailed = errors.New("kafka: not sent because an earlier message of its key failed")
 
 // ErrPublisherClosed is returned by Publish after Close. Retriable reports true: the message is
 // fine, another publisher can send it.
@@ -19,7 +28,9 @@ var ErrPublisherClosed = errors.New("kafka: publisher closed")
 type MessageError struct {
 	// UUID is the Watermill message UUID.
 	UUID string
-	// Err is the cause, usually a sarama.KError or a network error.
+	// Err is the cause: a *kerr.Error from the broker or the client (kerr.MessageTooLarge for a
+	// message above Config.MessageMaxBytes), a franz-go or context error, ErrInvalidMessage or
+	// ErrEarlierMessageFailed.
 	Err error
 }
 
@@ -31,7 +42,7 @@ func (e MessageError) Unwrap() error { return e.Err }
 
 // PublishError reports the messages of one Publish call that the broker did not acknowledge.
 // The others were acknowledged. It unwraps to the first failure (in the order the messages were
-// given), so errors.Is(err, sarama.ErrMessageSizeTooLarge) and Retriable look at that one;
+// given), so errors.Is(err, kerr.MessageTooLarge) and Retriable look at that one;
 // Failed lists them all for callers that settle messages one by one.
 type PublishError struct {
 	Topic  string
@@ -58,94 +69,85 @@ func (e *PublishError) FailedUUIDs() []string {
 }
 
 // Retriable classifies a publish or broker error, in one place, as the forwarder needs it:
-// true means "the message is fine, try again later" (the broker or the network is not ready:
-// unknown topic or partition, leader not available or moved, timeouts, not enough replicas,
-// throttling, connection failures, closed client); false means "this message will fail the same
-// way every time" (too large, not authorized, invalid record or topic, unsupported version or
-// compression, bad client configuration), so it should be dead-lettered at once. Errors it does
-// not recognize are retriable: the forwarder's bounded retry still dead-letters them in the end,
-// while dead-lettering a transient error at once would lose order for nothing.
+// false means "this message will fail the same way every time, wherever it is sent from", so it
+// should be dead-lettered at once; true means "the message is fine, try again later". Only an
+// error that blames the message itself is permanent:
 //
-// A missing topic is retriable on purpose: with auto-creation off, it is usually a topic that an
-// operator has not created yet, not a bad event.
+//   - MESSAGE_TOO_LARGE (from the broker, or from the publisher's own size check against
+//     Config.MessageMaxBytes), RECORD_LIST_TOO_LARGE, INVALID_RECORD, INVALID_TOPIC_EXCEPTION (the
+//     event's topic name is invalid), POLICY_VIOLATION, and ErrInvalidMessage.
+//
+// Everything else is retriable, on purpose also what an operator must fix, since dead-lettering
+// would punish innocent events for it:
+//
+//   - producer-state errors (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH,
+//     UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED): the producer's
+//     sequence state broke, not the message; a later attempt starts a fresh sequence;
+//   - authorization and authentication failures (TOPIC_, CLUSTER_, GROUP_ and
+//     TRANSACTIONAL_ID_AUTHORIZATION_FAILED, SASL_AUTHENTICATION_FAILED, ILLEGAL_SASL_STATE,
+//     UNSUPPORTED_SASL_MECHANISM) and client or broker configuration errors
+//     (UNSUPPORTED_VERSION, UNSUPPORTED_COMPRESSION_TYPE, INVALID_REQUIRED_ACKS, INVALID_CONFIG,
+//     ...): fixing the ACL or the configuration makes the same message succeed;
+//   - transient broker states (UNKNOWN_TOPIC_OR_PARTITION, a topic an operator has not created
+//     yet, LEADER_NOT_AVAILABLE, NOT_LEADER_FOR_PARTITION, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS,
+//     throttling, ...), franz-go's kgo.ErrRecordTimeout, kgo.ErrRecordRetries,
+//     kgo.ErrClientClosed, kgo.ErrMaxBuffered, context deadlines and cancellations, network
+//     errors, ErrPublisherClosed and ErrEarlierMessageFailed.
+//
+// Errors it does not recognize are retriable: the forwarder's bounded retry still dead-letters
+// them in the end, while dead-lettering a transient error at once would lose order for nothing.
+// Sarama's errors (the subscriber's) are classified by the same broker error codes.
 func Retriable(err error) bool {
 	if err == nil {
 		return false
 	}
+	// ErrEarlierMessageFailed never wraps the earlier failure, so it cannot be mistaken for it;
+	// checked first all the same.
+	if errors.Is(err, ErrEarlierMessageFailed) {
+		return true
+	}
 	if errors.Is(err, ErrInvalidMessage) {
 		return false
 	}
-	var kerr sarama.KError
-	if errors.As(err, &kerr) {
-		retriable, known := kafkaErrorRetriable[kerr]
-		if known {
-			return retriable
+	for _, transient := range []error{
+		ErrPublisherClosed, context.Canceled, context.DeadlineExceeded,
+		kgo.ErrRecordTimeout, kgo.ErrRecordRetries, kgo.ErrClientClosed, kgo.ErrMaxBuffered,
+	} {
+		if errors.Is(err, transient) {
+			return true
 		}
-		return true
+	}
+	var kgoErr *kerr.Error
+	if errors.As(err, &kgoErr) {
+		return !permanentErrorCodes[kgoErr.Code]
+	}
+	var saramaErr sarama.KError
+	if errors.As(err, &saramaErr) {
+		return !permanentErrorCodes[int16(saramaErr)]
 	}
 	var cfgErr sarama.ConfigurationError
 	if errors.As(err, &cfgErr) {
-		// Sarama reports a message above Producer.MaxMessageBytes, and every bad client
-		// setting, as a ConfigurationError: neither goes away by retrying.
+		// Sarama (the subscriber's client) reports bad client settings, and a message above
+		// its own size limit, as a ConfigurationError: retrying does not change them.
 		return false
 	}
 	var encErr sarama.PacketEncodingError
 	if errors.As(err, &encErr) {
 		return false
 	}
-	// Everything else is retriable: Sarama's client errors (ErrOutOfBrokers, ErrNotConnected,
-	// ErrClosedClient, ErrShuttingDown, ...), ErrPublisherClosed, context deadlines, and network
-	// errors (net.Error, io.EOF, ECONNREFUSED, ECONNRESET) are transient by nature, and an
-	// unknown error gets the benefit of the doubt (see above).
+	// Network errors (net.Error, io.EOF, ECONNREFUSED, ECONNRESET), Sarama's client errors
+	// (ErrOutOfBrokers, ErrNotConnected, ...) and unknown errors: transient, or given the
+	// benefit of the doubt (see above).
 	return true
 }
 
-// kafkaErrorRetriable lists the broker error codes a producer meets, with their class. The
-// retriable ones follow Kafka's RetriableException hierarchy.
-var kafkaErrorRetriable = map[sarama.KError]bool{
-	sarama.ErrUnknownTopicOrPartition:         true,
-	sarama.ErrLeaderNotAvailable:              true,
-	sarama.ErrNotLeaderForPartition:           true,
-	sarama.ErrRequestTimedOut:                 true,
-	sarama.ErrBrokerNotAvailable:              true,
-	sarama.ErrReplicaNotAvailable:             true,
-	sarama.ErrNetworkException:                true,
-	sarama.ErrNotEnoughReplicas:               true,
-	sarama.ErrNotEnoughReplicasAfterAppend:    true,
-	sarama.ErrKafkaStorageError:               true,
-	sarama.ErrInvalidMessage:                  true, // CorruptRecordException: a corrupted transfer, retriable in Kafka
-	sarama.ErrOffsetsLoadInProgress:           true,
-	sarama.ErrConsumerCoordinatorNotAvailable: true,
-	sarama.ErrNotCoordinatorForConsumer:       true,
-	sarama.ErrFencedLeaderEpoch:               true,
-	sarama.ErrUnknownLeaderEpoch:              true,
-	sarama.ErrPreferredLeaderNotAvailable:     true,
-	sarama.ErrOffsetNotAvailable:              true,
-	sarama.ErrThrottlingQuotaExceeded:         true,
-	sarama.ErrConcurrentTransactions:          true,
-	sarama.ErrRebalanceInProgress:             true,
-
-	sarama.ErrMessageSizeTooLarge:                false,
-	sarama.ErrInvalidTopic:                       false,
-	sarama.ErrMessageSetSizeTooLarge:             false,
-	sarama.ErrInvalidRequiredAcks:                false,
-	sarama.ErrTopicAuthorizationFailed:           false,
-	sarama.ErrGroupAuthorizationFailed:           false,
-	sarama.ErrClusterAuthorizationFailed:         false,
-	sarama.ErrTransactionalIDAuthorizationFailed: false,
-	sarama.ErrSASLAuthenticationFailed:           false,
-	sarama.ErrIllegalSASLState:                   false,
-	sarama.ErrUnsupportedSASLMechanism:           false,
-	sarama.ErrUnsupportedVersion:                 false,
-	sarama.ErrUnsupportedForMessageFormat:        false,
-	sarama.ErrUnsupportedCompressionType:         false,
-	sarama.ErrPolicyViolation:                    false,
-	sarama.ErrInvalidRecord:                      false,
-	sarama.ErrInvalidTimestamp:                   false,
-	sarama.ErrInvalidRequest:                     false,
-	sarama.ErrInvalidConfig:                      false,
-	sarama.ErrOutOfOrderSequenceNumber:           false,
-	sarama.ErrInvalidProducerEpoch:               false,
-	sarama.ErrInvalidProducerIDMapping:           false,
-	sarama.ErrTopicDeletionDisabled:              false,
+// permanentErrorCodes are the Kafka error codes that blame the message itself; every other code
+// is retriable (see Retriable). Keyed by code, so franz-go's *kerr.Error and Sarama's KError
+// share it.
+var permanentErrorCodes = map[int16]bool{
+	kerr.MessageTooLarge.Code:       true, // the record (or its batch) is above message.max.bytes
+	kerr.RecordListTooLarge.Code:    true, // the record list is above the segment size
+	kerr.InvalidRecord.Code:         true, // the broker's record validation refused it
+	kerr.InvalidTopicException.Code: true, // the event's topic name is not a valid topic
+	kerr.PolicyViolation.Code:       true, // a broker policy refuses it
 }

@@ -1,17 +1,22 @@
 package kafka_test
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outboxkit/outboxkit/brokers/kafka"
@@ -23,22 +28,51 @@ func TestRetriableTable(t *testing.T) {
 		err  error
 		want bool
 	}{
-		{sarama.ErrUnknownTopicOrPartition, true},
-		{sarama.ErrLeaderNotAvailable, true},
-		{sarama.ErrNotLeaderForPartition, true},
-		{sarama.ErrRequestTimedOut, true},
-		{sarama.ErrNotEnoughReplicas, true},
-		{sarama.ErrOutOfBrokers, true},
+		// Transient broker states and client-side limits.
+		{kerr.UnknownTopicOrPartition, true},
+		{kerr.LeaderNotAvailable, true},
+		{kerr.NotLeaderForPartition, true},
+		{kerr.RequestTimedOut, true},
+		{kerr.NotEnoughReplicas, true},
+		{kerr.ThrottlingQuotaExceeded, true},
+		{kerr.CorruptMessage, true},
+		{kgo.ErrRecordTimeout, true},
+		{kgo.ErrRecordRetries, true},
+		{kgo.ErrClientClosed, true},
+		{context.DeadlineExceeded, true},
+		{context.Canceled, true},
 		{&netTimeout{}, true},
+		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, true},
 		{kafka.ErrPublisherClosed, true},
+		{kafka.ErrEarlierMessageFailed, true},
 		{errors.New("something unknown"), true},
-		{sarama.ErrMessageSizeTooLarge, false},
-		{sarama.ErrTopicAuthorizationFailed, false},
-		{sarama.ErrClusterAuthorizationFailed, false},
-		{sarama.ErrInvalidRecord, false},
-		{sarama.ErrSASLAuthenticationFailed, false},
-		{sarama.ConfigurationError("Attempt to produce message larger than configured Producer.MaxMessageBytes"), false},
+		// Producer state: never the event's fault.
+		{kerr.OutOfOrderSequenceNumber, true},
+		{kerr.InvalidProducerEpoch, true},
+		{kerr.UnknownProducerID, true},
+		{kerr.InvalidProducerIDMapping, true},
+		// Authorization, authentication, configuration: an operator fixes them, the event is fine.
+		{kerr.TopicAuthorizationFailed, true},
+		{kerr.ClusterAuthorizationFailed, true},
+		{kerr.TransactionalIDAuthorizationFailed, true},
+		{kerr.SaslAuthenticationFailed, true},
+		{kerr.UnsupportedSaslMechanism, true},
+		{kerr.UnsupportedCompressionType, true},
+		// The message itself.
+		{kerr.MessageTooLarge, false},
+		{kerr.RecordListTooLarge, false},
+		{kerr.InvalidRecord, false},
+		{kerr.InvalidTopicException, false},
 		{kafka.ErrInvalidMessage, false},
+		// Sarama's errors (the subscriber's client) by the same codes.
+		{sarama.ErrUnknownTopicOrPartition, true},
+		{sarama.ErrOutOfBrokers, true},
+		{sarama.ErrOutOfOrderSequenceNumber, true},
+		{sarama.ErrTopicAuthorizationFailed, true},
+		{sarama.ErrSASLAuthenticationFailed, true},
+		{sarama.ErrMessageSizeTooLarge, false},
+		{sarama.ErrInvalidRecord, false},
+		{sarama.ConfigurationError("Attempt to produce message larger than configured Producer.MaxMessageBytes"), false},
 		{nil, false},
 	}
 	for _, c := range cases {
@@ -49,10 +83,15 @@ func TestRetriableTable(t *testing.T) {
 			continue
 		}
 		// Classification survives wrapping, as in a PublishError.
-		wrapped := &kafka.PublishError{Topic: "t", Total: 2, Failed: []kafka.MessageError{{UUID: "u", Err: c.err}}}
+		wrapped := &kafka.PublishError{Topic: "t", Total: 2, Failed: []kafka.MessageError{{UUID: "u", Err: fmt.Errorf("kafka: message u: %w", c.err)}}}
 		if got := kafka.Retriable(fmt.Errorf("relay: %w", wrapped)); got != c.want {
 			t.Errorf("Retriable(wrapped %v) = %v, want %v", c.err, got, c.want)
 		}
+	}
+	// A message held back behind its key's permanent failure is retriable: it is innocent.
+	held := fmt.Errorf("%w: message b, after message a failed (%v)", kafka.ErrEarlierMessageFailed, kerr.MessageTooLarge)
+	if !kafka.Retriable(held) || errors.Is(held, kerr.MessageTooLarge) {
+		t.Errorf("a held-back message must be retriable and not carry the earlier cause: %v", held)
 	}
 }
 
@@ -89,7 +128,7 @@ func TestTooLargeMessageIsNotRetriable(t *testing.T) {
 	if !errors.As(err, &pubErr) {
 		t.Fatalf("want a *PublishError, got %v", err)
 	}
-	if !errors.Is(err, sarama.ErrMessageSizeTooLarge) {
+	if !errors.Is(err, kerr.MessageTooLarge) {
 		t.Errorf("want MESSAGE_TOO_LARGE from the broker, got %v", err)
 	}
 	if kafka.Retriable(err) {
@@ -100,9 +139,10 @@ func TestTooLargeMessageIsNotRetriable(t *testing.T) {
 	}
 }
 
-// With message_max_bytes at or below the broker's limit (the default), Sarama refuses an
+// With message_max_bytes at or below the broker's limit (the default), the publisher refuses an
 // oversized message before sending and never builds a batch the broker would reject whole, so
-// only that message fails and the others of the same Publish, same key included, are acknowledged.
+// only that message fails and the others of the same Publish, including the earlier one of its
+// key, are acknowledged.
 func TestTooLargeMessageFailsAlone(t *testing.T) {
 	pub, err := kafka.NewPublisher(kafka.Config{Brokers: testsupport.KafkaBrokers(t)}, nil)
 	if err != nil {
@@ -143,13 +183,14 @@ func TestUnknownTopicIsRetriable(t *testing.T) {
 	}
 	defer pub.Close()
 	err = pub.Publish("never_created", keyed("a", []byte("x")))
-	if !errors.Is(err, sarama.ErrUnknownTopicOrPartition) || !kafka.Retriable(err) {
+	if !errors.Is(err, kerr.UnknownTopicOrPartition) || !kafka.Retriable(err) {
 		t.Fatalf("want a retriable UNKNOWN_TOPIC_OR_PARTITION, got %v (retriable %v)", err, kafka.Retriable(err))
 	}
 }
 
-// A user without WRITE on the topic gets an authorization failure: not retriable.
-func TestAuthorizationFailureIsNotRetriable(t *testing.T) {
+// A user without WRITE on the topic gets an authorization failure: retriable, since granting the
+// ACL makes the same event succeed (dead-lettering it would punish an innocent event).
+func TestAuthorizationFailureIsRetriable(t *testing.T) {
 	cluster, err := kfake.NewCluster(
 		kfake.NumBrokers(1),
 		kfake.EnableSASL(),
@@ -176,8 +217,8 @@ func TestAuthorizationFailureIsNotRetriable(t *testing.T) {
 	}
 	defer pub.Close()
 	err = pub.Publish("guarded", keyed("a", []byte("x")))
-	if !errors.Is(err, sarama.ErrTopicAuthorizationFailed) || kafka.Retriable(err) {
-		t.Fatalf("want a non-retriable TOPIC_AUTHORIZATION_FAILED, got %v (retriable %v)", err, kafka.Retriable(err))
+	if !errors.Is(err, kerr.TopicAuthorizationFailed) || !kafka.Retriable(err) {
+		t.Fatalf("want a retriable TOPIC_AUTHORIZATION_FAILED, got %v (retriable %v)", err, kafka.Retriable(err))
 	}
 	if strings.Contains(err.Error(), "reader-password") {
 		t.Errorf("the error shows the password: %v", err)

@@ -1,39 +1,34 @@
 package kafka_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
-	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/outboxkit/outboxkit/brokers/kafka"
 )
 
-// A Config needs only the brokers; everything else has an outbox-friendly default.
-func ExampleConfig_SaramaConfig() {
+// A Config needs only the brokers; everything else has an outbox-friendly default, and Validate
+// names a bad field by its configuration key.
+func ExampleConfig_Validate() {
 	cfg := kafka.Config{Brokers: []string{"127.0.0.1:9092"}}
-	sc, err := cfg.SaramaConfig()
-	if err != nil {
-		panic(err)
-	}
-	fmt.Println("version:", sc.Version)
-	fmt.Println("idempotent:", sc.Producer.Idempotent, "acks=all:", sc.Producer.RequiredAcks == sarama.WaitForAll)
-	fmt.Println("max open requests:", sc.Net.MaxOpenRequests)
-	fmt.Println("compression:", sc.Producer.Compression)
+	fmt.Println(cfg.Validate())
+	cfg.SetDefaults()
+	fmt.Println("compression:", cfg.Compression, "partitioner:", cfg.Partitioner, "key:", cfg.KeyMetadata)
 
 	cfg.Compression = "brotli"
 	fmt.Println(cfg.Validate())
 	// Output:
-	// version: 2.8.0
-	// idempotent: true acks=all: true
-	// max open requests: 1
-	// compression: lz4
+	// <nil>
+	// compression: lz4 partitioner: murmur2 key: aggregate_id
 	// compression: unknown value "brotli" (allowed: none, gzip, snappy, lz4, zstd)
 }
 
-// Publish a batch of keyed events: one pipelined request, acknowledged as a whole.
+// Publish a batch of keyed events: one pipelined produce; PublishEach reports each outcome.
 func ExampleNewPublisher() {
 	pub, err := kafka.NewPublisher(kafka.Config{Brokers: []string{"127.0.0.1:9092"}}, watermill.NopLogger{})
 	if err != nil {
@@ -54,14 +49,21 @@ func ExampleNewPublisher() {
 			fmt.Println("not acknowledged:", pubErr.FailedUUIDs(), "retry later:", kafka.Retriable(err))
 		}
 	}
+
+	// Or one outcome per message: when a message fails, the later ones of its key fail too.
+	for i, err := range pub.PublishEach(context.Background(), "orders", batch) {
+		if err != nil {
+			fmt.Println(batch[i].UUID, "failed, retry later:", kafka.Retriable(err))
+		}
+	}
 }
 
 // Retriable decides between retrying later and dead-lettering now.
 func ExampleRetriable() {
-	fmt.Println(kafka.Retriable(sarama.ErrUnknownTopicOrPartition))
-	fmt.Println(kafka.Retriable(sarama.ErrLeaderNotAvailable))
-	fmt.Println(kafka.Retriable(sarama.ErrMessageSizeTooLarge))
-	fmt.Println(kafka.Retriable(sarama.ErrTopicAuthorizationFailed))
+	fmt.Println(kafka.Retriable(kerr.UnknownTopicOrPartition))
+	fmt.Println(kafka.Retriable(kerr.TopicAuthorizationFailed))
+	fmt.Println(kafka.Retriable(kerr.MessageTooLarge))
+	fmt.Println(kafka.Retriable(kafka.ErrInvalidMessage))
 	// Output:
 	// true
 	// true

@@ -1,119 +1,376 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
-	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
 	wkafka "github.com/ThreeDotsLabs/watermill-kafka/v3/pkg/kafka"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Publisher is a Watermill message.Publisher for Kafka that sends each Publish call as one
-// pipelined batch.
+// pingTimeout bounds NewPublisher's first contact with the brokers.
+const pingTimeout = 15 * time.Second
+
+// closeFlushTimeout bounds the flush of Close.
+const closeFlushTimeout = 30 * time.Second
+
+// Publisher is a Watermill message.Publisher for Kafka, built on franz-go's kgo.Client, that
+// reports the outcome of each message (PublishEach) and sends each call as one pipelined batch.
 //
-// Why not watermill-kafka's Publisher: it calls SyncProducer.SendMessage once per message and
-// waits for that message's acknowledgement before marshaling the next, so publishing 1000
-// messages costs 1000 broker round trips. This Publisher marshals all messages first (with
-// watermill-kafka's own Marshaler, so the wire format and the subscriber stay watermill-kafka's)
-// and hands them to SyncProducer.SendMessages, which feeds them all to Sarama's producer at once:
-// Sarama packs them into as few produce requests as it can and Publish returns when every message
-// is acknowledged (acks=all) or has failed. See docs/kafka.md for the measured difference.
+// The client is an idempotent producer with acks=all: its internal retries neither duplicate nor
+// reorder records within a partition. Each message becomes a record with the wire format of
+// watermill-kafka's Marshaler (the UUID header, one header per metadata entry, the key from
+// Config.KeyMetadata), so watermill-kafka's Subscriber (NewSubscriber) reads it. Keys are placed
+// by Config.Partitioner, murmur2 like the Java client by default.
 //
-// Order: messages with the same key go to the same partition, and the idempotent producer with
-// one in-flight request per broker (Net.MaxOpenRequests=1) keeps them in the given order within
-// that partition, also across Sarama's internal retries.
+// Order and gaplessness: all records of a call are handed to the client at once, in the given
+// order, so records of one key reach their partition in that order. When a message fails, every
+// later message of its key in the same call fails too and is not delivered (see PublishEach).
 //
-// Publish and Close are safe for concurrent use.
+// Publish, PublishEach and Close are safe for concurrent use.
 type Publisher struct {
 	config    Config
 	marshaler wkafka.Marshaler
-	producer  sarama.SyncProducer
+	client    *kgo.Client
 	logger    watermill.LoggerAdapter
 
-	mu     sync.RWMutex // held for reading by Publish, for writing by Close
+	mu     sync.RWMutex // held for reading by PublishEach, for writing by Close
 	closed bool
 }
 
-// NewPublisher connects a Publisher to the brokers of config. A nil logger discards logs.
+// NewPublisher connects a Publisher to the brokers of config: it validates config, builds the
+// client (see Config.kgoOptions) and checks that a broker answers (and, with SASL, accepts the
+// credentials), so a bad address or password fails here. A nil logger discards logs.
 func NewPublisher(config Config, logger watermill.LoggerAdapter) (*Publisher, error) {
 	config.setDefaults()
-	sc, err := config.SaramaConfig()
-	if err != nil {
-		return nil, err
-	}
-	return newPublisherWithSarama(config, sc, logger)
-}
-
-func newPublisherWithSarama(config Config, sc *sarama.Config, logger watermill.LoggerAdapter) (*Publisher, error) {
 	if logger == nil {
 		logger = watermill.NopLogger{}
 	}
-	producer, err := sarama.NewSyncProducer(config.Brokers, sc)
+	logger = logger.With(watermill.LogFields{"provider": "kafka"})
+	opts, err := config.kgoOptions(logger)
+	if err != nil {
+		return nil, err
+	}
+	client, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: cannot create the producer for brokers %v: %w", config.Brokers, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+	defer cancel()
+	if err := client.Ping(ctx); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("kafka: no broker of %v answered: %w", config.Brokers, err)
 	}
 	return &Publisher{
 		config:    config,
 		marshaler: NewMarshaler(config.KeyMetadata),
-		producer:  producer,
-		logger:    logger.With(watermill.LogFields{"provider": "kafka"}),
+		client:    client,
+		logger:    logger,
 	}, nil
 }
 
 // NewMarshaler returns watermill-kafka's marshaler with the message key taken from the metadata
-// entry keyMetadata. The same value unmarshals consumed messages.
+// entry keyMetadata. The publisher marshals with it (and converts the result to a franz-go
+// record); the same value unmarshals consumed messages.
 func NewMarshaler(keyMetadata string) wkafka.MarshalerUnmarshaler {
 	return wkafka.NewWithPartitioningMarshaler(func(_ string, msg *message.Message) (string, error) {
 		return msg.Metadata.Get(keyMetadata), nil
 	})
 }
 
-// Publish sends msgs to topic and returns once all of them are acknowledged by the broker. When
-// some fail, it returns a *PublishError listing them (the others were acknowledged); classify it
-// with Retriable.
+// Publish sends msgs to topic and returns once all of them are acknowledged by the broker or
+// have failed. It is PublishEach without a deadline: when some fail, it returns a *PublishError
+// listing them (the others were acknowledged); classify it with Retriable. After Close it
+// returns ErrPublisherClosed.
 func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
-	if len(msgs) == 0 {
-		return nil
+	errs, err := p.publishEach(context.Background(), topic, msgs)
+	if err != nil {
+		return err
 	}
-	kafkaMsgs := make([]*sarama.ProducerMessage, len(msgs))
-	for i, msg := range msgs {
-		km, err := p.marshaler.Marshal(topic, msg)
-		if err != nil {
-			return fmt.Errorf("kafka: cannot marshal message %s for topic %q: %w: %w", msg.UUID, topic, ErrInvalidMessage, err)
+	var pubErr *PublishError
+	for i, e := range errs {
+		if e == nil {
+			continue
 		}
-		// Remember which Watermill message each Kafka message is, to name failures.
-		km.Metadata = msg.UUID
-		kafkaMsgs[i] = km
+		if pubErr == nil {
+			pubErr = &PublishError{Topic: topic, Total: len(msgs)}
+		}
+		id := ""
+		if msgs[i] != nil {
+			id = msgs[i].UUID
+		}
+		pubErr.Failed = append(pubErr.Failed, MessageError{UUID: id, Err: e})
 	}
+	if pubErr != nil {
+		return pubErr
+	}
+	return nil
+}
 
+// PublishEach sends msgs, in the given order, to topic and returns once every message is either
+// acknowledged (acks=all) or has failed, with exactly len(msgs) errors: errs[i] is nil when
+// msgs[i] was acknowledged. It implements the forwarder's OutcomePublisher.
+//
+// All records are handed to the client at once (one pipelined produce, no round trip per key).
+// Failures are gapless per key (the value of Config.KeyMetadata): when msgs[i] fails, every later
+// message of the same key fails too, with an error wrapping ErrEarlierMessageFailed, and is not
+// delivered. Messages the client would refuse on its own (larger than Config.MessageMaxBytes,
+// invalid) are found before anything is produced and their key's later messages are not
+// produced at all; a failure reported by the broker, or a record's retries or ctx running out,
+// fails every later buffered record of the partition inside franz-go (see below).
+//
+// ctx bounds the call: when it ends, records not yet sent fail with its error; a record already
+// sent is waited for (the idempotent producer cannot forget a request whose outcome it does not
+// know), which can outlast ctx by up to the produce request timeout. After Close every message
+// fails with ErrPublisherClosed.
+func (p *Publisher) PublishEach(ctx context.Context, topic string, msgs []*message.Message) []error {
+	errs, err := p.publishEach(ctx, topic, msgs)
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	return errs
+}
+
+// publishEach is PublishEach; a non-nil second result fails the whole call before anything is
+// sent: ErrPublisherClosed, no topic, ctx already ended.
+func (p *Publisher) publishEach(ctx context.Context, topic string, msgs []*message.Message) ([]error, error) {
+	errs := make([]error, len(msgs))
+	if len(msgs) == 0 {
+		return errs, nil
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.closed {
-		return ErrPublisherClosed
+		return errs, ErrPublisherClosed
+	}
+	if topic == "" {
+		return errs, fmt.Errorf("kafka: %d messages have no topic: %w", len(msgs), ErrInvalidMessage)
+	}
+	if err := ctx.Err(); err != nil {
+		return errs, fmt.Errorf("kafka: %d messages not sent to topic %q: %w", len(msgs), topic, err)
 	}
 
+	// 1. Marshal and check every message before producing any: a message the client would
+	// refuse on its own fails here, and so does every later message of its key. (franz-go refuses
+	// an oversized record alone and still produces the later records of its partition, which
+	// would leave a gap.)
+	keys := make([]string, len(msgs))
+	firstFailed := map[string]int{} // key -> index of its first failed message
+	records := make([]*kgo.Record, len(msgs))
+	for i, msg := range msgs {
+		if msg == nil {
+			errs[i] = fmt.Errorf("kafka: message %d of %d for topic %q is nil: %w", i, len(msgs), topic, ErrInvalidMessage)
+			continue
+		}
+		key := msg.Metadata.Get(p.config.KeyMetadata)
+		keys[i] = key
+		if first, ok := firstFailed[key]; ok {
+			errs[i] = earlierFailed(msg, msgs[first], key, errs[first])
+			continue
+		}
+		rec, err := p.record(topic, msg)
+		if err != nil {
+			errs[i] = err
+			firstFailed[key] = i
+			continue
+		}
+		records[i] = rec
+	}
+
+	// 2. One pipelined produce: every record is buffered at once, the promises run as the
+	// broker answers. Produce blocks only while the client's buffer is full (50,000 records).
 	p.logger.Trace("Sending messages to Kafka", watermill.LogFields{"topic": topic, "count": len(msgs)})
-	err := p.producer.SendMessages(kafkaMsgs)
-	if err == nil {
-		return nil
+	var wg sync.WaitGroup
+	for i, rec := range records {
+		if rec == nil {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			// Nothing is produced once ctx has ended, so no later record can succeed after an
+			// earlier one failed for this reason.
+			errs[i] = fmt.Errorf("kafka: message %s not sent to topic %q: %w", msgs[i].UUID, topic, err)
+			continue
+		}
+		wg.Add(1)
+		p.client.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				errs[i] = fmt.Errorf("kafka: message %s to topic %q: %w", msgs[i].UUID, topic, err)
+			}
+		})
 	}
-	var perrs sarama.ProducerErrors
-	if !errors.As(err, &perrs) || len(perrs) == 0 {
-		return fmt.Errorf("kafka: cannot produce %d messages to topic %q: %w", len(msgs), topic, err)
+	wg.Wait()
+
+	// 3. Gaplessness after the broker's answers. franz-go guarantees it per partition for the
+	// idempotent producer: a failed record fails every later buffered record of its partition.
+	// From franz-go v1.22.3, pkg/kgo:
+	//   - sink.go, finishBatch: "We know that Kafka replied this batch is a failure. We can fail
+	//     this batch and all batches in this partition. This will keep sequence numbers
+	//     correct." (recBuf.failAllRecords);
+	//   - config.go, RecordRetries and RecordDeliveryTimeout: "If a record fails due to retries
+	//     [times out], all records buffered in the same partition are failed as well. This
+	//     ensures gapless ordering: the client will not fail one record only to produce a later
+	//     one successfully.";
+	//   - producer.go, Produce: on context cancellation, timeout or retries, "if it is currently
+	//     safe to fail records, all buffered records for the relevant partition are failed".
+	// A key lives on one partition, so this is gapless per key. Checked here anyway: a later
+	// record of a key that succeeded after an earlier one failed is a reordering that cannot be
+	// undone; it is logged as an error and reported as failed, so that it is sent again after
+	// the earlier one (a duplicate the consumer's dedup absorbs, and the key's last message is
+	// the last one again). Later failures of a key get ErrEarlierMessageFailed, retriable:
+	// franz-go fails them with the error of the first, which says nothing about them.
+	// One log line per key: its first failure, how many later messages were acknowledged.
+	var order []int
+	count := map[int]int{}
+	firstLater := map[int]int{}
+	cause := map[int]error{}
+	for _, r := range closeGaps(msgs, keys, errs) {
+		if count[r.first] == 0 {
+			order = append(order, r.first)
+			firstLater[r.first], cause[r.first] = r.later, r.cause
+		}
+		count[r.first]++
 	}
-	pubErr := &PublishError{Topic: topic, Total: len(msgs), Failed: make([]MessageError, len(perrs))}
-	for i, pe := range perrs {
-		id, _ := pe.Msg.Metadata.(string)
-		pubErr.Failed[i] = MessageError{UUID: id, Err: pe.Err}
+	for _, first := range order {
+		p.logger.Error(ReorderedLogMessage, cause[first], watermill.LogFields{
+			"topic": topic, "key": keys[first], "failed_uuid": msgs[first].UUID,
+			"reordered": count[first], "first_reordered_uuid": msgs[firstLater[first]].UUID,
+		})
 	}
-	return pubErr
+	return errs, nil
 }
 
-// Close flushes and closes the producer. Publish calls in progress finish first; later ones
-// return ErrPublisherClosed. Close is idempotent.
+// ReorderedLogMessage is the error-level log line of PublishEach when the broker acknowledged
+// messages of a key after an earlier message of that key failed (see PublishEach). Its fields:
+// topic, key, failed_uuid, reordered (how many), first_reordered_uuid.
+const ReorderedLogMessage = "Kafka acknowledged messages after an earlier message of their key failed: " +
+	"the key is out of order on the broker; they are reported as failed, to be sent again after it"
+
+// reordering is a message (later) acknowledged after an earlier message of its key (first)
+// failed with cause.
+type reordering struct {
+	first, later int
+	cause        error
+}
+
+// closeGaps makes errs gapless per key, in place: after the first failure of a key, every later
+// message of that key gets an error wrapping ErrEarlierMessageFailed (keeping an existing one).
+// It returns the later messages that had been acknowledged, the reorderings, for the caller to
+// log. msgs[i] == nil is skipped (its error stays as it is).
+func closeGaps(msgs []*message.Message, keys []string, errs []error) []reordering {
+	var reordered []reordering
+	firstFailed := map[string]int{}
+	for j, err := range errs {
+		if msgs[j] == nil {
+			continue
+		}
+		first, ok := firstFailed[keys[j]]
+		if !ok {
+			if err != nil {
+				firstFailed[keys[j]] = j
+			}
+			continue
+		}
+		if errors.Is(err, ErrEarlierMessageFailed) {
+			continue
+		}
+		if err == nil {
+			reordered = append(reordered, reordering{first: first, later: j, cause: errs[first]})
+		}
+		errs[j] = earlierFailed(msgs[j], msgs[first], keys[j], errs[first])
+	}
+	return reordered
+}
+
+// earlierFailed is the error of msg, not sent (or to be sent again) because the earlier message
+// first of the same key failed with cause. It wraps ErrEarlierMessageFailed, not cause: msg itself
+// is fine, whatever cause says about first.
+func earlierFailed(msg, first *message.Message, key string, cause error) error {
+	return fmt.Errorf("%w: message %s of key %q, after message %s failed (%v)",
+		ErrEarlierMessageFailed, msg.UUID, key, first.UUID, cause)
+}
+
+// recordBatchSlack covers what franz-go's size estimate may add to recordBatchSize: the uvarint
+// length prefix of flexible produce requests (at most one byte more than the fixed one).
+const recordBatchSlack = 16
+
+// recordBatchOverhead is the size of a v2 record batch holding no record (franz-go's
+// recordBatchOverhead: length prefix, base offset, batch length, leader epoch, magic, crc,
+// attributes, last offset delta, two timestamps, producer id and epoch, base sequence, count).
+const recordBatchOverhead = 4 + 8 + 4 + 4 + 1 + 4 + 2 + 4 + 8 + 8 + 8 + 2 + 4 + 4
+
+// recordBatchSize is the size of a record batch holding r alone, computed as franz-go does
+// before buffering r (sink.go, recordNumbersAt and tryBuffer; offset and timestamp deltas are 0
+// for the first record of a batch), plus recordBatchSlack. franz-go refuses r with
+// MESSAGE_TOO_LARGE when this exceeds ProducerBatchMaxBytes.
+func recordBatchSize(r *kgo.Record) int {
+	l := 1 + // attributes
+		varintLen(0) + // timestamp delta
+		varintLen(0) + // offset delta
+		varintLen(int64(len(r.Key))) + len(r.Key) +
+		varintLen(int64(len(r.Value))) + len(r.Value) +
+		varintLen(int64(len(r.Headers)))
+	for _, h := range r.Headers {
+		l += varintLen(int64(len(h.Key))) + len(h.Key) + varintLen(int64(len(h.Value))) + len(h.Value)
+	}
+	return recordBatchOverhead + varintLen(int64(l)) + l + recordBatchSlack
+}
+
+// varintLen is the length of v as a zigzag varint.
+func varintLen(v int64) int {
+	u := uint64(v<<1) ^ uint64(v>>63)
+	n := 1
+	for u >= 0x80 {
+		u >>= 7
+		n++
+	}
+	return n
+}
+
+// record converts msg to a franz-go record with watermill-kafka's wire format and checks that
+// the client will not refuse it.
+func (p *Publisher) record(topic string, msg *message.Message) (*kgo.Record, error) {
+	km, err := p.marshaler.Marshal(topic, msg)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: cannot marshal message %s for topic %q: %w: %w", msg.UUID, topic, ErrInvalidMessage, err)
+	}
+	rec := &kgo.Record{Topic: topic, Headers: make([]kgo.RecordHeader, len(km.Headers))}
+	if km.Key != nil {
+		if rec.Key, err = km.Key.Encode(); err != nil {
+			return nil, fmt.Errorf("kafka: cannot encode the key of message %s: %w: %w", msg.UUID, ErrInvalidMessage, err)
+		}
+	}
+	if rec.Key == nil {
+		rec.Key = []byte{} // an empty key, hashed like any other (as the Sarama publisher did)
+	}
+	if km.Value != nil {
+		if rec.Value, err = km.Value.Encode(); err != nil {
+			return nil, fmt.Errorf("kafka: cannot encode the payload of message %s: %w: %w", msg.UUID, ErrInvalidMessage, err)
+		}
+	}
+	for i, h := range km.Headers {
+		rec.Headers[i] = kgo.RecordHeader{Key: string(h.Key), Value: h.Value}
+	}
+	if size := recordBatchSize(rec); size > p.config.MessageMaxBytes {
+		return nil, fmt.Errorf("kafka: message %s is %d bytes as a record batch, above message_max_bytes %d: %w",
+			msg.UUID, size, p.config.MessageMaxBytes, kerr.MessageTooLarge)
+	}
+	return rec, nil
+}
+
+// Close flushes and closes the client. Publish and PublishEach calls in progress finish first;
+// later ones return ErrPublisherClosed. Close is idempotent.
 func (p *Publisher) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -121,8 +378,14 @@ func (p *Publisher) Close() error {
 		return nil
 	}
 	p.closed = true
-	if err := p.producer.Close(); err != nil {
-		return fmt.Errorf("kafka: cannot close the producer: %w", err)
+	ctx, cancel := context.WithTimeout(context.Background(), closeFlushTimeout)
+	defer cancel()
+	// Nothing of ours is buffered (every call has returned), but flush anyway before closing:
+	// kgo.Client.Close fails buffered records with ErrClientClosed.
+	flushErr := p.client.Flush(ctx)
+	p.client.Close()
+	if flushErr != nil {
+		return fmt.Errorf("kafka: cannot flush the producer before closing it: %w", flushErr)
 	}
 	return nil
 }
