@@ -58,9 +58,11 @@ type Database struct {
 // Forwarder is the forwarder section. Zero values keep the forwarder's defaults (see
 // forwarder.Config); Apply copies the set ones.
 type Forwarder struct {
-	BatchSize       int
-	Workers         int
-	MaxAttempts     int
+	BatchSize        int
+	MaxBatchBytes    int
+	Workers          int
+	MaxAttempts      int
+	UnlimitedRetries bool
 	InitialBackoff  time.Duration
 	MaxBackoff      time.Duration
 	DeadLetterTopic string
@@ -149,6 +151,8 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), opts Options) (Co
 				f := &cfg.Forwarder
 				err = decodeMapping(v, "forwarder", []field{
 					{key: "batch_size", target: &f.BatchSize, positive: true},
+					{key: "max_batch_bytes", target: &f.MaxBatchBytes, positive: true},
+					{key: "unlimited_retries", target: &f.UnlimitedRetries},
 					{key: "workers", target: &f.Workers, positive: true},
 					{key: "max_attempts", target: &f.MaxAttempts, positive: true},
 					{key: "initial_backoff", target: &f.InitialBackoff, positive: true},
@@ -389,7 +393,8 @@ func (f *Forwarder) validate() error {
 		path  string
 		value int
 	}{
-		{"forwarder.batch_size", f.BatchSize}, {"forwarder.workers", f.Workers}, {"forwarder.max_attempts", f.MaxAttempts},
+		{"forwarder.batch_size", f.BatchSize}, {"forwarder.max_batch_bytes", f.MaxBatchBytes},
+		{"forwarder.workers", f.Workers}, {"forwarder.max_attempts", f.MaxAttempts},
 	}
 	for _, p := range positiveInts {
 		if p.value < 0 {
@@ -454,6 +459,8 @@ func or(v, def time.Duration) time.Duration {
 // others.
 func (f Forwarder) Apply(c *forwarder.Config) {
 	c.BatchSize = f.BatchSize
+	c.MaxBatchBytes = int64(f.MaxBatchBytes)
+	c.UnlimitedRetries = f.UnlimitedRetries
 	c.Workers = f.Workers
 	c.MaxAttempts = f.MaxAttempts
 	c.InitialBackoff = f.InitialBackoff
@@ -472,7 +479,7 @@ func (f Forwarder) Apply(c *forwarder.Config) {
 // field binds one key of a section to the Go value it fills.
 type field struct {
 	key    string
-	target any   // *string, *int, *time.Duration or *[]string
+	target any   // *string, *int, *bool, *time.Duration or *[]string
 	set    *bool // optional: records that the key was present
 	// positive rejects an explicit zero or negative number or duration (leaving the key out
 	// keeps the default).
@@ -559,6 +566,15 @@ func decodeValue(v *yaml.Node, path string, target any) error {
 			return fmt.Errorf("%s: must be an integer, got %q (line %d)", path, v.Value, v.Line)
 		}
 		*t = n
+	case *bool:
+		switch strings.ToLower(raw) {
+		case "true", "yes", "on":
+			*t = true
+		case "false", "no", "off":
+			*t = false
+		default:
+			return fmt.Errorf("%s: must be true or false, got %q (line %d)", path, v.Value, v.Line)
+		}
 	case *time.Duration:
 		d, err := time.ParseDuration(raw)
 		if err != nil {

@@ -32,8 +32,10 @@ database:
   table: app.events
 forwarder:
   batch_size: 200
+  max_batch_bytes: 1048576
   workers: 4
   max_attempts: 7
+  unlimited_retries: true
   initial_backoff: 250ms
   max_backoff: 1m
   dead_letter_topic: app.dead
@@ -62,7 +64,7 @@ kafka:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Forwarder{BatchSize: 200, Workers: 4, MaxAttempts: 7, InitialBackoff: 250 * time.Millisecond,
+	want := Forwarder{BatchSize: 200, MaxBatchBytes: 1 << 20, UnlimitedRetries: true, Workers: 4, MaxAttempts: 7, InitialBackoff: 250 * time.Millisecond,
 		MaxBackoff: time.Minute, DeadLetterTopic: "app.dead", Retention: 24 * time.Hour, PruneInterval: 30 * time.Second,
 		LeaseTTL: 15 * time.Second, Tenants: []string{"acme", ""}, LeaseGroup: "eu", RelayID: "relay-1",
 		MinPollInterval: 5 * time.Millisecond, MaxPollInterval: 2 * time.Second}
@@ -86,7 +88,7 @@ kafka:
 		fc.MaxBackoff != time.Minute || fc.DeadLetterTopic != "app.dead" || fc.Retention != 24*time.Hour ||
 		fc.PruneInterval != 30*time.Second || fc.LeaseTTL != 15*time.Second || len(fc.Tenants) != 2 ||
 		fc.LeaseGroup != "eu" || fc.RelayID != "relay-1" || fc.MinPollInterval != 5*time.Millisecond ||
-		fc.MaxPollInterval != 2*time.Second {
+		fc.MaxPollInterval != 2*time.Second || fc.MaxBatchBytes != 1<<20 || !fc.UnlimitedRetries {
 		t.Errorf("Apply: %+v", fc)
 	}
 
@@ -176,6 +178,8 @@ func TestParseErrors(t *testing.T) {
 		{"env table", base, map[string]string{EnvDatabaseTable: "a-b"}, Options{}, `database.table: "a-b"`},
 
 		{"batch_size negative", base + "forwarder:\n  batch_size: -1\n", nil, Options{}, "forwarder.batch_size: must be positive, got -1"},
+		{"max_batch_bytes zero", base + "forwarder:\n  max_batch_bytes: 0\n", nil, Options{}, "forwarder.max_batch_bytes: must be positive, got 0"},
+		{"unlimited_retries not a bool", base + "forwarder:\n  unlimited_retries: sometimes\n", nil, Options{}, `forwarder.unlimited_retries: must be true or false, got "sometimes"`},
 		{"batch_size too large", base + "forwarder:\n  batch_size: 5000\n", nil, Options{}, "forwarder.batch_size: must be at most 4000, got 5000"},
 		{"batch_size not an integer", base + "forwarder:\n  batch_size: many\n", nil, Options{}, `forwarder.batch_size: must be an integer, got "many"`},
 		{"workers negative", base + "forwarder:\n  workers: -2\n", nil, Options{}, "forwarder.workers: must be positive, got -2"},
