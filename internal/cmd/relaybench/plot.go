@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"html"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -116,13 +118,15 @@ func renderPlot(series []plotSeries, o options, when time.Time) string {
 	fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#333"/>`+"\n", x0, y0, x0, y1)
 	fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">aggregate ids in the backlog (log scale)</text>`+"\n", (x0+x1)/2, y0+40)
 	fmt.Fprintf(&b, `<text transform="translate(18 %.1f) rotate(-90)" text-anchor="middle">events/s drained</text>`+"\n", (y0+y1)/2)
-	// Series.
+	// Series; the value labels of outboxkit's points are placed after, pushed apart where they
+	// would overlap.
+	labels := map[float64][]valueLabel{}
 	for _, s := range series {
 		if s.ceiling > 0 {
 			y := py(s.ceiling)
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="1.5" stroke-dasharray="7 4"><title>%s</title></line>`+"\n",
 				x0, y, x1, y, s.color, esc(fmt.Sprintf("ceiling, %s: %.0f events/s", s.label, s.ceiling)))
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end" font-size="10" fill="%s">ceiling %s</text>`+"\n", x1-4, y-4, s.color, kilo(s.ceiling))
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10" fill="%s">ceiling %s</text>`+"\n", (x0+x1)/2, y-4, s.color, kilo(s.ceiling))
 		}
 		if len(s.stock) > 0 {
 			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.2" stroke-dasharray="2 3" points="%s"/>`+"\n", s.color, polyPoints(s.stock, px, py))
@@ -136,8 +140,27 @@ func renderPlot(series []plotSeries, o options, when time.Time) string {
 			for _, p := range s.points {
 				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s</title></circle>`+"\n", px(p[0]), py(p[1]), s.color,
 					esc(fmt.Sprintf("outboxkit, %s, %.0f keys: %.0f events/s", s.label, p[0], p[1])))
-				fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="10" fill="%s">%s</text>`+"\n", px(p[0]), py(p[1])-8, s.color, kilo(p[1]))
+				labels[p[0]] = append(labels[p[0]], valueLabel{y: py(p[1]) - 8, text: kilo(p[1]), color: s.color})
 			}
+		}
+	}
+	for _, keys := range slices.Sorted(maps.Keys(labels)) {
+		ls := labels[keys]
+		// From the lowest label up, each at least one line above the one below it.
+		slices.SortStableFunc(ls, func(a, b valueLabel) int { return cmp.Compare(b.y, a.y) })
+		x, anchor := px(keys), "middle"
+		switch {
+		case x-x0 < 20:
+			x, anchor = x+5, "start"
+		case x1-x < 20:
+			x, anchor = x-5, "end"
+		}
+		for i := range ls {
+			if i > 0 && ls[i].y > ls[i-1].y-11 {
+				ls[i].y = ls[i-1].y - 11
+			}
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="%s" font-size="10" fill="%s">%s</text>`+"\n",
+				x, ls[i].y, anchor, ls[i].color, ls[i].text)
 		}
 	}
 	// Legend.
@@ -161,6 +184,12 @@ func renderPlot(series []plotSeries, o options, when time.Time) string {
 	fmt.Fprintf(&b, `<text x="8" y="%d" font-size="10" fill="#666">%s</text>`+"\n", plotH-8, esc(o.command))
 	b.WriteString("</svg>\n")
 	return b.String()
+}
+
+type valueLabel struct {
+	y     float64
+	text  string
+	color string
 }
 
 func polyPoints(points [][2]float64, px, py func(float64) float64) string {

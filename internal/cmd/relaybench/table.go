@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -217,11 +218,11 @@ func printTargets(w io.Writer, r *results, o options) {
 					continue
 				}
 				if v := r.rate(drainKey{db: d.name, size: size, keys: keys, relay: relayOutboxkit}); v > 0 {
-					parts = append(parts, fmt.Sprintf("%d keys %.0f %% of %d keys (%s)", keys, 100*v/top, topKeys, verdict(v/top >= 0.8)))
+					parts = append(parts, fmt.Sprintf("%s %s of %s (%s)", keysLabel(keys), percent(v/top), keysLabel(topKeys), verdict(v/top >= 0.8)))
 				}
 			}
 			if c := r.rate(r.ceilingKey(d.name, size)); c > 0 {
-				parts = append(parts, fmt.Sprintf("%d keys %.0f %% of ceiling (%s)", topKeys, 100*top/c, verdict(top/c >= 0.8)))
+				parts = append(parts, fmt.Sprintf("%s %s of the ceiling (%s)", keysLabel(topKeys), percent(top/c), verdict(top/c >= 0.8)))
 			}
 			worst := 0.0
 			for _, keys := range o.keys {
@@ -232,7 +233,7 @@ func printTargets(w io.Writer, r *results, o options) {
 				}
 			}
 			if worst > 0 {
-				parts = append(parts, fmt.Sprintf("lowest outboxkit/stock %.1f× (%s)", worst, verdict(worst >= 20)))
+				parts = append(parts, fmt.Sprintf("lowest outboxkit/stock %.1f× (%s)", math.Floor(10*worst)/10, verdict(worst >= 20)))
 			}
 			if len(parts) > 0 {
 				lines = append(lines, fmt.Sprintf("- %s, %s: %s", d.label, sizeLabel(size), strings.Join(parts, "; ")))
@@ -246,6 +247,16 @@ func printTargets(w io.Writer, r *results, o options) {
 	for _, l := range lines {
 		fmt.Fprintln(w, l)
 	}
+}
+
+// percent prints a share rounded down, so that a missed 80 % target never prints as 80 %.
+func percent(share float64) string { return fmt.Sprintf("%.0f %%", math.Floor(100*share)) }
+
+func keysLabel(n int) string {
+	if n == 1 {
+		return "1 key"
+	}
+	return strconv.Itoa(n) + " keys"
 }
 
 func verdict(ok bool) string {
@@ -337,8 +348,8 @@ func (n *noise) print(w io.Writer, r *results) {
 		return
 	}
 	slices.Sort(spreads)
-	fmt.Fprintf(w, "repeat: %d runs per row; (max−min)/median of events/s: median %.0f %%, worst %.0f %% (%s %s, %s, %d keys)\n",
-		r.o.repeat, 100*median(spreads), 100*worst, r.label(worstKey.db), worstKey.relay, sizeLabel(worstKey.size), worstKey.keys)
+	fmt.Fprintf(w, "repeat: %d runs per row; spread of events/s, ±(max−min)/2 relative to the median: median ±%.0f %%, worst ±%.0f %% (%s %s, %s, %d keys)\n",
+		r.o.repeat, 50*median(spreads), 50*worst, r.label(worstKey.db), worstKey.relay, sizeLabel(worstKey.size), worstKey.keys)
 }
 
 func orUnknown(s string) string {
