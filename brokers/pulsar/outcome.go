@@ -79,6 +79,9 @@ const frameOverhead = 512
 // the consumer on the message UUID.
 func (p *Publisher) PublishEach(ctx context.Context, topic string, msgs []*message.Message) []error {
 	errs := make([]error, len(msgs))
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	p.closeMu.RLock()
 	defer p.closeMu.RUnlock()
 	if p.closed {

@@ -236,45 +236,67 @@ func TestPublishEachOutcomeCount(t *testing.T) {
 }
 
 // TestPublishEachGivesUpAndRecovers: a caller's context that ends before the
-// acknowledgements fails every message not acknowledged (one outcome each, gapless), and
-// the replaced producer does not stop the next call.
+// acknowledgements (before sending, and while 1000 messages are in flight) fails every
+// message not acknowledged, one outcome each and gapless per key; the producer is replaced,
+// so what reached the topic is, per key, a prefix in order; and the next call works.
 func TestPublishEachGivesUpAndRecovers(t *testing.T) {
-	topic := testsupport.UniqueName("each_cancel")
-	pub := newTestPublisher(t, nil)
-	if err := pub.Connect(topic); err != nil {
-		t.Fatal(err)
-	}
-	msgs := make([]*message.Message, 200)
-	for i := range msgs {
-		msgs[i] = keyedMessage(fmt.Sprintf("k%d", i%4), i/4, nil)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Microsecond)
-	defer cancel()
-	errs := pub.PublishEach(ctx, topic, msgs)
-	if len(errs) != len(msgs) {
-		t.Fatalf("%d outcomes for %d messages", len(errs), len(msgs))
-	}
-	failedKey := map[string]bool{}
-	failures := 0
-	for i, err := range errs {
-		key := msgs[i].Metadata.Get("aggregate_id")
-		if err != nil {
-			failures++
-			failedKey[key] = true
-		} else if failedKey[key] {
-			t.Errorf("message %d of key %s succeeded after a failure of its key", i, key)
-		}
-	}
-	if failures == 0 {
-		t.Fatal("no failure with a context that ended after 1µs")
-	}
-	t.Logf("%d of %d failed with an expired context; first error: %v", failures, len(msgs), errs[len(errs)-1])
+	for _, tc := range []struct {
+		name     string
+		deadline time.Duration
+	}{
+		{"before_sending", time.Microsecond},
+		{"in_flight", 5 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topic := testsupport.UniqueName("each_cancel")
+			pub := newTestPublisher(t, nil)
+			if err := pub.Connect(topic); err != nil {
+				t.Fatal(err)
+			}
+			msgs := make([]*message.Message, 1000)
+			for i := range msgs {
+				msgs[i] = keyedMessage(fmt.Sprintf("k%d", i%4), i/4, nil)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), tc.deadline)
+			defer cancel()
+			errs := pub.PublishEach(ctx, topic, msgs)
+			if len(errs) != len(msgs) {
+				t.Fatalf("%d outcomes for %d messages", len(errs), len(msgs))
+			}
+			failedKey := map[string]bool{}
+			failures := 0
+			for i, err := range errs {
+				key := msgs[i].Metadata.Get("aggregate_id")
+				if err != nil {
+					failures++
+					failedKey[key] = true
+				} else if failedKey[key] {
+					t.Errorf("message %d of key %s succeeded after a failure of its key", i, key)
+				}
+			}
+			if failures == 0 {
+				t.Fatalf("no failure with a context that ended after %s", tc.deadline)
+			}
+			t.Logf("%d of %d failed; last error: %v", failures, len(msgs), errs[len(errs)-1])
 
-	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel2()
-	for i, err := range pub.PublishEach(ctx2, topic, []*message.Message{keyedMessage("after", 0, nil)}) {
-		if err != nil {
-			t.Fatalf("next call, message %d: %v", i, err)
-		}
+			ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel2()
+			for i, err := range pub.PublishEach(ctx2, topic, []*message.Message{keyedMessage("after", 0, nil)}) {
+				if err != nil {
+					t.Fatalf("next call, message %d: %v", i, err)
+				}
+			}
+			next := map[string]int{}
+			for _, m := range readTopic(t, topic, 3*time.Second) {
+				if seq := m.Properties()["seq"]; seq != fmt.Sprint(next[m.Key()]) {
+					t.Errorf("key %s: seq %s in the topic, want %d (not a prefix in order)", m.Key(), seq, next[m.Key()])
+				}
+				next[m.Key()]++
+			}
+			if next["after"] != 1 {
+				t.Errorf("the next call's message: %d in the topic, want 1", next["after"])
+			}
+			t.Logf("in the topic per key: %v", next)
+		})
 	}
 }
