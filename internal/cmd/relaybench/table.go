@@ -348,8 +348,8 @@ func (n *noise) print(w io.Writer, r *results) {
 		return
 	}
 	slices.Sort(spreads)
-	fmt.Fprintf(w, "repeat: %d runs per row; spread of events/s, ±(max−min)/2 relative to the median: median ±%.0f %%, worst ±%.0f %% (%s %s, %s, %d keys)\n",
-		r.o.repeat, 50*median(spreads), 50*worst, r.label(worstKey.db), worstKey.relay, sizeLabel(worstKey.size), worstKey.keys)
+	fmt.Fprintf(w, "repeat: %d runs per row; spread of events/s, ±(max−min)/2 relative to the median: median ±%.0f %%, worst ±%.0f %% (%s %s, %s, %s)\n",
+		r.o.repeat, 50*median(spreads), 50*worst, r.label(worstKey.db), worstKey.relay, sizeLabel(worstKey.size), keysLabel(worstKey.keys))
 }
 
 func orUnknown(s string) string {
