@@ -116,14 +116,20 @@ func TestThreeForwardersKeepPerKeyOrder(t *testing.T) {
 			const perKey = 10
 			stops := make([]func(), 3)
 			registries := make([]*prometheus.Registry, 4)
-			for i := range registries {
+			recorders := make([]*recordingPublisher, 4)
+			relayConfig := func(i int) forwarder.Config {
 				registries[i] = prometheus.NewRegistry()
-			}
-			for i := range stops {
-				cfg := h.config(h.publisher())
+				// Each relay publishes through its own recorder (2 ms per call, so that calls
+				// running at once are seen to overlap).
+				pub, rec := recording(h.publisher(), 2*time.Millisecond)
+				recorders[i] = rec
+				cfg := h.config(pub)
 				cfg.RelayID = fmt.Sprintf("relay-%d", i)
 				cfg.Metrics = registries[i]
-				stops[i] = h.start(cfg)
+				return cfg
+			}
+			for i := range stops {
+				stops[i] = h.start(relayConfig(i))
 			}
 			h.waitForOwners(3) // the relays have shared the partitions out before writes begin
 			var wg sync.WaitGroup
@@ -144,11 +150,9 @@ func TestThreeForwardersKeepPerKeyOrder(t *testing.T) {
 						}
 						if n == perKey/2 && w == 0 {
 							stops[1]() // one relay leaves gracefully; its partitions move
-							cfg := h.config(h.publisher())
-							cfg.RelayID = "relay-3"
-							cfg.Metrics = registries[3]
-							h.start(cfg)
+							h.start(relayConfig(3))
 						}
+						time.Sleep(100 * time.Millisecond) // rounds spread over a second: every relay gets work
 					}
 				})
 			}
@@ -172,7 +176,96 @@ func TestThreeForwardersKeepPerKeyOrder(t *testing.T) {
 			if working < 2 {
 				t.Fatalf("only %d relay(s) relayed anything (%v): the partitions were not shared", working, shares)
 			}
+			// The relays worked at the same time: every one of them published, and calls of
+			// different relays ran at once (relays that queue behind each other's locks publish
+			// one after the other, never together).
+			var calls []int
+			overlapping := 0
+			for i, rec := range recorders {
+				calls = append(calls, len(rec.calls()))
+				if len(rec.calls()) == 0 {
+					t.Errorf("relay-%d made no publish call", i)
+				}
+				for j := i + 1; j < len(recorders); j++ {
+					longest, pairs := longestOverlap(rec.calls(), recorders[j].calls())
+					overlapping += pairs
+					t.Logf("relay-%d and relay-%d: %d pairs of publish calls overlapped, longest by %v", i, j, pairs, longest)
+				}
+			}
+			t.Logf("publish calls per relay: %v", calls)
+			if overlapping == 0 {
+				t.Fatalf("no publish calls of different relays overlapped in time (calls per relay %v): the relays did not work concurrently", calls)
+			}
 		})
+	}
+}
+
+// TestTwoRelaysPublishAtTheSameTime: two relays, each holding half of the partitions, each
+// publishing through a slow broker (200 ms per call) and with one worker, so a relay has at most
+// one call in flight. Their calls must overlap in time, and the database must show no lock wait
+// of one relay's connection on the other's: disjoint partitions share no lock. Relays that
+// serialize on each other's locks (the lease query locking every row it scans, as InnoDB does)
+// publish one after the other and fail this test.
+func TestTwoRelaysPublishAtTheSameTime(t *testing.T) {
+	for _, dialect := range []outbox.Dialect{outbox.Postgres, outbox.MySQL} {
+		t.Run(string(dialect), func(t *testing.T) { testTwoRelaysPublishAtTheSameTime(t, dialect) })
+	}
+}
+
+func testTwoRelaysPublishAtTheSameTime(t *testing.T, dialect outbox.Dialect) {
+	const delay = 200 * time.Millisecond
+	h := newHarness(t, dialect, kfakeBrokers(t))
+	watch := newLockWaitWatch(t, h)
+	var recorders []*recordingPublisher
+	for i := range 2 {
+		pub, rec := recording(h.publisher(), delay)
+		recorders = append(recorders, rec)
+		cfg := h.config(pub)
+		cfg.DB = watch.relayDB(i)
+		cfg.RelayID = fmt.Sprintf("relay-%d", i)
+		cfg.Workers = 1
+		cfg.BatchSize = 20 // many calls per relay: both are busy for a few seconds
+		h.start(cfg)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		owned := h.ownedBy()
+		if owned["relay-0"] == outbox.Partitions/2 && owned["relay-1"] == outbox.Partitions/2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the relays did not share the partitions half and half: %v", owned)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stopWatch := watch.start()
+	keys := keysNamed("both", 100)
+	const perKey = 5
+	var events []outbox.Event
+	for n := range perKey {
+		for _, k := range keys {
+			events = append(events, h.event(k, n))
+		}
+	}
+	h.write(events...)
+	got := consumeDistinct(t, h.brokers, h.topic, len(events), 90*time.Second)
+	waits := stopWatch()
+	if dups := checkDelivery(t, got, keys, perKey); dups != 0 {
+		t.Errorf("%d duplicates without any fault", dups)
+	}
+	a, b := recorders[0].calls(), recorders[1].calls()
+	longest, pairs := longestOverlap(a, b)
+	t.Logf("%s: %d and %d publish calls of %v; %d pairs overlapped, longest by %v; %d samples saw a lock wait between the relays",
+		dialect, len(a), len(b), delay, pairs, longest, len(waits))
+	if len(a) == 0 || len(b) == 0 {
+		t.Fatalf("a relay made no publish call (%d and %d)", len(a), len(b))
+	}
+	if longest < delay/2 {
+		t.Fatalf("the relays' publish calls overlapped by at most %v (%d pairs), want at least %v: they did not publish at the same time",
+			longest, pairs, delay/2)
+	}
+	if len(waits) > 0 {
+		t.Fatalf("the database showed %d lock waits of one relay on the other, e.g. %s", len(waits), waits[0])
 	}
 }
 
@@ -332,7 +425,8 @@ func filter(items []string, prefix string) []string {
 }
 
 // crashingPublisher publishes for real, then cuts the forwarder's database connections before
-// it can record the acks: the crash between publish and ack.
+// it can record the acks: the crash between publish and ack (the forwarder holds no transaction
+// during the publish, so every connection of the forwarder is cut, idle ones included).
 type crashingPublisher struct {
 	message.Publisher
 	h       *harness
@@ -346,7 +440,7 @@ func (p *crashingPublisher) Publish(topic string, msgs ...*message.Message) erro
 	}
 	if p.crashes.Add(1) <= 2 {
 		if _, err := p.h.db.Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "+
-			"WHERE application_name = $1 AND state = 'idle in transaction'", p.appName); err != nil {
+			"WHERE application_name = $1", p.appName); err != nil {
 			p.h.t.Errorf("cut connections: %v", err)
 		}
 	}
@@ -401,31 +495,51 @@ func TestCrashBetweenPublishAndAckRepublishes(t *testing.T) {
 	t.Logf("%d events delivered, %d duplicates from 2 cut connections", len(got)-dups, dups)
 }
 
-func TestListenNotifyWakesIdleForwarder(t *testing.T) {
-	h := newHarness(t, outbox.Postgres, kfakeBrokers(t))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cfg := h.config(h.publisher())
-	cfg.MaxPollInterval = 30 * time.Second // without a wake-up, the event would wait for this
-	cfg.Wakeups = forwarder.ListenPostgres(ctx, testsupport.PostgresDSN(t), h.writer.Table(), nil)
-	h.start(cfg)
-	time.Sleep(1500 * time.Millisecond) // let the poll interval back off
-	var worst time.Duration
-	for i := range 3 {
-		start := time.Now()
-		h.write(h.event("wake", i))
-		for h.rowsWithStatus(0) > 0 {
-			if time.Since(start) > 5*time.Second {
-				t.Fatalf("event %d not relayed %v after commit: the wake-up did not work", i, time.Since(start))
-			}
-			time.Sleep(time.Millisecond)
+// TestListenNotifyIsWhatWakesTheForwarder: a forwarder whose polls are a minute apart (both
+// poll intervals 1 min), its first poll done on an empty table, relays a new event within 3 s
+// only because the commit's NOTIFY wakes it. The control subtest runs the same forwarder
+// without wake-ups and checks the event is still pending after the same 3 s: nothing but the
+// notification could have moved it.
+func TestListenNotifyIsWhatWakesTheForwarder(t *testing.T) {
+	for _, listen := range []bool{true, false} {
+		name := "notify"
+		if !listen {
+			name = "control-without-wakeups"
 		}
-		worst = max(worst, time.Since(start))
-		time.Sleep(300 * time.Millisecond)
-	}
-	t.Logf("commit-to-ack with LISTEN/NOTIFY: worst of 3 = %v", worst)
-	if worst > 2*time.Second {
-		t.Fatalf("worst commit-to-ack %v: the forwarder was not woken", worst)
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, outbox.Postgres, kfakeBrokers(t))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			cfg := h.config(h.publisher())
+			cfg.Workers = 1
+			cfg.MinPollInterval, cfg.MaxPollInterval = time.Minute, time.Minute
+			if listen {
+				cfg.Wakeups = forwarder.ListenPostgres(ctx, testsupport.PostgresDSN(t), h.writer.Table(), nil)
+			}
+			h.start(cfg)
+			h.waitForOwners(1)
+			time.Sleep(time.Second) // the first poll (and the listener's wake-up on connect) are over
+			start := time.Now()
+			h.write(h.event("wake", 0))
+			const bound = 3 * time.Second
+			for h.rowsWithStatus(0) > 0 && time.Since(start) < bound {
+				time.Sleep(5 * time.Millisecond)
+			}
+			pending := h.rowsWithStatus(0)
+			if !listen {
+				if pending != 1 {
+					t.Fatalf("without wake-ups the event left the table within %v: something else polled, so the notify test proves nothing", bound)
+				}
+				return
+			}
+			if pending != 0 {
+				t.Fatalf("event still pending %v after commit although the forwarder listens: the NOTIFY did not wake it", bound)
+			}
+			t.Logf("commit-to-ack with LISTEN/NOTIFY and polls a minute apart: %v", time.Since(start))
+			if got := consume(t, h.brokers, h.topic, 1, 10*time.Second); len(got) != 1 {
+				t.Fatalf("%d messages delivered, want 1", len(got))
+			}
+		})
 	}
 }
 

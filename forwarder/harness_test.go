@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/go-sql-driver/mysql"
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -284,4 +287,269 @@ func (h *harness) waitForOwners(n int) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// span is the time one publish call took, from its start to its return.
+type span struct{ start, end time.Time }
+
+// recordingPublisher wraps a publisher and records the span of every Publish call, sleeping
+// delay inside each call first (a slow broker) when delay is set. Wrap a publisher with
+// recording: a publisher that also reports per-message outcomes (forwarder.OutcomePublisher)
+// then gets a wrapper that records PublishEach calls as well, so the forwarder takes the same
+// path with and without the wrapper.
+type recordingPublisher struct {
+	message.Publisher
+	delay time.Duration
+	mu    sync.Mutex
+	spans []span
+}
+
+func (p *recordingPublisher) record(start time.Time) {
+	end := time.Now()
+	p.mu.Lock()
+	p.spans = append(p.spans, span{start, end})
+	p.mu.Unlock()
+}
+
+func (p *recordingPublisher) Publish(topic string, msgs ...*message.Message) error {
+	defer p.record(time.Now())
+	time.Sleep(p.delay)
+	return p.Publisher.Publish(topic, msgs...)
+}
+
+// calls returns a copy of the recorded spans.
+func (p *recordingPublisher) calls() []span {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]span(nil), p.spans...)
+}
+
+// recordingOutcomePublisher is a recordingPublisher for a publisher with PublishEach.
+type recordingOutcomePublisher struct {
+	*recordingPublisher
+	each forwarder.OutcomePublisher
+}
+
+func (p recordingOutcomePublisher) PublishEach(ctx context.Context, topic string, msgs []*message.Message) []error {
+	defer p.record(time.Now())
+	time.Sleep(p.delay)
+	return p.each.PublishEach(ctx, topic, msgs)
+}
+
+// recording wraps pub in a recordingPublisher (with PublishEach if pub has it) and returns the
+// wrapper to give the forwarder and the recorder to read.
+func recording(pub message.Publisher, delay time.Duration) (message.Publisher, *recordingPublisher) {
+	rec := &recordingPublisher{Publisher: pub, delay: delay}
+	if each, ok := pub.(forwarder.OutcomePublisher); ok {
+		return recordingOutcomePublisher{rec, each}, rec
+	}
+	return rec, rec
+}
+
+// longestOverlap returns the longest time one call of a and one call of b ran at once, and the
+// number of pairs of calls that overlapped at all.
+func longestOverlap(a, b []span) (longest time.Duration, pairs int) {
+	for _, x := range a {
+		for _, y := range b {
+			start, end := x.start, x.end
+			if y.start.After(start) {
+				start = y.start
+			}
+			if y.end.Before(end) {
+				end = y.end
+			}
+			if d := end.Sub(start); d > 0 {
+				pairs++
+				longest = max(longest, d)
+			}
+		}
+	}
+	return longest, pairs
+}
+
+// ownedBy returns how many partitions each owner holds.
+func (h *harness) ownedBy() map[string]int {
+	h.t.Helper()
+	rows, err := h.db.Query("SELECT owner, COUNT(*) FROM " + h.writer.Table().Leases() + " WHERE owner IS NOT NULL GROUP BY owner")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var owner string
+		var n int
+		if err := rows.Scan(&owner, &n); err != nil {
+			h.t.Fatal(err)
+		}
+		out[owner] = n
+	}
+	if err := rows.Err(); err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+// lockWaitWatch gives each relay of a test its own connection pool, named so that the database
+// tells the relays' connections apart (an application_name on PostgreSQL; on MariaDB, the local
+// ports of a dialer of its own), and samples the database for lock waits of one relay's
+// connection on another relay's.
+type lockWaitWatch struct {
+	t     testing.TB
+	h     *harness
+	apps  []string
+	mu    sync.Mutex
+	ports map[int]int // MariaDB: local port of a connection -> relay
+}
+
+func newLockWaitWatch(t testing.TB, h *harness) *lockWaitWatch {
+	return &lockWaitWatch{t: t, h: h, ports: map[int]int{}}
+}
+
+// relayDB opens relay i's connection pool, closed with the test.
+func (w *lockWaitWatch) relayDB(i int) *sql.DB {
+	w.t.Helper()
+	var db *sql.DB
+	var err error
+	switch w.h.dialect {
+	case outbox.Postgres:
+		app := testsupport.UniqueName(fmt.Sprintf("relay%d", i))
+		w.apps = append(w.apps, app)
+		dsn, perr := url.Parse(testsupport.PostgresDSN(w.t))
+		if perr != nil {
+			w.t.Fatal(perr)
+		}
+		q := dsn.Query()
+		q.Set("application_name", app)
+		dsn.RawQuery = q.Encode()
+		db, err = sql.Open("pgx", dsn.String())
+	case outbox.MySQL:
+		cfg, perr := mysql.ParseDSN(testsupport.MySQLDSN(w.t))
+		if perr != nil {
+			w.t.Fatal(perr)
+		}
+		network := testsupport.UniqueName(fmt.Sprintf("relay%d", i))
+		mysql.RegisterDialContext(network, func(ctx context.Context, addr string) (net.Conn, error) {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "tcp", addr)
+			if err == nil {
+				if a, ok := c.LocalAddr().(*net.TCPAddr); ok {
+					w.mu.Lock()
+					w.ports[a.Port] = i
+					w.mu.Unlock()
+				}
+			}
+			return c, err
+		})
+		cfg.Net = network
+		db, err = sql.Open("mysql", cfg.FormatDSN())
+	default:
+		w.t.Fatalf("lockWaitWatch: dialect %s", w.h.dialect)
+	}
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// start samples every 10 ms until the returned stop is called; stop returns a description of
+// each lock wait seen between two relays.
+func (w *lockWaitWatch) start() (stop func() []string) {
+	done := make(chan struct{})
+	result := make(chan []string, 1)
+	go func() {
+		var waits []string
+		failures := 0
+		for {
+			select {
+			case <-done:
+				result <- waits
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			seen, err := w.sample()
+			if err != nil {
+				if failures++; failures == 1 {
+					w.t.Logf("lock wait sample: %v", err)
+				}
+				continue
+			}
+			waits = append(waits, seen...)
+		}
+	}()
+	return func() []string { close(done); return <-result }
+}
+
+func (w *lockWaitWatch) sample() ([]string, error) {
+	if w.h.dialect == outbox.Postgres {
+		rows, err := w.h.db.Query(`SELECT a.application_name, b.application_name, left(coalesce(a.query, ''), 120)
+			FROM pg_stat_activity a JOIN pg_stat_activity b ON b.pid = ANY(pg_blocking_pids(a.pid))
+			WHERE a.application_name IN ($1, $2) AND b.application_name IN ($1, $2) AND a.application_name <> b.application_name`,
+			w.apps[0], w.apps[1])
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var waiter, holder, query string
+			if err := rows.Scan(&waiter, &holder, &query); err != nil {
+				return nil, err
+			}
+			out = append(out, fmt.Sprintf("%s waits for %s in %q", waiter, holder, query))
+		}
+		return out, rows.Err()
+	}
+	type wait struct {
+		waiter, holder int64
+		query          string
+	}
+	rows, err := w.h.db.Query(`SELECT r.trx_mysql_thread_id, b.trx_mysql_thread_id, COALESCE(r.trx_query, '')
+		FROM information_schema.INNODB_LOCK_WAITS lw
+		JOIN information_schema.INNODB_TRX r ON r.trx_id = lw.requesting_trx_id
+		JOIN information_schema.INNODB_TRX b ON b.trx_id = lw.blocking_trx_id`)
+	if err != nil {
+		return nil, err
+	}
+	var waits []wait
+	for rows.Next() {
+		var x wait
+		if err := rows.Scan(&x.waiter, &x.holder, &x.query); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		waits = append(waits, x)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(waits) == 0 {
+		return nil, err
+	}
+	relayOf := map[int64]int{}
+	procs, err := w.h.db.Query(`SELECT ID, SUBSTRING_INDEX(HOST, ':', -1) FROM information_schema.PROCESSLIST WHERE HOST LIKE '%:%'`)
+	if err != nil {
+		return nil, err
+	}
+	defer procs.Close()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for procs.Next() {
+		var id int64
+		var port int
+		if err := procs.Scan(&id, &port); err != nil {
+			return nil, err
+		}
+		if relay, ok := w.ports[port]; ok {
+			relayOf[id] = relay
+		}
+	}
+	var out []string
+	for _, x := range waits {
+		a, okA := relayOf[x.waiter]
+		b, okB := relayOf[x.holder]
+		if okA && okB && a != b {
+			out = append(out, fmt.Sprintf("relay-%d waits for relay-%d in %q", a, b, x.query))
+		}
+	}
+	return out, procs.Err()
 }
