@@ -1,0 +1,89 @@
+package forwarder_test
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestSQLiteSecondRelayWaits: SQLite supports one relay per database. A second forwarder on the
+// same database relays nothing and says why while the first runs, and takes over once it stops.
+func TestSQLiteSecondRelayWaits(t *testing.T) {
+	h := newHarness(t, outbox.SQLite, kfakeBrokers(t))
+	first := h.config(h.publisher())
+	first.RelayID = "relay-first"
+	stopFirst := h.start(first)
+	h.waitForOwners(1)
+
+	var logs syncBuffer
+	second := h.config(h.publisher())
+	second.RelayID = "relay-second"
+	reg := prometheus.NewRegistry()
+	second.Metrics = reg
+	second.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	h.start(second)
+
+	keys := keysNamed("s", 20)
+	var events []outbox.Event
+	for _, k := range keys {
+		events = append(events, h.event(k, 0))
+	}
+	h.write(events...)
+	got := consume(t, h.brokers, h.topic, len(keys), 30*time.Second)
+	checkDelivery(t, got, keys, 1)
+	if n := sumCounter(t, reg, "outboxkit_forwarder_relayed_total"); n != 0 {
+		t.Fatalf("the second relay on one SQLite database relayed %v events beside the first", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), `another relay runs on this SQLite database`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiting relay did not say why; its log:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "other_relay=relay-first") {
+		t.Fatalf("the waiting relay does not name the running one:\n%s", logs.String())
+	}
+
+	stopFirst()
+	var more []outbox.Event
+	for _, k := range keys {
+		more = append(more, h.event(k, 1))
+	}
+	h.write(more...)
+	got = consume(t, h.brokers, h.topic, 2*len(keys), 30*time.Second)
+	checkDelivery(t, got, keys, 2)
+	// The counter moves once the acknowledgement committed, just after the broker has the events.
+	deadline = time.Now().Add(10 * time.Second)
+	for sumCounter(t, reg, "outboxkit_forwarder_relayed_total") < float64(len(keys)) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := sumCounter(t, reg, "outboxkit_forwarder_relayed_total"); n != float64(len(keys)) {
+		t.Fatalf("after the first relay stopped, the second relayed %v events, want %d", n, len(keys))
+	}
+}
