@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -64,3 +65,29 @@ func ExampleForwarder_Run() {
 	// key=o-1 value={"total":42}
 	// run: <nil>
 }
+
+// Bounded batches and outage-proof retries: MaxBatchBytes caps the payload bytes a worker holds
+// at once beside BatchSize, and UnlimitedRetries keeps retrying retriable errors (a broker
+// outage, a missing ACL) instead of dead-lettering after MaxAttempts. Validate names bad values.
+func ExampleConfig_Validate() {
+	db, _ := sql.Open("sqlite", "file::memory:")
+	defer db.Close()
+	cfg := forwarder.Config{
+		DB: db, Dialect: outbox.SQLite, Publisher: noopPublisher{},
+		BatchSize: 500, MaxBatchBytes: -1, UnlimitedRetries: true,
+	}
+	_, err := forwarder.New(cfg)
+	fmt.Println(err)
+	cfg.MaxBatchBytes = 8 << 20
+	_, err = forwarder.New(cfg)
+	fmt.Println(err)
+	// Output:
+	// forwarder: invalid config: MaxBatchBytes must be positive, got -1
+	// <nil>
+}
+
+// noopPublisher stands in for a broker in examples that never publish.
+type noopPublisher struct{}
+
+func (noopPublisher) Publish(string, ...*message.Message) error { return nil }
+func (noopPublisher) Close() error                              { return nil }
