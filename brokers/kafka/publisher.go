@@ -123,7 +123,9 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 // delivered. Messages the client would refuse on its own (larger than Config.MessageMaxBytes,
 // invalid) are found before anything is produced and their key's later messages are not
 // produced at all; a failure reported by the broker, or a record's retries or ctx running out,
-// fails every later buffered record of the partition inside franz-go (see below).
+// fails every later buffered record of the partition inside franz-go (see below). A record the
+// broker refused with a permanent error is sent once more alone before that error is reported,
+// since a broker refuses a whole batch for one bad record.
 //
 // ctx bounds the call: when it ends, records not yet sent fail with its error; a record already
 // sent is waited for (the idempotent producer cannot forget a request whose outcome it does not
@@ -229,8 +231,8 @@ func (p *Publisher) publishEach(ctx context.Context, topic string, msgs []*messa
 	// undone; it is logged as an error and reported as failed, so that it is sent again after
 	// the earlier one (a duplicate the consumer's dedup absorbs, and the key's last message is
 	// the last one again). Later failures of a key get ErrEarlierMessageFailed, retriable:
-	// franz-go fails them with the error of the first, which says nothing about them.
-	// One log line per key: its first failure, how many later messages were acknowledged.
+	// franz-go fails them with the error of the first, which says nothing about them. One log
+	// line per key: its first failure, how many later messages were acknowledged.
 	var order []int
 	count := map[int]int{}
 	firstLater := map[int]int{}
@@ -247,6 +249,24 @@ func (p *Publisher) publishEach(ctx context.Context, topic string, msgs []*messa
 			"topic": topic, "key": keys[first], "failed_uuid": msgs[first].UUID,
 			"reordered": count[first], "first_reordered_uuid": msgs[firstLater[first]].UUID,
 		})
+	}
+
+	// 4. A broker refuses a whole batch for one bad record (MESSAGE_TOO_LARGE when
+	// message_max_bytes is above the broker's limit, INVALID_RECORD), failing the innocent
+	// records that shared it with the same permanent error. So a record that failed that way,
+	// the first failure of its key (the later ones carry ErrEarlierMessageFailed by now), is sent
+	// once more, alone, before the error is believed: if it is acknowledged now it was innocent
+	// (its key's later messages stay held back, so the order holds). One at a time, so that the
+	// records being confirmed never share a batch.
+	for i, err := range errs {
+		if records[i] == nil || err == nil || Retriable(err) || ctx.Err() != nil {
+			continue
+		}
+		if err := p.client.ProduceSync(ctx, records[i]).FirstErr(); err != nil {
+			errs[i] = fmt.Errorf("kafka: message %s to topic %q, also when sent alone: %w", msgs[i].UUID, topic, err)
+			continue
+		}
+		errs[i] = nil
 	}
 	return errs, nil
 }

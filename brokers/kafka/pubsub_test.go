@@ -20,9 +20,9 @@ import (
 // persistent yes; a new subscriber receives old messages only without a consumer group, which
 // the suite does not use. ForceShort keeps message counts small: 2 shared cores.
 //
-// With Sarama 1.43.3 (watermill-kafka's pin) the tests that make many members join one group
-// failed about one run in three here (the idempotent producer's "out of order sequence number"
-// on fresh topics); with Sarama 1.61.1 the whole suite passes.
+// The publisher is franz-go's, the subscriber watermill-kafka's (Sarama). (When the publisher
+// was Sarama's, with Sarama 1.43.3 the tests that make many members join one group failed about
+// one run in three here, "out of order sequence number" on fresh topics; Sarama 1.61.1 fixed it.)
 func TestUniversalPubSub(t *testing.T) {
 	brokers := testsupport.KafkaBrokers(t)
 	if testing.Short() {
