@@ -16,7 +16,11 @@ import (
 // when msgs[i] was acknowledged. Messages with the same partition key must reach the broker in
 // the given order, and the failures must be gapless per key: when msgs[i] fails, every later
 // message of the same key in the call must fail too (and not be delivered), so that a key can
-// be parked behind its first failure without being reordered. PublishEach must be safe for
+// be parked behind its first failure without being reordered. A permanent (non-retriable) error
+// must be the message's own: if the broker refused a request of several messages whole (for
+// example, too large because of one of them), the publisher must find out which message is at
+// fault (brokers/kafka sends it alone once) rather than fail the innocent ones with it, since
+// the forwarder dead-letters a message on its permanent error. PublishEach must be safe for
 // concurrent use; ctx bounds the whole call.
 type OutcomePublisher interface {
 	PublishEach(ctx context.Context, topic string, msgs []*message.Message) []error

@@ -117,6 +117,8 @@ func (f *Forwarder) publishOutcomes(ctx context.Context, pub OutcomePublisher, r
 
 // publishEach publishes the records of one topic in one PublishEach call and sorts the outcomes:
 // the first failure of each key is returned as failed, the key's later records are held back.
+// A permanent error is taken as the message's own (the OutcomePublisher contract), so it is
+// dead-lettered without being confirmed alone first, unlike on the waves path.
 func (f *Forwarder) publishEach(ctx context.Context, pub OutcomePublisher, topic string, records []record) (acked []record, failed []failure) {
 	msgs := toMessages(ctx, records)
 	errs := pub.PublishEach(ctx, topic, msgs)
@@ -145,10 +147,7 @@ func (f *Forwarder) publishEach(ctx context.Context, pub OutcomePublisher, topic
 			failed = append(failed, failure{r, errs[i]})
 		}
 	}
-	if len(records) == 1 {
-		return acked, failed
-	}
-	return f.confirmPermanent(ctx, topic, acked, failed)
+	return acked, failed
 }
 
 // publishAlone publishes one message in a call of its own.
@@ -160,24 +159,4 @@ func (f *Forwarder) publishAlone(ctx context.Context, topic string, msg *message
 		return fmt.Errorf("forwarder: publisher %T did not return one outcome for one message", pub)
 	}
 	return f.cfg.Publisher.Publish(topic, msg)
-}
-
-// confirmPermanent publishes each permanently failed message once more, alone and one at a time,
-// before it is dead-lettered: a producer may have packed several messages into one request that
-// the broker refused whole (for example, too large because of one message), failing innocent
-// messages with it.
-func (f *Forwarder) confirmPermanent(ctx context.Context, topic string, acked []record, failed []failure) ([]record, []failure) {
-	confirmed := failed[:0:0]
-	for _, fl := range failed {
-		if f.cfg.IsRetriable(fl.err) {
-			confirmed = append(confirmed, fl)
-			continue
-		}
-		if err := f.publishAlone(ctx, topic, toMessages(ctx, []record{fl.record})[0]); err != nil {
-			confirmed = append(confirmed, failure{fl.record, err})
-			continue
-		}
-		acked = append(acked, fl.record)
-	}
-	return acked, confirmed
 }

@@ -81,3 +81,23 @@ func (f *Forwarder) publishTopic(ctx context.Context, topic string, records []re
 	wg.Wait()
 	return f.confirmPermanent(ctx, topic, acked, failed)
 }
+
+// confirmPermanent publishes each permanently failed message once more, alone and one at a time,
+// before it is dead-lettered: a producer may have packed several messages into one request that
+// the broker refused whole (for example, too large because of one message), failing innocent
+// messages with it.
+func (f *Forwarder) confirmPermanent(ctx context.Context, topic string, acked []record, failed []failure) ([]record, []failure) {
+	confirmed := failed[:0:0]
+	for _, fl := range failed {
+		if f.cfg.IsRetriable(fl.err) {
+			confirmed = append(confirmed, fl)
+			continue
+		}
+		if err := f.publishAlone(ctx, topic, toMessages(ctx, []record{fl.record})[0]); err != nil {
+			confirmed = append(confirmed, failure{fl.record, err})
+			continue
+		}
+		acked = append(acked, fl.record)
+	}
+	return acked, confirmed
+}

@@ -39,6 +39,14 @@ type Publisher struct {
 	marshaler wkafka.Marshaler
 	client    *kgo.Client
 	logger    watermill.LoggerAdapter
+	opts      []kgo.Opt
+
+	// confirmer sends the records refused with a permanent error once more, alone, one at a
+	// time (confirmMu), on a client of its own, created on first use: on the shared client, a
+	// record resent alone may still share a batch with a bad record of a concurrent call (two
+	// workers whose keys land on one partition) and be refused again with it.
+	confirmMu sync.Mutex
+	confirmer *kgo.Client
 
 	mu     sync.RWMutex // held for reading by PublishEach, for writing by Close
 	closed bool
@@ -72,7 +80,22 @@ func NewPublisher(config Config, logger watermill.LoggerAdapter) (*Publisher, er
 		marshaler: NewMarshaler(config.KeyMetadata),
 		client:    client,
 		logger:    logger,
+		opts:      opts,
 	}, nil
+}
+
+// confirmAlone produces rec alone on the confirming client and returns its error.
+func (p *Publisher) confirmAlone(ctx context.Context, rec *kgo.Record) error {
+	p.confirmMu.Lock()
+	defer p.confirmMu.Unlock()
+	if p.confirmer == nil {
+		c, err := kgo.NewClient(p.opts...)
+		if err != nil {
+			return fmt.Errorf("kafka: cannot create the client that confirms refused messages: %w", err)
+		}
+		p.confirmer = c
+	}
+	return p.confirmer.ProduceSync(ctx, rec).FirstErr()
 }
 
 // NewMarshaler returns watermill-kafka's marshaler with the message key taken from the metadata
@@ -256,13 +279,19 @@ func (p *Publisher) publishEach(ctx context.Context, topic string, msgs []*messa
 	// records that shared it with the same permanent error. So a record that failed that way,
 	// the first failure of its key (the later ones carry ErrEarlierMessageFailed by now), is sent
 	// once more, alone, before the error is believed: if it is acknowledged now it was innocent
-	// (its key's later messages stay held back, so the order holds). One at a time, so that the
-	// records being confirmed never share a batch.
+	// (its key's later messages stay held back, so the order holds). One at a time and on a
+	// client of its own (confirmAlone), so that a record being confirmed never shares a batch.
 	for i, err := range errs {
 		if records[i] == nil || err == nil || Retriable(err) || ctx.Err() != nil {
 			continue
 		}
-		if err := p.client.ProduceSync(ctx, records[i]).FirstErr(); err != nil {
+		// A fresh record: the first one went through a batch that failed, and franz-go keeps
+		// state in a record it produced.
+		alone, err := p.record(topic, msgs[i])
+		if err == nil {
+			err = p.confirmAlone(ctx, alone)
+		}
+		if err != nil {
 			errs[i] = fmt.Errorf("kafka: message %s to topic %q, also when sent alone: %w", msgs[i].UUID, topic, err)
 			continue
 		}
@@ -404,6 +433,11 @@ func (p *Publisher) Close() error {
 	// kgo.Client.Close fails buffered records with ErrClientClosed.
 	flushErr := p.client.Flush(ctx)
 	p.client.Close()
+	p.confirmMu.Lock()
+	if p.confirmer != nil {
+		p.confirmer.Close()
+	}
+	p.confirmMu.Unlock()
 	if flushErr != nil {
 		return fmt.Errorf("kafka: cannot flush the producer before closing it: %w", flushErr)
 	}
