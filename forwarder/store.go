@@ -83,23 +83,39 @@ const claimColumns = "seq, event_id, topic, aggregate_type, aggregate_id, event_
 
 // claim reads pending rows of the partitions in sequence order, leaving out every key held back
 // by a failing (not yet due) or dead event: those wait, all other keys flow. It returns at most
-// limit rows, and stops before the row that would take the payloads above maxBytes (the first
-// row is always returned, however large), so a batch of large events stays small in memory: the
-// running sum is computed by the database, which never sends the rows left out.
+// limit rows, and no more rows than fit in maxBytes of payload (the first row is always
+// returned, however large), so a batch of large events stays small in memory: the running sum
+// is computed by the database, which never sends the rows left out.
+//
+// The parked keys are a DISTINCT derived table, which every database materializes once. As a
+// plain NOT IN subquery, MariaDB sometimes ran it as a dependent subquery, once per candidate
+// row (its statistics of a table just filled say it holds one row): a 20,000-event backlog then
+// took 14 s instead of 1.3 s to drain.
 //
 // No row locks are taken and no transaction is held: the lease epochs fence the
 // acknowledgement instead (see fence). FOR UPDATE SKIP LOCKED on the event rows would be
 // harmful here: a row skipped because something else briefly locked it would let a later event
 // of the same key overtake it.
 func (s *store) claim(ctx context.Context, q querier, partitions []int, limit int, maxBytes int64) ([]record, error) {
-	now := s.dialect.TimeArg(time.Now())
+	query, args := s.claimQuery(partitions, limit, maxBytes)
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("claim rows: %w", err)
+	}
+	defer rows.Close()
+	return scanRecords(rows)
+}
+
+// claimQuery is claim's statement, in the dialect's placeholders, and its arguments.
+func (s *store) claimQuery(partitions []int, limit int, maxBytes int64) (string, []any) {
 	parts := in(len(partitions))
 	inner := "SELECT " + claimColumns + " FROM " + s.table.Events() +
 		" WHERE status = 0 AND partition_no IN " + parts +
-		" AND key_hash NOT IN (SELECT p.key_hash FROM " + s.table.Events() + " p WHERE p.partition_no IN " + parts +
-		" AND (p.status = 2 OR (p.status = 0 AND p.attempts > 0 AND p.next_attempt_at > ?)))"
+		" AND key_hash NOT IN (SELECT key_hash FROM (SELECT DISTINCT p.key_hash FROM " + s.table.Events() + " p" +
+		" WHERE p.partition_no IN " + parts +
+		" AND (p.status = 2 OR (p.status = 0 AND p.attempts > 0 AND p.next_attempt_at > ?))) parked)"
 	args := append(intArgs(partitions), intArgs(partitions)...)
-	args = append(args, now)
+	args = append(args, s.dialect.TimeArg(time.Now()))
 	if len(s.tenants) > 0 {
 		inner += " AND tenant_id IN " + in(len(s.tenants))
 		for _, t := range s.tenants {
@@ -109,14 +125,9 @@ func (s *store) claim(ctx context.Context, q querier, partitions []int, limit in
 	inner += " ORDER BY seq LIMIT ?"
 	args = append(args, limit, maxBytes)
 	query := "SELECT " + claimColumns + " FROM (SELECT " + claimColumns +
-		", SUM(LENGTH(payload)) OVER (ORDER BY seq) - LENGTH(payload) AS bytes_before FROM (" + inner + ") c) w" +
-		" WHERE bytes_before < ? ORDER BY seq"
-	rows, err := q.QueryContext(ctx, s.q(query), args...)
-	if err != nil {
-		return nil, fmt.Errorf("claim rows: %w", err)
-	}
-	defer rows.Close()
-	return scanRecords(rows)
+		", LENGTH(payload) AS bytes, SUM(LENGTH(payload)) OVER (ORDER BY seq) AS running FROM (" + inner + ") c) w" +
+		" WHERE running <= ? OR running = bytes ORDER BY seq"
+	return s.q(query), args
 }
 
 func scanRecords(rows *sql.Rows) ([]record, error) {
