@@ -41,7 +41,7 @@ func startChild(relay string, d database, name string, o options) (*child, error
 		return nil, fmt.Errorf("find the relaybench executable: %w", err)
 	}
 	cmd := exec.Command(self, "-role", relay, "-db", d.name, "-table", name, "-pg", o.pgDSN, "-mysql", o.mysqlDSN,
-		"-kafka", strings.Join(o.brokers, ","), "-workers", strconv.Itoa(o.workers), "-batch", strconv.Itoa(o.batch),
+		"-kafka", strings.Join(o.brokers, ","), "-workers", strconv.Itoa(o.workers), "-batch", strconv.Itoa(o.batch), "-batch-mib", strconv.FormatFloat(o.batchMiB, 'f', -1, 64),
 		"-compression", o.compress)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
@@ -160,7 +160,7 @@ func runRelay(role string, d database, name string, o options) error {
 	switch role {
 	case relayOutboxkit:
 		cfg := forwarder.Config{DB: db, Dialect: d.dialect, Table: name, Publisher: pub,
-			Workers: o.workers, BatchSize: o.batch, Logger: logger, IsRetriable: kafka.Retriable}
+			Workers: o.workers, BatchSize: o.batch, MaxBatchBytes: int64(o.batchMiB * (1 << 20)), Logger: logger, IsRetriable: kafka.Retriable}
 		if d.dialect == outbox.Postgres {
 			table, err := outbox.NewTable(outbox.Postgres, name)
 			if err != nil {

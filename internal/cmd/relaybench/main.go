@@ -49,6 +49,7 @@ type options struct {
 	repeat   int
 	workers  int
 	batch    int
+	batchMiB float64
 	compress string
 	svg      string
 	command  string // the command line, printed with the results
@@ -81,6 +82,7 @@ func main() {
 	flag.IntVar(&o.repeat, "repeat", 1, "measure every drain this many times (interleaved) and print the median and spread")
 	flag.IntVar(&o.workers, "workers", 0, "outboxkit forwarder Workers (0: its default)")
 	flag.IntVar(&o.batch, "batch", 0, "outboxkit forwarder BatchSize (0: its default)")
+	flag.Float64Var(&o.batchMiB, "batch-mib", 0, "outboxkit forwarder MaxBatchBytes in MiB (0: its default)")
 	flag.StringVar(&o.compress, "compression", "", "Kafka compression for all relays (none, gzip, snappy, lz4, zstd; empty: brokers/kafka's default, lz4)")
 	flag.StringVar(&o.svg, "svg", "", "write an SVG plot of events/s against the number of keys to this file")
 	flag.Parse()
@@ -160,6 +162,8 @@ func (o *options) parse(brokers, keys, dbs, payloads, relays string) error {
 		return fmt.Errorf("-repeat: %d is not a positive number of repetitions", o.repeat)
 	case o.workers < 0:
 		return fmt.Errorf("-workers: %d is negative (0: the forwarder's default)", o.workers)
+	case o.batchMiB < 0:
+		return fmt.Errorf("-batch-mib: %v is negative (0: the forwarder's default)", o.batchMiB)
 	case o.batch < 0:
 		return fmt.Errorf("-batch: %d is negative (0: the forwarder's default)", o.batch)
 	}
