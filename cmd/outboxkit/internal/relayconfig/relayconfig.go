@@ -63,17 +63,17 @@ type Forwarder struct {
 	Workers          int
 	MaxAttempts      int
 	UnlimitedRetries bool
-	InitialBackoff  time.Duration
-	MaxBackoff      time.Duration
-	DeadLetterTopic string
-	Retention       time.Duration
-	PruneInterval   time.Duration
-	LeaseTTL        time.Duration
-	Tenants         []string
-	LeaseGroup      string
-	RelayID         string
-	MinPollInterval time.Duration
-	MaxPollInterval time.Duration
+	InitialBackoff   time.Duration
+	MaxBackoff       time.Duration
+	DeadLetterTopic  string
+	Retention        time.Duration
+	PruneInterval    time.Duration
+	LeaseTTL         time.Duration
+	Tenants          []string
+	LeaseGroup       string
+	RelayID          string
+	MinPollInterval  time.Duration
+	MaxPollInterval  time.Duration
 }
 
 // HTTP is the http section.
