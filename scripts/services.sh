@@ -11,6 +11,9 @@
 #   scripts/services.sh start-kafka | stop-kafka | start-pulsar | stop-pulsar
 #                                 start or stop that one service only (with other ports and
 #                                 SERVICES_STATE_DIR, a dedicated broker, e.g. for fault tests)
+#   scripts/services.sh start-kafka-secure | stop-kafka-secure | kafka-secure-grant TOPIC [USER]
+#                                 the SASL_SSL (SCRAM-SHA-512) broker with ACLs, not started by
+#                                 `up` (see scripts/services/kafka-secure.sh)
 #
 # Every port and path can be overridden through the variables below.
 set -euo pipefail
@@ -212,9 +215,15 @@ stop_pidfile() {
   rm -f "$pidfile"
 }
 
+# --- Prometheus tools (promtool, prometheus) for internal/monitoring's tests --------------------
+# shellcheck source=services/monitoring.sh
+source "$here/services/monitoring.sh"
+
 # --- Pulsar -----------------------------------------------------------------------------------
 # shellcheck source=services/pulsar.sh
 source "$here/services/pulsar.sh"
+# shellcheck source=services/kafka-secure.sh
+source "$here/services/kafka-secure.sh"
 
 print_env() {
   cat <<EOF
@@ -224,6 +233,7 @@ export OUTBOXKIT_KAFKA_BROKERS='127.0.0.1:$KAFKA_PORT'
 export OUTBOXKIT_PULSAR_URL='pulsar://127.0.0.1:$PULSAR_PORT'
 export OUTBOXKIT_PULSAR_HTTP='http://127.0.0.1:$PULSAR_HTTP_PORT'
 EOF
+  print_kafka_secure_env
 }
 
 main() {
@@ -232,6 +242,7 @@ main() {
   case "${1:-up}" in
   up)
     timed packages install_packages
+    timed monitoring install_monitoring
     timed postgres start_postgres
     timed mariadb start_mariadb
     timed kafka start_kafka
@@ -242,6 +253,7 @@ main() {
   down)
     stop_pidfile "$SERVICES_STATE_DIR/kafka/kafka.pid"
     stop_pidfile "$SERVICES_STATE_DIR/pulsar/pulsar.pid"
+    stop_pidfile "$KAFKA_SECURE_DIR/kafka.pid"
     [ -f "$SERVICES_STATE_DIR/mariadb/mysqld.pid" ] && stop_pidfile "$SERVICES_STATE_DIR/mariadb/mysqld.pid"
     [ -f "$SERVICES_STATE_DIR/postgres/postmaster.pid" ] &&
       su postgres -s /bin/sh -c "$PG_BIN/pg_ctl -D '$SERVICES_STATE_DIR/postgres' -m fast stop" >/dev/null
@@ -253,8 +265,11 @@ main() {
   stop-kafka) stop_pidfile "$SERVICES_STATE_DIR/kafka/kafka.pid" ;;
   start-pulsar) start_pulsar ;;
   stop-pulsar) stop_pidfile "$SERVICES_STATE_DIR/pulsar/pulsar.pid" ;;
+  start-kafka-secure) start_kafka_secure ;;
+  stop-kafka-secure) stop_kafka_secure ;;
+  kafka-secure-grant) kafka_secure_grant "${@:2}" ;;
   *)
-    echo "usage: $0 [up|env|down|restart-kafka|restart-pulsar|start-kafka|stop-kafka|start-pulsar|stop-pulsar]" >&2
+    echo "usage: $0 [up|env|down|restart-kafka|restart-pulsar|start-kafka|stop-kafka|start-pulsar|stop-pulsar|start-kafka-secure|stop-kafka-secure|kafka-secure-grant TOPIC [USER]]" >&2
     exit 2
     ;;
   esac

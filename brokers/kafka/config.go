@@ -227,6 +227,19 @@ func (c Config) LogValue() slog.Value {
 // String prints the configuration with secrets redacted.
 func (c Config) String() string { return c.LogValue().String() }
 
+// Security describes how the clients authenticate and encrypt, for errors and logs, e.g.
+// "SASL SCRAM-SHA-512 as user relay, over TLS" or "no SASL, plaintext". It never holds a secret.
+func (c Config) Security() string {
+	auth := "no SASL"
+	if c.SASL.Mechanism != "" {
+		auth = fmt.Sprintf("SASL %s as user %q", c.SASL.Mechanism, c.SASL.Username)
+	}
+	if c.TLS.On() {
+		return auth + ", over TLS"
+	}
+	return auth + ", plaintext"
+}
+
 func redact(secret string) string {
 	if secret == "" {
 		return ""

@@ -73,7 +73,7 @@ func NewPublisher(config Config, logger watermill.LoggerAdapter) (*Publisher, er
 	defer cancel()
 	if err := client.Ping(ctx); err != nil {
 		client.Close()
-		return nil, fmt.Errorf("kafka: no broker of %v answered: %w", config.Brokers, err)
+		return nil, fmt.Errorf("kafka: no broker of %v answered (%s): %w", config.Brokers, config.Security(), err)
 	}
 	return &Publisher{
 		config:    config,

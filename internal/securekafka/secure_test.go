@@ -1,0 +1,189 @@
+package securekafka_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/google/uuid"
+
+	"github.com/outboxkit/outboxkit/brokers/kafka"
+	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/internal/securekafka"
+	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// newTable migrates a fresh outbox table on the test PostgreSQL and drops it with the test.
+func newTable(t *testing.T, db *sql.DB) string {
+	t.Helper()
+	name := testsupport.UniqueName("secure")
+	table, err := outbox.NewTable(outbox.Postgres, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, tb := range []string{table.Events(), table.Leases(), table.Relays(), table.Migrations(), table.KeyLocks()} {
+			_, _ = db.Exec("DROP TABLE IF EXISTS " + tb + " CASCADE")
+		}
+		_, _ = db.Exec("DROP FUNCTION IF EXISTS " + name + "_notify()")
+	})
+	if err := outbox.Migrate(context.Background(), db, table); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// writeEvents commits n events to topic over three keys and returns their ids.
+func writeEvents(t *testing.T, db *sql.DB, table, topic string, n int) map[string]string {
+	t.Helper()
+	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{} // event id -> aggregate id
+	events := make([]outbox.Event, n)
+	for i := range events {
+		id := uuid.Must(uuid.NewV7())
+		key := fmt.Sprintf("order-%d", i%3)
+		ids[id.String()] = key
+		events[i] = outbox.Event{ID: id, Topic: topic, AggregateType: "order", AggregateID: key,
+			EventType: "OrderPlaced", Payload: []byte(fmt.Sprintf(`{"n":%d}`, i))}
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteTx(context.Background(), tx, events...); err != nil {
+		_ = tx.Rollback()
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+func countRows(t *testing.T, db *sql.DB, query string) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(query).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+// Right credentials: events written to the outbox go through the forwarder and its franz-go
+// publisher (user relay) to the SASL_SSL broker, and a watermill-kafka subscriber (Sarama, user
+// consumer, consumer group) reads every one of them with its key, over SASL_SSL as well.
+func TestRelayOverSASLSSL(t *testing.T) {
+	b := securekafka.Start(t)
+	db := testsupport.OpenPostgres(t)
+	table := newTable(t, db)
+	topic := testsupport.UniqueName(securekafka.GrantedPrefix + "e2e")
+	want := writeEvents(t, db, table, topic, 30)
+
+	pub, err := kafka.NewPublisher(b.Config(t, securekafka.RelayUser), watermill.NopLogger{})
+	if err != nil {
+		t.Fatalf("publisher with the right credentials: %v", err)
+	}
+	defer pub.Close()
+	fwd, err := forwarder.New(forwarder.Config{
+		DB: db, Dialect: outbox.Postgres, Table: table, Publisher: pub, IsRetriable: kafka.Retriable,
+		MaxPollInterval: 100 * time.Millisecond, LeaseTTL: 2 * time.Second, InitialBackoff: 100 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	runCtx, stopRun := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- fwd.Run(runCtx) }()
+	defer func() {
+		stopRun()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("forwarder: %v", err)
+		}
+	}()
+
+	cfg := b.Config(t, securekafka.ConsumerUser)
+	cfg.ConsumerGroup = testsupport.UniqueName(securekafka.GroupPrefix + "e2e")
+	sub, err := kafka.NewSubscriber(cfg, watermill.NopLogger{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	// The consumer may not create topics: wait for the relay to have published (and so created)
+	// it before subscribing. Bounded, not a timing assertion.
+	for countRows(t, db, "SELECT COUNT(*) FROM "+table) > 0 && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+	}
+	msgs, err := sub.Subscribe(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(want) > 0 {
+		select {
+		case msg := <-msgs:
+			id := msg.Metadata.Get(outbox.MetadataEventID)
+			key, ok := want[id]
+			if !ok {
+				t.Errorf("unexpected or repeated event %q", id)
+			} else if got := msg.Metadata.Get(kafka.DefaultKeyMetadata); got != key {
+				t.Errorf("event %s has key %q, want %q", id, got, key)
+			}
+			delete(want, id)
+			msg.Ack()
+		case <-ctx.Done():
+			t.Fatalf("%d events never reached the consumer over SASL_SSL", len(want))
+		}
+	}
+}
+
+// Bad credentials or a bad TLS setup: the publisher fails at once with an error that names the
+// broker's address and the mechanism, and never shows a password.
+func TestBadCredentialsAreRefusedClearly(t *testing.T) {
+	b := securekafka.Start(t)
+	right := b.Password(t, securekafka.RelayUser)
+	const wrongPassword = "not-the-relay-password-7f3a"
+	cases := []struct {
+		name   string
+		change func(*kafka.Config)
+		want   string // in the error, besides the address and the mechanism
+	}{
+		{"wrong password", func(c *kafka.Config) { c.SASL.Password = wrongPassword }, "SASL_AUTHENTICATION_FAILED"},
+		{"untrusted certificate", func(c *kafka.Config) { c.TLS.CAFile = b.UntrustedCAFile }, "x509"},
+		{"plaintext against the TLS port", func(c *kafka.Config) { c.TLS = kafka.TLSConfig{} }, "speaking to a tls endpoint"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := b.Config(t, securekafka.RelayUser)
+			tc.change(&cfg)
+			pub, err := kafka.NewPublisher(cfg, watermill.NopLogger{})
+			if err == nil {
+				_ = pub.Close()
+				t.Fatal("the publisher connected")
+			}
+			msg := err.Error()
+			t.Logf("error: %s", msg)
+			for _, s := range []string{b.Addr, securekafka.Mechanism, tc.want} {
+				if !strings.Contains(msg, s) {
+					t.Errorf("the error does not contain %q", s)
+				}
+			}
+			for _, secret := range []string{right, wrongPassword} {
+				if strings.Contains(msg, secret) {
+					t.Errorf("the error shows a password")
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,159 @@
+// Package securekafka starts, for the tests that need it, the SASL_SSL (SCRAM-SHA-512) Kafka
+// broker with ACLs of scripts/services.sh (start-kafka-secure, idempotent) and gives them its
+// address, certificate files, users and passwords. A broker that cannot be started fails the
+// test with CI=true and skips it elsewhere (testsupport.Unavailable).
+package securekafka
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxkit/outboxkit/brokers/kafka"
+	"github.com/outboxkit/outboxkit/internal/testsupport"
+)
+
+// Environment variables printed by `scripts/services.sh env`, with the script's defaults.
+const (
+	EnvBrokers         = "OUTBOXKIT_KAFKA_SECURE_BROKERS"
+	EnvCAFile          = "OUTBOXKIT_KAFKA_SECURE_CA_FILE"
+	EnvUntrustedCAFile = "OUTBOXKIT_KAFKA_SECURE_UNTRUSTED_CA_FILE"
+	EnvSecretsDir      = "OUTBOXKIT_KAFKA_SECURE_SECRETS_DIR"
+
+	DefaultBrokers    = "127.0.0.1:19094"
+	DefaultDir        = "/var/tmp/outboxkit-services/kafka-secure"
+	DefaultCAFile     = DefaultDir + "/tls/ca.pem"
+	DefaultUntrusted  = DefaultDir + "/tls/untrusted-ca.pem"
+	DefaultSecretsDir = DefaultDir + "/secrets"
+)
+
+// The broker's SASL mechanism, its users and what the ACLs of scripts/services/kafka-secure.sh
+// let them do.
+const (
+	Mechanism = kafka.SASLScramSHA512
+	// AdminUser is the super user.
+	AdminUser = "admin"
+	// RelayUser may write to (and create) topics starting with GrantedPrefix only.
+	RelayUser = "relay"
+	// ConsumerUser may read topics starting with GrantedPrefix or RefusedPrefix, in consumer
+	// groups starting with GroupPrefix.
+	ConsumerUser  = "consumer"
+	GrantedPrefix = "granted-"
+	RefusedPrefix = "refused-"
+	GroupPrefix   = "secure-"
+)
+
+// startTimeout bounds the start script: a first start resolves jars, makes certificates,
+// formats the storage and creates ACLs.
+const startTimeout = 5 * time.Minute
+
+// Broker is the running secure broker.
+type Broker struct {
+	// Addr is the SASL_SSL listener (host:port).
+	Addr string
+	// CAFile is the PEM file of the CA that signed the broker's certificate.
+	CAFile string
+	// UntrustedCAFile is the PEM file of a CA that signed nothing the broker presents.
+	UntrustedCAFile string
+	// SecretsDir holds <user>.password.
+	SecretsDir string
+	repoRoot   string
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// Start starts the secure broker through scripts/services.sh (a no-op when it runs) and
+// returns it.
+func Start(t testing.TB) Broker {
+	t.Helper()
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Broker{
+		Addr:            env(EnvBrokers, DefaultBrokers),
+		CAFile:          env(EnvCAFile, DefaultCAFile),
+		UntrustedCAFile: env(EnvUntrustedCAFile, DefaultUntrusted),
+		SecretsDir:      env(EnvSecretsDir, DefaultSecretsDir),
+		repoRoot:        root,
+	}
+	if err := b.script("start-kafka-secure"); err != nil {
+		testsupport.Unavailable(t, "the secure Kafka broker (scripts/services.sh start-kafka-secure)", err)
+	}
+	return b
+}
+
+// Password returns the SCRAM password of user, read from its file.
+func (b Broker) Password(t testing.TB, user string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(b.SecretsDir, user+".password"))
+	if err != nil {
+		t.Fatalf("securekafka: password of %s: %v", user, err)
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// Config returns a Kafka configuration that reaches the broker over SASL_SSL as user, trusting
+// the broker's CA.
+func (b Broker) Config(t testing.TB, user string) kafka.Config {
+	t.Helper()
+	return kafka.Config{
+		Brokers: []string{b.Addr},
+		TLS:     kafka.TLSConfig{Enabled: true, CAFile: b.CAFile},
+		SASL:    kafka.SASLConfig{Mechanism: Mechanism, Username: user, Password: b.Password(t, user)},
+	}
+}
+
+// Grant lets the relay user write to (and create) topic, with Kafka's AclCommand
+// (scripts/services.sh kafka-secure-grant).
+func (b Broker) Grant(t testing.TB, topic string) {
+	t.Helper()
+	if err := b.script("kafka-secure-grant", topic, RelayUser); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (b Broker) script(args ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	script := filepath.Join(b.repoRoot, "scripts", "services.sh")
+	cmd := exec.CommandContext(ctx, "bash", append([]string{script}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("securekafka: %s %s: %w: %s", script, strings.Join(args, " "), err,
+			strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
+// repoRoot returns the nearest directory above the working directory that holds
+// scripts/services.sh.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("securekafka: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "scripts", "services.sh")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("securekafka: scripts/services.sh not found above the working directory")
+		}
+		dir = parent
+	}
+}
