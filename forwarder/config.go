@@ -13,6 +13,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -100,6 +101,14 @@ type Config struct {
 
 	// Metrics, when set, receives the forwarder's Prometheus metrics.
 	Metrics prometheus.Registerer
+	// TracerProvider, when set, gives every published event an OpenTelemetry producer span, a
+	// child of the span that wrote it (its stored traceparent), and sends that span's context
+	// with the message (docs/observability.md). Default nil: no spans, and the publisher is
+	// used unwrapped. otel's global provider is never read.
+	TracerProvider trace.TracerProvider
+	// MessagingSystem is the messaging.system attribute of the producer spans, such as "kafka"
+	// or "pulsar" ("kafka" adds messaging.kafka.message.key). Default "": left out.
+	MessagingSystem string
 	// Logger receives the forwarder's logs. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -141,6 +150,9 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	// Wrapped here, once, so that every publish call of every path (batches, isolation,
+	// dead letters) is traced; a nil TracerProvider leaves the publisher as it is.
+	c.Publisher = tracePublisher(c.Publisher, c.TracerProvider, c.MessagingSystem, c.DeadLetterTopic)
 }
 
 func setDefault[T comparable](field *T, value T) {

@@ -252,6 +252,9 @@ func (i *Inbox) EventID(msg *message.Message) (string, error) {
 //     duplicate and acknowledges the message without calling h;
 //   - otherwise it calls h with the transaction, commits, and returns h's messages.
 //
+// Under [Tracing], the verdict is recorded on the delivery's span (outboxkit.inbox.duplicate,
+// and an event for a skipped duplicate).
+//
 // An error from h, or a failed commit, rolls everything back (inbox row included) and is returned,
 // so the message is nacked (or retried by middleware) and its redelivery runs h again. A delivery
 // racing with another delivery of the same event blocks on the inbox row until the first
@@ -284,6 +287,7 @@ func (i *Inbox) Handler(h TxHandler) message.HandlerFunc {
 		if err != nil {
 			return nil, fmt.Errorf("inbox %s: event %s: rows affected: %w", i.config.ConsumerName, id, err)
 		}
+		traceInbox(ctx, i.config.ConsumerName, n == 0)
 		if n == 0 {
 			i.duplicates.Add(1)
 			i.logger.Debug("Inbox: duplicate event skipped", watermill.LogFields{

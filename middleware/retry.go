@@ -143,7 +143,8 @@ func IsPermanent(err error) bool {
 // outermost one, so adding Retry before PoisonQueue lets PoisonQueue swallow the first error and
 // Retry never runs (Watermill issues #580 and #645). Add RetryThenPoison to the Router or to one
 // handler; middleware added before it (correlation id, logging, metrics) sees the final outcome,
-// middleware added after it runs on every attempt.
+// middleware added after it runs on every attempt. Under [Tracing] (added before it), the
+// delivery's span records each retry, the number of attempts and a poisoning, with its reason.
 func RetryThenPoison(config RetryPoisonConfig) (message.HandlerMiddleware, error) {
 	config.setDefaults()
 	if err := config.Validate(); err != nil {
@@ -180,6 +181,6 @@ func RetryThenPoison(config RetryPoisonConfig) (message.HandlerMiddleware, error
 		if recoverer {
 			h = wmmiddleware.Recoverer(h)
 		}
-		return poison(retry.Middleware(h))
+		return traceRetryThenPoison(poison, retry.Middleware, h, shouldPoison, config.PoisonTopic)
 	}, nil
 }

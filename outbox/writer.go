@@ -93,7 +93,9 @@ func (w *Writer) SchemaAdapter() *SchemaAdapter { return w.adapter }
 // together with its business rows. Use [wsql.TxFromStdSQL] or [wsql.TxFromPgx] to adapt a
 // transaction, or the [Writer.WriteTx] and [Writer.WritePgx] shortcuts. Events without an ID get a
 // UUIDv7 (written back into the slice), without CreatedAt the current time. Every event is
-// validated before any SQL runs, so a validation error leaves the transaction usable.
+// validated before any SQL runs, so a validation error leaves the transaction usable. When ctx
+// carries an OpenTelemetry span, its W3C trace context is stored with each event in the headers
+// [HeaderTraceParent] and [HeaderTraceState] (docs/observability.md).
 func (w *Writer) Write(ctx context.Context, tx wsql.ContextExecutor, events ...Event) error {
 	if len(events) == 0 {
 		return nil
@@ -129,7 +131,8 @@ func (w *Writer) WritePgx(ctx context.Context, tx pgx.Tx, events ...Event) error
 // QueuePgx validates the events and queues their INSERT into a pgx batch the caller sends
 // inside its transaction (PostgreSQL only). The outbox write then shares the round trip of the
 // caller's own statements instead of adding one: the cheapest way to write events. The batch
-// result of the queued statement reports an INSERT error like any other queued query.
+// result of the queued statement reports an INSERT error like any other queued query. It takes
+// no context, so it stores no trace context; use [Writer.WritePgx] for traced writes.
 func (w *Writer) QueuePgx(batch *pgx.Batch, events ...Event) error {
 	if w.table.dialect != Postgres {
 		return fmt.Errorf("outbox: QueuePgx needs the postgres dialect, the writer is %s", w.table.dialect)
@@ -178,7 +181,8 @@ func (w *Writer) prepare(events []Event) error {
 // is watermill-sql v4's sql.Publisher with outboxkit's SchemaAdapter: each message needs a UUID
 // and the metadata [MetadataAggregateID] and [MetadataEventType]; the Publish topic is the
 // destination topic unless a message names its own in [MetadataTopic]. Code that already
-// speaks Watermill (for example its CQRS event bus) can publish into the outbox with it.
+// speaks Watermill (for example its CQRS event bus) can publish into the outbox with it. The
+// trace context of each message's own context (msg.Context()) is stored as in [Writer.Write].
 func (w *Writer) Publisher(tx wsql.ContextExecutor) (message.Publisher, error) {
 	pub, err := wsql.NewPublisher(tx, wsql.PublisherConfig{SchemaAdapter: w.adapter}, w.config.Logger)
 	if err != nil {
@@ -196,6 +200,9 @@ type txPublisher struct {
 }
 
 func (p *txPublisher) Publish(topic string, msgs ...*message.Message) error {
+	for _, msg := range msgs {
+		injectTraceContext(msg.Context(), msg.Metadata)
+	}
 	for start := 0; start < len(msgs); start += maxRowsPerInsert {
 		chunk := msgs[start:min(start+maxRowsPerInsert, len(msgs))]
 		if p.adapter.table.dialect == MySQL && p.adapter.lockKeys {

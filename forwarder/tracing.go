@@ -1,0 +1,173 @@
+package forwarder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.27.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// TracerName is the instrumentation scope of the forwarder's spans.
+const TracerName = "github.com/outboxkit/outboxkit/forwarder"
+
+// Attributes of the producer spans beyond the messaging semantic conventions (docs/observability.md).
+const (
+	attrEventType     = attribute.Key("outboxkit.event.type")
+	attrAggregateType = attribute.Key("outboxkit.aggregate.type")
+	attrAggregateID   = attribute.Key("outboxkit.aggregate.id")
+	attrTenantID      = attribute.Key("outboxkit.tenant.id")
+	attrDeadLetter    = attribute.Key("outboxkit.dead_letter")
+	attrAttempts      = attribute.Key("outboxkit.attempts")
+)
+
+// errNoOutcome is the span error of a message a publisher returned no outcome for.
+var errNoOutcome = errors.New("forwarder: the publisher returned no outcome for this message")
+
+// Why one span per event rather than one per batch with links: the span is a child of the
+// writer's span (read from the event's stored traceparent), so the trace of the request that
+// wrote the event continues through the relay to the consumers, under one trace id. A batch span
+// can have only one parent, so it would start a trace of its own and leave the events' traces
+// joined by links only, which most trace views do not follow. A sampler honouring the parent's
+// decision (the SDK's default, ParentBased) keeps or drops the relay's span with its writer's.
+
+// tracePublisher returns pub wrapped so that every publish call starts one producer span per
+// message and records its outcome, or pub itself when tp is nil (no spans, no cost). The wrapper
+// has PublishEach when pub has it. It sees every publish call the forwarder makes (whole
+// batches, one-by-one isolation, confirmations, dead letters) with its real destination and
+// outcome, which no single place inside the forwarder does. An optional publisher interface the
+// forwarder starts to use must be forwarded here too.
+func tracePublisher(pub message.Publisher, tp trace.TracerProvider, system, deadLetterTopic string) message.Publisher {
+	if pub == nil || tp == nil {
+		return pub
+	}
+	switch pub.(type) {
+	case *tracedPublisher, *tracedOutcomePublisher:
+		return pub
+	}
+	t := &tracedPublisher{
+		pub:             pub,
+		tracer:          tp.Tracer(TracerName),
+		system:          system,
+		deadLetterTopic: deadLetterTopic,
+	}
+	if each, ok := pub.(OutcomePublisher); ok {
+		return &tracedOutcomePublisher{tracedPublisher: t, each: each}
+	}
+	return t
+}
+
+// tracedPublisher traces a plain message.Publisher: one error per call ends every span of it.
+type tracedPublisher struct {
+	pub             message.Publisher
+	tracer          trace.Tracer
+	system          string
+	deadLetterTopic string
+}
+
+// tracedOutcomePublisher traces an OutcomePublisher: each span ends with its message's outcome.
+type tracedOutcomePublisher struct {
+	*tracedPublisher
+	each OutcomePublisher
+}
+
+// Publish implements message.Publisher.
+func (p *tracedPublisher) Publish(topic string, msgs ...*message.Message) error {
+	traced, spans := p.start(topic, msgs)
+	err := p.pub.Publish(topic, traced...)
+	for _, span := range spans {
+		endSpan(span, err)
+	}
+	return err
+}
+
+// Close implements message.Publisher.
+func (p *tracedPublisher) Close() error { return p.pub.Close() }
+
+// PublishEach implements OutcomePublisher.
+func (p *tracedOutcomePublisher) PublishEach(ctx context.Context, topic string, msgs []*message.Message) []error {
+	traced, spans := p.start(topic, msgs)
+	errs := p.each.PublishEach(ctx, topic, traced)
+	for i, span := range spans {
+		err := errNoOutcome
+		if len(errs) == len(msgs) {
+			err = errs[i]
+		}
+		endSpan(span, err)
+	}
+	return errs
+}
+
+// start begins a producer span per message and returns copies of the messages carrying the
+// span's context (in their context and as W3C trace headers), leaving the caller's messages
+// untouched: a message published again (after a failed batch) gets a new span, again a child of
+// the writer's span rather than of its failed attempt.
+func (p *tracedPublisher) start(topic string, msgs []*message.Message) ([]*message.Message, []trace.Span) {
+	traced := make([]*message.Message, len(msgs))
+	spans := make([]trace.Span, len(msgs))
+	for i, msg := range msgs {
+		ctx, span := p.startSpan(topic, msg)
+		c := msg.Copy()
+		c.SetContext(ctx)
+		delete(c.Metadata, outbox.HeaderTraceParent)
+		delete(c.Metadata, outbox.HeaderTraceState)
+		propagation.TraceContext{}.Inject(ctx, propagation.MapCarrier(c.Metadata))
+		traced[i], spans[i] = c, span
+	}
+	return traced, spans
+}
+
+// startSpan begins the producer span of msg: a child of the writer's span context read from the
+// message's stored traceparent, or a new root when the event has none.
+func (p *tracedPublisher) startSpan(topic string, msg *message.Message) (context.Context, trace.Span) {
+	md := msg.Metadata
+	attrs := make([]attribute.KeyValue, 0, 12)
+	if p.system != "" {
+		attrs = append(attrs, semconv.MessagingSystemKey.String(p.system))
+	}
+	attrs = append(attrs,
+		semconv.MessagingOperationName("send"),
+		semconv.MessagingOperationTypePublish,
+		semconv.MessagingDestinationName(topic),
+		semconv.MessagingMessageID(msg.UUID),
+		semconv.MessagingMessageBodySize(len(msg.Payload)),
+		attrEventType.String(md.Get(outbox.MetadataEventType)),
+		attrAggregateType.String(md.Get(outbox.MetadataAggregateType)),
+		attrAggregateID.String(md.Get(outbox.MetadataAggregateID)),
+	)
+	if p.system == "kafka" {
+		attrs = append(attrs, semconv.MessagingKafkaMessageKey(md.Get(outbox.MetadataAggregateID)))
+	}
+	if tenant := md.Get(outbox.MetadataTenantID); tenant != "" {
+		attrs = append(attrs, attrTenantID.String(tenant))
+	}
+	if topic == p.deadLetterTopic {
+		attrs = append(attrs, attrDeadLetter.Bool(true), attrAttempts.String(md.Get(MetadataAttempts)))
+	}
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...)}
+	ctx := msg.Context()
+	writer := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier(md))
+	if sc := trace.SpanContextFromContext(writer); sc.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+	} else {
+		opts = append(opts, trace.WithNewRoot())
+	}
+	return p.tracer.Start(ctx, "send "+topic, opts...)
+}
+
+// endSpan records err (status error, an exception event, error.type) and ends span.
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		span.SetAttributes(semconv.ErrorTypeKey.String(fmt.Sprintf("%T", err)))
+	}
+	span.End()
+}

@@ -1,0 +1,144 @@
+package middleware_test
+
+import (
+	"fmt"
+	"html"
+	"sort"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// spanRow is one span of a trace in tree order.
+type spanRow struct {
+	span  tracetest.SpanStub
+	depth int
+}
+
+// spanTree orders spans depth first (children by start time) below their parents; spans whose
+// parent is not among them are roots.
+func spanTree(spans tracetest.SpanStubs) []spanRow {
+	byID := map[trace.SpanID]bool{}
+	for _, s := range spans {
+		byID[s.SpanContext.SpanID()] = true
+	}
+	children := map[trace.SpanID][]tracetest.SpanStub{}
+	var roots []tracetest.SpanStub
+	for _, s := range spans {
+		if s.Parent.IsValid() && byID[s.Parent.SpanID()] {
+			children[s.Parent.SpanID()] = append(children[s.Parent.SpanID()], s)
+		} else {
+			roots = append(roots, s)
+		}
+	}
+	byStart := func(list []tracetest.SpanStub) {
+		sort.Slice(list, func(i, j int) bool { return list[i].StartTime.Before(list[j].StartTime) })
+	}
+	var rows []spanRow
+	var walk func(s tracetest.SpanStub, depth int)
+	walk = func(s tracetest.SpanStub, depth int) {
+		rows = append(rows, spanRow{s, depth})
+		kids := children[s.SpanContext.SpanID()]
+		byStart(kids)
+		for _, k := range kids {
+			walk(k, depth+1)
+		}
+	}
+	byStart(roots)
+	for _, r := range roots {
+		walk(r, 0)
+	}
+	return rows
+}
+
+// spanNote is the short description of a span shown beside its name: kind, duration and the
+// attributes and events that tell its story.
+func spanNote(s tracetest.SpanStub) string {
+	parts := []string{strings.TrimPrefix(s.SpanKind.String(), "SpanKind"), s.EndTime.Sub(s.StartTime).Round(time.Microsecond).String()}
+	a := spanAttrs(s)
+	for _, k := range []string{"messaging.message.id", "messaging.kafka.message.key", "outboxkit.retry.attempts", "outboxkit.inbox.duplicate"} {
+		if v, ok := a[attribute.Key(k)]; ok {
+			parts = append(parts, k+"="+v.Emit())
+		}
+	}
+	for _, e := range s.Events {
+		parts = append(parts, "event "+e.Name)
+	}
+	if s.Status.Code.String() == "Error" {
+		parts = append(parts, "status Error")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// textTree renders the trace as an indented text tree.
+func textTree(spans tracetest.SpanStubs) string {
+	var b strings.Builder
+	rows := spanTree(spans)
+	if len(rows) > 0 {
+		fmt.Fprintf(&b, "trace %s\n", rows[0].span.SpanContext.TraceID())
+	}
+	for _, r := range rows {
+		fmt.Fprintf(&b, "%s└─ %s  [%s]\n", strings.Repeat("   ", r.depth), r.span.Name, spanNote(r.span))
+	}
+	return b.String()
+}
+
+// traceSVG renders the trace as a waterfall: one row per span in tree order, indented by depth,
+// with a bar from its start to its end on a common time axis (at least 3 px wide).
+func traceSVG(spans tracetest.SpanStubs) string {
+	rows := spanTree(spans)
+	const (
+		width, labelWidth, rowHeight, top = 1100, 430, 44, 40
+	)
+	if len(rows) == 0 {
+		return ""
+	}
+	start, end := rows[0].span.StartTime, rows[0].span.EndTime
+	for _, r := range rows {
+		if r.span.StartTime.Before(start) {
+			start = r.span.StartTime
+		}
+		if r.span.EndTime.After(end) {
+			end = r.span.EndTime
+		}
+	}
+	total := end.Sub(start)
+	if total <= 0 {
+		total = time.Millisecond
+	}
+	colors := map[trace.SpanKind]string{trace.SpanKindProducer: "#4c78a8", trace.SpanKindConsumer: "#f58518", trace.SpanKindInternal: "#54a24b"}
+	height := top + len(rows)*rowHeight + 30
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	fmt.Fprintf(&b, `<text x="10" y="22" font-size="14" font-weight="bold">One trace: PostgreSQL outbox → forwarder → Kafka → consumer middleware (trace %s, %s)</text>`+"\n",
+		rows[0].span.SpanContext.TraceID().String()[:8]+"…", total.Round(time.Millisecond))
+	plot := float64(width - labelWidth - 20)
+	for i, r := range rows {
+		y := top + i*rowHeight
+		s := r.span
+		x := labelWidth + int(plot*float64(s.StartTime.Sub(start))/float64(total))
+		w := max(3, int(plot*float64(s.EndTime.Sub(s.StartTime))/float64(total)))
+		color, ok := colors[s.SpanKind]
+		if !ok {
+			color = "#888888"
+		}
+		if s.Status.Code.String() == "Error" {
+			color = "#e45756"
+		}
+		indent := 10 + 18*r.depth
+		fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", indent, y+14, html.EscapeString(s.Name))
+		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#555" font-size="10">%s</text>`+"\n", indent, y+30, html.EscapeString(spanNote(s)))
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="16" rx="3" fill="%s"/>`+"\n", x, y+2, w, color)
+		if r.depth > 0 {
+			fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#bbb"/>`+"\n", indent-10, y-rowHeight+20, indent-10, y+10)
+		}
+	}
+	fmt.Fprintf(&b, `<text x="10" y="%d" fill="#555" font-size="10">blue: producer span, orange: consumer span, green: application span; bars on one time axis (%s in all). Generated by TestOneTraceFromWriterToHandler with OUTBOXKIT_WRITE_TRACE_SVG=1.</text>`+"\n",
+		height-10, total.Round(time.Millisecond))
+	b.WriteString("</svg>\n")
+	return b.String()
+}
