@@ -10,6 +10,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/outboxkit/outboxkit/brokers/cloudevents"
 	"github.com/outboxkit/outboxkit/brokers/kafka"
 )
 
@@ -28,7 +29,9 @@ type Brokers struct {
 }
 
 // Build validates cfg and builds the publisher of the chosen broker (and, for kfake, starts the
-// in-process cluster). The caller must Close the result. A nil logger discards logs.
+// in-process cluster); with format cloudevents the publisher is wrapped by brokers/cloudevents'
+// decorator, which keeps the broker publisher's PublishEach and Connect. The caller must Close
+// the result. A nil logger discards logs.
 func Build(ctx context.Context, cfg Config, logger watermill.LoggerAdapter) (*Brokers, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("broker config: %w", err)
@@ -40,6 +43,23 @@ func Build(ctx context.Context, cfg Config, logger watermill.LoggerAdapter) (*Br
 	if logger == nil {
 		logger = watermill.NopLogger{}
 	}
+	b, err := buildBroker(ctx, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Format == FormatCloudEvents {
+		pub, err := cloudevents.NewPublisher(b.publisher, cfg.CloudEvents)
+		if err != nil {
+			_ = b.Close()
+			return nil, fmt.Errorf("broker config: format cloudevents: %w", err)
+		}
+		b.publisher = pub
+	}
+	return b, nil
+}
+
+// buildBroker builds the Brokers of the chosen broker, with its own publisher.
+func buildBroker(ctx context.Context, cfg Config, logger watermill.LoggerAdapter) (*Brokers, error) {
 	switch cfg.Broker {
 	case BrokerKafka:
 		return buildKafka(cfg.Kafka, nil, logger)
@@ -97,7 +117,8 @@ func buildKafka(kcfg kafka.Config, cluster *kfake.Cluster, logger watermill.Logg
 // Broker returns the name of the broker in use: kafka, pulsar or kfake.
 func (b *Brokers) Broker() string { return b.broker }
 
-// Publisher returns the publisher. It stays owned by Brokers: Close closes it.
+// Publisher returns the publisher (with format cloudevents, the CloudEvents decorator around
+// the broker's publisher). It stays owned by Brokers: Close closes it.
 func (b *Brokers) Publisher() message.Publisher { return b.publisher }
 
 // Addrs returns the Kafka bootstrap addresses in use (for kfake, those of the in-process

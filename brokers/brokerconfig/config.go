@@ -1,6 +1,6 @@
 // Package brokerconfig builds the outboxkit publisher and subscribers of the broker chosen by
 // configuration (a YAML file with environment overrides): broker: kafka | pulsar | kfake is the
-// whole switch.
+// whole switch, and format: cloudevents makes the published messages CloudEvents.
 package brokerconfig
 
 import (
@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/outboxkit/outboxkit/brokers/cloudevents"
 	"github.com/outboxkit/outboxkit/brokers/kafka"
 )
 
@@ -28,6 +29,19 @@ const (
 
 var allowedBrokers = []string{BrokerKafka, BrokerPulsar, BrokerKFake}
 
+// Message formats accepted by Config.Format.
+const (
+	// FormatWatermill sends the Watermill message as it is: the payload as the value, the
+	// metadata (the outbox fields and the event's headers) as Kafka headers or Pulsar properties.
+	FormatWatermill = "watermill"
+	// FormatCloudEvents sends the same message as a CloudEvent in binary content mode: the
+	// metadata gains the ce_* attributes and content-type (see brokers/cloudevents), the outbox
+	// fields are kept.
+	FormatCloudEvents = "cloudevents"
+)
+
+var allowedFormats = []string{FormatWatermill, FormatCloudEvents}
+
 // Config is the broker configuration: which broker, and one section per broker. Only the
 // section of the chosen broker is used and validated (the kafka section also serves kfake).
 type Config struct {
@@ -40,6 +54,11 @@ type Config struct {
 	Pulsar PulsarConfig `yaml:"pulsar"`
 	// KFake configures the in-process cluster (broker: kfake).
 	KFake KFakeConfig `yaml:"kfake"`
+	// Format is the format of the published messages: watermill (the default) or cloudevents.
+	// It changes what the publisher sends, not what subscribers accept.
+	Format string `yaml:"format"`
+	// CloudEvents configures format: cloudevents; its source is then required.
+	CloudEvents cloudevents.Config `yaml:"cloudevents"`
 }
 
 // KFakeConfig configures the in-process kfake cluster.
@@ -101,6 +120,10 @@ func (c *Config) SetDefaults() {
 	if c.KFake.Partitions == 0 {
 		c.KFake.Partitions = DefaultKFakePartitions
 	}
+	c.Format = strings.ToLower(strings.TrimSpace(c.Format))
+	if c.Format == "" {
+		c.Format = FormatWatermill
+	}
 }
 
 // Validate checks the broker name and the chosen broker's section (with defaults applied to a
@@ -136,6 +159,19 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("broker: unknown value %q (allowed: %s)", c.Broker, strings.Join(allowedBrokers, ", "))
 	}
+	switch c.Format {
+	case FormatWatermill:
+	case FormatCloudEvents:
+		if c.CloudEvents.Source == "" {
+			return errors.New("cloudevents.source: missing, required with format cloudevents " +
+				"(a URI-reference such as /billing or https://example.com/billing)")
+		}
+		if err := c.CloudEvents.Validate(); err != nil {
+			return fmt.Errorf("cloudevents.%w", err)
+		}
+	default:
+		return fmt.Errorf("format: unknown value %q (allowed: %s)", c.Format, strings.Join(allowedFormats, ", "))
+	}
 	return nil
 }
 
@@ -149,6 +185,10 @@ func (c Config) LogValue() slog.Value {
 		attrs = append(attrs, slog.Any("kafka", c.Kafka.LogValue()), slog.Int("kfake.partitions", c.KFake.Partitions))
 	case BrokerPulsar:
 		attrs = append(attrs, slog.Any("pulsar", c.Pulsar.LogValue()))
+	}
+	attrs = append(attrs, slog.String("format", c.Format))
+	if c.Format == FormatCloudEvents {
+		attrs = append(attrs, slog.Any("cloudevents", c.CloudEvents.LogValue()))
 	}
 	return slog.GroupValue(attrs...)
 }

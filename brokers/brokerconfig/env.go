@@ -21,6 +21,8 @@ func (c *Config) envBindings() []envBinding {
 	k, p := &c.Kafka, &c.Pulsar
 	return []envBinding{
 		{"OUTBOXKIT_BROKER", "broker", &c.Broker, false},
+		{"OUTBOXKIT_FORMAT", "format", &c.Format, false},
+		{"OUTBOXKIT_CLOUDEVENTS_SOURCE", "cloudevents.source", &c.CloudEvents.Source, false},
 
 		{"OUTBOXKIT_KAFKA_BROKERS", "kafka.brokers", &k.Brokers, false},
 		{"OUTBOXKIT_KAFKA_CLIENT_ID", "kafka.client_id", &k.ClientID, false},

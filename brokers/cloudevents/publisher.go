@@ -1,0 +1,226 @@
+package cloudevents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// The metadata keys the publisher sets: the CloudEvents attributes with the ce_ prefix of the
+// Kafka protocol binding's binary content mode, and its content-type header.
+const (
+	// AttrID is the event id: outbox.MetadataEventID (the message UUID when absent).
+	AttrID = "ce_id"
+	// AttrType is the event type: outbox.MetadataEventType.
+	AttrType = "ce_type"
+	// AttrSource is Config.Source.
+	AttrSource = "ce_source"
+	// AttrSubject is the aggregate id: outbox.MetadataAggregateID, omitted when empty.
+	AttrSubject = "ce_subject"
+	// AttrTime is the event's creation time, outbox.MetadataCreatedAt, in RFC 3339 (UTC);
+	// omitted when the message has none.
+	AttrTime = "ce_time"
+	// AttrSpecVersion is SpecVersion.
+	AttrSpecVersion = "ce_specversion"
+	// ContentType is the binding's header for the datacontenttype attribute, copied from the
+	// message's own content-type header (matched case-insensitively), when it has one.
+	ContentType = "content-type"
+)
+
+// SpecVersion is the CloudEvents specification version the messages follow.
+const SpecVersion = "1.0"
+
+// ErrNotAnEvent marks a message that cannot be a CloudEvent: nil, without an event type or an
+// id, or with a created_at that is not an RFC 3339 time. It is a property of the message, so
+// sending it again fails the same way.
+var ErrNotAnEvent = errors.New("cloudevents: message is not an outbox event")
+
+// ErrEarlierMessageInvalid marks a message of a PublishEach call that was not sent because an
+// earlier message of the call is not an event (ErrNotAnEvent): the message itself is fine and can
+// be sent again.
+var ErrEarlierMessageInvalid = errors.New("cloudevents: not sent because an earlier message of the call is not an event")
+
+// outcomePublisher is forwarder.OutcomePublisher, repeated here so that brokers do not import
+// the forwarder.
+type outcomePublisher interface {
+	PublishEach(ctx context.Context, topic string, msgs []*message.Message) []error
+}
+
+// connector is the optional Connect method of brokers/pulsar's publisher, which the relay calls
+// at start to find an unreachable broker early.
+type connector interface {
+	Connect(topic string) error
+}
+
+// NewPublisher returns a publisher that sends every message through pub as a CloudEvent in
+// binary content mode: a copy of the message with the ce_* attributes and content-type added to
+// its metadata (the message passed in is not modified; its other metadata, payload, UUID and
+// context are kept). The result has PublishEach when pub has it (so the forwarder keeps its
+// per-message outcomes) and Connect when pub has it. Close closes pub.
+//
+// Publish checks every message before sending any and returns an error wrapping ErrNotAnEvent
+// when one is not an event. PublishEach sends the messages before the first such message, fails
+// that one with ErrNotAnEvent and the later ones with ErrEarlierMessageInvalid, which keeps the
+// failures gapless per key.
+func NewPublisher(pub message.Publisher, config Config) (message.Publisher, error) {
+	if pub == nil {
+		return nil, errors.New("cloudevents: wrapped publisher is nil")
+	}
+	if err := config.Validate(); err != nil {
+		return nil, fmt.Errorf("cloudevents: %w", err)
+	}
+	base := &publisher{pub: pub, source: config.Source}
+	each, hasEach := pub.(outcomePublisher)
+	conn, hasConnect := pub.(connector)
+	switch {
+	case hasEach && hasConnect:
+		return &eachConnectPublisher{eachPublisher{base, each}, conn}, nil
+	case hasEach:
+		return &eachPublisher{base, each}, nil
+	case hasConnect:
+		return &connectPublisher{base, conn}, nil
+	}
+	return base, nil
+}
+
+// publisher is the decorator for a plain message.Publisher.
+type publisher struct {
+	pub    message.Publisher
+	source string
+}
+
+// Publish converts msgs and publishes them through the wrapped publisher.
+func (p *publisher) Publish(topic string, msgs ...*message.Message) error {
+	out := make([]*message.Message, len(msgs))
+	for i, msg := range msgs {
+		ce, err := p.convert(msg)
+		if err != nil {
+			return fmt.Errorf("cloudevents: topic %q: message %d of %d: %w", topic, i, len(msgs), err)
+		}
+		out[i] = ce
+	}
+	return p.pub.Publish(topic, out...)
+}
+
+// Close closes the wrapped publisher.
+func (p *publisher) Close() error { return p.pub.Close() }
+
+// convert returns a copy of msg with the CloudEvents attributes in its metadata.
+func (p *publisher) convert(msg *message.Message) (*message.Message, error) {
+	if msg == nil {
+		return nil, fmt.Errorf("nil message: %w", ErrNotAnEvent)
+	}
+	id := msg.Metadata.Get(outbox.MetadataEventID)
+	if id == "" {
+		id = msg.UUID
+	}
+	if id == "" {
+		return nil, fmt.Errorf("message has neither %s metadata nor a UUID: %w", outbox.MetadataEventID, ErrNotAnEvent)
+	}
+	eventType := msg.Metadata.Get(outbox.MetadataEventType)
+	if eventType == "" {
+		return nil, fmt.Errorf("message %s has no %s metadata: %w", msg.UUID, outbox.MetadataEventType, ErrNotAnEvent)
+	}
+	var at string
+	if raw := msg.Metadata.Get(outbox.MetadataCreatedAt); raw != "" {
+		t, err := time.Parse(time.RFC3339Nano, raw)
+		if err != nil {
+			return nil, fmt.Errorf("message %s: %s %q is not an RFC 3339 time: %w", msg.UUID, outbox.MetadataCreatedAt, raw, ErrNotAnEvent)
+		}
+		at = t.UTC().Format(time.RFC3339Nano)
+	}
+
+	out := message.NewMessage(msg.UUID, msg.Payload)
+	out.Metadata = make(message.Metadata, len(msg.Metadata)+7)
+	contentType := ""
+	for k, v := range msg.Metadata {
+		out.Metadata[k] = v
+		if contentType == "" && strings.EqualFold(k, ContentType) {
+			contentType = v
+		}
+	}
+	if v, ok := msg.Metadata[ContentType]; ok {
+		contentType = v // the exact key wins over another spelling
+	}
+	if contentType != "" {
+		out.Metadata[ContentType] = contentType
+	}
+	out.Metadata[AttrSpecVersion] = SpecVersion
+	out.Metadata[AttrID] = id
+	out.Metadata[AttrType] = eventType
+	out.Metadata[AttrSource] = p.source
+	if subject := msg.Metadata.Get(outbox.MetadataAggregateID); subject != "" {
+		out.Metadata[AttrSubject] = subject
+	} else {
+		delete(out.Metadata, AttrSubject)
+	}
+	if at != "" {
+		out.Metadata[AttrTime] = at
+	} else {
+		delete(out.Metadata, AttrTime)
+	}
+	out.SetContext(msg.Context())
+	return out, nil
+}
+
+// eachPublisher is the decorator for a publisher with per-message outcomes.
+type eachPublisher struct {
+	*publisher
+	each outcomePublisher
+}
+
+// PublishEach converts msgs and publishes them through the wrapped publisher's PublishEach. It
+// returns len(msgs) errors, as forwarder.OutcomePublisher requires: the messages from the first
+// one that is not an event on are not sent (see NewPublisher).
+func (p *eachPublisher) PublishEach(ctx context.Context, topic string, msgs []*message.Message) []error {
+	out := make([]*message.Message, 0, len(msgs))
+	var bad error
+	for _, msg := range msgs {
+		ce, err := p.convert(msg)
+		if err != nil {
+			bad = fmt.Errorf("cloudevents: topic %q: %w", topic, err)
+			break
+		}
+		out = append(out, ce)
+	}
+	if bad == nil {
+		return p.each.PublishEach(ctx, topic, out)
+	}
+	errs := make([]error, len(msgs))
+	if len(out) > 0 {
+		copy(errs, p.each.PublishEach(ctx, topic, out))
+	}
+	errs[len(out)] = bad
+	for i := len(out) + 1; i < len(msgs); i++ {
+		id := ""
+		if msgs[i] != nil {
+			id = msgs[i].UUID
+		}
+		errs[i] = fmt.Errorf("cloudevents: topic %q: message %s: %w", topic, id, ErrEarlierMessageInvalid)
+	}
+	return errs
+}
+
+// connectPublisher is the decorator for a publisher with Connect.
+type connectPublisher struct {
+	*publisher
+	conn connector
+}
+
+// Connect calls the wrapped publisher's Connect.
+func (p *connectPublisher) Connect(topic string) error { return p.conn.Connect(topic) }
+
+// eachConnectPublisher is the decorator for a publisher with PublishEach and Connect.
+type eachConnectPublisher struct {
+	eachPublisher
+	conn connector
+}
+
+// Connect calls the wrapped publisher's Connect.
+func (p *eachConnectPublisher) Connect(topic string) error { return p.conn.Connect(topic) }
