@@ -1,0 +1,131 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/outboxkit/outboxkit/internal/testsupport"
+)
+
+// relayGrants are the privileges docs/security.md lists for the relay's database user, by table
+// suffix.
+var relayGrants = map[string][]string{
+	"":        {"DELETE", "SELECT", "UPDATE"},
+	"_leases": {"INSERT", "SELECT", "UPDATE"},
+	"_relays": {"DELETE", "INSERT", "SELECT", "UPDATE"},
+}
+
+// `outboxkit relay` runs as a PostgreSQL role that holds exactly the privileges of
+// docs/security.md (checked in information_schema) and nothing more, and events flow.
+func TestRelayWithLeastDatabasePrivileges(t *testing.T) {
+	t.Parallel()
+	db := testsupport.OpenPostgres(t)
+	ownerDSN := testsupport.PostgresDSN(t)
+	table := testsupport.UniqueName("cli_priv")
+	topic := testsupport.UniqueName("cli.priv")
+	dropTables(t, db, table)
+	if res := cli(t, writeConfig(t, pgConfig(ownerDSN, table, "")), "migrate"); res.code != 0 {
+		t.Fatalf("migrate as the owner: %s", res)
+	}
+
+	role := testsupport.UniqueName("relay_role")
+	var secret [12]byte
+	_, _ = rand.Read(secret[:])
+	password := hex.EncodeToString(secret[:])
+	var dbName string
+	if err := db.QueryRow("SELECT current_database()").Scan(&dbName); err != nil {
+		t.Fatal(err)
+	}
+	// Identifiers are UniqueName's letters, digits and underscores; the password is hex.
+	stmts := []string{
+		"CREATE ROLE " + role + " LOGIN PASSWORD '" + password + "'",
+		"GRANT CONNECT ON DATABASE " + dbName + " TO " + role,
+		"GRANT USAGE ON SCHEMA public TO " + role,
+	}
+	for suffix, privs := range relayGrants {
+		stmts = append(stmts, "GRANT "+strings.Join(privs, ", ")+" ON "+table+suffix+" TO "+role)
+	}
+	t.Cleanup(func() {
+		_, _ = db.Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role)
+		_, _ = db.Exec("DROP OWNED BY " + role)
+		_, _ = db.Exec("REVOKE ALL ON DATABASE " + dbName + " FROM " + role)
+		_, _ = db.Exec("REVOKE ALL ON SCHEMA public FROM " + role)
+		if _, err := db.Exec("DROP ROLE " + role); err != nil {
+			t.Errorf("drop role %s: %v", role, err)
+		}
+	})
+	for _, s := range stmts {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatalf("%s: %v", strings.Replace(s, password, "xxxxx", 1), err)
+		}
+	}
+	// Nothing more: the role's table privileges are exactly relayGrants, and it is no superuser.
+	rows, err := db.Query(`SELECT table_name, privilege_type FROM information_schema.role_table_grants
+		WHERE grantee = $1 ORDER BY 1, 2`, role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for rows.Next() {
+		var tb, priv string
+		if err := rows.Scan(&tb, &priv); err != nil {
+			t.Fatal(err)
+		}
+		got[strings.TrimPrefix(tb, table)] = append(got[strings.TrimPrefix(tb, table)], priv)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	for suffix, want := range relayGrants {
+		if !slices.Equal(got[suffix], want) {
+			t.Errorf("role has %v on %s%s, want %v", got[suffix], table, suffix, want)
+		}
+	}
+	if len(got) != len(relayGrants) {
+		t.Errorf("role has privileges on other tables: %v", got)
+	}
+	var super bool
+	if err := db.QueryRow("SELECT rolsuper OR rolcreaterole OR rolcreatedb FROM pg_roles WHERE rolname = $1", role).Scan(&super); err != nil || super {
+		t.Fatalf("role attributes: superuser/createrole/createdb = %v (%v)", super, err)
+	}
+
+	u, err := url.Parse(ownerDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(role, password)
+	dir := writeConfig(t, pgConfig("set-by-the-environment", table, "broker: kfake"))
+	p := startRelayWithEnv(t, dir, []string{"OUTBOXKIT_DATABASE_DSN=" + u.String()})
+	ready := p.waitLog(t, "broker ready")
+	p.waitLog(t, "forwarder started")
+	var addrs []string
+	if list, ok := ready["addrs"].([]any); ok {
+		for _, a := range list {
+			addrs = append(addrs, a.(string))
+		}
+	}
+	if len(addrs) == 0 {
+		t.Fatalf("the relay did not log the kfake cluster's address:\n%s", p.log())
+	}
+	ids := writeEvents(t, db, table, topic, 6) // written by the owner, as an application would
+	consume(t, addrs, topic, ids)
+	if code := p.stop(t); code != 0 {
+		t.Fatalf("relay exited with %d after SIGTERM, want 0; its log:\n%s", code, p.log())
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM "+table); n != 0 {
+		t.Errorf("%d rows left in the outbox", n)
+	}
+	if strings.Contains(p.log(), password) {
+		t.Errorf("the relay's log shows the role's password")
+	}
+	for _, l := range strings.Split(p.log(), "\n") {
+		if strings.Contains(l, "permission denied") {
+			t.Errorf("a privilege was missing: %s", l)
+		}
+	}
+}
