@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
@@ -259,10 +260,12 @@ func TestTracingOffLeavesThePublisherAlone(t *testing.T) {
 // BenchmarkPublishTracing measures the forwarder's publish path (messages built from 100 claimed
 // records of 100 keys, one PublishEach call into a publisher that does nothing) with tracing
 // off, with an SDK provider that samples nothing, and with an SDK provider sampling every event
-// into a no-op exporter through the usual batch span processor. Run the three in one
-// invocation to compare them under the same machine noise:
+// into a no-op exporter through the usual batch span processor. The sub-benchmarks per variant
+// give ns/op and allocs/op; "interleaved" runs the three variants one after the other in every
+// iteration, so that they share the machine's noise, and reports each one's ns/event and their
+// ratios to tracing off:
 //
-//	go test -run '^$' -bench BenchmarkPublishTracing -benchmem -count 5 ./forwarder/
+//	go test -run '^$' -bench BenchmarkPublishTracing -benchmem -count 3 ./forwarder/
 func BenchmarkPublishTracing(b *testing.B) {
 	db, err := sql.Open("sqlite", "file::memory:")
 	if err != nil {
@@ -274,41 +277,60 @@ func BenchmarkPublishTracing(b *testing.B) {
 	for i := range records {
 		records[i], _ = tracedRecord(writerTP, fmt.Sprintf("o-%d", i), string(make([]byte, 256)))
 	}
-	providers := []struct {
+	variants := []struct {
 		name string
-		tp   func() *sdktrace.TracerProvider
+		tp   *sdktrace.TracerProvider
 	}{
 		{"off", nil},
-		{"sdk-sample-none", func() *sdktrace.TracerProvider {
-			return sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))
-		}},
-		{"sdk-noop-exporter", func() *sdktrace.TracerProvider {
-			return sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
-		}},
+		{"sdk-sample-none", sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.NeverSample()))},
+		{"sdk-noop-exporter", sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))},
 	}
-	for _, p := range providers {
-		b.Run("tracing="+p.name, func(b *testing.B) {
-			cfg := Config{DB: db, Dialect: outbox.SQLite, Publisher: &discardPublisher{},
-				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-			if p.tp != nil {
-				tp := p.tp()
-				defer func() { _ = tp.Shutdown(context.Background()) }()
-				cfg.TracerProvider = tp
-			}
-			f, err := New(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx := context.Background()
+	forwarders := make([]*Forwarder, len(variants))
+	for i, v := range variants {
+		cfg := Config{DB: db, Dialect: outbox.SQLite, Publisher: &discardPublisher{},
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		if v.tp != nil {
+			defer func() { _ = v.tp.Shutdown(context.Background()) }()
+			cfg.TracerProvider = v.tp
+		}
+		if forwarders[i], err = New(cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	publish := func(b *testing.B, f *Forwarder) {
+		if acked, failed := f.publish(ctx, records); len(acked) != len(records) || len(failed) != 0 {
+			b.Fatalf("%d acked, %d failed", len(acked), len(failed))
+		}
+	}
+	for i, v := range variants {
+		b.Run("tracing="+v.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if acked, failed := f.publish(ctx, records); len(acked) != len(records) || len(failed) != 0 {
-					b.Fatalf("%d acked, %d failed", len(acked), len(failed))
-				}
+				publish(b, forwarders[i])
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(records)), "ns/event")
 		})
 	}
+	b.Run("interleaved", func(b *testing.B) {
+		spent := make([]time.Duration, len(variants))
+		n := 0
+		for b.Loop() {
+			for i := range variants {
+				start := time.Now()
+				publish(b, forwarders[i])
+				spent[i] += time.Since(start)
+			}
+			n++
+		}
+		events := float64(n * len(records))
+		for i, v := range variants {
+			b.ReportMetric(float64(spent[i].Nanoseconds())/events, v.name+"-ns/event")
+			if i > 0 {
+				b.ReportMetric(float64(spent[i])/float64(spent[0]), v.name+"/off")
+			}
+		}
+	})
 }
 
 // discardPublisher acknowledges everything at once.
