@@ -30,6 +30,8 @@ func FuzzParse(f *testing.F) {
 		"broker: [kafka\n",
 		"a: &x [*x]\n",
 		"broker: kafka\nbroker: pulsar\n",
+		"broker: kfake\nformat: cloudevents\ncloudevents: {source: /billing}\n",
+		"broker: kfake\nformat: cloudevents\ncloudevents: {source: 'a b%'}\n",
 	} {
 		f.Add([]byte(seed))
 	}
