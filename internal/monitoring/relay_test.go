@@ -40,6 +40,7 @@ func startRelay(t *testing.T, ctx context.Context, bin, dir, addr string, config
 		t.Fatal(err)
 	}
 	r.cmd = exec.Command(bin, "relay", "--config", configPath)
+	r.cmd.Env = withoutOutboxkitVariables(os.Environ())
 	r.cmd.Stdout, r.cmd.Stderr = logFile, logFile
 	if err := r.cmd.Start(); err != nil {
 		_ = logFile.Close()
@@ -73,6 +74,19 @@ func startRelay(t *testing.T, ctx context.Context, bin, dir, addr string, config
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// withoutOutboxkitVariables drops the OUTBOXKIT_* variables from env: the relay reads them as
+// overrides of its configuration (the test services' OUTBOXKIT_KAFKA_BROKERS would point it at
+// the shared Kafka instead of the dedicated one this test stops).
+func withoutOutboxkitVariables(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "OUTBOXKIT_") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // kill SIGKILLs the relay (a crash, as far as Prometheus can tell) and waits for it to exit.
