@@ -11,7 +11,8 @@
 #   scripts/services.sh start-kafka | stop-kafka | start-pulsar | stop-pulsar
 #                                 start or stop that one service only (with other ports and
 #                                 SERVICES_STATE_DIR, a dedicated broker, e.g. for fault tests)
-#   scripts/services.sh start-kafka-secure | stop-kafka-secure | kafka-secure-grant TOPIC [USER]
+#   scripts/services.sh start-kafka-secure | stop-kafka-secure | restart-kafka-secure
+#   scripts/services.sh kafka-secure-grant TOPIC [USER]
 #                                 the SASL_SSL (SCRAM-SHA-512) broker with ACLs, not started by
 #                                 `up` (see scripts/services/kafka-secure.sh)
 #
@@ -267,9 +268,10 @@ main() {
   stop-pulsar) stop_pidfile "$SERVICES_STATE_DIR/pulsar/pulsar.pid" ;;
   start-kafka-secure) start_kafka_secure ;;
   stop-kafka-secure) stop_kafka_secure ;;
+  restart-kafka-secure) restart_kafka_secure ;;
   kafka-secure-grant) kafka_secure_grant "${@:2}" ;;
   *)
-    echo "usage: $0 [up|env|down|restart-kafka|restart-pulsar|start-kafka|stop-kafka|start-pulsar|stop-pulsar|start-kafka-secure|stop-kafka-secure|kafka-secure-grant TOPIC [USER]]" >&2
+    echo "usage: $0 [up|env|down|restart-kafka|restart-pulsar|start-kafka|stop-kafka|start-pulsar|stop-pulsar|start-kafka-secure|stop-kafka-secure|restart-kafka-secure|kafka-secure-grant TOPIC [USER]]" >&2
     exit 2
     ;;
   esac

@@ -65,6 +65,14 @@ type Broker struct {
 	// SecretsDir holds <user>.password.
 	SecretsDir string
 	repoRoot   string
+	scriptEnv  []string // overrides of the script's ports and directories (StartInstance)
+}
+
+// Instance is a secure broker of its own, apart from the shared one: its state directory and
+// ports. Use one for a test that stops or restarts the broker.
+type Instance struct {
+	Dir                  string
+	Port, ControllerPort int
 }
 
 func env(name, def string) string {
@@ -94,6 +102,46 @@ func Start(t testing.TB) Broker {
 	}
 	return b
 }
+
+// StartInstance starts the secure broker inst (a no-op when it runs) and returns it. Stop it
+// with Script("stop-kafka-secure").
+func StartInstance(t testing.TB, inst Instance) Broker {
+	t.Helper()
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Broker{
+		Addr:            fmt.Sprintf("127.0.0.1:%d", inst.Port),
+		CAFile:          filepath.Join(inst.Dir, "tls", "ca.pem"),
+		UntrustedCAFile: filepath.Join(inst.Dir, "tls", "untrusted-ca.pem"),
+		SecretsDir:      filepath.Join(inst.Dir, "secrets"),
+		repoRoot:        root,
+		scriptEnv: []string{
+			"KAFKA_SECURE_DIR=" + inst.Dir,
+			"SERVICES_LOG_DIR=" + filepath.Join(inst.Dir, "logs"),
+			fmt.Sprintf("KAFKA_SECURE_PORT=%d", inst.Port),
+			fmt.Sprintf("KAFKA_SECURE_CONTROLLER_PORT=%d", inst.ControllerPort),
+		},
+	}
+	if err := os.MkdirAll(filepath.Join(inst.Dir, "logs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.script("start-kafka-secure"); err != nil {
+		testsupport.Unavailable(t, "the secure Kafka broker in "+inst.Dir+" (scripts/services.sh start-kafka-secure)", err)
+	}
+	return b
+}
+
+// Command returns the command line that runs `scripts/services.sh sub` for this broker, e.g.
+// for Watermill's Features.RestartServiceCommand with "restart-kafka-secure".
+func (b Broker) Command(sub string) []string {
+	argv := append([]string{"env"}, b.scriptEnv...)
+	return append(argv, "bash", filepath.Join(b.repoRoot, "scripts", "services.sh"), sub)
+}
+
+// Script runs `scripts/services.sh sub` for this broker.
+func (b Broker) Script(sub string) error { return b.script(sub) }
 
 // Password returns the SCRAM password of user, read from its file.
 func (b Broker) Password(t testing.TB, user string) string {
@@ -130,6 +178,7 @@ func (b Broker) script(args ...string) error {
 	defer cancel()
 	script := filepath.Join(b.repoRoot, "scripts", "services.sh")
 	cmd := exec.CommandContext(ctx, "bash", append([]string{script}, args...)...)
+	cmd.Env = append(os.Environ(), b.scriptEnv...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

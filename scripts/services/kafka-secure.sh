@@ -2,7 +2,7 @@
 # A second, dedicated Apache Kafka 4 broker (KRaft, one combined broker+controller) whose only
 # client listener is SASL_SSL with SCRAM-SHA-512, with ACLs enforced (StandardAuthorizer).
 # Sourced by scripts/services.sh; defines start_kafka_secure, stop_kafka_secure,
-# kafka_secure_grant and print_kafka_secure_env.
+# restart_kafka_secure, kafka_secure_grant and print_kafka_secure_env.
 #
 # Everything secret is made here, at start time, under KAFKA_SECURE_DIR (never committed):
 #   tls/ca.pem              the CA that signed the broker's certificate (clients trust it)
@@ -19,7 +19,8 @@
 # The CONTROLLER listener is PLAINTEXT on loopback and its (ANONYMOUS) principal a super user:
 # KRaft cannot authenticate the controller listener with SCRAM. Test use only.
 #
-# Ports: KAFKA_SECURE_PORT (19094, SASL_SSL), KAFKA_SECURE_CONTROLLER_PORT (19095).
+# Ports: KAFKA_SECURE_PORT (19094, SASL_SSL), KAFKA_SECURE_CONTROLLER_PORT (19095); with other
+# ports, KAFKA_SECURE_DIR and SERVICES_LOG_DIR, another instance (TestReconnect restarts one).
 # Starting is idempotent and serialized by a lock file, so concurrent test packages may call it.
 
 _kafka_secure_pom="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/kafka-secure/pom.xml"
@@ -222,6 +223,16 @@ stop_kafka_secure() {
   exec 8>"$KAFKA_SECURE_DIR/start.lock"
   flock 8
   stop_pidfile "$KAFKA_SECURE_DIR/kafka.pid"
+  flock -u 8
+}
+
+# restart_kafka_secure: stop the secure broker and start it again (same users, ACLs, certificates).
+restart_kafka_secure() {
+  mkdir -p "$KAFKA_SECURE_DIR"
+  exec 8>"$KAFKA_SECURE_DIR/start.lock"
+  flock 8
+  stop_pidfile "$KAFKA_SECURE_DIR/kafka.pid"
+  _kafka_secure_start
   flock -u 8
 }
 
