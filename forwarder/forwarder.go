@@ -53,7 +53,7 @@ func New(config Config) (*Forwarder, error) {
 		cfg:      config,
 		store:    &store{table: table, dialect: config.Dialect, group: config.LeaseGroup, tenants: config.Tenants},
 		metrics:  m,
-		inflight: newInflight(),
+		inflight: newInflight(config.Workers),
 		log:      config.Logger.With("component", "outboxkit.forwarder", "relay", config.RelayID, "table", table.Events()),
 	}, nil
 }
@@ -82,12 +82,19 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	if f.cfg.Wakeups != nil {
 		loops = append(loops, func(ctx context.Context) { fanOut(ctx, f.cfg.Wakeups, wakes) })
 	}
+	// The heartbeat outlives the workers: a batch still in flight when ctx is cancelled must not
+	// see its leases expire and be taken over (its acknowledgement would be refused, and the
+	// new owner would publish it again).
+	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	for _, loop := range loops {
-		wg.Go(func() { loop(ctx) })
+		wg.Go(func() { loop(loopCtx) })
 	}
+	var workers sync.WaitGroup
 	for i := range f.cfg.Workers {
-		wg.Go(func() { f.workerLoop(ctx, i, wakes[i]) })
+		workers.Go(func() { f.workerLoop(ctx, i, wakes[i]) })
 	}
+	workers.Wait()
+	stopLoops()
 	wg.Wait()
 
 	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -169,14 +176,17 @@ func fanOut(ctx context.Context, in <-chan struct{}, outs []chan struct{}) {
 // heartbeat renews and rebalances the leases, never releasing a partition under this relay's
 // own batch in flight.
 func (f *Forwarder) heartbeat(ctx context.Context) (int, error) {
+	var releasing []int
 	rebalanced := false
 	owned, err := f.store.heartbeat(ctx, f.cfg.DB, f.cfg.RelayID, f.cfg.LeaseTTL, func(surplus []int) []int {
 		rebalanced = true
-		return f.inflight.rebalance(surplus)
+		releasing = f.inflight.rebalance(surplus)
+		return releasing
 	})
 	if !rebalanced {
 		f.inflight.rebalance(nil)
 	}
+	f.inflight.released(releasing)
 	return owned, err
 }
 
@@ -302,8 +312,9 @@ func (f *Forwarder) relayBatch(ctx context.Context, worker int) (int, error) {
 		return 0, nil
 	}
 	db := f.cfg.DB
+	f.inflight.read(worker)
 	leases, err := f.store.liveLeases(ctx, db, f.cfg.RelayID, worker, f.cfg.Workers)
-	leases = f.inflight.begin(leases)
+	leases = f.inflight.hold(worker, leases)
 	defer f.inflight.end(leases)
 	if err != nil || len(leases) == 0 {
 		return 0, err

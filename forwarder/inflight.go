@@ -6,20 +6,37 @@ import "sync"
 // with a batch of this relay in flight is not released at once (its acknowledgement would be
 // refused and the new owner would publish the batch again). It is marked draining instead:
 // workers claim no new rows of it, and a later heartbeat releases it once the batch is done.
+//
+// A worker announces itself (reading) before it reads its leases and holds the partitions it
+// claims from (hold) until the batch is acknowledged (end); while a worker is reading, all of
+// its share counts as busy. The partitions about to be released are draining too until the
+// release has committed (released), so a worker that read its leases just before the release
+// never claims from them.
 type inflight struct {
 	mu       sync.Mutex
-	busy     map[int]int
+	workers  int
+	reading  map[int]bool // worker -> between reading its leases and hold
+	busy     map[int]int  // partition -> batches in flight
 	draining map[int]bool
 }
 
-func newInflight() *inflight {
-	return &inflight{busy: map[int]int{}, draining: map[int]bool{}}
+func newInflight(workers int) *inflight {
+	return &inflight{workers: workers, reading: map[int]bool{}, busy: map[int]int{}, draining: map[int]bool{}}
 }
 
-// begin drops the draining partitions from leases and marks the others busy until end.
-func (g *inflight) begin(leases []lease) []lease {
+// read marks the worker as about to read its leases.
+func (g *inflight) read(worker int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.reading[worker] = true
+}
+
+// hold drops the draining partitions from the worker's leases, marks the others busy until end,
+// and ends the worker's reading.
+func (g *inflight) hold(worker int, leases []lease) []lease {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.reading, worker)
 	kept := leases[:0]
 	for _, l := range leases {
 		if !g.draining[l.partition] {
@@ -42,18 +59,28 @@ func (g *inflight) end(leases []lease) {
 }
 
 // rebalance takes the partitions above the relay's share and returns those with no batch in
-// flight, to be released now; the others become the draining set (replacing the previous one),
-// released by a later heartbeat. rebalance(nil) clears the draining set.
+// flight and no worker reading, to be released now. All of them become the draining set
+// (replacing the previous one); the ones returned stop draining once released says so.
+// rebalance(nil) clears the draining set.
 func (g *inflight) rebalance(surplus []int) (releaseNow []int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	clear(g.draining)
 	for _, p := range surplus {
-		if g.busy[p] == 0 {
+		g.draining[p] = true
+		if g.busy[p] == 0 && !g.reading[p%g.workers] {
 			releaseNow = append(releaseNow, p)
-		} else {
-			g.draining[p] = true
 		}
 	}
 	return releaseNow
+}
+
+// released ends the draining of partitions whose release has committed (or failed: then they
+// are owned and claimable again until the next rebalancing).
+func (g *inflight) released(partitions []int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, p := range partitions {
+		delete(g.draining, p)
+	}
 }
