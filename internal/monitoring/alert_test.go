@@ -106,7 +106,7 @@ func TestBacklogAlertFiresWhenTheBrokerStops(t *testing.T) {
 	relay := startRelay(t, ctx, bin, dir, relayAddr, map[string]any{
 		"database": map[string]any{"dialect": "postgres", "dsn": dsn, "table": table.Events()},
 		"forwarder": map[string]any{"unlimited_retries": true, "initial_backoff": "100ms", "max_backoff": "1s",
-			"lease_ttl": "5s", "max_poll_interval": "500ms", "dead_letter_topic": topic + "-dlq", "relay_id": "monitoring-test"},
+			"max_poll_interval": "500ms", "dead_letter_topic": topic + "-dlq", "relay_id": "monitoring-test"},
 		"http":   map[string]any{"listen": relayAddr},
 		"log":    map[string]any{"level": "info"},
 		"broker": "kafka",
