@@ -112,8 +112,9 @@ func (p *tracedOutcomePublisher) PublishEach(ctx context.Context, topic string, 
 func (p *tracedPublisher) start(topic string, msgs []*message.Message) ([]*message.Message, []trace.Span) {
 	traced := make([]*message.Message, len(msgs))
 	spans := make([]trace.Span, len(msgs))
+	name := "send " + topic
 	for i, msg := range msgs {
-		ctx, span := p.startSpan(topic, msg)
+		ctx, span := p.startSpan(name, topic, msg)
 		c := msg.Copy()
 		c.SetContext(ctx)
 		delete(c.Metadata, outbox.HeaderTraceParent)
@@ -124,9 +125,9 @@ func (p *tracedPublisher) start(topic string, msgs []*message.Message) ([]*messa
 	return traced, spans
 }
 
-// startSpan begins the producer span of msg: a child of the writer's span context read from the
+// startSpan begins the producer span of msg, named name: a child of the writer's span context read from the
 // message's stored traceparent, or a new root when the event has none.
-func (p *tracedPublisher) startSpan(topic string, msg *message.Message) (context.Context, trace.Span) {
+func (p *tracedPublisher) startSpan(name, topic string, msg *message.Message) (context.Context, trace.Span) {
 	md := msg.Metadata
 	attrs := make([]attribute.KeyValue, 0, 12)
 	if p.system != "" {
@@ -159,7 +160,7 @@ func (p *tracedPublisher) startSpan(topic string, msg *message.Message) (context
 	} else {
 		opts = append(opts, trace.WithNewRoot())
 	}
-	return p.tracer.Start(ctx, "send "+topic, opts...)
+	return p.tracer.Start(ctx, name, opts...)
 }
 
 // endSpan records err (status error, an exception event, error.type) and ends span.
