@@ -14,6 +14,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/components/cqrs"
 	"github.com/google/uuid"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
 
 	"github.com/outboxkit/outboxkit/outbox"
@@ -303,6 +304,32 @@ func TestOnPublishRunsAfterTheOutboxFields(t *testing.T) {
 	rows := f.rows(t)
 	if len(rows) != 1 || !strings.Contains(rows[0].headers, `"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"`) {
 		t.Fatalf("rows %+v, want one OrderPlaced with the traceparent header", rows)
+	}
+}
+
+// TestPublishStoresTheTraceContext: the span of the Publish context travels with the event as
+// the W3C traceparent header, as for every outbox write.
+func TestPublishStoresTheTraceContext(t *testing.T) {
+	f := newFixture(t, nil)
+	tp := sdktrace.NewTracerProvider()
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	ctx, span := tp.Tracer("eventbus_test").Start(context.Background(), "place order")
+	defer span.End()
+	tx := f.begin(t)
+	if err := f.bus.Publish(eventbus.WithTx(ctx, tx), OrderPlaced{OrderID: "o-8"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	rows := f.rows(t)
+	var headers map[string]string
+	if len(rows) != 1 || json.Unmarshal([]byte(rows[0].headers), &headers) != nil {
+		t.Fatalf("rows %+v, want one with JSON headers", rows)
+	}
+	sc := span.SpanContext()
+	if want := "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"; headers[outbox.HeaderTraceParent] != want {
+		t.Fatalf("traceparent %q, want %q", headers[outbox.HeaderTraceParent], want)
 	}
 }
 
