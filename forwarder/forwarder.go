@@ -50,8 +50,9 @@ func New(config Config) (*Forwarder, error) {
 		return nil, fmt.Errorf("forwarder: %w", err)
 	}
 	return &Forwarder{
-		cfg:      config,
-		store:    &store{table: table, dialect: config.Dialect, group: config.LeaseGroup, tenants: config.Tenants},
+		cfg: config,
+		store: &store{table: table, dialect: config.Dialect, group: config.LeaseGroup, tenants: config.Tenants,
+			idleTimeout: max(time.Second, config.LeaseTTL/2)},
 		metrics:  m,
 		inflight: newInflight(config.Workers),
 		log:      config.Logger.With("component", "outboxkit.forwarder", "relay", config.RelayID, "table", table.Events()),
@@ -343,7 +344,7 @@ func (f *Forwarder) relayBatch(ctx context.Context, worker int) (int, error) {
 	defer cancelAck()
 	var kept []record
 	var lost map[int]int
-	err = inTx(ackCtx, db, func(tx *sql.Tx) error {
+	err = f.store.inLeaseTx(ackCtx, db, func(tx *sql.Tx) error {
 		owned, err := f.store.fence(ackCtx, tx, f.cfg.RelayID, leases)
 		if err != nil {
 			return err

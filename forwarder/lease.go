@@ -295,6 +295,53 @@ func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 	return tx.Commit()
 }
 
+// inLeaseTx runs fn in a transaction that locks lease rows. Such a transaction must not outlive
+// a pause of this process: a relay stopped (SIGSTOP, a long GC pause) between two statements
+// would keep the lease rows locked, and the other relays, which skip locked lease rows, could
+// not take its partitions over. So the database ends the transaction (and the connection) when
+// it stays idle longer than s.idleTimeout: PostgreSQL's idle_in_transaction_session_timeout,
+// set for this transaction only, and MariaDB's idle_transaction_timeout, set on the connection
+// for the transaction and reset after it (MySQL 8 has no such setting: there the transaction
+// runs without it). SQLite has no row locks. A zero idleTimeout runs a plain transaction.
+func (s *store) inLeaseTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	switch {
+	case s.idleTimeout <= 0 || s.dialect == outbox.SQLite:
+		return inTx(ctx, db, fn)
+	case s.dialect == outbox.Postgres:
+		return inTx(ctx, db, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = %d",
+				s.idleTimeout.Milliseconds())); err != nil {
+				return fmt.Errorf("bound the transaction's idle time: %w", err)
+			}
+			return fn(tx)
+		})
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close() }()
+	seconds := max(1, int(s.idleTimeout.Round(time.Second)/time.Second))
+	_, setErr := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION idle_transaction_timeout = %d", seconds))
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	if setErr == nil {
+		if _, err := conn.ExecContext(ctx, "SET SESSION idle_transaction_timeout = DEFAULT"); err != nil {
+			return fmt.Errorf("reset the connection's idle transaction timeout: %w", err)
+		}
+	}
+	return nil
+}
+
 // renew extends this relay's leases by ttl from the database's now and returns the partitions
 // it still owns, in ascending order.
 func (s *store) renew(ctx context.Context, db *sql.DB, owner string, ttl time.Duration) ([]int, error) {
@@ -303,7 +350,7 @@ func (s *store) renew(ctx context.Context, db *sql.DB, owner string, ttl time.Du
 		return nil, err
 	}
 	var owned []int
-	err = inTx(ctx, db, func(tx *sql.Tx) error {
+	err = s.inLeaseTx(ctx, db, func(tx *sql.Tx) error {
 		locked, err := s.lockLeases(ctx, tx, candidates, false)
 		if err != nil {
 			return err
@@ -334,7 +381,7 @@ func (s *store) release(ctx context.Context, db *sql.DB, owner string, partition
 		return 0, nil
 	}
 	var released int64
-	err := inTx(ctx, db, func(tx *sql.Tx) error {
+	err := s.inLeaseTx(ctx, db, func(tx *sql.Tx) error {
 		if _, err := s.lockLeases(ctx, tx, partitions, false); err != nil {
 			return err
 		}
@@ -368,7 +415,7 @@ func (s *store) acquire(ctx context.Context, db *sql.DB, owner string, n int, tt
 		return 0, nil
 	}
 	var taken int64
-	err = inTx(ctx, db, func(tx *sql.Tx) error {
+	err = s.inLeaseTx(ctx, db, func(tx *sql.Tx) error {
 		locked, err := s.lockLeases(ctx, tx, candidates, true)
 		if err != nil || len(locked) == 0 {
 			return err

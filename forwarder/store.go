@@ -35,6 +35,8 @@ type store struct {
 	dialect outbox.Dialect
 	group   string
 	tenants []string
+	// idleTimeout bounds how long a transaction locking lease rows may stay idle (inLeaseTx).
+	idleTimeout time.Duration
 }
 
 // record is one claimed outbox row.

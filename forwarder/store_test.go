@@ -415,3 +415,43 @@ func TestStoreClaimPlanHasNoDependentSubquery(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A relay paused inside a transaction that locks lease rows must not keep its partitions: the
+// database ends the idle transaction after idleTimeout, and the others take the partitions over.
+// (Without the bound, acquire skips the locked rows for as long as the pause lasts.)
+func TestStoreIdleLeaseTransactionDoesNotBlockTakeover(t *testing.T) {
+	for _, d := range []outbox.Dialect{outbox.Postgres, outbox.MySQL} {
+		t.Run(string(d), func(t *testing.T) {
+			fx := newStoreFixture(t, d)
+			fx.store.idleTimeout = time.Second
+			if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
+				t.Fatal(err)
+			}
+			const ttl = time.Second
+			fx.heartbeat("A", ttl)
+			paused := make(chan error, 1)
+			go func() {
+				paused <- fx.store.inLeaseTx(fx.ctx, fx.db, func(tx *sql.Tx) error {
+					if _, err := fx.store.lockLeases(fx.ctx, tx, allPartitions(), false); err != nil {
+						return err
+					}
+					time.Sleep(8 * time.Second) // "paused" between two statements
+					_, err := tx.ExecContext(fx.ctx, "SELECT 1")
+					return err
+				})
+			}()
+			time.Sleep(ttl + 200*time.Millisecond)
+			start := time.Now()
+			for fx.heartbeat("B", ttl) != outbox.Partitions {
+				if time.Since(start) > 5*time.Second {
+					t.Fatalf("B could not take the partitions of a relay paused inside a lease transaction within 5s")
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			t.Logf("taken over %v after the lease expired", time.Since(start))
+			if err := <-paused; err == nil {
+				t.Fatal("the paused transaction committed after the database should have ended it")
+			}
+		})
+	}
+}
