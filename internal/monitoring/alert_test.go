@@ -174,7 +174,7 @@ func TestBacklogAlertFiresWhenTheBrokerStops(t *testing.T) {
 }
 
 // startPrometheus runs Prometheus on a test copy of the committed rules, scraping the relay
-// every second in job outboxkit-relay (the job the rules select), and stops it with the test.
+// every 2 s (rules evaluated every second) in job outboxkit-relay (the job the rules select), and stops it with the test.
 func startPrometheus(t *testing.T, ctx context.Context, tool Promtool, bin, relayAddr string) *Server {
 	t.Helper()
 	dir := t.TempDir()
@@ -194,7 +194,7 @@ func startPrometheus(t *testing.T, ctx context.Context, tool Promtool, bin, rela
 		t.Fatalf("test copy of the rules: %v", err)
 	}
 	config, err := yaml.Marshal(map[string]any{
-		"global":     map[string]any{"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+		"global":     map[string]any{"scrape_interval": "2s", "scrape_timeout": "2s", "evaluation_interval": "1s"},
 		"rule_files": []string{rulesPath},
 		"scrape_configs": []any{map[string]any{
 			"job_name":       "outboxkit-relay",
