@@ -175,11 +175,11 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), opts Options) (Co
 				if err == nil {
 					err = cfg.Log.parse(level, format)
 				}
-			case "broker", "kafka", "pulsar", "kfake":
+			case "broker", "kafka", "pulsar", "kfake", "format", "cloudevents":
 				err = checkKnownKeys(v, k.Value, brokerFieldType(k.Value))
 				brokerNodes = append(brokerNodes, k)
 			default:
-				err = fmt.Errorf("%s: unknown section (line %d; allowed: database, forwarder, http, log, broker, kafka, pulsar, kfake)", k.Value, k.Line)
+				err = fmt.Errorf("%s: unknown section (line %d; allowed: database, forwarder, http, log, broker, format, cloudevents, kafka, pulsar, kfake)", k.Value, k.Line)
 			}
 			if err != nil {
 				return Config{}, err

@@ -331,3 +331,18 @@ func TestParseFlowStyleAndAnchors(t *testing.T) {
 		t.Errorf("aliases: %+v", cfg.Forwarder)
 	}
 }
+
+func TestParseCloudEventsFormat(t *testing.T) {
+	doc := "database:\n  dialect: postgres\n  dsn: postgres://x\nbroker: kfake\nformat: cloudevents\ncloudevents:\n  source: /orders-service\n"
+	cfg, err := Parse([]byte(doc), nil, Options{Broker: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Broker.Format != "cloudevents" || cfg.Broker.CloudEvents.Source != "/orders-service" {
+		t.Fatalf("format %q, source %q", cfg.Broker.Format, cfg.Broker.CloudEvents.Source)
+	}
+	_, err = Parse([]byte("database:\n  dialect: postgres\n  dsn: postgres://x\nbroker: kfake\nformat: xml\n"), nil, Options{Broker: true})
+	if err == nil || !strings.Contains(err.Error(), `"xml"`) {
+		t.Fatalf("format xml: %v", err)
+	}
+}
