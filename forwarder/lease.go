@@ -3,6 +3,7 @@ package forwarder
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -305,7 +306,7 @@ func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 // runs without it). SQLite has no row locks. A zero idleTimeout runs a plain transaction.
 func (s *store) inLeaseTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 	switch {
-	case s.idleTimeout <= 0 || s.dialect == outbox.SQLite:
+	case s.dialect == outbox.SQLite || (s.idleTimeout <= 0 && s.dialect == outbox.Postgres):
 		return inTx(ctx, db, fn)
 	case s.dialect == outbox.Postgres:
 		return inTx(ctx, db, func(tx *sql.Tx) error {
@@ -321,9 +322,17 @@ func (s *store) inLeaseTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) e
 		return err
 	}
 	defer func() { _ = conn.Close() }()
-	seconds := max(1, int(s.idleTimeout.Round(time.Second)/time.Second))
-	_, setErr := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION idle_transaction_timeout = %d", seconds))
-	tx, err := conn.BeginTx(ctx, nil)
+	var setErr error = errors.New("no idle timeout")
+	if s.idleTimeout > 0 {
+		seconds := max(1, int(s.idleTimeout.Round(time.Second)/time.Second))
+		_, setErr = conn.ExecContext(ctx, fmt.Sprintf("SET SESSION idle_transaction_timeout = %d", seconds))
+	}
+	// READ COMMITTED: an UPDATE that scans lease rows locked by another transaction skips those
+	// that do not match its WHERE instead of waiting for them (InnoDB's semi-consistent read).
+	// Under REPEATABLE READ, a heartbeat's UPDATE of its own candidates waited for a row an
+	// acknowledgement had locked while the acknowledgement waited for one of the candidates:
+	// a deadlock (Error 1213, seen in TestThreeForwardersKeepPerKeyOrder on MariaDB).
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return err
 	}
