@@ -81,6 +81,10 @@ func (g *inflight) released(partitions []int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, p := range partitions {
-		delete(g.draining, p)
+		// A worker reading its leases now may have read them before the release committed:
+		// keep the partition draining for it; the next rebalance clears the mark.
+		if !g.reading[p%g.workers] {
+			delete(g.draining, p)
+		}
 	}
 }

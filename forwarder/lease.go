@@ -3,7 +3,7 @@ package forwarder
 import (
 	"context"
 	"database/sql"
-	"errors"
+	"database/sql/driver"
 	"fmt"
 	"time"
 
@@ -322,10 +322,19 @@ func (s *store) inLeaseTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) e
 		return err
 	}
 	defer func() { _ = conn.Close() }()
-	var setErr error = errors.New("no idle timeout")
 	if s.idleTimeout > 0 {
 		seconds := max(1, int(s.idleTimeout.Round(time.Second)/time.Second))
-		_, setErr = conn.ExecContext(ctx, fmt.Sprintf("SET SESSION idle_transaction_timeout = %d", seconds))
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION idle_transaction_timeout = %d", seconds)); err == nil {
+			// Reset on every path, before the connection goes back to the pool (the
+			// application may share it); a connection that cannot be reset is discarded.
+			defer func() {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				defer cancel()
+				if _, err := conn.ExecContext(rctx, "SET SESSION idle_transaction_timeout = DEFAULT"); err != nil {
+					_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+				}
+			}()
+		}
 	}
 	// READ COMMITTED: an UPDATE that scans lease rows locked by another transaction skips those
 	// that do not match its WHERE instead of waiting for them (InnoDB's semi-consistent read).
@@ -340,15 +349,7 @@ func (s *store) inLeaseTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) e
 	if err := fn(tx); err != nil {
 		return err
 	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
-	if setErr == nil {
-		if _, err := conn.ExecContext(ctx, "SET SESSION idle_transaction_timeout = DEFAULT"); err != nil {
-			return fmt.Errorf("reset the connection's idle transaction timeout: %w", err)
-		}
-	}
-	return nil
+	return tx.Commit()
 }
 
 // renew extends this relay's leases by ttl from the database's now and returns the partitions
