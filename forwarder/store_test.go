@@ -3,6 +3,7 @@ package forwarder
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -453,5 +454,24 @@ func TestStoreIdleLeaseTransactionDoesNotBlockTakeover(t *testing.T) {
 				t.Fatal("the paused transaction committed after the database should have ended it")
 			}
 		})
+	}
+}
+
+// A lease transaction that fails must not return its MariaDB connection to the pool (possibly
+// the application's) with the idle-transaction timeout still set.
+func TestStoreFailedLeaseTransactionResetsTheConnection(t *testing.T) {
+	fx := newStoreFixture(t, outbox.MySQL)
+	fx.db.SetMaxOpenConns(1)
+	fx.store.idleTimeout = 2 * time.Second
+	boom := errors.New("boom")
+	if err := fx.store.inLeaseTx(fx.ctx, fx.db, func(*sql.Tx) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("inLeaseTx returned %v", err)
+	}
+	var timeout int
+	if err := fx.db.QueryRow("SELECT @@SESSION.idle_transaction_timeout").Scan(&timeout); err != nil {
+		t.Fatal(err)
+	}
+	if timeout != 0 {
+		t.Fatalf("the pooled connection kept idle_transaction_timeout = %d after a failed lease transaction", timeout)
 	}
 }
