@@ -46,11 +46,16 @@ func openDB(t testing.TB, dialect outbox.Dialect) *sql.DB {
 		return testsupport.OpenMySQL(t)
 	}
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "outbox.db")+
-		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+		"?_pragma=busy_timeout(10000)&_txlock=immediate")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
+	// WAL once, on one connection (it persists in the file), not as a DSN pragma that every new
+	// connection runs: connections opened at once could fail with SQLITE_BUSY at connect.
+	if _, err := db.Exec("PRAGMA journal_mode=WAL"); err != nil {
+		t.Fatal(err)
+	}
 	return db
 }
 

@@ -46,11 +46,14 @@ func newStoreFixture(t *testing.T, dialect outbox.Dialect) *storeFixture {
 	default:
 		var err error
 		db, err = sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "outbox.db")+
-			"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+			"?_pragma=busy_timeout(10000)&_txlock=immediate")
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = db.Close() })
+		if _, err := db.Exec("PRAGMA journal_mode=WAL"); err != nil { // once: it persists in the file
+			t.Fatal(err)
+		}
 	}
 	name := testsupport.UniqueName("store")
 	w, err := outbox.NewWriter(outbox.Config{Dialect: dialect, Table: name})

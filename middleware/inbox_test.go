@@ -34,12 +34,17 @@ type database struct {
 func openSQLite(t testing.TB) *sql.DB {
 	t.Helper()
 	dsn := "file:" + filepath.Join(t.TempDir(), "inbox.db") +
-		"?_pragma=busy_timeout(20000)&_pragma=journal_mode(WAL)"
+		"?_pragma=busy_timeout(20000)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		t.Fatalf("open sqlite: %v", err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
+	// WAL once, on one connection (it persists in the file), not as a DSN pragma that every new
+	// connection runs: connections opened at once could fail with SQLITE_BUSY at connect.
+	if _, err := db.Exec("PRAGMA journal_mode=WAL"); err != nil {
+		t.Fatalf("sqlite WAL: %v", err)
+	}
 	return db
 }
 

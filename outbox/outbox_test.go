@@ -38,11 +38,17 @@ func (tg target) ph(n int) string {
 func openSQLite(t testing.TB) *sql.DB {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "outbox.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_txlock=immediate")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
+	// WAL once, on one connection: it persists in the file. As a DSN pragma, every new
+	// connection switched the journal mode, and connections opened at once could fail with
+	// SQLITE_BUSY at connect (TestConcurrentMigrate, seen in CI).
+	if _, err := db.Exec("PRAGMA journal_mode=WAL"); err != nil {
+		t.Fatal(err)
+	}
 	return db
 }
 
