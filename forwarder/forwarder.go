@@ -329,7 +329,14 @@ func (f *Forwarder) relayBatch(ctx context.Context, worker int) (int, error) {
 		return 0, err
 	}
 	f.metrics.batchSize.Observe(float64(len(records)))
+	return len(records), f.deliver(ctx, worker, leases, records)
+}
 
+// deliver publishes claimed records of the given leases, settles the failures (retry, park or
+// dead-letter) and acknowledges the outcome in one short transaction fenced by the leases'
+// epochs. Every source of records (the polling claim, the CDC stream) ends here.
+func (f *Forwarder) deliver(ctx context.Context, worker int, leases []lease, records []record) error {
+	db := f.cfg.DB
 	publishCtx, cancelPublish := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.LeaseTTL)
 	started := time.Now()
 	acked, failed := f.publish(publishCtx, records)
@@ -344,7 +351,7 @@ func (f *Forwarder) relayBatch(ctx context.Context, worker int) (int, error) {
 	defer cancelAck()
 	var kept []record
 	var lost map[int]int
-	err = f.store.inLeaseTx(ackCtx, db, func(tx *sql.Tx) error {
+	err := f.store.inLeaseTx(ackCtx, db, func(tx *sql.Tx) error {
 		owned, err := f.store.fence(ackCtx, tx, f.cfg.RelayID, leases)
 		if err != nil {
 			return err
@@ -374,7 +381,7 @@ func (f *Forwarder) relayBatch(ctx context.Context, worker int) (int, error) {
 		return nil
 	})
 	if err != nil {
-		return len(records), fmt.Errorf("acknowledge %d published and %d failed rows: %w", len(acked), len(failed), err)
+		return fmt.Errorf("acknowledge %d published and %d failed rows: %w", len(acked), len(failed), err)
 	}
 	if len(lost) > 0 {
 		rows := 0
@@ -386,7 +393,7 @@ func (f *Forwarder) relayBatch(ctx context.Context, worker int) (int, error) {
 			"worker", worker, "partitions", len(lost), "rows", rows)
 	}
 	f.observeAcked(kept)
-	return len(records), nil
+	return nil
 }
 
 func (f *Forwarder) observeAcked(acked []record) {
