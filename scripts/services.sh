@@ -15,6 +15,9 @@
 #   scripts/services.sh kafka-secure-grant TOPIC [USER]
 #                                 the SASL_SSL (SCRAM-SHA-512) broker with ACLs, not started by
 #                                 `up` (see scripts/services/kafka-secure.sh)
+#   scripts/services.sh start-pulsar-secure | stop-pulsar-secure | restart-pulsar-secure
+#                                 the Pulsar standalone with TLS, token authentication and
+#                                 authorization, not started by `up` (scripts/services/pulsar-secure.sh)
 #
 # Every port and path can be overridden through the variables below.
 set -euo pipefail
@@ -223,8 +226,12 @@ source "$here/services/monitoring.sh"
 # --- Pulsar -----------------------------------------------------------------------------------
 # shellcheck source=services/pulsar.sh
 source "$here/services/pulsar.sh"
+# shellcheck source=services/tls.sh
+source "$here/services/tls.sh"
 # shellcheck source=services/kafka-secure.sh
 source "$here/services/kafka-secure.sh"
+# shellcheck source=services/pulsar-secure.sh
+source "$here/services/pulsar-secure.sh"
 
 print_env() {
   cat <<EOF
@@ -235,6 +242,7 @@ export OUTBOXKIT_PULSAR_URL='pulsar://127.0.0.1:$PULSAR_PORT'
 export OUTBOXKIT_PULSAR_HTTP='http://127.0.0.1:$PULSAR_HTTP_PORT'
 EOF
   print_kafka_secure_env
+  print_pulsar_secure_env
 }
 
 main() {
@@ -255,6 +263,7 @@ main() {
     stop_pidfile "$SERVICES_STATE_DIR/kafka/kafka.pid"
     stop_pidfile "$SERVICES_STATE_DIR/pulsar/pulsar.pid"
     stop_pidfile "$KAFKA_SECURE_DIR/kafka.pid"
+    stop_pidfile "$PULSAR_SECURE_DIR/pulsar.pid"
     [ -f "$SERVICES_STATE_DIR/mariadb/mysqld.pid" ] && stop_pidfile "$SERVICES_STATE_DIR/mariadb/mysqld.pid"
     [ -f "$SERVICES_STATE_DIR/postgres/postmaster.pid" ] &&
       su postgres -s /bin/sh -c "$PG_BIN/pg_ctl -D '$SERVICES_STATE_DIR/postgres' -m fast stop" >/dev/null
@@ -270,8 +279,11 @@ main() {
   stop-kafka-secure) stop_kafka_secure ;;
   restart-kafka-secure) restart_kafka_secure ;;
   kafka-secure-grant) kafka_secure_grant "${@:2}" ;;
+  start-pulsar-secure) start_pulsar_secure ;;
+  stop-pulsar-secure) stop_pulsar_secure ;;
+  restart-pulsar-secure) restart_pulsar_secure ;;
   *)
-    echo "usage: $0 [up|env|down|restart-kafka|restart-pulsar|start-kafka|stop-kafka|start-pulsar|stop-pulsar|start-kafka-secure|stop-kafka-secure|restart-kafka-secure|kafka-secure-grant TOPIC [USER]]" >&2
+    echo "usage: $0 [up|env|down|restart-kafka|restart-pulsar|start-kafka|stop-kafka|start-pulsar|stop-pulsar|start-kafka-secure|stop-kafka-secure|restart-kafka-secure|kafka-secure-grant TOPIC [USER]|start-pulsar-secure|stop-pulsar-secure|restart-pulsar-secure]" >&2
     exit 2
     ;;
   esac

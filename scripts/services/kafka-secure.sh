@@ -42,33 +42,15 @@ _kafka_secure_java() {
     -Dlog4j2.configurationFile="$KAFKA_SECURE_DIR/log4j2.properties" "$@"
 }
 
-# _kafka_secure_certs: a CA, the broker's certificate signed by it, and an unrelated CA; made
-# again (all of them) when missing or when the broker's certificate expires within a day.
+# _kafka_secure_certs: the test certificates (make_test_certs, scripts/services/tls.sh) and
+# Kafka's PEM key store made of them.
 _kafka_secure_certs() {
   local tls=$KAFKA_SECURE_DIR/tls
-  if [ -f "$tls/server-keystore.pem" ] && [ -f "$tls/untrusted-ca.pem" ] &&
-    openssl x509 -checkend 86400 -noout -in "$tls/server.pem" >/dev/null 2>&1; then
-    return 0
+  make_test_certs "$tls" kafka-secure
+  if [ ! -f "$tls/server-keystore.pem" ] || [ "$tls/server-keystore.pem" -ot "$tls/server.pem" ]; then
+    # Kafka's PEM key store: the (unencrypted PKCS#8) key, then the certificate chain.
+    (umask 077 && cat "$tls/server.key" "$tls/server.pem" >"$tls/server-keystore.pem")
   fi
-  rm -rf "$tls" && mkdir -p "$tls" && chmod 700 "$tls"
-  local ext="$tls/server.ext"
-  printf '%s\n' 'basicConstraints=CA:FALSE' 'keyUsage=digitalSignature,keyEncipherment' \
-    'extendedKeyUsage=serverAuth,clientAuth' 'subjectAltName=IP:127.0.0.1,DNS:localhost' >"$ext"
-  {
-    openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=outboxkit test CA" \
-      -keyout "$tls/ca.key" -out "$tls/ca.pem" &&
-      openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
-        -keyout "$tls/server.key" -out "$tls/server.csr" &&
-      openssl x509 -req -days 30 -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" \
-        -CAcreateserial -extfile "$ext" -out "$tls/server.pem" &&
-      openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=outboxkit untrusted CA" \
-        -keyout "$tls/untrusted-ca.key" -out "$tls/untrusted-ca.pem"
-  } >"$SERVICES_LOG_DIR/kafka-secure-openssl.log" 2>&1 ||
-    fail "kafka-secure (openssl)" "$SERVICES_LOG_DIR/kafka-secure-openssl.log"
-  # Kafka's PEM key store: the (unencrypted PKCS#8) key, then the certificate chain.
-  cat "$tls/server.key" "$tls/server.pem" >"$tls/server-keystore.pem"
-  chmod 600 "$tls"/*.key "$tls/server-keystore.pem"
-  chmod 644 "$tls/ca.pem" "$tls/untrusted-ca.pem"
 }
 
 # _kafka_secure_secrets: a random password per user, made only together with a fresh format.

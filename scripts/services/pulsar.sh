@@ -8,6 +8,10 @@
 #   PULSAR_BOOKIE_PORT (3181, the bookie, used only by the broker itself).
 # State (classpath, generated config, data, pid file) goes to $SERVICES_STATE_DIR/pulsar,
 # the log to $SERVICES_LOG_DIR/pulsar.log. Jars land in Maven's local cache (~/.m2).
+#
+# Another instance (pulsar-secure.sh) sets, around start_pulsar: PULSAR_DIR and PULSAR_LOG
+# (state directory and log file), PULSAR_NAME (in messages), PULSAR_EXTRA_CONF (lines appended
+# to standalone.conf) and PULSAR_READY (the readiness command, called with the HTTP port).
 
 _pulsar_pom="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/pulsar/pom.xml"
 
@@ -89,6 +93,9 @@ diskUsageThreshold=0.99
 diskUsageWarnThreshold=0.99
 gcWaitTime=300000
 EOF
+  if [ -n "${PULSAR_EXTRA_CONF:-}" ]; then
+    printf '%s\n' "# --- ${PULSAR_NAME:-pulsar} ---" "$PULSAR_EXTRA_CONF" >>"$dir/standalone.conf"
+  fi
   cat >"$dir/log4j2.xml" <<'EOF'
 <?xml version="1.0" encoding="UTF-8"?>
 <Configuration status="warn">
@@ -112,13 +119,14 @@ start_pulsar() {
   local logdir=${SERVICES_LOG_DIR:-$state/logs}
   local port=${PULSAR_PORT:-6650} http=${PULSAR_HTTP_PORT:-8080} bkport=${PULSAR_BOOKIE_PORT:-3181}
   local timeout=${PULSAR_START_TIMEOUT:-${SERVICE_START_TIMEOUT:-240}}
-  local dir=$state/pulsar logfile=$logdir/pulsar.log pidfile=$state/pulsar/pulsar.pid
-  local ready_line="pulsar: pulsar://127.0.0.1:$port (http://127.0.0.1:$http)"
+  local dir=${PULSAR_DIR:-$state/pulsar} logfile=${PULSAR_LOG:-$logdir/pulsar.log}
+  local pidfile=$dir/pulsar.pid name=${PULSAR_NAME:-pulsar} ready=${PULSAR_READY:-_pulsar_ready}
+  local ready_line="$name: pulsar://127.0.0.1:$port (http://127.0.0.1:$http)"
   local java=${PULSAR_JAVA:-${JAVA_BIN:-/usr/lib/jvm/java-17-openjdk-amd64/bin/java}}
-  [ -x "$java" ] || java=$(command -v java) || { echo "pulsar: no java found" >&2; return 1; }
+  [ -x "$java" ] || java=$(command -v java) || { echo "$name: no java found" >&2; return 1; }
 
   # Already up: nothing to do.
-  if _pulsar_ready "$http"; then
+  if "$ready" "$http"; then
     echo "$ready_line"
     return 0
   fi
@@ -131,7 +139,7 @@ start_pulsar() {
     local p
     for p in "$port" "$http" "$bkport"; do
       if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-        echo "pulsar: port $p on 127.0.0.1 is taken by another process" >&2
+        echo "$name: port $p on 127.0.0.1 is taken by another process" >&2
         return 1
       fi
     done
@@ -167,14 +175,14 @@ start_pulsar() {
 
   # Wait until a topic can be served, failing fast if the JVM dies.
   local deadline=$((SECONDS + timeout))
-  until _pulsar_ready "$http"; do
+  until "$ready" "$http"; do
     if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
-      echo "pulsar: process exited during startup; last lines of $logfile:" >&2
+      echo "$name: process exited during startup; last lines of $logfile:" >&2
       tail -n 60 "$logfile" >&2
       return 1
     fi
     if ((SECONDS >= deadline)); then
-      echo "pulsar: not ready after ${timeout}s; last lines of $logfile:" >&2
+      echo "$name: not ready after ${timeout}s; last lines of $logfile:" >&2
       tail -n 60 "$logfile" >&2
       return 1
     fi
