@@ -2,82 +2,21 @@ package securekafka_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
-	"github.com/google/uuid"
 
 	"github.com/outboxkit/outboxkit/brokers/kafka"
 	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/internal/outboxtest"
 	"github.com/outboxkit/outboxkit/internal/securekafka"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
-
-// newTable migrates a fresh outbox table on the test PostgreSQL and drops it with the test.
-func newTable(t *testing.T, db *sql.DB) string {
-	t.Helper()
-	name := testsupport.UniqueName("secure")
-	table, err := outbox.NewTable(outbox.Postgres, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, tb := range []string{table.Events(), table.Leases(), table.Relays(), table.Migrations(), table.KeyLocks()} {
-			_, _ = db.Exec("DROP TABLE IF EXISTS " + tb + " CASCADE")
-		}
-		_, _ = db.Exec("DROP FUNCTION IF EXISTS " + name + "_notify()")
-	})
-	if err := outbox.Migrate(context.Background(), db, table); err != nil {
-		t.Fatal(err)
-	}
-	return name
-}
-
-// writeEvents commits n events to topic over three keys and returns their ids.
-func writeEvents(t *testing.T, db *sql.DB, table, topic string, n int) map[string]string {
-	t.Helper()
-	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Table: table})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := map[string]string{} // event id -> aggregate id
-	events := make([]outbox.Event, n)
-	for i := range events {
-		id := uuid.Must(uuid.NewV7())
-		key := fmt.Sprintf("order-%d", i%3)
-		ids[id.String()] = key
-		events[i] = outbox.Event{ID: id, Topic: topic, AggregateType: "order", AggregateID: key,
-			EventType: "OrderPlaced", Payload: []byte(fmt.Sprintf(`{"n":%d}`, i))}
-	}
-	tx, err := db.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.WriteTx(context.Background(), tx, events...); err != nil {
-		_ = tx.Rollback()
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	return ids
-}
-
-func countRows(t *testing.T, db *sql.DB, query string) int {
-	t.Helper()
-	var n int
-	if err := db.QueryRow(query).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n
-}
 
 // Right credentials: events written to the outbox go through the forwarder and its franz-go
 // publisher (user relay) to the SASL_SSL broker, and a watermill-kafka subscriber (Sarama, user
@@ -85,9 +24,9 @@ func countRows(t *testing.T, db *sql.DB, query string) int {
 func TestRelayOverSASLSSL(t *testing.T) {
 	b := securekafka.Start(t)
 	db := testsupport.OpenPostgres(t)
-	table := newTable(t, db)
+	table := outboxtest.NewTable(t, db, "secure")
 	topic := testsupport.UniqueName(securekafka.GrantedPrefix + "e2e")
-	want := writeEvents(t, db, table, topic, 30)
+	want := outboxtest.WriteEvents(t, db, table, topic, 30)
 
 	pub, err := kafka.NewPublisher(b.Config(t, securekafka.RelayUser), watermill.NopLogger{})
 	if err != nil {
@@ -123,7 +62,7 @@ func TestRelayOverSASLSSL(t *testing.T) {
 	defer sub.Close()
 	// The consumer may not create topics: wait for the relay to have published (and so created)
 	// it before subscribing. Bounded, not a timing assertion.
-	for countRows(t, db, "SELECT COUNT(*) FROM "+table) > 0 && ctx.Err() == nil {
+	for outboxtest.Count(t, db, "SELECT COUNT(*) FROM "+table) > 0 && ctx.Err() == nil {
 		time.Sleep(100 * time.Millisecond)
 	}
 	msgs, err := sub.Subscribe(ctx, topic)

@@ -5,18 +5,15 @@
 package securekafka
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/outboxkit/outboxkit/brokers/kafka"
+	"github.com/outboxkit/outboxkit/internal/servicescript"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 )
 
@@ -50,10 +47,6 @@ const (
 	GroupPrefix   = "secure-"
 )
 
-// startTimeout bounds the start script: a first start resolves jars, makes certificates,
-// formats the storage and creates ACLs.
-const startTimeout = 5 * time.Minute
-
 // Broker is the running secure broker.
 type Broker struct {
 	// Addr is the SASL_SSL listener (host:port).
@@ -64,8 +57,7 @@ type Broker struct {
 	UntrustedCAFile string
 	// SecretsDir holds <user>.password.
 	SecretsDir string
-	repoRoot   string
-	scriptEnv  []string // overrides of the script's ports and directories (StartInstance)
+	script     servicescript.Script // with the overrides of its ports and directories (StartInstance)
 }
 
 // Instance is a secure broker of its own, apart from the shared one: its state directory and
@@ -75,29 +67,22 @@ type Instance struct {
 	Port, ControllerPort int
 }
 
-func env(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
 // Start starts the secure broker through scripts/services.sh (a no-op when it runs) and
 // returns it.
 func Start(t testing.TB) Broker {
 	t.Helper()
-	root, err := repoRoot()
+	script, err := servicescript.Find()
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := Broker{
-		Addr:            env(EnvBrokers, DefaultBrokers),
-		CAFile:          env(EnvCAFile, DefaultCAFile),
-		UntrustedCAFile: env(EnvUntrustedCAFile, DefaultUntrusted),
-		SecretsDir:      env(EnvSecretsDir, DefaultSecretsDir),
-		repoRoot:        root,
+		Addr:            servicescript.Env(EnvBrokers, DefaultBrokers),
+		CAFile:          servicescript.Env(EnvCAFile, DefaultCAFile),
+		UntrustedCAFile: servicescript.Env(EnvUntrustedCAFile, DefaultUntrusted),
+		SecretsDir:      servicescript.Env(EnvSecretsDir, DefaultSecretsDir),
+		script:          script,
 	}
-	if err := b.script("start-kafka-secure"); err != nil {
+	if err := b.run("start-kafka-secure"); err != nil {
 		testsupport.Unavailable(t, "the secure Kafka broker (scripts/services.sh start-kafka-secure)", err)
 	}
 	return b
@@ -107,7 +92,12 @@ func Start(t testing.TB) Broker {
 // with Script("stop-kafka-secure").
 func StartInstance(t testing.TB, inst Instance) Broker {
 	t.Helper()
-	root, err := repoRoot()
+	script, err := servicescript.Find(
+		"KAFKA_SECURE_DIR="+inst.Dir,
+		"SERVICES_LOG_DIR="+filepath.Join(inst.Dir, "logs"),
+		fmt.Sprintf("KAFKA_SECURE_PORT=%d", inst.Port),
+		fmt.Sprintf("KAFKA_SECURE_CONTROLLER_PORT=%d", inst.ControllerPort),
+	)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,18 +106,12 @@ func StartInstance(t testing.TB, inst Instance) Broker {
 		CAFile:          filepath.Join(inst.Dir, "tls", "ca.pem"),
 		UntrustedCAFile: filepath.Join(inst.Dir, "tls", "untrusted-ca.pem"),
 		SecretsDir:      filepath.Join(inst.Dir, "secrets"),
-		repoRoot:        root,
-		scriptEnv: []string{
-			"KAFKA_SECURE_DIR=" + inst.Dir,
-			"SERVICES_LOG_DIR=" + filepath.Join(inst.Dir, "logs"),
-			fmt.Sprintf("KAFKA_SECURE_PORT=%d", inst.Port),
-			fmt.Sprintf("KAFKA_SECURE_CONTROLLER_PORT=%d", inst.ControllerPort),
-		},
+		script:          script,
 	}
 	if err := os.MkdirAll(filepath.Join(inst.Dir, "logs"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.script("start-kafka-secure"); err != nil {
+	if err := b.run("start-kafka-secure"); err != nil {
 		testsupport.Unavailable(t, "the secure Kafka broker in "+inst.Dir+" (scripts/services.sh start-kafka-secure)", err)
 	}
 	return b
@@ -135,13 +119,10 @@ func StartInstance(t testing.TB, inst Instance) Broker {
 
 // Command returns the command line that runs `scripts/services.sh sub` for this broker, e.g.
 // for Watermill's Features.RestartServiceCommand with "restart-kafka-secure".
-func (b Broker) Command(sub string) []string {
-	argv := append([]string{"env"}, b.scriptEnv...)
-	return append(argv, "bash", filepath.Join(b.repoRoot, "scripts", "services.sh"), sub)
-}
+func (b Broker) Command(sub string) []string { return b.script.Command(sub) }
 
 // Script runs `scripts/services.sh sub` for this broker.
-func (b Broker) Script(sub string) error { return b.script(sub) }
+func (b Broker) Script(sub string) error { return b.run(sub) }
 
 // Password returns the SCRAM password of user, read from its file.
 func (b Broker) Password(t testing.TB, user string) string {
@@ -168,41 +149,9 @@ func (b Broker) Config(t testing.TB, user string) kafka.Config {
 // (scripts/services.sh kafka-secure-grant).
 func (b Broker) Grant(t testing.TB, topic string) {
 	t.Helper()
-	if err := b.script("kafka-secure-grant", topic, RelayUser); err != nil {
+	if err := b.run("kafka-secure-grant", topic, RelayUser); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (b Broker) script(args ...string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	script := filepath.Join(b.repoRoot, "scripts", "services.sh")
-	cmd := exec.CommandContext(ctx, "bash", append([]string{script}, args...)...)
-	cmd.Env = append(os.Environ(), b.scriptEnv...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("securekafka: %s %s: %w: %s", script, strings.Join(args, " "), err,
-			strings.TrimSpace(out.String()))
-	}
-	return nil
-}
-
-// repoRoot returns the nearest directory above the working directory that holds
-// scripts/services.sh.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("securekafka: %w", err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "scripts", "services.sh")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("securekafka: scripts/services.sh not found above the working directory")
-		}
-		dir = parent
-	}
-}
+func (b Broker) run(args ...string) error { return b.script.Run(context.Background(), args...) }
