@@ -26,6 +26,8 @@ type clientLogger struct {
 	logger watermill.LoggerAdapter
 	fields watermill.LogFields
 	err    error
+	// failures, if set, records the connection failures logged (shared by derived loggers).
+	failures *connFailures
 }
 
 var (
@@ -44,7 +46,7 @@ func (l *clientLogger) with(fields plog.Fields, err error) *clientLogger {
 	if err == nil {
 		err = l.err
 	}
-	return &clientLogger{logger: l.logger, fields: merged, err: err}
+	return &clientLogger{logger: l.logger, fields: merged, err: err, failures: l.failures}
 }
 
 // SubLogger returns a logger that adds fields to every entry.
@@ -85,11 +87,17 @@ func (l *clientLogger) Info(args ...any) { l.logger.Debug(fmt.Sprint(args...), l
 
 // Warn logs at Watermill's Info level with pulsar_level=warn.
 func (l *clientLogger) Warn(args ...any) {
-	l.logger.Info(fmt.Sprint(args...), l.fieldsFor("warn"))
+	msg := fmt.Sprint(args...)
+	l.failures.observe(msg, l.err)
+	l.logger.Info(msg, l.fieldsFor("warn"))
 }
 
 // Error logs at Watermill's Error level.
-func (l *clientLogger) Error(args ...any) { l.logger.Error(fmt.Sprint(args...), l.err, l.fields) }
+func (l *clientLogger) Error(args ...any) {
+	msg := fmt.Sprint(args...)
+	l.failures.observe(msg, l.err)
+	l.logger.Error(msg, l.err, l.fields)
+}
 
 // Debugf logs at Watermill's Trace level.
 func (l *clientLogger) Debugf(format string, args ...any) { l.Debug(fmt.Sprintf(format, args...)) }

@@ -21,6 +21,8 @@ type Publisher struct {
 	config PublisherConfig
 	logger watermill.LoggerAdapter
 	client apulsar.Client
+	// failures is the last connection failure the client logged, for errors.
+	failures *connFailures
 
 	// closeMu is held for reading by every Publish and for writing by Close, so Close waits
 	// for in-flight publishes (bounded by SendTimeout) and later publishes see closed.
@@ -59,12 +61,14 @@ func NewPublisher(config PublisherConfig, logger watermill.LoggerAdapter) (*Publ
 	if err := config.Validate(); err != nil {
 		return nil, fmt.Errorf("pulsar: invalid publisher config: %w", err)
 	}
-	client, err := apulsar.NewClient(config.clientOptions(&clientLogger{logger: logger}))
+	failures := &connFailures{}
+	client, err := apulsar.NewClient(config.clientOptions(&clientLogger{logger: logger, failures: failures}))
 	if err != nil {
-		return nil, fmt.Errorf("pulsar: create client for publisher: %w", err)
+		return nil, config.brokerErr("create client for publisher", err, nil)
 	}
 	return &Publisher{
 		config:    config,
+		failures:  failures,
 		logger:    logger.With(watermill.LogFields{"component": "pulsar_publisher"}),
 		client:    client,
 		producers: map[string]*producerSlot{},
@@ -183,7 +187,7 @@ func (p *Publisher) createProducer(topic string) (apulsar.Producer, error) {
 	}
 	producer, err := p.client.CreateProducer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("pulsar: create producer for %s: %w", topic, err)
+		return nil, p.config.brokerErr("create producer for "+topic, err, p.failures)
 	}
 	p.logger.Debug("Created producer", watermill.LogFields{"topic": topic, "producer": producer.Name()})
 	return producer, nil

@@ -21,6 +21,8 @@ type Subscriber struct {
 	config SubscriberConfig
 	logger watermill.LoggerAdapter
 	client apulsar.Client
+	// failures is the last connection failure the client logged, for errors.
+	failures *connFailures
 
 	mu      sync.Mutex
 	closed  bool
@@ -42,17 +44,19 @@ func NewSubscriber(config SubscriberConfig, logger watermill.LoggerAdapter) (*Su
 	if err := config.Validate(); err != nil {
 		return nil, fmt.Errorf("pulsar: invalid subscriber config: %w", err)
 	}
-	client, err := apulsar.NewClient(config.clientOptions(&clientLogger{logger: logger}))
+	failures := &connFailures{}
+	client, err := apulsar.NewClient(config.clientOptions(&clientLogger{logger: logger, failures: failures}))
 	if err != nil {
-		return nil, fmt.Errorf("pulsar: create client for subscriber: %w", err)
+		return nil, config.brokerErr("create client for subscriber", err, nil)
 	}
 	return &Subscriber{
 		config: config,
 		logger: logger.With(watermill.LogFields{
 			"component": "pulsar_subscriber", "subscription": config.SubscriptionName,
 		}),
-		client:  client,
-		closing: make(chan struct{}),
+		client:   client,
+		failures: failures,
+		closing:  make(chan struct{}),
 	}, nil
 }
 
@@ -110,7 +114,7 @@ func (s *Subscriber) SubscribeInitialize(topic string) error {
 	}
 	consumer, err := s.client.Subscribe(opts)
 	if err != nil {
-		return fmt.Errorf("pulsar: initialize subscription %s on %s: %w", opts.SubscriptionName, opts.Topic, err)
+		return s.config.brokerErr(fmt.Sprintf("initialize subscription %s on %s", opts.SubscriptionName, opts.Topic), err, s.failures)
 	}
 	consumer.Close()
 	return nil
@@ -131,7 +135,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	consumer, err := s.client.Subscribe(opts)
 	if err != nil {
 		s.wg.Done()
-		return nil, fmt.Errorf("pulsar: subscribe %s on %s: %w", opts.SubscriptionName, opts.Topic, err)
+		return nil, s.config.brokerErr(fmt.Sprintf("subscribe %s on %s", opts.SubscriptionName, opts.Topic), err, s.failures)
 	}
 	out := make(chan *message.Message)
 	logger := s.logger.With(watermill.LogFields{"topic": opts.Topic})
