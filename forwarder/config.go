@@ -36,6 +36,20 @@ type Config struct {
 	// topic in one PublishEach call; any other is called with one event per key per Publish call.
 	Publisher message.Publisher
 
+	// Delivery is AtLeastOnce (the default) or ExactlyOnce, which needs a Publisher that
+	// implements [TransactionalPublisher] (brokers/kafka) and read_committed consumers
+	// (docs/exactly-once.md).
+	Delivery Delivery
+	// CheckpointTopic receives the checkpoints of ExactlyOnce delivery, one per transaction; it
+	// must be compacted (brokers/kafka creates it so when missing). Default:
+	// DefaultCheckpointTopic. Only the relays may write it.
+	CheckpointTopic string
+	// TransactionalIDPrefix names the transactional units of ExactlyOnce delivery: unit
+	// "<prefix>/pNN" (the Kafka transactional.id) for partition NN. It must be unique per outbox
+	// table in a Kafka cluster: two databases whose relays shared a prefix would fence each
+	// other. Default: "outboxkit/<table>/<lease group>".
+	TransactionalIDPrefix string
+
 	// RelayID names this forwarder in the lease tables. Default: host name, process id and a
 	// random suffix. Two running forwarders must never share one.
 	RelayID string
@@ -129,6 +143,9 @@ func (c *Config) setDefaults() {
 			c.LeaseGroup = "tenants:" + strings.Join(tenants, ",")
 		}
 	}
+	setDefault(&c.Delivery, AtLeastOnce)
+	setDefault(&c.CheckpointTopic, DefaultCheckpointTopic)
+	setDefault(&c.TransactionalIDPrefix, defaultTransactionalIDPrefix(c.Table, c.LeaseGroup))
 	setDefault(&c.BatchSize, 1000)
 	setDefault(&c.MaxBatchBytes, 1<<20)
 	setDefault(&c.Workers, 2)
@@ -219,6 +236,7 @@ func (c Config) Validate() error {
 	if len(c.RelayID) > 191 || len(c.LeaseGroup) > 191 {
 		errs = append(errs, errors.New("RelayID and LeaseGroup must be at most 191 bytes"))
 	}
+	errs = append(errs, c.validateDelivery()...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("forwarder: invalid config: %w", err)
 	}

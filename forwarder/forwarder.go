@@ -33,6 +33,9 @@ type Forwarder struct {
 	inflight *inflight
 	metrics  *metrics
 	log      *slog.Logger
+	// txp and units serve ExactlyOnce delivery (transactional.go); txp is nil otherwise.
+	txp   TransactionalPublisher
+	units txUnits
 }
 
 // New validates config and returns a Forwarder. It touches neither the database nor the broker.
@@ -49,7 +52,12 @@ func New(config Config) (*Forwarder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("forwarder: %w", err)
 	}
+	var txp TransactionalPublisher
+	if config.Delivery == ExactlyOnce {
+		txp = config.Publisher.(TransactionalPublisher) // checked by Validate
+	}
 	return &Forwarder{
+		txp: txp,
 		cfg: config,
 		store: &store{table: table, dialect: config.Dialect, group: config.LeaseGroup, tenants: config.Tenants,
 			idleTimeout: max(time.Second, config.LeaseTTL/2)},
@@ -97,6 +105,9 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	workers.Wait()
 	stopLoops()
 	wg.Wait()
+	if f.txp != nil {
+		f.closeAllUnits()
+	}
 
 	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -329,6 +340,9 @@ func (f *Forwarder) relayBatch(ctx context.Context, worker int) (int, error) {
 		return 0, err
 	}
 	f.metrics.batchSize.Observe(float64(len(records)))
+	if f.txp != nil {
+		return len(records), f.deliverTransactional(ctx, worker, leases, records)
+	}
 	return len(records), f.deliver(ctx, worker, leases, records)
 }
 
@@ -336,7 +350,6 @@ func (f *Forwarder) relayBatch(ctx context.Context, worker int) (int, error) {
 // dead-letter) and acknowledges the outcome in one short transaction fenced by the leases'
 // epochs. Every source of records (the polling claim, the CDC stream) ends here.
 func (f *Forwarder) deliver(ctx context.Context, worker int, leases []lease, records []record) error {
-	db := f.cfg.DB
 	publishCtx, cancelPublish := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.LeaseTTL)
 	started := time.Now()
 	acked, failed := f.publish(publishCtx, records)
@@ -347,11 +360,19 @@ func (f *Forwarder) deliver(ctx context.Context, worker int, leases []lease, rec
 	}
 	cancelPublish()
 
+	_, err := f.acknowledge(ctx, worker, leases, acked, settled)
+	return err
+}
+
+// acknowledge deletes (or marks) the published records and writes the settlements of the failed
+// ones, in one short transaction that first fences the leases: the rows of partitions this relay
+// lost meanwhile are left to their new owner and counted. It returns the partitions lost.
+func (f *Forwarder) acknowledge(ctx context.Context, worker int, leases []lease, acked []record, settled []settlement) (map[int]int, error) {
 	ackCtx, cancelAck := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 	defer cancelAck()
 	var kept []record
 	var lost map[int]int
-	err := f.store.inLeaseTx(ackCtx, db, func(tx *sql.Tx) error {
+	err := f.store.inLeaseTx(ackCtx, f.cfg.DB, func(tx *sql.Tx) error {
 		owned, err := f.store.fence(ackCtx, tx, f.cfg.RelayID, leases)
 		if err != nil {
 			return err
@@ -381,7 +402,7 @@ func (f *Forwarder) deliver(ctx context.Context, worker int, leases []lease, rec
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("acknowledge %d published and %d failed rows: %w", len(acked), len(failed), err)
+		return nil, fmt.Errorf("acknowledge %d published and %d failed rows: %w", len(acked), len(settled), err)
 	}
 	if len(lost) > 0 {
 		rows := 0
@@ -389,11 +410,11 @@ func (f *Forwarder) deliver(ctx context.Context, worker int, leases []lease, rec
 			rows += n
 		}
 		f.metrics.fencedRows.Add(float64(rows))
-		f.log.Warn("lost the lease of partitions during a batch: their rows are left to the new owner, which publishes them again",
+		f.log.Warn("lost the lease of partitions during a batch: their rows are left to the new owner",
 			"worker", worker, "partitions", len(lost), "rows", rows)
 	}
 	f.observeAcked(kept)
-	return nil
+	return lost, nil
 }
 
 func (f *Forwarder) observeAcked(acked []record) {

@@ -16,6 +16,8 @@ type metrics struct {
 	pending, oldestAge, dead      *prometheus.GaugeVec
 	ownedPartitions               prometheus.Gauge
 	fencedRows, gapViolations     prometheus.Counter
+	// Exactly-once delivery.
+	txCommitted, txAborted, unitsOpened, recoveredRows prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, table string) (*metrics, error) {
@@ -23,6 +25,10 @@ func newMetrics(reg prometheus.Registerer, table string) (*metrics, error) {
 	counter := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "outboxkit", Subsystem: "forwarder",
 			Name: name, Help: help, ConstLabels: labels}, []string{"topic", "tenant"})
+	}
+	plain := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "outboxkit", Subsystem: "forwarder",
+			Name: name, Help: help, ConstLabels: labels})
 	}
 	gauge := func(name, help string) *prometheus.GaugeVec {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "outboxkit", Subsystem: "forwarder",
@@ -52,12 +58,20 @@ func newMetrics(reg prometheus.Registerer, table string) (*metrics, error) {
 		gapViolations: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "outboxkit", Subsystem: "forwarder",
 			Name: "gap_violations_total", ConstLabels: labels,
 			Help: "Events a publisher acknowledged after an earlier event of the same key failed in the same call (the publisher broke its gapless contract; the key may be out of order)."}),
+		txCommitted: plain("transactions_committed_total", "Broker transactions committed (exactly-once delivery)."),
+		txAborted: plain("transactions_aborted_total",
+			"Broker transactions aborted or of unknown outcome (exactly-once delivery); their events are sent again."),
+		unitsOpened: plain("transactional_units_opened_total",
+			"Transactional units opened (exactly-once delivery): at each takeover of a partition, and after each aborted transaction."),
+		recoveredRows: plain("recovered_rows_total",
+			"Rows of a unit's last committed transaction acknowledged by the relay that opened the unit next (exactly-once delivery)."),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.relayed, m.failed, m.deadLettered, m.batchSize, m.publishSeconds,
-		m.commitToAck, m.pending, m.oldestAge, m.dead, m.ownedPartitions, m.fencedRows, m.gapViolations} {
+		m.commitToAck, m.pending, m.oldestAge, m.dead, m.ownedPartitions, m.fencedRows, m.gapViolations,
+		m.txCommitted, m.txAborted, m.unitsOpened, m.recoveredRows} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if errors.As(err, &already) {

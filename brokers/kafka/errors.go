@@ -103,7 +103,7 @@ func Retriable(err error) bool {
 	}
 	// ErrEarlierMessageFailed never wraps the earlier failure, so it cannot be mistaken for it;
 	// checked first all the same.
-	if errors.Is(err, ErrEarlierMessageFailed) {
+	if errors.Is(err, ErrEarlierMessageFailed) || errors.Is(err, ErrRefusedInTransaction) {
 		return true
 	}
 	if errors.Is(err, ErrInvalidMessage) {

@@ -48,7 +48,10 @@ type Publisher struct {
 	confirmMu sync.Mutex
 	confirmer *kgo.Client
 
-	mu     sync.RWMutex // held for reading by PublishEach, for writing by Close
+	// units are the transactional sessions of OpenUnit and CommitUnit (transactions.go).
+	units units
+
+	mu     sync.RWMutex // held for reading by PublishEach and OpenUnit, for writing by Close
 	closed bool
 }
 
@@ -432,6 +435,7 @@ func (p *Publisher) Close() error {
 	// Nothing of ours is buffered (every call has returned), but flush anyway before closing:
 	// kgo.Client.Close fails buffered records with ErrClientClosed.
 	flushErr := p.client.Flush(ctx)
+	p.closeUnits()
 	p.client.Close()
 	p.confirmMu.Lock()
 	if p.confirmer != nil {

@@ -29,6 +29,8 @@ const (
 	EnvDatabaseDSN     = "OUTBOXKIT_DATABASE_DSN"
 	EnvDatabaseDialect = "OUTBOXKIT_DATABASE_DIALECT"
 	EnvDatabaseTable   = "OUTBOXKIT_DATABASE_TABLE"
+	// EnvForwarderDelivery overrides forwarder.delivery.
+	EnvForwarderDelivery = "OUTBOXKIT_FORWARDER_DELIVERY"
 )
 
 // DefaultListen is the default address of the relay's /metrics and /healthz endpoints.
@@ -58,22 +60,27 @@ type Database struct {
 // Forwarder is the forwarder section. Zero values keep the forwarder's defaults (see
 // forwarder.Config); Apply copies the set ones.
 type Forwarder struct {
-	BatchSize        int
-	MaxBatchBytes    int
-	Workers          int
-	MaxAttempts      int
-	UnlimitedRetries bool
-	InitialBackoff   time.Duration
-	MaxBackoff       time.Duration
-	DeadLetterTopic  string
-	Retention        time.Duration
-	PruneInterval    time.Duration
-	LeaseTTL         time.Duration
-	Tenants          []string
-	LeaseGroup       string
-	RelayID          string
-	MinPollInterval  time.Duration
-	MaxPollInterval  time.Duration
+	// Delivery is at_least_once (the default) or exactly_once (broker kafka only; see
+	// docs/exactly-once.md).
+	Delivery              string
+	CheckpointTopic       string
+	TransactionalIDPrefix string
+	BatchSize             int
+	MaxBatchBytes         int
+	Workers               int
+	MaxAttempts           int
+	UnlimitedRetries      bool
+	InitialBackoff        time.Duration
+	MaxBackoff            time.Duration
+	DeadLetterTopic       string
+	Retention             time.Duration
+	PruneInterval         time.Duration
+	LeaseTTL              time.Duration
+	Tenants               []string
+	LeaseGroup            string
+	RelayID               string
+	MinPollInterval       time.Duration
+	MaxPollInterval       time.Duration
 }
 
 // HTTP is the http section.
@@ -166,6 +173,9 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), opts Options) (Co
 					{key: "relay_id", target: &f.RelayID},
 					{key: "min_poll_interval", target: &f.MinPollInterval, positive: true},
 					{key: "max_poll_interval", target: &f.MaxPollInterval, positive: true},
+					{key: "delivery", target: &f.Delivery},
+					{key: "checkpoint_topic", target: &f.CheckpointTopic},
+					{key: "transactional_id_prefix", target: &f.TransactionalIDPrefix},
 				})
 			case "http":
 				err = decodeMapping(v, "http", []field{{key: "listen", target: &cfg.HTTP.Listen, set: &listenSet}})
@@ -195,6 +205,11 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), opts Options) (Co
 	if err := cfg.Database.applyEnv(lookupEnv); err != nil {
 		return Config{}, err
 	}
+	if lookupEnv != nil {
+		if v, ok := lookupEnv(EnvForwarderDelivery); ok {
+			cfg.Forwarder.Delivery = strings.TrimSpace(v)
+		}
+	}
 	if err := cfg.validate(); err != nil {
 		return Config{}, err
 	}
@@ -205,6 +220,10 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), opts Options) (Co
 		}
 		if cfg.Broker, err = brokerconfig.Parse(brokerYAML, lookupEnv); err != nil {
 			return Config{}, err
+		}
+		if cfg.Forwarder.Delivery == string(forwarder.ExactlyOnce) && cfg.Broker.Broker != "kafka" {
+			return Config{}, fmt.Errorf("forwarder.delivery: %q needs broker kafka, not %q: Pulsar transactions cannot fence "+
+				"a paused relay's commit, and kfake's transactions are not tested (docs/exactly-once.md)", cfg.Forwarder.Delivery, cfg.Broker.Broker)
 		}
 	}
 	return cfg, nil
@@ -389,6 +408,12 @@ const (
 )
 
 func (f *Forwarder) validate() error {
+	switch forwarder.Delivery(f.Delivery) {
+	case "", forwarder.AtLeastOnce, forwarder.ExactlyOnce:
+	default:
+		return fmt.Errorf("forwarder.delivery: unknown value %q (allowed: %s, %s; or set %s)",
+			f.Delivery, forwarder.AtLeastOnce, forwarder.ExactlyOnce, EnvForwarderDelivery)
+	}
 	positiveInts := []struct {
 		path  string
 		value int
@@ -458,6 +483,9 @@ func or(v, def time.Duration) time.Duration {
 // Apply copies the set fields of the section into c, leaving the forwarder's defaults for the
 // others.
 func (f Forwarder) Apply(c *forwarder.Config) {
+	c.Delivery = forwarder.Delivery(f.Delivery)
+	c.CheckpointTopic = f.CheckpointTopic
+	c.TransactionalIDPrefix = f.TransactionalIDPrefix
 	c.BatchSize = f.BatchSize
 	c.MaxBatchBytes = int64(f.MaxBatchBytes)
 	c.UnlimitedRetries = f.UnlimitedRetries

@@ -346,3 +346,32 @@ func TestParseCloudEventsFormat(t *testing.T) {
 		t.Fatalf("format xml: %v", err)
 	}
 }
+
+func TestParseDelivery(t *testing.T) {
+	base := "database:\n  dialect: postgres\n  dsn: postgres://x\n"
+	kafkaDoc := base + "broker: kafka\nkafka:\n  brokers: [127.0.0.1:9092]\nforwarder:\n  delivery: exactly_once\n  checkpoint_topic: app.checkpoints\n  transactional_id_prefix: app/outbox\n"
+	cfg, err := Parse([]byte(kafkaDoc), nil, Options{Broker: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fc forwarder.Config
+	cfg.Forwarder.Apply(&fc)
+	if fc.Delivery != forwarder.ExactlyOnce || fc.CheckpointTopic != "app.checkpoints" || fc.TransactionalIDPrefix != "app/outbox" {
+		t.Errorf("Apply: delivery %q, checkpoint topic %q, prefix %q", fc.Delivery, fc.CheckpointTopic, fc.TransactionalIDPrefix)
+	}
+	env := map[string]string{EnvForwarderDelivery: " at_least_once "}
+	cfg, err = Parse([]byte(kafkaDoc), func(k string) (string, bool) { v, ok := env[k]; return v, ok }, Options{Broker: true})
+	if err != nil || cfg.Forwarder.Delivery != "at_least_once" {
+		t.Errorf("%s override: delivery %q, error %v", EnvForwarderDelivery, cfg.Forwarder.Delivery, err)
+	}
+	for _, c := range []struct{ doc, want string }{
+		{base + "forwarder:\n  delivery: twice\n", `forwarder.delivery: unknown value "twice" (allowed: at_least_once, exactly_once; or set OUTBOXKIT_FORWARDER_DELIVERY)`},
+		{base + "broker: pulsar\npulsar:\n  url: pulsar://127.0.0.1:6650\nforwarder:\n  delivery: exactly_once\n", `forwarder.delivery: "exactly_once" needs broker kafka, not "pulsar"`},
+		{base + "broker: kfake\nforwarder:\n  delivery: exactly_once\n", `needs broker kafka, not "kfake"`},
+	} {
+		_, err := Parse([]byte(c.doc), nil, Options{Broker: true})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: got error %v, want it to contain %q", c.doc, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,240 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ErrRefusedInTransaction wraps the broker's refusal of a record produced inside a transaction.
+// Retriable reports true for it, whatever the broker said: a broker refuses a whole batch for
+// one bad record, and a record of a transaction cannot be sent once more alone to find out
+// whose fault it was (that would publish it outside the transaction), so the refusal may be
+// another record's. The forwarder retries such a record with backoff and dead-letters it after
+// its last attempt.
+var ErrRefusedInTransaction = errors.New("kafka: refused inside a transaction (retried: the refusal may be another record's)")
+
+// ErrUnitNotOpen is returned by CommitUnit for a unit that OpenUnit did not open, or whose
+// session was closed by an earlier failure.
+var ErrUnitNotOpen = errors.New("kafka: transactional unit not open")
+
+// transactionTimeout is the transaction.timeout.ms of every unit's producer: the broker aborts a
+// transaction left open longer (a relay paused inside one, with nobody taking its unit over).
+const transactionTimeout = 60 * time.Second
+
+// units holds the transactional sessions of a Publisher, one per unit.
+type units struct {
+	mu       sync.Mutex
+	sessions map[string]*unitSession
+	topics   map[string]int32 // checkpoint topic -> partitions, once ensured
+	// beforeCommit, set by tests only, runs after a transaction's records are acknowledged and
+	// before its commit: the crash point "inside an open transaction".
+	beforeCommit func(unit string)
+}
+
+// unitSession is the transactional producer of one unit: a client of its own, since a
+// transactional.id belongs to one producer and a producer runs one transaction at a time.
+type unitSession struct {
+	client          *kgo.Client
+	checkpointTopic string
+	partition       int32
+}
+
+// OpenUnit starts the transactional session of unit, whose transactional.id is unit itself, and
+// returns the value of the last checkpoint any session of unit committed to checkpointTopic (nil
+// when there is none). It implements the forwarder's TransactionalPublisher.
+//
+// Opening fences every earlier session of unit, in this process or another: the broker aborts
+// its open transaction, and its later produce and commit requests fail (Kafka's producer
+// fencing, KIP-98). A transaction of that session that was being committed is finished first
+// (InitProducerId waits for it), so the checkpoint returned is the last one committed, and no
+// commit of an earlier session can follow it.
+//
+// checkpointTopic is created when missing (compacted, one partition per outbox partition; see
+// ensureCheckpointTopic). The checkpoint of unit is written to its partition slot modulo the
+// topic's partitions, with unit as the key. Opening an open unit closes its session first.
+func (p *Publisher) OpenUnit(ctx context.Context, unit, checkpointTopic string, slot int) ([]byte, error) {
+	if unit == "" || checkpointTopic == "" || slot < 0 {
+		return nil, fmt.Errorf("kafka: open unit %q on checkpoint topic %q, slot %d: %w", unit, checkpointTopic, slot, ErrInvalidMessage)
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return nil, ErrPublisherClosed
+	}
+	p.CloseUnit(unit)
+	partitions, err := p.ensureCheckpointTopic(ctx, checkpointTopic)
+	if err != nil {
+		return nil, err
+	}
+	partition := int32(slot) % partitions
+	opts := append(p.opts[:len(p.opts):len(p.opts)],
+		kgo.TransactionalID(unit),
+		kgo.TransactionTimeout(transactionTimeout),
+		kgo.RecordPartitioner(checkpointPartitioner{checkpointTopic: checkpointTopic, keyed: partitioner(p.config.Partitioner)}),
+	)
+	client, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: cannot create the transactional producer of unit %q: %w", unit, err)
+	}
+	if _, _, err := client.ProducerID(ctx); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("kafka: cannot initialize the transactional producer %q on brokers %v (%s): %w",
+			unit, p.config.Brokers, p.config.Security(), err)
+	}
+	last, err := p.lastCheckpoint(ctx, checkpointTopic, partition, unit)
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	p.units.mu.Lock()
+	if p.units.sessions == nil {
+		p.units.sessions = map[string]*unitSession{}
+	}
+	p.units.sessions[unit] = &unitSession{client: client, checkpointTopic: checkpointTopic, partition: partition}
+	p.units.mu.Unlock()
+	return last, nil
+}
+
+// CloseUnit closes the session of unit, if open, aborting its open transaction. It implements
+// the forwarder's TransactionalPublisher.
+func (p *Publisher) CloseUnit(unit string) {
+	p.units.mu.Lock()
+	s := p.units.sessions[unit]
+	delete(p.units.sessions, unit)
+	p.units.mu.Unlock()
+	if s != nil {
+		s.client.Close()
+	}
+}
+
+// closeUnits closes every session (Close).
+func (p *Publisher) closeUnits() {
+	p.units.mu.Lock()
+	sessions := p.units.sessions
+	p.units.sessions = nil
+	p.units.mu.Unlock()
+	for _, s := range sessions {
+		s.client.Close()
+	}
+}
+
+// CommitUnit produces msgs (msgs[i] to topics[i]) and checkpoint, the last record, to the unit's
+// checkpoint partition, in one transaction, and commits it. It implements the forwarder's
+// TransactionalPublisher. A read_committed consumer sees all of the records or none of them.
+//
+// It returns exactly len(msgs) errors and a transaction error:
+//   - nil error: committed; every errs[i] is nil.
+//   - errs[i] non-nil for some i: nothing was committed (the transaction was aborted, or not
+//     begun when the client refused a message on its own) and errs[i] says why msgs[i] failed;
+//     failures are gapless per key as in PublishEach. A refusal by the broker wraps
+//     ErrRefusedInTransaction. The error is non-nil.
+//   - only the error non-nil: nothing known was committed for sure: the commit may or may not
+//     have happened (a commit whose answer was lost), or the session was fenced by a newer one.
+//
+// After any error the session is closed: open the unit again, which resolves a commit of unknown
+// outcome (the checkpoint it returns says whether it happened).
+func (p *Publisher) CommitUnit(ctx context.Context, unit string, topics []string, msgs []*message.Message, checkpoint []byte) ([]error, error) {
+	errs := make([]error, len(msgs))
+	if len(topics) != len(msgs) {
+		return errs, fmt.Errorf("kafka: commit of unit %q: %d topics for %d messages: %w", unit, len(topics), len(msgs), ErrInvalidMessage)
+	}
+	p.units.mu.Lock()
+	s := p.units.sessions[unit]
+	p.units.mu.Unlock()
+	if s == nil {
+		return errs, fmt.Errorf("kafka: commit of unit %q: %w", unit, ErrUnitNotOpen)
+	}
+	errs, err := p.commit(ctx, s, unit, topics, msgs, checkpoint)
+	if err != nil {
+		p.CloseUnit(unit)
+	}
+	return errs, err
+}
+
+func (p *Publisher) commit(ctx context.Context, s *unitSession, unit string, topics []string, msgs []*message.Message, checkpoint []byte) ([]error, error) {
+	errs := make([]error, len(msgs))
+	keys := make([]string, len(msgs))
+	records := make([]*kgo.Record, len(msgs))
+	failed := 0
+	for i, msg := range msgs {
+		if msg == nil {
+			errs[i] = fmt.Errorf("kafka: message %d of %d is nil: %w", i, len(msgs), ErrInvalidMessage)
+			failed++
+			continue
+		}
+		keys[i] = msg.Metadata.Get(p.config.KeyMetadata)
+		if records[i], errs[i] = p.record(topics[i], msg); errs[i] != nil {
+			failed++
+		}
+	}
+	if failed > 0 {
+		closeGaps(msgs, keys, errs)
+		return errs, fmt.Errorf("kafka: transaction of unit %q not begun: %d of %d messages refused by the client", unit, failed, len(msgs))
+	}
+	if err := s.client.BeginTransaction(); err != nil {
+		return errs, fmt.Errorf("kafka: begin transaction of unit %q: %w", unit, err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	produce := func(i int, rec *kgo.Record) {
+		wg.Add(1)
+		s.client.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			if err == nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			failed++
+			if i >= 0 {
+				errs[i] = fmt.Errorf("kafka: message %s to topic %q in the transaction of unit %q: %w: %w",
+					msgs[i].UUID, topics[i], unit, ErrRefusedInTransaction, err)
+			}
+		})
+	}
+	for i, rec := range records {
+		produce(i, rec)
+	}
+	produce(-1, &kgo.Record{Topic: s.checkpointTopic, Partition: s.partition, Key: []byte(unit), Value: checkpoint})
+	wg.Wait()
+	if failed > 0 {
+		closeGaps(msgs, keys, errs)
+		abortErr := s.client.AbortBufferedRecords(ctx)
+		if abortErr == nil {
+			abortErr = s.client.EndTransaction(ctx, kgo.TryAbort)
+		}
+		err := fmt.Errorf("kafka: transaction of unit %q aborted: %d records refused", unit, failed)
+		if abortErr != nil {
+			err = fmt.Errorf("%w (the abort failed too: %v)", err, abortErr)
+		}
+		return errs, err
+	}
+	if p.units.beforeCommit != nil {
+		p.units.beforeCommit(unit)
+	}
+	if err := s.client.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return errs, fmt.Errorf("kafka: commit of the transaction of unit %q (outcome unknown until the unit is opened again): %w", unit, err)
+	}
+	return errs, nil
+}
+
+// checkpointPartitioner places checkpoint records on the partition they name and every other
+// record by its key, as the publisher does.
+type checkpointPartitioner struct {
+	checkpointTopic string
+	keyed           kgo.Partitioner
+}
+
+// ForTopic implements kgo.Partitioner.
+func (c checkpointPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	if topic == c.checkpointTopic {
+		return kgo.ManualPartitioner().ForTopic(topic)
+	}
+	return c.keyed.ForTopic(topic)
+}

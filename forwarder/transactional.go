@@ -1,0 +1,381 @@
+package forwarder
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+)
+
+// Exactly-once delivery (docs/exactly-once.md). Each leased partition is a transactional unit
+// with a stable name (unitName). A batch is published per partition in one broker transaction
+// holding its events, its dead letters and a checkpoint listing its rows; only after the commit
+// are the rows deleted (or marked), in the usual fenced acknowledgement. Opening a unit fences
+// its earlier sessions in the broker and returns its last committed checkpoint, whose rows the
+// opener deletes or marks (fenced by its own lease) before publishing anything, so a crash
+// between the commit and the acknowledgement publishes nothing twice. A unit runs its
+// transactions one after the other: it begins the next only after the rows of the last one
+// are acknowledged, so at most its last checkpoint can name rows still in the table.
+
+// maxTransactionRounds bounds the transactions tried for one partition's batch: each round
+// drops the keys whose events failed in the previous one.
+const maxTransactionRounds = 3
+
+// txUnits are the transactional units of a forwarder, by partition.
+type txUnits struct {
+	mu    sync.Mutex
+	units map[int]*txUnit
+	txn   atomic.Int64 // numbers the checkpoints this forwarder writes
+}
+
+// txUnit is the state of one partition's unit. Only the worker serving the partition uses it.
+type txUnit struct {
+	open bool
+	// cleaned is the last checkpoint whose rows are known to be acknowledged.
+	cleaned []byte
+	// recovered lists the rows of the checkpoint found when the unit was last opened: rows of a
+	// batch claimed before the opening that must not be published again.
+	recovered map[int64]bool
+}
+
+func (u *txUnits) get(partition int) *txUnit {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.units == nil {
+		u.units = map[int]*txUnit{}
+	}
+	t := u.units[partition]
+	if t == nil {
+		t = &txUnit{}
+		u.units[partition] = t
+	}
+	return t
+}
+
+// partitionOutcome is what one partition's transactions did to its records.
+type partitionOutcome struct {
+	acked   []record
+	settled []settlement
+	// checkpoint is the checkpoint of the committed transaction, nil if none committed.
+	checkpoint []byte
+	err        error
+}
+
+// deliverTransactional is deliver for ExactlyOnce: a transaction per partition of the batch,
+// partitions in parallel, then one fenced acknowledgement of the committed rows.
+func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases []lease, records []record) error {
+	f.closeUnitsNotIn(worker, leases)
+	byPartition := map[int][]record{}
+	for _, r := range records {
+		byPartition[r.partition] = append(byPartition[r.partition], r)
+	}
+	publishCtx, cancelPublish := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.LeaseTTL)
+	started := time.Now()
+	outcomes := make([]partitionOutcome, len(leases))
+	var wg sync.WaitGroup
+	for i, l := range leases {
+		if recs := byPartition[l.partition]; len(recs) > 0 {
+			wg.Go(func() { outcomes[i] = f.commitPartition(publishCtx, l, recs) })
+		}
+	}
+	wg.Wait()
+	cancelPublish()
+	f.metrics.publishSeconds.Observe(time.Since(started).Seconds())
+
+	var acked []record
+	var settled []settlement
+	var errs []error
+	for i, o := range outcomes {
+		acked = append(acked, o.acked...)
+		settled = append(settled, o.settled...)
+		if o.err != nil {
+			errs = append(errs, fmt.Errorf("partition %d: %w", leases[i].partition, o.err))
+		}
+	}
+	lost, err := f.acknowledge(ctx, worker, leases, acked, settled)
+	if err != nil {
+		// The commits stand; their rows are cleaned up by the next opening of each unit.
+		for i, o := range outcomes {
+			if o.checkpoint != nil {
+				f.closeUnit(leases[i].partition)
+			}
+		}
+		return err
+	}
+	for p := range lost {
+		f.closeUnit(p)
+	}
+	for i, o := range outcomes {
+		if _, gone := lost[leases[i].partition]; o.checkpoint != nil && !gone {
+			f.units.get(leases[i].partition).cleaned = o.checkpoint
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("exactly-once delivery: %v", errs)
+	}
+	return nil
+}
+
+// closeUnit closes the unit of a partition: its next use opens it again, which recovers.
+func (f *Forwarder) closeUnit(partition int) {
+	u := f.units.get(partition)
+	if u.open {
+		f.txp.CloseUnit(f.unitName(partition))
+		u.open = false
+	}
+}
+
+// closeUnitsNotIn closes the open units of the worker's partitions that it no longer leases.
+func (f *Forwarder) closeUnitsNotIn(worker int, leases []lease) {
+	owned := map[int]bool{}
+	for _, l := range leases {
+		owned[l.partition] = true
+	}
+	f.units.mu.Lock()
+	var stale []int
+	for p, u := range f.units.units {
+		if p%f.cfg.Workers == worker && u.open && !owned[p] {
+			stale = append(stale, p)
+		}
+	}
+	f.units.mu.Unlock()
+	for _, p := range stale {
+		f.closeUnit(p)
+	}
+}
+
+// closeAllUnits closes every open unit (at shutdown, after the workers stopped).
+func (f *Forwarder) closeAllUnits() {
+	f.units.mu.Lock()
+	var open []int
+	for p, u := range f.units.units {
+		if u.open {
+			open = append(open, p)
+		}
+	}
+	f.units.mu.Unlock()
+	for _, p := range open {
+		f.closeUnit(p)
+	}
+}
+
+// openUnit opens the unit of the lease's partition and finishes the cleanup of its last
+// checkpoint, fenced by the lease. lost reports that the lease has moved meanwhile: the unit is
+// closed again and nothing may be published.
+func (f *Forwarder) openUnit(ctx context.Context, l lease, u *txUnit) (lost bool, err error) {
+	unit := f.unitName(l.partition)
+	last, err := f.txp.OpenUnit(ctx, unit, f.cfg.CheckpointTopic, l.partition)
+	if err != nil {
+		return false, fmt.Errorf("open transactional unit %s: %w", unit, err)
+	}
+	u.open = true
+	f.metrics.unitsOpened.Inc()
+	u.recovered = nil
+	if last == nil || bytes.Equal(last, u.cleaned) {
+		return false, nil
+	}
+	cp, err := decodeCheckpoint(unit, last)
+	if err != nil {
+		f.closeUnit(l.partition)
+		return false, err
+	}
+	ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+	defer cancel()
+	err = f.store.inLeaseTx(ackCtx, f.cfg.DB, func(tx *sql.Tx) error {
+		owned, err := f.store.fence(ackCtx, tx, f.cfg.RelayID, []lease{l})
+		if err != nil || !owned[l.partition] {
+			lost = err == nil
+			return err
+		}
+		if err := f.store.ack(ackCtx, tx, cp.Published, f.cfg.Retention > 0); err != nil {
+			return err
+		}
+		for _, d := range cp.Dead {
+			if err := f.store.fail(ackCtx, tx, d.Seq, d.Attempts, time.Now(), true, d.Reason); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil || lost {
+		f.closeUnit(l.partition)
+		if err != nil {
+			return false, fmt.Errorf("clean up the last checkpoint of unit %s (transaction %d of relay %s): %w", unit, cp.Txn, cp.Relay, err)
+		}
+		return true, nil
+	}
+	u.cleaned, u.recovered = last, cp.rows()
+	f.metrics.recoveredRows.Add(float64(len(cp.Published) + len(cp.Dead)))
+	f.log.Info("opened a transactional unit and finished the cleanup of its last transaction", "unit", unit,
+		"published_rows", len(cp.Published), "dead_rows", len(cp.Dead), "written_by", cp.Relay, "txn", cp.Txn)
+	return false, nil
+}
+
+// pendingDead is a record to dead-letter in the next transaction.
+type pendingDead struct {
+	record   record
+	attempts int
+	reason   string
+	slim     bool // the dead letter goes without its payload (the broker refused it whole)
+}
+
+// commitPartition publishes one partition's records, in order, in transactions of its unit. A
+// failed event parks its key as on the at-least-once path: the transaction is aborted, the key's
+// records are dropped from it, and the rest are committed in the next round.
+func (f *Forwarder) commitPartition(ctx context.Context, l lease, records []record) partitionOutcome {
+	var out partitionOutcome
+	u := f.units.get(l.partition)
+	unit := f.unitName(l.partition)
+	pending := records
+	var dead []pendingDead
+	for round := 1; ; round++ {
+		if !u.open {
+			lost, err := f.openUnit(ctx, l, u)
+			if err != nil || lost {
+				out.err = err
+				return out
+			}
+		}
+		if u.recovered != nil {
+			kept := pending[:0:0]
+			for _, r := range pending {
+				if !u.recovered[r.seq] {
+					kept = append(kept, r)
+				}
+			}
+			pending, u.recovered = kept, nil
+		}
+		if len(pending) == 0 && len(dead) == 0 {
+			return out
+		}
+		topics, msgs := f.transactionMessages(ctx, pending, dead)
+		cp, err := f.checkpointOf(unit, l, pending, dead)
+		if err != nil {
+			out.err = err
+			return out
+		}
+		errs, err := f.txp.CommitUnit(ctx, unit, topics, msgs, cp)
+		if err == nil {
+			f.metrics.txCommitted.Inc()
+			out.acked, out.checkpoint = pending, cp
+			for _, d := range dead {
+				f.metrics.deadLettered.WithLabelValues(d.record.event.Topic, d.record.event.TenantID).Inc()
+				out.settled = append(out.settled, settlement{record: d.record, attempts: d.attempts, next: time.Now(), dead: true, reason: d.reason})
+			}
+			return out
+		}
+		f.metrics.txAborted.Inc()
+		u.open = false // CommitUnit closed the session
+		failedAny := false
+		for _, e := range errs {
+			failedAny = failedAny || e != nil
+		}
+		if !failedAny || round == maxTransactionRounds {
+			// Nothing known failed on its own (a commit of unknown outcome, fencing): the rows stay
+			// pending; opening the unit again finds out whether the transaction committed.
+			for _, d := range dead {
+				out.settled = append(out.settled, f.retryLater(d.record, d.attempts, d.reason))
+			}
+			out.err = fmt.Errorf("transaction of unit %s: %w", unit, err)
+			return out
+		}
+		pending, dead, out.settled = f.afterAbort(pending, dead, errs, out.settled)
+	}
+}
+
+// afterAbort sorts the outcome of an aborted transaction: the first failed record of each key
+// is settled (a retry later, parking its key, or a dead letter in the next transaction), the
+// key's later records wait for the next batch; failed dead letters are sent without their
+// payload, or retried later.
+func (f *Forwarder) afterAbort(pending []record, dead []pendingDead, errs []error, settled []settlement) ([]record, []pendingDead, []settlement) {
+	blocked := map[int64]bool{}
+	var next []record
+	var nextDead []pendingDead
+	for i, r := range pending {
+		switch {
+		case blocked[r.keyHash]:
+		case errs[i] != nil:
+			blocked[r.keyHash] = true
+			attempts := r.attempts + 1
+			reason := errs[i].Error()
+			f.metrics.failed.WithLabelValues(r.event.Topic, r.event.TenantID).Inc()
+			if !f.cfg.IsRetriable(errs[i]) || (!f.cfg.UnlimitedRetries && attempts >= f.cfg.MaxAttempts) {
+				nextDead = append(nextDead, pendingDead{record: r, attempts: attempts, reason: reason})
+				continue
+			}
+			settled = append(settled, f.retryLater(r, attempts, reason))
+		default:
+			next = append(next, r)
+		}
+	}
+	for j, d := range dead {
+		err := errs[len(pending)+j]
+		switch {
+		case err == nil:
+			nextDead = append(nextDead, d)
+		case !f.cfg.IsRetriable(err) && !d.slim:
+			d.slim = true
+			nextDead = append(nextDead, d)
+		default:
+			settled = append(settled, f.retryLater(d.record, d.attempts,
+				fmt.Sprintf("%s (dead-lettering to %s failed: %v)", d.reason, f.cfg.DeadLetterTopic, err)))
+		}
+	}
+	return next, nextDead, settled
+}
+
+// retryLater is the settlement of a failed attempt retried after the backoff.
+func (f *Forwarder) retryLater(r record, attempts int, reason string) settlement {
+	next := time.Now().Add(f.backoff(attempts))
+	f.log.Info("publish failed, will retry", "event_id", r.event.ID, "topic", r.event.Topic,
+		"aggregate_id", r.event.AggregateID, "attempts", attempts, "next_attempt", next, "error", reason)
+	return settlement{record: r, attempts: attempts, next: next, reason: reason}
+}
+
+// transactionMessages are the messages of one transaction: the records' events, then the dead
+// letters.
+func (f *Forwarder) transactionMessages(ctx context.Context, pending []record, dead []pendingDead) ([]string, []*message.Message) {
+	topics := make([]string, 0, len(pending)+len(dead))
+	msgs := toMessages(ctx, pending)
+	for _, r := range pending {
+		topics = append(topics, r.event.Topic)
+	}
+	for _, d := range dead {
+		msg := toMessages(ctx, []record{d.record})[0]
+		msg.Metadata.Set(middleware.ReasonForPoisonedKey, d.reason)
+		msg.Metadata.Set(middleware.PoisonedTopicKey, d.record.event.Topic)
+		msg.Metadata.Set(MetadataAttempts, strconv.Itoa(d.attempts))
+		if d.slim {
+			msg.Metadata.Set(MetadataPayloadDropped, strconv.Itoa(len(msg.Payload)))
+			msg.Payload = nil
+		}
+		topics = append(topics, f.cfg.DeadLetterTopic)
+		msgs = append(msgs, msg)
+	}
+	return topics, msgs
+}
+
+// checkpointOf encodes the checkpoint of a transaction holding pending and dead.
+func (f *Forwarder) checkpointOf(unit string, l lease, pending []record, dead []pendingDead) ([]byte, error) {
+	cp := checkpoint{Version: checkpointVersion, Unit: unit, Relay: f.cfg.RelayID, Epoch: l.epoch,
+		Txn: f.units.txn.Add(1), Time: time.Now().UTC(), Published: make([]int64, len(pending))}
+	for i, r := range pending {
+		cp.Published[i] = r.seq
+	}
+	for _, d := range dead {
+		cp.Dead = append(cp.Dead, deadRow{Seq: d.record.seq, Attempts: d.attempts, Reason: truncateUTF8(d.reason, 1024)})
+	}
+	data, err := json.Marshal(cp)
+	if err != nil {
+		return nil, fmt.Errorf("encode the checkpoint of unit %s: %w", unit, err)
+	}
+	return data, nil
+}
