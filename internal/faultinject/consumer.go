@@ -170,11 +170,14 @@ func decode(id, key string, value []byte, headers map[string]string) delivery {
 	return d
 }
 
-// consumeKafka reads topic from its start until ctx is cancelled; it never joins a group, so
-// nothing is redelivered by the consumer itself: every repeated event id is a relay duplicate.
+// consumeKafka reads topic from its start, read_committed (records of aborted transactions are
+// skipped; without transactions it reads everything), until ctx is cancelled; it never joins a
+// group, so nothing is redelivered by the consumer itself: every repeated event id is a relay
+// duplicate.
 func consumeKafka(ctx context.Context, addr, topic string, rec *recorder) error {
 	client, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		return fmt.Errorf("faultinject: kafka consumer: %w", err)
 	}

@@ -536,6 +536,11 @@ func writeRelayConfig(path string, cfg Config, dsn, table, dlq, relayID string) 
 		doc["broker"] = "kafka"
 		doc["kafka"] = map[string]any{"brokers": []string{cfg.Broker.Addr()}}
 	}
+	if cfg.Delivery != "" {
+		fwd := doc["forwarder"].(map[string]any)
+		fwd["delivery"] = cfg.Delivery
+		fwd["checkpoint_topic"] = table + "-checkpoints"
+	}
 	data, err := yaml.Marshal(doc)
 	if err != nil {
 		return err

@@ -36,6 +36,10 @@ type Config struct {
 	// DSN is the database: a postgres:// URL (or key=value DSN) for PostgreSQL, a
 	// go-sql-driver/mysql DSN for MySQL. Required.
 	DSN string
+	// Delivery is the relays' forwarder.delivery: "" or at_least_once, or exactly_once (Kafka
+	// only), under which a duplicate is a broken guarantee. The consumer reads read_committed
+	// either way.
+	Delivery string
 	// Binary is the outboxkit CLI; empty builds ./cmd/outboxkit into a temporary directory.
 	Binary string
 
@@ -112,6 +116,14 @@ func (c *Config) setDefaults() {
 	c.Broker.setDefaults()
 }
 
+// delivery is the relays' delivery mode, as the CLI reads it.
+func (c Config) delivery() string {
+	if c.Delivery == "" {
+		return "at_least_once"
+	}
+	return c.Delivery
+}
+
 // heartbeat is the relays' heartbeat interval: the CLI's default, LeaseTTL/4.
 func (c Config) heartbeat() time.Duration { return c.LeaseTTL / 4 }
 
@@ -157,6 +169,7 @@ func (p Pause) String() string {
 type Result struct {
 	Broker   string
 	Database string
+	Delivery string
 	Seed     uint64
 
 	Committed  int // events in committed transactions
@@ -222,6 +235,9 @@ func (r Result) Err() error {
 	if r.EffectViolations > 0 {
 		errs = append(errs, fmt.Sprintf("%d events without exactly one effect", r.EffectViolations))
 	}
+	if r.Delivery == "exactly_once" && r.Duplicates > 0 {
+		errs = append(errs, fmt.Sprintf("%d duplicates under exactly-once delivery", r.Duplicates))
+	}
 	if r.Undecodable > 0 {
 		errs = append(errs, fmt.Sprintf("%d undecodable messages", r.Undecodable))
 	}
@@ -251,6 +267,7 @@ func (r Result) Table() string {
 	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
 	row("broker", r.Broker)
 	row("database", r.Database)
+	row("delivery", r.Delivery)
 	row("events committed", r.Committed)
 	row("events rolled back", r.RolledBack)
 	row("commit outcome unknown", r.Uncertain)
@@ -300,7 +317,7 @@ func (r Result) Table() string {
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	cfg.setDefaults()
 	start := time.Now()
-	res := Result{Broker: cfg.Broker.Kind, Database: string(cfg.Dialect), Seed: cfg.Seed, TakeoverBound: cfg.TakeoverBound()}
+	res := Result{Broker: cfg.Broker.Kind, Database: string(cfg.Dialect), Delivery: cfg.delivery(), Seed: cfg.Seed, TakeoverBound: cfg.TakeoverBound()}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
 	e, err := newEnv(ctx, cfg)
 	defer e.close()
