@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -144,28 +145,37 @@ func TestRelaySecureKafkaRefusesBadCredentials(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := writeConfig(t, pgConfig(testsupport.PostgresDSN(t), table, secureKafkaYAML(b, tc.caFile)))
 			res := runRelayWithEnv(t, dir, []string{passwordEnv(tc.password)})
-			line := errorLine(res.stderr)
-			t.Logf("exit %d, error: %s", res.code, line)
-			if res.code != 1 {
-				t.Errorf("exit code %d, want 1:\n%s", res.code, res)
-			}
-			for _, s := range []string{"outboxkit: relay: broker kafka:", b.Addr, securekafka.Mechanism, tc.want} {
-				if !strings.Contains(line, s) {
-					t.Errorf("the error line does not contain %q: %q", s, line)
-				}
-			}
-			for _, secret := range []string{right, wrong} {
-				if strings.Contains(res.stdout+res.stderr, secret) {
-					t.Errorf("the relay printed a password:\n%s", res)
-				}
-			}
-			if n := count(t, db, "SELECT COUNT(*) FROM "+table+" WHERE status = 0"); n != len(ids) {
-				t.Errorf("%d pending rows, want %d", n, len(ids))
-			}
-			if n := count(t, db, "SELECT COUNT(*) FROM "+table+" WHERE status <> 0"); n != 0 {
-				t.Errorf("%d rows dead-lettered or marked", n)
-			}
+			checkRefusedAtStart(t, db, table, len(ids), res,
+				[]string{"outboxkit: relay: broker kafka:", b.Addr, securekafka.Mechanism, tc.want}, []string{right, wrong})
 		})
+	}
+}
+
+// checkRefusedAtStart checks a relay run that a bad security setup stopped at start: exit code
+// 1, an error line holding every string of want, none of never in anything it printed, and the
+// n events of table still pending, none deleted or dead-lettered.
+func checkRefusedAtStart(t *testing.T, db *sql.DB, table string, n int, res result, want, never []string) {
+	t.Helper()
+	line := errorLine(res.stderr)
+	t.Logf("exit %d, error: %s", res.code, line)
+	if res.code != 1 {
+		t.Errorf("exit code %d, want 1:\n%s", res.code, res)
+	}
+	for _, s := range want {
+		if !strings.Contains(line, s) {
+			t.Errorf("the error line does not contain %q: %q", s, line)
+		}
+	}
+	for _, secret := range never {
+		if strings.Contains(res.stdout+res.stderr, secret) {
+			t.Errorf("the relay printed a secret:\n%s", res)
+		}
+	}
+	if got := count(t, db, "SELECT COUNT(*) FROM "+table+" WHERE status = 0"); got != n {
+		t.Errorf("%d pending rows, want %d", got, n)
+	}
+	if got := count(t, db, "SELECT COUNT(*) FROM "+table+" WHERE status <> 0"); got != 0 {
+		t.Errorf("%d rows dead-lettered or marked", got)
 	}
 }
 

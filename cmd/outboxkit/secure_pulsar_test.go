@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -39,18 +37,6 @@ func securePulsarYAML(url, caFile, ns, tokenFile string) string {
 
 func tokenEnv(token string) string { return "OUTBOXKIT_PULSAR_AUTH_TOKEN=" + token }
 
-// pulsarSecrets returns the strings the relay must never print: the tokens and the broker's
-// secret key (raw, hex, base64).
-func pulsarSecrets(t *testing.T, b securepulsar.Broker, tokens ...string) []string {
-	t.Helper()
-	key, err := os.ReadFile(b.SecretKeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append(tokens, string(key), hex.EncodeToString(key), base64.StdEncoding.EncodeToString(key),
-		base64.RawURLEncoding.EncodeToString(key))
-}
-
 // Wrong token (signed with another key), expired token, untrusted certificate, plaintext URL
 // against the TLS port: `outboxkit relay` exits 1 with an error naming the broker's address,
 // the mechanisms and the cause; nothing it printed (debug log included) holds a token or the
@@ -66,7 +52,7 @@ func TestRelaySecurePulsarRefusesBadCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	expired := b.Token(t, securepulsar.RelayRole, -time.Minute)
-	never := pulsarSecrets(t, b, right, wrong, expired)
+	never := b.Secrets(t, right, wrong, expired)
 	plaintext := "pulsar://" + b.Addr()
 	cases := []struct {
 		name, url, token, caFile string
@@ -86,27 +72,8 @@ func TestRelaySecurePulsarRefusesBadCredentials(t *testing.T) {
 			conf := pgConfig(testsupport.PostgresDSN(t), table, securePulsarYAML(tc.url, tc.caFile, securepulsar.GrantedNamespace, ""))
 			dir := writeConfig(t, strings.Replace(conf, "level: info", "level: debug", 1))
 			res := runRelayWithEnv(t, dir, []string{tokenEnv(tc.token)})
-			line := errorLine(res.stderr)
-			t.Logf("exit %d, error: %s", res.code, line)
-			if res.code != 1 {
-				t.Errorf("exit code %d, want 1:\n%s", res.code, res)
-			}
-			for _, s := range append([]string{"outboxkit: relay: broker pulsar:", b.Addr(), "token authentication", "TLS"}, tc.want...) {
-				if !strings.Contains(line, s) {
-					t.Errorf("the error line does not contain %q: %q", s, line)
-				}
-			}
-			for _, secret := range never {
-				if strings.Contains(res.stdout+res.stderr, secret) {
-					t.Errorf("the relay printed a token or the secret key:\n%s", res)
-				}
-			}
-			if n := count(t, db, "SELECT COUNT(*) FROM "+table+" WHERE status = 0"); n != len(ids) {
-				t.Errorf("%d pending rows, want %d", n, len(ids))
-			}
-			if n := count(t, db, "SELECT COUNT(*) FROM "+table+" WHERE status <> 0"); n != 0 {
-				t.Errorf("%d rows dead-lettered or marked", n)
-			}
+			checkRefusedAtStart(t, db, table, len(ids), res,
+				append([]string{"outboxkit: relay: broker pulsar:", b.Addr(), "token authentication", "TLS"}, tc.want...), never)
 		})
 	}
 }
@@ -179,7 +146,7 @@ func TestRelaySecurePulsarWaitsForPermission(t *testing.T) {
 	if n := count(t, db, "SELECT COUNT(*) FROM "+table); n != 0 {
 		t.Errorf("%d rows left in the outbox", n)
 	}
-	for _, secret := range pulsarSecrets(t, b, token) {
+	for _, secret := range b.Secrets(t, token) {
 		if strings.Contains(p.log(), secret) {
 			t.Errorf("the relay's log shows the token or the secret key")
 		}

@@ -1,15 +1,22 @@
-// Package outboxtest creates outbox tables on the test PostgreSQL and commits events to them,
-// for integration tests that relay those events to a real broker.
+// Package outboxtest creates outbox tables on the test PostgreSQL, commits events to them, runs
+// a forwarder on them and checks what a consumer received, for integration tests that relay
+// events to a real broker.
 package outboxtest
 
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"testing"
+	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 
+	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -74,4 +81,60 @@ func Count(t testing.TB, db *sql.DB, query string, args ...any) int {
 		t.Fatalf("%s: %v", query, err)
 	}
 	return n
+}
+
+// RunForwarder runs a forwarder of cfg until the test ends (then stops it and fails the test if
+// it ended with an error other than cancellation). Zero polling, lease, backoff and logger
+// settings get fast test values.
+func RunForwarder(t testing.TB, ctx context.Context, cfg forwarder.Config) {
+	t.Helper()
+	if cfg.MaxPollInterval == 0 {
+		cfg.MaxPollInterval = 100 * time.Millisecond
+	}
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = 2 * time.Second
+	}
+	if cfg.InitialBackoff == 0 {
+		cfg.InitialBackoff = 100 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	fwd, err := forwarder.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- fwd.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("forwarder: %v", err)
+		}
+	})
+}
+
+// ExpectEvents reads msgs until every event of want (event id -> aggregate id) arrived once,
+// with its aggregate id in the metadata entry keyMetadata, acking each; it fails the test on an
+// unexpected or repeated event, a wrong key, or ctx ending first.
+func ExpectEvents(t testing.TB, ctx context.Context, msgs <-chan *message.Message, want map[string]string, keyMetadata string) {
+	t.Helper()
+	want = maps.Clone(want)
+	for len(want) > 0 {
+		select {
+		case msg := <-msgs:
+			id := msg.Metadata.Get(outbox.MetadataEventID)
+			key, ok := want[id]
+			if !ok {
+				t.Errorf("unexpected or repeated event %q", id)
+			} else if got := msg.Metadata.Get(keyMetadata); got != key {
+				t.Errorf("event %s has key %q, want %q", id, got, key)
+			}
+			delete(want, id)
+			msg.Ack()
+		case <-ctx.Done():
+			t.Fatalf("%d events never reached the consumer", len(want))
+		}
+	}
 }

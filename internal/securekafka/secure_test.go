@@ -2,8 +2,6 @@ package securekafka_test
 
 import (
 	"context"
-	"errors"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -33,25 +31,11 @@ func TestRelayOverSASLSSL(t *testing.T) {
 		t.Fatalf("publisher with the right credentials: %v", err)
 	}
 	defer pub.Close()
-	fwd, err := forwarder.New(forwarder.Config{
-		DB: db, Dialect: outbox.Postgres, Table: table, Publisher: pub, IsRetriable: kafka.Retriable,
-		MaxPollInterval: 100 * time.Millisecond, LeaseTTL: 2 * time.Second, InitialBackoff: 100 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	runCtx, stopRun := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- fwd.Run(runCtx) }()
-	defer func() {
-		stopRun()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("forwarder: %v", err)
-		}
-	}()
+	outboxtest.RunForwarder(t, ctx, forwarder.Config{
+		DB: db, Dialect: outbox.Postgres, Table: table, Publisher: pub, IsRetriable: kafka.Retriable,
+	})
 
 	cfg := b.Config(t, securekafka.ConsumerUser)
 	cfg.ConsumerGroup = testsupport.UniqueName(securekafka.GroupPrefix + "e2e")
@@ -69,22 +53,7 @@ func TestRelayOverSASLSSL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for len(want) > 0 {
-		select {
-		case msg := <-msgs:
-			id := msg.Metadata.Get(outbox.MetadataEventID)
-			key, ok := want[id]
-			if !ok {
-				t.Errorf("unexpected or repeated event %q", id)
-			} else if got := msg.Metadata.Get(kafka.DefaultKeyMetadata); got != key {
-				t.Errorf("event %s has key %q, want %q", id, got, key)
-			}
-			delete(want, id)
-			msg.Ack()
-		case <-ctx.Done():
-			t.Fatalf("%d events never reached the consumer over SASL_SSL", len(want))
-		}
-	}
+	outboxtest.ExpectEvents(t, ctx, msgs, want, kafka.DefaultKeyMetadata)
 }
 
 // Bad credentials or a bad TLS setup: the publisher fails at once with an error that names the

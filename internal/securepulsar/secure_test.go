@@ -3,11 +3,6 @@ package securepulsar_test
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/hex"
-	"errors"
-	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -57,55 +52,15 @@ func TestRelayOverTLSWithToken(t *testing.T) {
 		t.Fatalf("publisher with the right token: %v", err)
 	}
 	defer pub.Close()
-	fwd, err := forwarder.New(forwarder.Config{
-		DB: db, Dialect: outbox.Postgres, Table: table, Publisher: pub,
-		MaxPollInterval: 100 * time.Millisecond, LeaseTTL: 2 * time.Second, InitialBackoff: 100 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stopRun := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- fwd.Run(runCtx) }()
-	defer func() {
-		stopRun()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("forwarder: %v", err)
+	outboxtest.RunForwarder(t, ctx, forwarder.Config{DB: db, Dialect: outbox.Postgres, Table: table, Publisher: pub})
+	outboxtest.ExpectEvents(t, ctx, msgs, want, pulsar.DefaultKeyMetadata)
+	// The row of the last event may still be deleted after its message arrived: bounded wait.
+	for outboxtest.Count(t, db, "SELECT COUNT(*) FROM "+table) > 0 {
+		if ctx.Err() != nil {
+			t.Fatal("rows left in the outbox after every event arrived")
 		}
-	}()
-
-	for len(want) > 0 {
-		select {
-		case msg := <-msgs:
-			id := msg.Metadata.Get(outbox.MetadataEventID)
-			key, ok := want[id]
-			if !ok {
-				t.Errorf("unexpected or repeated event %q", id)
-			} else if got := msg.Metadata.Get(pulsar.DefaultKeyMetadata); got != key {
-				t.Errorf("event %s has key %q, want %q", id, got, key)
-			}
-			delete(want, id)
-			msg.Ack()
-		case <-ctx.Done():
-			t.Fatalf("%d events never reached the consumer over TLS", len(want))
-		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	if n := outboxtest.Count(t, db, "SELECT COUNT(*) FROM "+table); n != 0 {
-		t.Errorf("%d rows left in the outbox", n)
-	}
-}
-
-// secrets returns the strings that must never be printed: every token used and the secret key
-// (raw, hex, base64).
-func secrets(t *testing.T, b securepulsar.Broker, tokens ...string) []string {
-	t.Helper()
-	key, err := os.ReadFile(b.SecretKeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return append(tokens, string(key), hex.EncodeToString(key), base64.StdEncoding.EncodeToString(key),
-		base64.RawURLEncoding.EncodeToString(key))
 }
 
 // lockedBuffer collects what a logger printed, from the client's goroutines.
@@ -138,7 +93,7 @@ func TestBadCredentialsAreRefusedClearly(t *testing.T) {
 		t.Fatal(err)
 	}
 	expired := b.Token(t, securepulsar.RelayRole, -time.Minute)
-	never := secrets(t, b, right, wrong, expired)
+	never := b.Secrets(t, right, wrong, expired)
 	cases := []struct {
 		name   string
 		change func(*pulsar.Config)

@@ -10,11 +10,14 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +94,49 @@ func Start(t testing.TB) Broker {
 	return b
 }
 
+// Instance is a secure broker of its own, apart from the shared one: its state directory and
+// ports. Use one for a test that stops or restarts the broker.
+type Instance struct {
+	Dir                                            string
+	TLSPort, HTTPSPort, Port, HTTPPort, BookiePort int
+}
+
+// StartInstance starts the secure broker inst (a no-op when it runs) and returns it. Stop it
+// with Script("stop-pulsar-secure").
+func StartInstance(t testing.TB, inst Instance) Broker {
+	t.Helper()
+	script, err := servicescript.Find(
+		"PULSAR_SECURE_DIR="+inst.Dir,
+		"SERVICES_LOG_DIR="+filepath.Join(inst.Dir, "logs"),
+		fmt.Sprintf("PULSAR_SECURE_TLS_PORT=%d", inst.TLSPort),
+		fmt.Sprintf("PULSAR_SECURE_HTTPS_PORT=%d", inst.HTTPSPort),
+		fmt.Sprintf("PULSAR_SECURE_PORT=%d", inst.Port),
+		fmt.Sprintf("PULSAR_SECURE_HTTP_PORT=%d", inst.HTTPPort),
+		fmt.Sprintf("PULSAR_SECURE_BOOKIE_PORT=%d", inst.BookiePort),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Broker{
+		URL:             fmt.Sprintf("pulsar+ssl://127.0.0.1:%d", inst.TLSPort),
+		HTTPS:           fmt.Sprintf("https://127.0.0.1:%d", inst.HTTPSPort),
+		CAFile:          filepath.Join(inst.Dir, "tls", "ca.pem"),
+		UntrustedCAFile: filepath.Join(inst.Dir, "tls", "untrusted-ca.pem"),
+		SecretKeyFile:   filepath.Join(inst.Dir, "secrets", "token-secret.key"),
+		script:          script,
+	}
+	if err := os.MkdirAll(filepath.Join(inst.Dir, "logs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := script.Run(context.Background(), "start-pulsar-secure"); err != nil {
+		testsupport.Unavailable(t, "the secure Pulsar broker in "+inst.Dir+" (scripts/services.sh start-pulsar-secure)", err)
+	}
+	return b
+}
+
+// Script runs `scripts/services.sh sub` for this broker.
+func (b Broker) Script(sub string) error { return b.script.Run(context.Background(), sub) }
+
 // Addr is the host:port of the TLS service URL.
 func (b Broker) Addr() string { return strings.TrimPrefix(b.URL, "pulsar+ssl://") }
 
@@ -121,6 +167,18 @@ func SignToken(key []byte, role string, ttl time.Duration) (string, error) {
 		return "", fmt.Errorf("securepulsar: sign a token for %s: %w", role, err)
 	}
 	return token, nil
+}
+
+// Secrets returns the strings a test must never find in what was printed: tokens and the
+// broker's secret key (raw, hex, base64, base64url).
+func (b Broker) Secrets(t testing.TB, tokens ...string) []string {
+	t.Helper()
+	key, err := os.ReadFile(b.SecretKeyFile)
+	if err != nil {
+		t.Fatalf("securepulsar: secret key: %v", err)
+	}
+	return append(tokens, string(key), hex.EncodeToString(key), base64.StdEncoding.EncodeToString(key),
+		base64.RawURLEncoding.EncodeToString(key))
 }
 
 // Config returns a Pulsar configuration that reaches the broker over TLS (trusting its CA,
