@@ -44,8 +44,14 @@ type Config struct {
 	// must be compacted (brokers/kafka creates it so when missing). Default:
 	// DefaultCheckpointTopic. Only the relays may write it.
 	CheckpointTopic string
+	// TransactionalUnits is the number of transactional units of ExactlyOnce delivery: unit u
+	// holds the partitions p with p % TransactionalUnits == u, is leased whole, and publishes its
+	// batches in transactions of its own, with a producer (one connection per broker) of its
+	// own. Fewer units make larger transactions; more units spread a group over more relays.
+	// It must divide outbox.Partitions (64) and be a multiple of Workers. Default: 8.
+	TransactionalUnits int
 	// TransactionalIDPrefix names the transactional units of ExactlyOnce delivery: unit
-	// "<prefix>/pNN" (the Kafka transactional.id) for partition NN. It must be unique per outbox
+	// "<prefix>/uNN" (the Kafka transactional.id) for unit NN. It must be unique per outbox
 	// table in a Kafka cluster: two databases whose relays shared a prefix would fence each
 	// other. Default: "outboxkit/<table>/<lease group>".
 	TransactionalIDPrefix string
@@ -145,6 +151,7 @@ func (c *Config) setDefaults() {
 	}
 	setDefault(&c.Delivery, AtLeastOnce)
 	setDefault(&c.CheckpointTopic, DefaultCheckpointTopic)
+	setDefault(&c.TransactionalUnits, 8)
 	setDefault(&c.TransactionalIDPrefix, defaultTransactionalIDPrefix(c.Table, c.LeaseGroup))
 	setDefault(&c.BatchSize, 1000)
 	setDefault(&c.MaxBatchBytes, 1<<20)

@@ -63,7 +63,6 @@ type checkpoint struct {
 	Version   int       `json:"v"`
 	Unit      string    `json:"unit"`
 	Relay     string    `json:"relay"`
-	Epoch     int64     `json:"epoch"`
 	Txn       int64     `json:"txn"`
 	Time      time.Time `json:"time"`
 	Published []int64   `json:"published"`
@@ -103,10 +102,10 @@ func (cp checkpoint) rows() map[int64]bool {
 	return rows
 }
 
-// unitName is the transactional unit of a partition: Config.TransactionalIDPrefix and the
-// partition number.
-func (f *Forwarder) unitName(partition int) string {
-	return fmt.Sprintf("%s/p%02d", f.cfg.TransactionalIDPrefix, partition)
+// unitName is the name of a transactional unit (its Kafka transactional.id):
+// Config.TransactionalIDPrefix and the unit number.
+func (f *Forwarder) unitName(unit int) string {
+	return fmt.Sprintf("%s/u%02d", f.cfg.TransactionalIDPrefix, unit)
 }
 
 // defaultTransactionalIDPrefix names the units of one table and lease group.
@@ -137,6 +136,11 @@ func (c Config) validateDelivery() []error {
 	if c.Delivery == ExactlyOnce {
 		if err := outbox.ValidateTopic(c.CheckpointTopic); err != nil {
 			errs = append(errs, fmt.Errorf("CheckpointTopic: %w", err))
+		}
+		u := c.TransactionalUnits
+		if u <= 0 || u > outbox.Partitions || outbox.Partitions%u != 0 || (c.Workers > 0 && u%c.Workers != 0) {
+			errs = append(errs, fmt.Errorf("TransactionalUnits %d must divide the %d partitions and be a multiple of Workers %d",
+				u, outbox.Partitions, c.Workers))
 		}
 	}
 	return errs

@@ -53,14 +53,16 @@ func New(config Config) (*Forwarder, error) {
 		return nil, fmt.Errorf("forwarder: %w", err)
 	}
 	var txp TransactionalPublisher
+	units := 0
 	if config.Delivery == ExactlyOnce {
 		txp = config.Publisher.(TransactionalPublisher) // checked by Validate
+		units = config.TransactionalUnits
 	}
 	return &Forwarder{
 		txp: txp,
 		cfg: config,
 		store: &store{table: table, dialect: config.Dialect, group: config.LeaseGroup, tenants: config.Tenants,
-			idleTimeout: max(time.Second, config.LeaseTTL/2)},
+			idleTimeout: max(time.Second, config.LeaseTTL/2), units: units},
 		metrics:  m,
 		inflight: newInflight(config.Workers),
 		log:      config.Logger.With("component", "outboxkit.forwarder", "relay", config.RelayID, "table", table.Events()),

@@ -257,14 +257,25 @@ func (s *store) heartbeat(ctx context.Context, db *sql.DB, owner string, ttl tim
 	}
 	relays = max(relays, 1)
 	share := (outbox.Partitions + relays - 1) / relays
+	if s.units > 0 {
+		share = (s.units + relays - 1) / relays * (outbox.Partitions / s.units)
+	}
 
 	owned, err := s.renew(ctx, db, owner, ttl)
 	if err != nil {
 		return 0, err
 	}
+	var partial []int
+	if s.units > 0 {
+		owned, partial = s.wholeUnits(owned)
+	}
 	switch {
-	case len(owned) > share:
-		surplus := owned[share:]
+	case len(owned) > share || len(partial) > 0:
+		surplus := partial
+		if len(owned) > share {
+			surplus = append(surplus, owned[share:]...)
+		}
+		owned = append(owned, partial...)
 		if releasable != nil {
 			surplus = releasable(surplus)
 		}
@@ -415,11 +426,19 @@ func (s *store) release(ctx context.Context, db *sql.DB, owner string, partition
 // waits.
 func (s *store) acquire(ctx context.Context, db *sql.DB, owner string, n int, ttl time.Duration) (int, error) {
 	now, nowArg := s.dbTime(0)
+	limit := n
+	if s.units > 0 {
+		limit = outbox.Partitions // whole units are picked below
+	}
 	candidates, err := queryInts(ctx, db, s.q("SELECT partition_no FROM "+s.table.Leases()+
 		" WHERE lease_group = ? AND (owner IS NULL OR expires_at < "+now+") ORDER BY partition_no LIMIT ?"),
-		s.group, nowArg, n)
+		s.group, nowArg, limit)
 	if err != nil {
 		return 0, fmt.Errorf("find free leases: %w", err)
+	}
+	if s.units > 0 {
+		candidates, _ = s.wholeUnits(candidates)
+		candidates = candidates[:min(len(candidates), n)]
 	}
 	if len(candidates) == 0 {
 		return 0, nil
@@ -436,6 +455,12 @@ func (s *store) acquire(ctx context.Context, db *sql.DB, owner string, n int, tt
 				parts = append(parts, p)
 			}
 		}
+		if s.units > 0 {
+			// A unit some of whose rows another transaction holds is left whole.
+			if parts, _ = s.wholeUnits(parts); len(parts) == 0 {
+				return nil
+			}
+		}
 		expires, expiresArg := s.dbTime(ttl)
 		res, err := tx.ExecContext(ctx, s.q("UPDATE "+s.table.Leases()+" SET owner = ?, epoch = epoch + 1, expires_at = "+expires+
 			" WHERE lease_group = ? AND (owner IS NULL OR expires_at < "+now+") AND partition_no IN "+in(len(parts))),
@@ -450,6 +475,25 @@ func (s *store) acquire(ctx context.Context, db *sql.DB, owner string, n int, tt
 		return 0, fmt.Errorf("take leases: %w", err)
 	}
 	return int(taken), nil
+}
+
+// wholeUnits splits partitions into those of the transactional units (exactly-once delivery)
+// all of whose partitions are listed, ordered unit by unit, and the others. A unit u holds the
+// partitions p with p % s.units == u, so all of them belong to one worker.
+func (s *store) wholeUnits(partitions []int) (whole, partial []int) {
+	per := outbox.Partitions / s.units
+	byUnit := map[int][]int{}
+	for _, p := range partitions {
+		byUnit[p%s.units] = append(byUnit[p%s.units], p)
+	}
+	for u := range s.units {
+		if len(byUnit[u]) == per {
+			whole = append(whole, byUnit[u]...)
+		} else {
+			partial = append(partial, byUnit[u]...)
+		}
+	}
+	return whole, partial
 }
 
 func (s *store) ownedPartitions(ctx context.Context, q querier, owner string) ([]int, error) {

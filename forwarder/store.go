@@ -37,6 +37,9 @@ type store struct {
 	tenants []string
 	// idleTimeout bounds how long a transaction locking lease rows may stay idle (inLeaseTx).
 	idleTimeout time.Duration
+	// units, when not 0, is the number of transactional units of exactly-once delivery: leases
+	// are then taken and given up a whole unit at a time (see wholeUnits).
+	units int
 }
 
 // record is one claimed outbox row.

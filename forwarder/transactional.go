@@ -13,10 +13,14 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+
+	"github.com/outboxkit/outboxkit/outbox"
 )
 
-// Exactly-once delivery (docs/exactly-once.md). Each leased partition is a transactional unit
-// with a stable name (unitName). A batch is published per partition in one broker transaction
+// Exactly-once delivery (docs/exactly-once.md). The partitions are grouped into
+// Config.TransactionalUnits units (unit u holds the partitions p with p % units == u), each
+// with a stable name (unitName), leased whole (store.wholeUnits). A batch is published per unit
+// in one broker transaction
 // holding its events, its dead letters and a checkpoint listing its rows; only after the commit
 // are the rows deleted (or marked), in the usual fenced acknowledgement. Opening a unit fences
 // its earlier sessions in the broker and returns its last committed checkpoint, whose rows the
@@ -25,18 +29,18 @@ import (
 // transactions one after the other: it begins the next only after the rows of the last one
 // are acknowledged, so at most its last checkpoint can name rows still in the table.
 
-// maxTransactionRounds bounds the transactions tried for one partition's batch: each round
+// maxTransactionRounds bounds the transactions tried for one unit's batch: each round
 // drops the keys whose events failed in the previous one.
 const maxTransactionRounds = 3
 
-// txUnits are the transactional units of a forwarder, by partition.
+// txUnits are the transactional units of a forwarder, by unit number.
 type txUnits struct {
 	mu    sync.Mutex
 	units map[int]*txUnit
 	txn   atomic.Int64 // numbers the checkpoints this forwarder writes
 }
 
-// txUnit is the state of one partition's unit. Only the worker serving the partition uses it.
+// txUnit is the state of one unit. Only the worker serving the unit's partitions uses it.
 type txUnit struct {
 	open bool
 	// cleaned is the last checkpoint whose rows are known to be acknowledged.
@@ -46,22 +50,22 @@ type txUnit struct {
 	recovered map[int64]bool
 }
 
-func (u *txUnits) get(partition int) *txUnit {
+func (u *txUnits) get(unit int) *txUnit {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.units == nil {
 		u.units = map[int]*txUnit{}
 	}
-	t := u.units[partition]
+	t := u.units[unit]
 	if t == nil {
 		t = &txUnit{}
-		u.units[partition] = t
+		u.units[unit] = t
 	}
 	return t
 }
 
-// partitionOutcome is what one partition's transactions did to its records.
-type partitionOutcome struct {
+// unitOutcome is what one unit's transactions did to its records.
+type unitOutcome struct {
 	acked   []record
 	settled []settlement
 	// checkpoint is the checkpoint of the committed transaction, nil if none committed.
@@ -69,22 +73,40 @@ type partitionOutcome struct {
 	err        error
 }
 
-// deliverTransactional is deliver for ExactlyOnce: a transaction per partition of the batch,
-// partitions in parallel, then one fenced acknowledgement of the committed rows.
+// deliverTransactional is deliver for ExactlyOnce: a transaction per unit of the batch, units
+// in parallel, then one fenced acknowledgement of the committed rows. A unit is used only while
+// the worker leases all of its partitions; the rows of a unit leased in part wait (the
+// heartbeat gives such partitions up, so that a relay can take the unit whole).
 func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases []lease, records []record) error {
 	f.closeUnitsNotIn(worker, leases)
-	byPartition := map[int][]record{}
-	for _, r := range records {
-		byPartition[r.partition] = append(byPartition[r.partition], r)
+	unitLeases := map[int][]lease{}
+	for _, l := range leases {
+		u := l.partition % f.cfg.TransactionalUnits
+		unitLeases[u] = append(unitLeases[u], l)
 	}
+	byUnit := map[int][]record{}
+	for _, r := range records {
+		u := r.partition % f.cfg.TransactionalUnits
+		byUnit[u] = append(byUnit[u], r)
+	}
+	perUnit := outbox.Partitions / f.cfg.TransactionalUnits
 	publishCtx, cancelPublish := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.LeaseTTL)
 	started := time.Now()
-	outcomes := make([]partitionOutcome, len(leases))
-	var wg sync.WaitGroup
-	for i, l := range leases {
-		if recs := byPartition[l.partition]; len(recs) > 0 {
-			wg.Go(func() { outcomes[i] = f.commitPartition(publishCtx, l, recs) })
+	type job struct {
+		unit    int
+		leases  []lease
+		records []record
+	}
+	var jobs []job
+	for u, recs := range byUnit {
+		if len(unitLeases[u]) == perUnit {
+			jobs = append(jobs, job{u, unitLeases[u], recs})
 		}
+	}
+	outcomes := make([]unitOutcome, len(jobs))
+	var wg sync.WaitGroup
+	for i, j := range jobs {
+		wg.Go(func() { outcomes[i] = f.commitUnit(publishCtx, j.unit, j.leases, j.records) })
 	}
 	wg.Wait()
 	cancelPublish()
@@ -97,7 +119,7 @@ func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases
 		acked = append(acked, o.acked...)
 		settled = append(settled, o.settled...)
 		if o.err != nil {
-			errs = append(errs, fmt.Errorf("partition %d: %w", leases[i].partition, o.err))
+			errs = append(errs, fmt.Errorf("unit %d: %w", jobs[i].unit, o.err))
 		}
 	}
 	lost, err := f.acknowledge(ctx, worker, leases, acked, settled)
@@ -105,17 +127,21 @@ func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases
 		// The commits stand; their rows are cleaned up by the next opening of each unit.
 		for i, o := range outcomes {
 			if o.checkpoint != nil {
-				f.closeUnit(leases[i].partition)
+				f.closeUnit(jobs[i].unit)
 			}
 		}
 		return err
 	}
+	lostUnits := map[int]bool{}
 	for p := range lost {
-		f.closeUnit(p)
+		lostUnits[p%f.cfg.TransactionalUnits] = true
 	}
 	for i, o := range outcomes {
-		if _, gone := lost[leases[i].partition]; o.checkpoint != nil && !gone {
-			f.units.get(leases[i].partition).cleaned = o.checkpoint
+		switch u := jobs[i].unit; {
+		case lostUnits[u]:
+			f.closeUnit(u)
+		case o.checkpoint != nil:
+			f.units.get(u).cleaned = o.checkpoint
 		}
 	}
 	if len(errs) > 0 {
@@ -124,26 +150,27 @@ func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases
 	return nil
 }
 
-// closeUnit closes the unit of a partition: its next use opens it again, which recovers.
-func (f *Forwarder) closeUnit(partition int) {
-	u := f.units.get(partition)
+// closeUnit closes a unit: its next use opens it again, which recovers.
+func (f *Forwarder) closeUnit(unit int) {
+	u := f.units.get(unit)
 	if u.open {
-		f.txp.CloseUnit(f.unitName(partition))
+		f.txp.CloseUnit(f.unitName(unit))
 		u.open = false
 	}
 }
 
-// closeUnitsNotIn closes the open units of the worker's partitions that it no longer leases.
+// closeUnitsNotIn closes the open units of the worker that it no longer leases whole.
 func (f *Forwarder) closeUnitsNotIn(worker int, leases []lease) {
-	owned := map[int]bool{}
+	owned := map[int]int{}
 	for _, l := range leases {
-		owned[l.partition] = true
+		owned[l.partition%f.cfg.TransactionalUnits]++
 	}
+	perUnit := outbox.Partitions / f.cfg.TransactionalUnits
 	f.units.mu.Lock()
 	var stale []int
-	for p, u := range f.units.units {
-		if p%f.cfg.Workers == worker && u.open && !owned[p] {
-			stale = append(stale, p)
+	for n, u := range f.units.units {
+		if n%f.cfg.Workers == worker && u.open && owned[n] != perUnit {
+			stale = append(stale, n)
 		}
 	}
 	f.units.mu.Unlock()
@@ -167,12 +194,12 @@ func (f *Forwarder) closeAllUnits() {
 	}
 }
 
-// openUnit opens the unit of the lease's partition and finishes the cleanup of its last
-// checkpoint, fenced by the lease. lost reports that the lease has moved meanwhile: the unit is
-// closed again and nothing may be published.
-func (f *Forwarder) openUnit(ctx context.Context, l lease, u *txUnit) (lost bool, err error) {
-	unit := f.unitName(l.partition)
-	last, err := f.txp.OpenUnit(ctx, unit, f.cfg.CheckpointTopic, l.partition)
+// openUnit opens a unit and finishes the cleanup of its last checkpoint, fenced by the leases
+// of all its partitions. lost reports that one of them has moved meanwhile: the unit is closed
+// again and nothing may be published.
+func (f *Forwarder) openUnit(ctx context.Context, n int, leases []lease, u *txUnit) (lost bool, err error) {
+	unit := f.unitName(n)
+	last, err := f.txp.OpenUnit(ctx, unit, f.cfg.CheckpointTopic, n)
 	if err != nil {
 		return false, fmt.Errorf("open transactional unit %s: %w", unit, err)
 	}
@@ -184,14 +211,14 @@ func (f *Forwarder) openUnit(ctx context.Context, l lease, u *txUnit) (lost bool
 	}
 	cp, err := decodeCheckpoint(unit, last)
 	if err != nil {
-		f.closeUnit(l.partition)
+		f.closeUnit(n)
 		return false, err
 	}
 	ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 	defer cancel()
 	err = f.store.inLeaseTx(ackCtx, f.cfg.DB, func(tx *sql.Tx) error {
-		owned, err := f.store.fence(ackCtx, tx, f.cfg.RelayID, []lease{l})
-		if err != nil || !owned[l.partition] {
+		owned, err := f.store.fence(ackCtx, tx, f.cfg.RelayID, leases)
+		if err != nil || len(owned) != len(leases) {
 			lost = err == nil
 			return err
 		}
@@ -206,7 +233,7 @@ func (f *Forwarder) openUnit(ctx context.Context, l lease, u *txUnit) (lost bool
 		return nil
 	})
 	if err != nil || lost {
-		f.closeUnit(l.partition)
+		f.closeUnit(n)
 		if err != nil {
 			return false, fmt.Errorf("clean up the last checkpoint of unit %s (transaction %d of relay %s): %w", unit, cp.Txn, cp.Relay, err)
 		}
@@ -227,18 +254,18 @@ type pendingDead struct {
 	slim     bool // the dead letter goes without its payload (the broker refused it whole)
 }
 
-// commitPartition publishes one partition's records, in order, in transactions of its unit. A
-// failed event parks its key as on the at-least-once path: the transaction is aborted, the key's
+// commitUnit publishes one unit's records, in order, in transactions of the unit. A failed
+// event parks its key as on the at-least-once path: the transaction is aborted, the key's
 // records are dropped from it, and the rest are committed in the next round.
-func (f *Forwarder) commitPartition(ctx context.Context, l lease, records []record) partitionOutcome {
-	var out partitionOutcome
-	u := f.units.get(l.partition)
-	unit := f.unitName(l.partition)
+func (f *Forwarder) commitUnit(ctx context.Context, n int, leases []lease, records []record) unitOutcome {
+	var out unitOutcome
+	u := f.units.get(n)
+	unit := f.unitName(n)
 	pending := records
 	var dead []pendingDead
 	for round := 1; ; round++ {
 		if !u.open {
-			lost, err := f.openUnit(ctx, l, u)
+			lost, err := f.openUnit(ctx, n, leases, u)
 			if err != nil || lost {
 				out.err = err
 				return out
@@ -257,7 +284,7 @@ func (f *Forwarder) commitPartition(ctx context.Context, l lease, records []reco
 			return out
 		}
 		topics, msgs := f.transactionMessages(ctx, pending, dead)
-		cp, err := f.checkpointOf(unit, l, pending, dead)
+		cp, err := f.checkpointOf(unit, pending, dead)
 		if err != nil {
 			out.err = err
 			return out
@@ -364,8 +391,8 @@ func (f *Forwarder) transactionMessages(ctx context.Context, pending []record, d
 }
 
 // checkpointOf encodes the checkpoint of a transaction holding pending and dead.
-func (f *Forwarder) checkpointOf(unit string, l lease, pending []record, dead []pendingDead) ([]byte, error) {
-	cp := checkpoint{Version: checkpointVersion, Unit: unit, Relay: f.cfg.RelayID, Epoch: l.epoch,
+func (f *Forwarder) checkpointOf(unit string, pending []record, dead []pendingDead) ([]byte, error) {
+	cp := checkpoint{Version: checkpointVersion, Unit: unit, Relay: f.cfg.RelayID,
 		Txn: f.units.txn.Add(1), Time: time.Now().UTC(), Published: make([]int64, len(pending))}
 	for i, r := range pending {
 		cp.Published[i] = r.seq

@@ -80,7 +80,7 @@ func setup(db *sql.DB, d database, relay string) (name, topic string, write writ
 	name = testsupport.UniqueName("bench")
 	topic = testsupport.UniqueName("bench_events")
 	switch relay {
-	case relayOutboxkit, relayCeiling:
+	case relayOutboxkit, relayExactlyOnce, relayCeiling:
 		w, err := outbox.NewWriter(outbox.Config{Dialect: d.dialect, Table: name})
 		if err != nil {
 			return "", "", nil, fmt.Errorf("outbox writer: %w", err)
@@ -295,6 +295,7 @@ func steady(db *sql.DB, d database, o options, relay string, size, keys int) (st
 func newConsumer(brokers []string, topic string) (*kgo.Client, error) {
 	return kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), // as exactly-once consumers must; the same for the others
 		kgo.AllowAutoTopicCreation())
 }
 

@@ -158,9 +158,12 @@ func runRelay(role string, d database, name string, o options) error {
 	defer pub.Close()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	switch role {
-	case relayOutboxkit:
+	case relayOutboxkit, relayExactlyOnce:
 		cfg := forwarder.Config{DB: db, Dialect: d.dialect, Table: name, Publisher: pub,
 			Workers: o.workers, BatchSize: o.batch, MaxBatchBytes: int64(o.batchMiB * (1 << 20)), Logger: logger, IsRetriable: kafka.Retriable}
+		if role == relayExactlyOnce {
+			cfg.Delivery, cfg.CheckpointTopic = forwarder.ExactlyOnce, name+"-checkpoints"
+		}
 		if d.dialect == outbox.Postgres {
 			table, err := outbox.NewTable(outbox.Postgres, name)
 			if err != nil {

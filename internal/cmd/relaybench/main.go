@@ -31,8 +31,10 @@ import (
 // The relays relaybench knows.
 const (
 	relayOutboxkit = "outboxkit"
-	relayStock     = "stock"
-	relayCeiling   = "ceiling"
+	// relayExactlyOnce is the outboxkit forwarder with Delivery exactly_once (-delivery).
+	relayExactlyOnce = "outboxkit-eo"
+	relayStock       = "stock"
+	relayCeiling     = "ceiling"
 )
 
 type options struct {
@@ -79,6 +81,7 @@ func main() {
 	flag.IntVar(&o.rate, "rate", 1000, "events/s of the steady-rate latency run (0 skips it)")
 	flag.IntVar(&o.seconds, "seconds", 10, "duration of the latency run")
 	relays := flag.String("relays", "outboxkit,stock,ceiling", "relays to measure (outboxkit, stock, ceiling)")
+	delivery := flag.String("delivery", "at_least_once", "at_least_once, or exactly_once to measure the outboxkit relay with exactly-once delivery too (relay outboxkit-eo), beside at-least-once")
 	flag.IntVar(&o.repeat, "repeat", 1, "measure every drain this many times (interleaved) and print the median and spread")
 	flag.IntVar(&o.workers, "workers", 0, "outboxkit forwarder Workers (0: its default)")
 	flag.IntVar(&o.batch, "batch", 0, "outboxkit forwarder BatchSize (0: its default)")
@@ -90,6 +93,13 @@ func main() {
 		fatalf("unexpected argument %q (all settings are flags; see -h)", flag.Arg(0))
 	}
 	o.command = "relaybench " + strings.Join(os.Args[1:], " ")
+	switch *delivery {
+	case "at_least_once":
+	case "exactly_once":
+		*relays += "," + relayExactlyOnce
+	default:
+		fatalf("-delivery: %q is not at_least_once or exactly_once", *delivery)
+	}
 	if err := o.parse(*brokers, *keys, *dbs, *payloads, *relays); err != nil {
 		fatalf("%v", err)
 	}
@@ -140,7 +150,7 @@ func (o *options) parse(brokers, keys, dbs, payloads, relays string) error {
 	}
 	for _, r := range splitList(relays) {
 		switch r {
-		case relayOutboxkit, relayStock, relayCeiling:
+		case relayOutboxkit, relayExactlyOnce, relayStock, relayCeiling:
 			if !contains(o.relays, r) {
 				o.relays = append(o.relays, r)
 			}

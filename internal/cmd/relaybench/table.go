@@ -187,6 +187,8 @@ func printDrainTable(w io.Writer, r *results, o options) {
 					stockCell = "n/a " + footnote(reason)
 				}
 				row(d, size, strconv.Itoa(keys), ok, fmt.Sprintf("%s | %s | %s |", stockCell, ratio(okRate, ceiling), ratio(okRate, top)))
+				ek := drainKey{db: d.name, size: size, keys: keys, relay: relayExactlyOnce}
+				row(d, size, strconv.Itoa(keys), ek, fmt.Sprintf("| %s | %s of at-least-once |", ratio(r.rate(ek), ceiling), ratio(r.rate(ek), okRate)))
 				row(d, size, strconv.Itoa(keys), sk, "| | |")
 			}
 		}
