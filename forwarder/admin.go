@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -81,26 +82,44 @@ func (a *Admin) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, error
 // Replay makes dead-lettered events pending again with fresh attempts; the forwarder publishes
 // them, and then the later events of their keys, in order. It returns how many it replayed;
 // ids that are not dead letters are ignored.
+//
+// A replayed event keeps a next attempt time (now): the CDC source leaves the keys of pending
+// rows with one to its retry path, which publishes them in order (docs/cdc.md).
 func (a *Admin) Replay(ctx context.Context, eventIDs ...uuid.UUID) (int64, error) {
+	now := a.store.dialect.TimeArg(time.Now())
 	return a.update(ctx, "replay", "UPDATE "+a.store.table.Events()+
-		" SET status = 0, attempts = 0, next_attempt_at = NULL, last_error = NULL WHERE status = 2 AND event_id IN ", eventIDs)
+		" SET status = 0, attempts = 0, next_attempt_at = ?, last_error = NULL WHERE status = 2 AND event_id IN %s", eventIDs, now)
 }
 
 // Discard deletes dead-lettered events for good, releasing the later events of their keys. It
 // returns how many it deleted; ids that are not dead letters are ignored.
+//
+// The later pending events of their keys get a next attempt time (now) first, so that the CDC
+// source leaves them to its retry path, in order, rather than letting newer events of the key
+// overtake them; the polling source claims them as before.
 func (a *Admin) Discard(ctx context.Context, eventIDs ...uuid.UUID) (int64, error) {
-	return a.update(ctx, "discard", "DELETE FROM "+a.store.table.Events()+" WHERE status = 2 AND event_id IN ", eventIDs)
+	events := a.store.table.Events()
+	now := a.store.dialect.TimeArg(time.Now())
+	if _, err := a.update(ctx, "discard", "UPDATE "+events+" SET next_attempt_at = ? WHERE status = 0 AND next_attempt_at IS NULL"+
+		" AND key_hash IN (SELECT key_hash FROM (SELECT key_hash FROM "+events+" WHERE status = 2 AND event_id IN %s) d)",
+		eventIDs, now); err != nil {
+		return 0, err
+	}
+	return a.update(ctx, "discard", "DELETE FROM "+events+" WHERE status = 2 AND event_id IN %s", eventIDs)
 }
 
-func (a *Admin) update(ctx context.Context, what, query string, ids []uuid.UUID) (int64, error) {
+// update runs query on the ids, whose placeholder list replaces the query's one %s; leading
+// holds the arguments of the placeholders before the list.
+func (a *Admin) update(ctx context.Context, what, query string, ids []uuid.UUID, leading ...any) (int64, error) {
 	if len(ids) == 0 {
 		return 0, fmt.Errorf("forwarder: %s: no event ids given", what)
 	}
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id.String()
+	args := append([]any(nil), leading...)
+	for _, id := range ids {
+		args = append(args, id.String())
 	}
-	res, err := a.db.ExecContext(ctx, a.store.q(query+in(len(ids))), args...)
+	query = strings.Replace(query, "%s", in(len(ids)), 1)
+	res, err := a.db.ExecContext(ctx, a.store.q(query), args...)
 	if err != nil {
 		return 0, fmt.Errorf("forwarder: %s dead letters: %w", what, err)
 	}

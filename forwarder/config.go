@@ -56,6 +56,12 @@ type Config struct {
 	// other. Default: "outboxkit/<table>/<lease group>".
 	TransactionalIDPrefix string
 
+	// Source is where events are read from: SourcePolling (default, every dialect) or SourceCDC
+	// (PostgreSQL logical replication, configured by CDC; docs/cdc.md).
+	Source Source
+	// CDC configures SourceCDC.
+	CDC CDCConfig
+
 	// RelayID names this forwarder in the lease tables. Default: host name, process id and a
 	// random suffix. Two running forwarders must never share one.
 	RelayID string
@@ -168,6 +174,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.LeaseTTL, 10*time.Second)
 	setDefault(&c.HeartbeatInterval, c.LeaseTTL/4)
 	setDefault(&c.StatsInterval, 10*time.Second)
+	c.setCDCDefaults()
 	if c.IsRetriable == nil {
 		c.IsRetriable = func(error) bool { return true }
 	}
@@ -244,6 +251,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("RelayID and LeaseGroup must be at most 191 bytes"))
 	}
 	errs = append(errs, c.validateDelivery()...)
+	errs = append(errs, c.validateSource()...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("forwarder: invalid config: %w", err)
 	}

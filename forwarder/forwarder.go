@@ -36,6 +36,7 @@ type Forwarder struct {
 	// txp and units serve ExactlyOnce delivery (transactional.go); txp is nil otherwise.
 	txp   TransactionalPublisher
 	units txUnits
+	cdc   *cdcState // nil unless Source is SourceCDC
 }
 
 // New validates config and returns a Forwarder. It touches neither the database nor the broker.
@@ -58,7 +59,7 @@ func New(config Config) (*Forwarder, error) {
 		txp = config.Publisher.(TransactionalPublisher) // checked by Validate
 		units = config.TransactionalUnits
 	}
-	return &Forwarder{
+	f := &Forwarder{
 		txp: txp,
 		cfg: config,
 		store: &store{table: table, dialect: config.Dialect, group: config.LeaseGroup, tenants: config.Tenants,
@@ -66,7 +67,13 @@ func New(config Config) (*Forwarder, error) {
 		metrics:  m,
 		inflight: newInflight(config.Workers),
 		log:      config.Logger.With("component", "outboxkit.forwarder", "relay", config.RelayID, "table", table.Events()),
-	}, nil
+	}
+	if config.Source == SourceCDC {
+		if err := f.setupCDC(table); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
 }
 
 // startAttempts bounds how often Run retries reaching the database before giving up.
@@ -101,8 +108,12 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		wg.Go(func() { loop(loopCtx) })
 	}
 	var workers sync.WaitGroup
-	for i := range f.cfg.Workers {
-		workers.Go(func() { f.workerLoop(ctx, i, wakes[i]) })
+	if f.cdc != nil {
+		workers.Go(func() { f.cdcLoop(ctx) })
+	} else {
+		for i := range f.cfg.Workers {
+			workers.Go(func() { f.workerLoop(ctx, i, wakes[i]) })
+		}
 	}
 	workers.Wait()
 	stopLoops()

@@ -318,12 +318,14 @@ func (p *faultyPublisher) Publish(topic string, msgs ...*message.Message) error 
 
 func TestPoisonEventIsRetriedThenDeadLetteredWithoutBlockingOtherKeys(t *testing.T) {
 	for _, partial := range []bool{false, true} {
-		t.Run(fmt.Sprintf("partial-delivery=%v", partial), func(t *testing.T) { testPoisonEvent(t, partial) })
+		t.Run(fmt.Sprintf("partial-delivery=%v", partial), func(t *testing.T) {
+			testPoisonEvent(t, newHarness(t, outbox.Postgres, kfakeBrokers(t)), partial)
+		})
 	}
 }
 
-func testPoisonEvent(t *testing.T, partial bool) {
-	h := newHarness(t, outbox.Postgres, kfakeBrokers(t))
+// testPoisonEvent runs on h, whose source (polling or cdc) it does not depend on.
+func testPoisonEvent(t *testing.T, h *harness, partial bool) {
 	pub := &faultyPublisher{Publisher: h.publisher(), topic: h.topic, partial: partial, poisoned: map[string]error{}}
 	healthy := keysNamed("ok", 30)
 	var events []outbox.Event
@@ -337,12 +339,10 @@ func testPoisonEvent(t *testing.T, partial bool) {
 	injected := errors.New("injected: broker refused the message")
 	pub.poison(replayed[0].ID.String(), injected)
 	pub.poison(discarded[0].ID.String(), injected)
-	h.write(append(append(replayed, discarded...), events...)...)
-
 	cfg := h.config(pub)
 	cfg.MaxAttempts = 3
 	cfg.DeadLetterTopic = h.topic + ".dead"
-	h.start(cfg)
+	h.writeAndStart(cfg, func() { h.write(append(append(replayed, discarded...), events...)...) })
 
 	got := consumeDistinct(t, h.brokers, h.topic, len(events), 60*time.Second)
 	checkDelivery(t, got, healthy, 3)
@@ -448,14 +448,21 @@ func (p *crashingPublisher) Publish(topic string, msgs ...*message.Message) erro
 }
 
 func TestCrashBetweenPublishAndAckRepublishes(t *testing.T) {
-	h := newHarness(t, outbox.Postgres, testsupport.KafkaBrokers(t))
+	testCrashBetweenPublishAndAck(t, newHarness(t, outbox.Postgres, testsupport.KafkaBrokers(t)))
+}
+
+// testCrashBetweenPublishAndAck runs on h's source; with cdc, the replication connection is cut
+// too, so the stream resumes from the last confirmed position.
+func testCrashBetweenPublishAndAck(t *testing.T, h *harness) {
 	keys := keysNamed("c", 50)
-	for n := range 4 {
-		var events []outbox.Event
-		for _, k := range keys {
-			events = append(events, h.event(k, n))
+	write := func() {
+		for n := range 4 {
+			var events []outbox.Event
+			for _, k := range keys {
+				events = append(events, h.event(k, n))
+			}
+			h.write(events...)
 		}
-		h.write(events...)
 	}
 	// The forwarder gets its own connections, named, so that only they are cut: other tests share
 	// the database.
@@ -476,7 +483,10 @@ func TestCrashBetweenPublishAndAckRepublishes(t *testing.T) {
 	cfg := h.config(pub)
 	cfg.DB = relayDB
 	cfg.Workers = 1
-	h.start(cfg)
+	if cfg.Source == forwarder.SourceCDC {
+		cfg.CDC.DSN = dsn.String()
+	}
+	h.writeAndStart(cfg, write)
 	deadline := time.Now().Add(60 * time.Second)
 	for h.rowsWithStatus(0) > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)

@@ -35,6 +35,8 @@ type harness struct {
 	writer  *outbox.Writer
 	brokers []string
 	topic   string
+	// source is the forwarders' source (config); "" is polling.
+	source forwarder.Source
 }
 
 func openDB(t testing.TB, dialect outbox.Dialect) *sql.DB {
@@ -86,7 +88,7 @@ func newHarness(t testing.TB, dialect outbox.Dialect, brokers []string) *harness
 	}
 	t.Cleanup(func() {
 		tbl := w.Table()
-		for _, n := range []string{tbl.Events(), tbl.Leases(), tbl.Relays(), tbl.Migrations(), tbl.KeyLocks()} {
+		for _, n := range []string{tbl.Events(), tbl.Leases(), tbl.Relays(), tbl.Migrations(), tbl.KeyLocks(), tbl.CDCSlots()} {
 			_, _ = db.Exec("DROP TABLE IF EXISTS " + n)
 		}
 	})
@@ -145,7 +147,7 @@ func (h *harness) config(pub message.Publisher) forwarder.Config {
 		DB: h.db, Dialect: h.dialect, Table: h.writer.Table().Events(), Publisher: pub,
 		LeaseTTL: 2 * time.Second, HeartbeatInterval: 200 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond,
 		InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, BatchSize: 200,
-		Logger: quietLogger,
+		Logger: quietLogger, Source: h.source, CDC: h.cdcConfig(),
 	}
 }
 

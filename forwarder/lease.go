@@ -260,6 +260,9 @@ func (s *store) heartbeat(ctx context.Context, db *sql.DB, owner string, ttl tim
 	if s.units > 0 {
 		share = (s.units + relays - 1) / relays * (outbox.Partitions / s.units)
 	}
+	if s.share != nil {
+		share = s.share(relays)
+	}
 
 	owned, err := s.renew(ctx, db, owner, ttl)
 	if err != nil {

@@ -40,6 +40,9 @@ type store struct {
 	// units, when not 0, is the number of transactional units of exactly-once delivery: leases
 	// are then taken and given up a whole unit at a time (see wholeUnits).
 	units int
+	// share, when set, gives the number of partitions the relay aims at instead of an equal
+	// share among the live relays (the cdc source: all of them while streaming, none otherwise).
+	share func(relays int) int
 }
 
 // record is one claimed outbox row.
@@ -113,6 +116,12 @@ func (s *store) claim(ctx context.Context, q querier, partitions []int, limit in
 
 // claimQuery is claim's statement, in the dialect's placeholders, and its arguments.
 func (s *store) claimQuery(partitions []int, limit int, maxBytes int64) (string, []any) {
+	return s.claimQueryWhere(partitions, limit, maxBytes, "")
+}
+
+// claimQueryWhere is claimQuery with an extra condition on the candidate rows (SQL written by
+// the forwarder, never from input) and the arguments of its placeholders.
+func (s *store) claimQueryWhere(partitions []int, limit int, maxBytes int64, extra string, extraArgs ...any) (string, []any) {
 	parts := in(len(partitions))
 	inner := "SELECT " + claimColumns + " FROM " + s.table.Events() +
 		" WHERE status = 0 AND partition_no IN " + parts +
@@ -126,6 +135,10 @@ func (s *store) claimQuery(partitions []int, limit int, maxBytes int64) (string,
 		for _, t := range s.tenants {
 			args = append(args, t)
 		}
+	}
+	if extra != "" {
+		inner += " AND " + extra
+		args = append(args, extraArgs...)
 	}
 	inner += " ORDER BY seq LIMIT ?"
 	args = append(args, limit, maxBytes)

@@ -56,6 +56,24 @@ func (t Table) Migrations() string { return t.name + "_migrations" }
 // Channel is the PostgreSQL LISTEN/NOTIFY channel a commit into the table notifies.
 func (t Table) Channel() string { return "outboxkit_" + strings.ReplaceAll(t.name, ".", "_") }
 
+// Publication is the PostgreSQL publication the CDC relay reads: the inserts into the table.
+func (t Table) Publication() string { return "outboxkit_" + strings.ReplaceAll(t.name, ".", "_") }
+
+// CDCSlots (PostgreSQL) records the CDC relay's replication slots and whether the rows committed
+// before each slot existed have been drained.
+func (t Table) CDCSlots() string { return t.name + "_cdc_slots" }
+
+// Slot names the logical replication slot of a lease group of the CDC relay:
+// "obk_<table>_<8 hex digits of the group's hash>", in lower case (slot names allow only a-z,
+// 0-9 and _), checked like every other identifier.
+func (t Table) Slot(group string) (string, error) {
+	name := fmt.Sprintf("obk_%s_%08x", strings.ToLower(strings.ReplaceAll(t.name, ".", "_")), uint32(AdvisoryKey("slot:"+group)))
+	if err := checkIdentifier(name, maxIdentifierPart); err != nil {
+		return "", fmt.Errorf("outbox: replication slot of lease group %q: %w", group, err)
+	}
+	return name, nil
+}
+
 // shortName is the unqualified table name, a prefix for index and trigger names.
 func (t Table) shortName() string {
 	if i := strings.LastIndexByte(t.name, '.'); i >= 0 {

@@ -1,0 +1,172 @@
+package forwarder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// The cdc source (docs/cdc.md). One logical replication slot per lease group streams the
+// table's inserts in commit order. Only one relay can stream a slot at a time (PostgreSQL
+// refuses a second walsender), and that relay takes every partition of the group (the others
+// hold none and stand by), so the lease epochs fence its acknowledgements as with polling and
+// no key is ever published by two relays at once. The stream hands batches to deliver, the
+// same publish, settle and fenced acknowledgement as the polling source; the slot position is
+// confirmed only once everything before it is acknowledged or left to the retry path.
+
+// cdcState is a forwarder's cdc source.
+type cdcState struct {
+	table     outbox.Table
+	slot      string
+	metrics   *cdcMetrics
+	streaming atomic.Bool
+	// used says the slot existed while this relay ran: finding it missing later means lost.
+	used bool
+}
+
+func (f *Forwarder) setupCDC(table outbox.Table) error {
+	slot, err := table.Slot(f.cfg.LeaseGroup)
+	if err != nil {
+		return fmt.Errorf("forwarder: %w", err)
+	}
+	m, err := newCDCMetrics(f.cfg.Metrics, table.Events(), slot)
+	if err != nil {
+		return fmt.Errorf("forwarder: %w", err)
+	}
+	f.cdc = &cdcState{table: table, slot: slot, metrics: m}
+	f.store.share = func(int) int {
+		if f.cdc.streaming.Load() {
+			return outbox.Partitions
+		}
+		return 0
+	}
+	return nil
+}
+
+// errSlotBusy: another walsender streams the slot.
+type errSlotBusy struct{ err error }
+
+func (e errSlotBusy) Error() string { return e.err.Error() }
+
+// cdcLoop streams the slot while this relay can, standing by (and retrying every heartbeat)
+// while another relay streams it, until ctx ends.
+func (f *Forwarder) cdcLoop(ctx context.Context) {
+	standingBy := false
+	for ctx.Err() == nil {
+		err := f.cdcSession(ctx)
+		f.cdc.streaming.Store(false)
+		f.cdc.metrics.streaming.Set(0)
+		if ctx.Err() != nil {
+			return
+		}
+		var busy errSlotBusy
+		if !errors.As(err, &busy) {
+			standingBy = false
+			f.log.Warn("cdc: the stream stopped; reconnecting", "slot", f.cdc.slot, "error", err, "in", f.cfg.HeartbeatInterval)
+			sleep(ctx, f.cfg.HeartbeatInterval)
+			continue
+		}
+		if !standingBy {
+			f.log.Info("cdc: another relay streams the slot; standing by", "slot", f.cdc.slot)
+			standingBy = true
+		}
+		if f.takeOverStalled(ctx) {
+			continue
+		}
+		sleep(ctx, f.cfg.HeartbeatInterval)
+	}
+}
+
+// takeOverStalled terminates the walsender of the slot when no other relay holds a live lease
+// of the group: its relay died or stalled (a paused process keeps its walsender until the
+// server's wal_sender_timeout), and its leases have expired, so it can no longer acknowledge.
+func (f *Forwarder) takeOverStalled(ctx context.Context) bool {
+	others, err := f.store.otherLiveOwners(ctx, f.cfg.DB, f.cfg.RelayID)
+	if err != nil || others > 0 {
+		return false
+	}
+	done, err := terminateWalsender(ctx, f.cfg.DB, f.cdc.slot)
+	if err != nil {
+		f.log.Warn("cdc: cannot terminate the walsender of a relay without live leases", "slot", f.cdc.slot, "error", err)
+		return false
+	}
+	if done {
+		f.cdc.metrics.takeovers.Inc()
+		f.log.Warn("cdc: terminated the walsender of a relay whose leases expired, taking the slot over", "slot", f.cdc.slot)
+	}
+	return done
+}
+
+// cdcSession opens the replication connection, makes sure the publication and the slot exist,
+// streams until ctx ends or the stream fails, and returns why it stopped.
+func (f *Forwarder) cdcSession(ctx context.Context) error {
+	conn, err := replicationConnect(ctx, f.cfg.CDC.DSN)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	if err := ensurePublication(ctx, f.cfg.DB, f.cdc.table); err != nil {
+		return err
+	}
+	if err := f.ensureSlot(ctx, conn); err != nil {
+		return err
+	}
+	err = pglogrepl.StartReplication(ctx, conn, f.cdc.slot, 0, pglogrepl.StartReplicationOptions{
+		Mode: pglogrepl.LogicalReplication,
+		PluginArgs: []string{"proto_version '2'", "publication_names '" + f.cdc.table.Publication() + "'",
+			"binary 'true'", "messages 'false'"},
+	})
+	if err != nil {
+		if pgCode(err) == pgObjectInUse {
+			return errSlotBusy{err}
+		}
+		return fmt.Errorf("cdc: start streaming slot %s: %w", f.cdc.slot, err)
+	}
+	f.cdc.used = true
+	f.cdc.streaming.Store(true)
+	f.cdc.metrics.streaming.Set(1)
+
+	reader := &cdcReader{conn: conn, decoder: newCDCDecoder(f.cdc.table.Events()), batchSize: f.cfg.BatchSize,
+		maxBytes: f.cfg.MaxBatchBytes, statusInterval: f.cfg.CDC.StatusInterval}
+	if len(f.cfg.Tenants) > 0 {
+		reader.tenants = map[string]bool{}
+		for _, t := range f.cfg.Tenants {
+			reader.tenants[t] = true
+		}
+	}
+	batches := make(chan cdcBatch)
+	readCtx, stopReading := context.WithCancel(ctx)
+	readErr := make(chan error, 1)
+	go func() { readErr <- reader.run(readCtx, batches) }()
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		stopReading()
+		err := <-readErr
+		// The reader is done with the connection: report the final position on it.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = reader.sendStatus(fctx)
+		return err
+	}
+	defer func() { _ = stop() }()
+
+	leases, err := f.awaitAllLeases(ctx, readErr)
+	if err != nil {
+		return err
+	}
+	f.log.Info("cdc: streaming", "slot", f.cdc.slot, "partitions", len(leases))
+	if err := f.drainIfNeeded(ctx); err != nil {
+		return err
+	}
+	return f.streamLoop(ctx, reader, batches, readErr)
+}

@@ -1,0 +1,85 @@
+package forwarder
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// Source is where a forwarder reads committed events from.
+type Source string
+
+// The sources of events.
+const (
+	// SourcePolling claims pending rows from the table (every dialect). The default.
+	SourcePolling Source = "polling"
+	// SourceCDC streams the table's inserts from a PostgreSQL logical replication slot
+	// (pgoutput); the table stays the source of truth (docs/cdc.md).
+	SourceCDC Source = "cdc"
+)
+
+// CDCConfig configures the cdc source.
+type CDCConfig struct {
+	// DSN is the PostgreSQL connection string of the replication connection (a URL or
+	// key=value pairs); "replication=database" is added. Its role needs the REPLICATION
+	// attribute (docs/security.md). Required with SourceCDC.
+	DSN string
+	// StatusInterval is how often the relay reports its confirmed position to PostgreSQL, also
+	// while the outbox is idle, so that an idle slot does not pin WAL. Default: 1s. It must be
+	// well below the server's wal_sender_timeout (60s by default).
+	StatusInterval time.Duration
+	// RetryInterval is how often the retry path claims the events the stream left to it (failed
+	// events due again, and the later events of their keys). Default: MinPollInterval * 20
+	// (200ms).
+	RetryInterval time.Duration
+}
+
+func (c *Config) setCDCDefaults() {
+	setDefault(&c.Source, SourcePolling)
+	setDefault(&c.CDC.StatusInterval, time.Second)
+	setDefault(&c.CDC.RetryInterval, 20*c.MinPollInterval)
+}
+
+// validateSource checks Source and, for SourceCDC, the CDC settings.
+func (c Config) validateSource() []error {
+	switch c.Source {
+	case SourcePolling:
+		return nil
+	case SourceCDC:
+	default:
+		return []error{fmt.Errorf("Source %q is not one of polling, cdc", c.Source)}
+	}
+	var errs []error
+	if c.Delivery == ExactlyOnce {
+		// The transactional units are per polling worker (transactional.go); the stream is one
+		// loop over every partition. Not combined yet.
+		errs = append(errs, errors.New("Source cdc does not support Delivery exactly_once yet"))
+	}
+	if c.Dialect != outbox.Postgres {
+		errs = append(errs, fmt.Errorf("Source cdc needs the postgres dialect, got %q", c.Dialect))
+	}
+	if c.CDC.DSN == "" {
+		errs = append(errs, errors.New("CDC.DSN is required with Source cdc"))
+	} else if _, err := pgconn.ParseConfig(c.CDC.DSN); err != nil {
+		// pgconn's message may quote the DSN, password included: name the field only.
+		errs = append(errs, errors.New("CDC.DSN is not a valid PostgreSQL connection string"))
+	}
+	if c.CDC.StatusInterval <= 0 || c.CDC.RetryInterval <= 0 {
+		errs = append(errs, fmt.Errorf("CDC.StatusInterval %v and CDC.RetryInterval %v must be positive",
+			c.CDC.StatusInterval, c.CDC.RetryInterval))
+	}
+	if c.Dialect == outbox.Postgres {
+		table, err := outbox.NewTable(c.Dialect, c.Table)
+		if err == nil {
+			_, err = table.Slot(c.LeaseGroup)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}

@@ -1,0 +1,213 @@
+package forwarder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// errLeasesLost: the streaming relay no longer owns every partition of the group (another
+// relay took some over after this one stalled); it stops streaming without confirming.
+var errLeasesLost = errors.New("cdc: this relay no longer owns every partition of the lease group")
+
+// streamLoop delivers the stream's batches in order and confirms the slot position after each
+// one; between batches, every RetryInterval, it runs the retry path. Everything runs in this one
+// goroutine, so the stream and the retry path never publish a key at the same time.
+func (f *Forwarder) streamLoop(ctx context.Context, reader *cdcReader, batches <-chan cdcBatch, readErr chan error) error {
+	retry := time.NewTicker(f.cfg.CDC.RetryInterval)
+	defer retry.Stop()
+	var confirmed pglogrepl.LSN
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-readErr:
+			readErr <- err // for the session's stop
+			return err
+		case <-retry.C:
+			if err := f.retryPass(ctx); err != nil {
+				return err
+			}
+		case b := <-batches:
+			if len(b.records) > 0 && !b.commitTime.IsZero() {
+				f.cdc.metrics.lagSeconds.Set(max(0, time.Since(b.commitTime).Seconds()))
+			} else if len(b.records) == 0 {
+				f.cdc.metrics.lagSeconds.Set(0)
+			}
+			if err := f.streamBatch(ctx, b); err != nil {
+				return err
+			}
+			if b.confirm > confirmed {
+				confirmed = b.confirm
+				reader.confirmed.Store(uint64(confirmed))
+			}
+			if b.walEnd > confirmed {
+				f.cdc.metrics.lagBytes.Set(float64(b.walEnd - confirmed))
+			} else {
+				f.cdc.metrics.lagBytes.Set(0)
+			}
+		}
+	}
+}
+
+// allLeases returns this relay's leases when it owns every partition, or errLeasesLost.
+func (f *Forwarder) allLeases(ctx context.Context) ([]lease, error) {
+	leases, err := f.store.liveLeases(ctx, f.cfg.DB, f.cfg.RelayID, 0, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(leases) != outbox.Partitions {
+		return nil, fmt.Errorf("%w (it owns %d of %d)", errLeasesLost, len(leases), outbox.Partitions)
+	}
+	return leases, nil
+}
+
+// streamBatch publishes the streamed records that are still pending and whose key is free, and
+// leaves those of parked keys to the retry path (marking them). Records no longer pending
+// (already published by the drain, or replayed after a restart) are dropped.
+func (f *Forwarder) streamBatch(ctx context.Context, b cdcBatch) error {
+	records := b.records
+	if len(records) == 0 {
+		return nil
+	}
+	leases, err := f.allLeases(ctx)
+	if err != nil {
+		return err
+	}
+	admitted, err := f.admitVisible(ctx, b)
+	if err != nil {
+		return err
+	}
+	publish := records[:0:0]
+	var passed []int64
+	for _, r := range records {
+		if admitted[r.seq] {
+			publish = append(publish, r)
+		} else {
+			passed = append(passed, r.seq)
+		}
+	}
+	if len(passed) > 0 {
+		n, err := f.store.markRetry(ctx, f.cfg.DB, passed)
+		if err != nil {
+			return err
+		}
+		f.cdc.metrics.skipped.Add(float64(n))
+	}
+	if len(publish) == 0 {
+		return nil
+	}
+	f.metrics.batchSize.Observe(float64(len(publish)))
+	return f.cdcDeliver(ctx, leases, publish)
+}
+
+// visibleWait bounds how long a batch waits for its transactions to become visible.
+const visibleWait = 30 * time.Second
+
+// admitVisible runs admit on the batch. Rows it does not find were either handled already or
+// belong to transactions that committed but are not visible yet: for those, it waits until the
+// transactions have ended and asks again.
+func (f *Forwarder) admitVisible(ctx context.Context, b cdcBatch) (map[int64]bool, error) {
+	admitted, found, err := f.store.admit(ctx, f.cfg.DB, b.records)
+	if err != nil || len(found) == len(b.records) {
+		return admitted, err
+	}
+	var missing []record
+	seen := map[uint32]bool{}
+	var xids []string
+	for i, r := range b.records {
+		if found[r.seq] {
+			continue
+		}
+		missing = append(missing, r)
+		if x := b.xids[i]; !seen[x] {
+			seen[x] = true
+			xids = append(xids, strconv.FormatUint(uint64(x), 10))
+		}
+	}
+	deadline := time.Now().Add(visibleWait)
+	for {
+		running, err := f.store.transactionsRunning(ctx, f.cfg.DB, xids)
+		if err != nil {
+			return nil, err
+		}
+		if !running {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("cdc: transactions %v decoded from the WAL were still not visible after %v", xids, visibleWait)
+		}
+		if !sleep(ctx, time.Millisecond) {
+			return nil, ctx.Err()
+		}
+	}
+	again, _, err := f.store.admit(ctx, f.cfg.DB, missing)
+	if err != nil {
+		return nil, err
+	}
+	for seq := range again {
+		admitted[seq] = true
+	}
+	return admitted, nil
+}
+
+// cdcDeliver runs deliver on records and then marks those still pending (the later events of a
+// key that failed in the batch, held back by publish) for the retry path.
+func (f *Forwarder) cdcDeliver(ctx context.Context, leases []lease, records []record) error {
+	f.inflight.read(0)
+	held := f.inflight.hold(0, leases)
+	defer f.inflight.end(held)
+	if err := f.deliver(ctx, 0, held, records); err != nil {
+		return err
+	}
+	seqs := make([]int64, len(records))
+	for i, r := range records {
+		seqs[i] = r.seq
+	}
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+	defer cancel()
+	_, err := f.store.markRetry(mctx, f.cfg.DB, seqs)
+	return err
+}
+
+// cdcPoll claims one batch from the table with claim (over every partition) and delivers it; it
+// returns the number of rows claimed.
+func (f *Forwarder) cdcPoll(ctx context.Context, claim func(partitions []int) ([]record, error)) (int, error) {
+	leases, err := f.allLeases(ctx)
+	if err != nil {
+		return 0, err
+	}
+	parts := make([]int, len(leases))
+	for i, l := range leases {
+		parts[i] = l.partition
+	}
+	records, err := claim(parts)
+	if err != nil || len(records) == 0 {
+		return 0, err
+	}
+	f.metrics.batchSize.Observe(float64(len(records)))
+	return len(records), f.cdcDeliver(ctx, leases, records)
+}
+
+// retryPass publishes the due rows the stream left to the retry path, in sequence order, until
+// none is left.
+func (f *Forwarder) retryPass(ctx context.Context) error {
+	for ctx.Err() == nil {
+		n, err := f.cdcPoll(ctx, func(parts []int) ([]record, error) {
+			return f.store.claimRetry(ctx, f.cfg.DB, parts, f.cfg.BatchSize, f.cfg.MaxBatchBytes)
+		})
+		if err != nil {
+			return fmt.Errorf("cdc: retry path: %w", err)
+		}
+		if n < f.cfg.BatchSize {
+			return nil
+		}
+	}
+	return nil
+}

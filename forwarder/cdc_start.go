@@ -1,0 +1,110 @@
+package forwarder
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// ensureSlot creates the slot when it is missing or invalidated. Losing a slot loses nothing,
+// since the table is drained before the new slot is streamed, but it is said loudly (log and
+// metric) when the slot was in use: by this relay earlier, or invalidated by
+// max_slot_wal_keep_size (wal_status lost).
+func (f *Forwarder) ensureSlot(ctx context.Context, conn *pgconn.PgConn) error {
+	st, err := readSlot(ctx, f.cfg.DB, f.cdc.slot)
+	if err != nil {
+		return err
+	}
+	if st.exists && st.walStatus != "lost" {
+		return nil
+	}
+	if st.exists {
+		f.cdc.metrics.slotLost.Inc()
+		f.log.Error("cdc: the replication slot was invalidated (max_slot_wal_keep_size): dropping and recreating it; "+
+			"the events it missed are in the table and are drained from there", "slot", f.cdc.slot)
+		if st.activePID != 0 {
+			return fmt.Errorf("cdc: slot %s is invalidated but still active for PID %d", f.cdc.slot, st.activePID)
+		}
+		if err := dropSlot(ctx, f.cfg.DB, f.cdc.slot); err != nil {
+			return err
+		}
+	} else if f.cdc.used {
+		f.cdc.metrics.slotLost.Inc()
+		f.log.Error("cdc: the replication slot is gone (dropped while in use): recreating it; "+
+			"the events it missed are in the table and are drained from there", "slot", f.cdc.slot)
+	} else {
+		f.log.Warn("cdc: creating the replication slot (a slot lost before this relay started is recreated the same way; "+
+			"the table is drained first)", "slot", f.cdc.slot)
+	}
+	// Drain state first: a relay dying between the two leaves the slot marked undrained.
+	if err := f.store.setSlotDrained(ctx, f.cfg.DB, f.cdc.slot, false); err != nil {
+		return err
+	}
+	_, err = createSlot(ctx, conn, f.cdc.slot)
+	return err
+}
+
+// awaitAllLeases renews this relay's leases until it owns every partition of the group (the
+// previous streamer's expire within LeaseTTL) and returns them; the reader keeps the stream
+// alive meanwhile.
+func (f *Forwarder) awaitAllLeases(ctx context.Context, readErr chan error) ([]lease, error) {
+	for {
+		if _, err := f.heartbeat(ctx); err != nil {
+			f.log.Warn("cdc: taking the partitions failed", "error", err)
+		}
+		leases, err := f.store.liveLeases(ctx, f.cfg.DB, f.cfg.RelayID, 0, 1)
+		if err == nil && len(leases) == outbox.Partitions {
+			return leases, nil
+		}
+		select {
+		case err := <-readErr:
+			readErr <- err // for the session's stop
+			return nil, err
+		default:
+		}
+		if !sleep(ctx, f.cfg.HeartbeatInterval/2) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// drainIfNeeded drains the table when the slot is not marked drained (it was just created, or
+// its creator died before draining): the rows committed before the slot existed are only in the
+// table. It marks the later events of parked keys for the retry path, publishes the pending
+// rows up to the highest seq it saw (in seq order, which is commit order per key when the
+// writers take key locks), and then records the slot as drained. Rows it publishes that the
+// stream also shows are dropped there (admit).
+func (f *Forwarder) drainIfNeeded(ctx context.Context) error {
+	drained, err := f.store.slotDrained(ctx, f.cfg.DB, f.cdc.slot)
+	if err != nil || drained {
+		return err
+	}
+	horizon, err := f.store.maxSeq(ctx, f.cfg.DB)
+	if err != nil {
+		return err
+	}
+	if _, err := f.store.markParkedUpTo(ctx, f.cfg.DB, horizon); err != nil {
+		return err
+	}
+	total := 0
+	for ctx.Err() == nil {
+		n, err := f.cdcPoll(ctx, func(parts []int) ([]record, error) {
+			return f.store.claimUpTo(ctx, f.cfg.DB, parts, f.cfg.BatchSize, f.cfg.MaxBatchBytes, horizon)
+		})
+		if err != nil {
+			return fmt.Errorf("cdc: drain the table up to seq %d: %w", horizon, err)
+		}
+		total += n
+		if n == 0 {
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	f.log.Info("cdc: drained the rows committed before the slot existed", "slot", f.cdc.slot, "rows", total, "up_to_seq", horizon)
+	return f.store.setSlotDrained(ctx, f.cfg.DB, f.cdc.slot, true)
+}

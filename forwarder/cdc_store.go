@@ -1,0 +1,162 @@
+package forwarder
+
+import (
+	"context"
+	"fmt"
+)
+
+// The SQL of the cdc source (PostgreSQL only). A pending row with a next attempt time marks
+// its key as left to the retry path: a failed event, a replayed dead letter, or a later event of
+// such a key that the stream passed on. The stream publishes no event of a marked or dead key;
+// the retry path claims the marked rows in sequence order. The <table>_retry_keys index
+// (migration 3) finds them.
+
+// admit returns, of the records, the seqs of those still pending and unmarked whose key is
+// neither marked nor dead (admitted: the stream may publish them), and the seqs of every row that
+// still exists (found). A row not found was handled already (deleted by the drain, or a replay
+// after a restart), or its transaction, decoded from the WAL, is not visible yet (see
+// awaitVisible). One statement per batch.
+func (s *store) admit(ctx context.Context, q querier, records []record) (admitted, found map[int64]bool, err error) {
+	seqs := make([]int64, len(records))
+	keys := make([]int64, 0, len(records))
+	parts := make([]int64, 0, len(records))
+	seenKey, seenPart := map[int64]bool{}, map[int]bool{}
+	for i, r := range records {
+		seqs[i] = r.seq
+		if !seenKey[r.keyHash] {
+			seenKey[r.keyHash] = true
+			keys = append(keys, r.keyHash)
+		}
+		if !seenPart[r.partition] {
+			seenPart[r.partition] = true
+			parts = append(parts, int64(r.partition))
+		}
+	}
+	rows, err := q.QueryContext(ctx, "SELECT seq, status = 0 AND next_attempt_at IS NULL AND key_hash NOT IN (SELECT p.key_hash FROM "+
+		s.table.Events()+" p WHERE p.partition_no = ANY($2::smallint[]) AND p.key_hash = ANY($3)"+
+		" AND (p.status = 2 OR p.next_attempt_at IS NOT NULL)) FROM "+s.table.Events()+" WHERE seq = ANY($1)", seqs, parts, keys)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cdc: read which of %d streamed rows are pending: %w", len(records), err)
+	}
+	defer rows.Close()
+	admitted, found = make(map[int64]bool, len(records)), make(map[int64]bool, len(records))
+	for rows.Next() {
+		var seq int64
+		var ok bool
+		if err := rows.Scan(&seq, &ok); err != nil {
+			return nil, nil, fmt.Errorf("cdc: read pending rows: %w", err)
+		}
+		found[seq] = true
+		if ok {
+			admitted[seq] = true
+		}
+	}
+	return admitted, found, rows.Err()
+}
+
+// transactionsRunning reports whether any of the transactions still holds its transaction id
+// lock. PostgreSQL writes (and decodes) a commit before the transaction becomes visible to
+// other sessions, and releases the lock only after that: once it is gone, the rows are visible.
+func (s *store) transactionsRunning(ctx context.Context, q querier, xids []string) (bool, error) {
+	var running bool
+	err := q.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'transactionid'"+
+		" AND transactionid::text = ANY($1))", xids).Scan(&running)
+	if err != nil {
+		return false, fmt.Errorf("cdc: check whether transactions %v have ended: %w", xids, err)
+	}
+	return running, nil
+}
+
+// markRetry gives the still pending, unmarked rows among seqs a next attempt time (now), which
+// leaves them, and their keys, to the retry path. It returns how many it marked.
+func (s *store) markRetry(ctx context.Context, q querier, seqs []int64) (int64, error) {
+	if len(seqs) == 0 {
+		return 0, nil
+	}
+	res, err := q.ExecContext(ctx, "UPDATE "+s.table.Events()+" SET next_attempt_at = clock_timestamp()"+
+		" WHERE seq = ANY($1) AND status = 0 AND next_attempt_at IS NULL", seqs)
+	if err != nil {
+		return 0, fmt.Errorf("cdc: leave %d rows to the retry path: %w", len(seqs), err)
+	}
+	return res.RowsAffected()
+}
+
+// markParkedUpTo marks the unmarked pending rows up to seq horizon of keys that are marked or
+// dead: the later events of parked keys, which the polling source kept behind their key's
+// failure without marking them. Run before a fresh slot's drain.
+func (s *store) markParkedUpTo(ctx context.Context, q querier, horizon int64) (int64, error) {
+	res, err := q.ExecContext(ctx, "UPDATE "+s.table.Events()+" SET next_attempt_at = clock_timestamp()"+
+		" WHERE status = 0 AND next_attempt_at IS NULL AND seq <= $1 AND key_hash IN (SELECT p.key_hash FROM "+
+		s.table.Events()+" p WHERE p.status = 2 OR p.next_attempt_at IS NOT NULL)", horizon)
+	if err != nil {
+		return 0, fmt.Errorf("cdc: mark the later events of parked keys up to seq %d: %w", horizon, err)
+	}
+	return res.RowsAffected()
+}
+
+// maxSeq returns the highest seq in the table (0 when empty).
+func (s *store) maxSeq(ctx context.Context, q querier) (int64, error) {
+	var seq int64
+	if err := q.QueryRowContext(ctx, "SELECT COALESCE(MAX(seq), 0) FROM "+s.table.Events()).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("cdc: read the highest seq: %w", err)
+	}
+	return seq, nil
+}
+
+// claimRetry claims the marked rows that are due, in sequence order (claim's rules otherwise).
+func (s *store) claimRetry(ctx context.Context, q querier, partitions []int, limit int, maxBytes int64) ([]record, error) {
+	query, args := s.claimQueryWhere(partitions, limit, maxBytes, "next_attempt_at IS NOT NULL")
+	return s.claimWith(ctx, q, query, args)
+}
+
+// claimUpTo claims pending rows up to seq horizon (the drain of a fresh slot).
+func (s *store) claimUpTo(ctx context.Context, q querier, partitions []int, limit int, maxBytes int64, horizon int64) ([]record, error) {
+	query, args := s.claimQueryWhere(partitions, limit, maxBytes, "seq <= ?", horizon)
+	return s.claimWith(ctx, q, query, args)
+}
+
+func (s *store) claimWith(ctx context.Context, q querier, query string, args []any) ([]record, error) {
+	rows, err := q.QueryContext(ctx, query, args...) // claimQueryWhere rebinds
+	if err != nil {
+		return nil, fmt.Errorf("cdc: claim rows: %w", err)
+	}
+	defer rows.Close()
+	return scanRecords(rows)
+}
+
+// otherLiveOwners counts the unexpired leases of the group held by relays other than owner.
+func (s *store) otherLiveOwners(ctx context.Context, q querier, owner string) (int, error) {
+	var n int
+	err := q.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+s.table.Leases()+
+		" WHERE lease_group = $1 AND owner IS NOT NULL AND owner <> $2 AND expires_at > clock_timestamp()", s.group, owner).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("cdc: count other relays' live leases: %w", err)
+	}
+	return n, nil
+}
+
+// slotDrained reports whether the rows committed before the slot existed have been drained
+// (false also when the slot has no row: a slot created by hand or by an older relay).
+func (s *store) slotDrained(ctx context.Context, q querier, slot string) (bool, error) {
+	var drained bool
+	err := q.QueryRowContext(ctx, "SELECT COALESCE((SELECT drained_at IS NOT NULL FROM "+s.table.CDCSlots()+
+		" WHERE slot_name = $1), false)", slot).Scan(&drained)
+	if err != nil {
+		return false, fmt.Errorf("cdc: read the drain state of slot %s: %w", slot, err)
+	}
+	return drained, nil
+}
+
+// setSlotDrained records (drained true) or clears (before the slot is created) the drain state.
+func (s *store) setSlotDrained(ctx context.Context, q querier, slot string, drained bool) error {
+	query := "INSERT INTO " + s.table.CDCSlots() + " (slot_name) VALUES ($1)" +
+		" ON CONFLICT (slot_name) DO UPDATE SET created_at = now(), drained_at = NULL"
+	if drained {
+		query = "INSERT INTO " + s.table.CDCSlots() + " (slot_name, drained_at) VALUES ($1, now())" +
+			" ON CONFLICT (slot_name) DO UPDATE SET drained_at = now()"
+	}
+	if _, err := q.ExecContext(ctx, query, slot); err != nil {
+		return fmt.Errorf("cdc: record the drain state of slot %s: %w", slot, err)
+	}
+	return nil
+}
