@@ -344,6 +344,12 @@ func (f *Forwarder) relayBatch(ctx context.Context, worker int) (int, error) {
 	if err != nil || len(leases) == 0 {
 		return 0, err
 	}
+	if f.txp != nil {
+		// Units are opened (and their last checkpoint cleaned up) as soon as they are leased,
+		// before anything is claimed: a takeover finishes the cleanup first, and no batch waits
+		// for a producer to be initialized.
+		f.openLeasedUnits(ctx, worker, leases)
+	}
 	partitions := make([]int, len(leases))
 	for i, l := range leases {
 		partitions[i] = l.partition

@@ -78,18 +78,12 @@ type unitOutcome struct {
 // the worker leases all of its partitions; the rows of a unit leased in part wait (the
 // heartbeat gives such partitions up, so that a relay can take the unit whole).
 func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases []lease, records []record) error {
-	f.closeUnitsNotIn(worker, leases)
-	unitLeases := map[int][]lease{}
-	for _, l := range leases {
-		u := l.partition % f.cfg.TransactionalUnits
-		unitLeases[u] = append(unitLeases[u], l)
-	}
+	unitLeases := f.wholeUnitLeases(leases)
 	byUnit := map[int][]record{}
 	for _, r := range records {
 		u := r.partition % f.cfg.TransactionalUnits
 		byUnit[u] = append(byUnit[u], r)
 	}
-	perUnit := outbox.Partitions / f.cfg.TransactionalUnits
 	publishCtx, cancelPublish := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.LeaseTTL)
 	started := time.Now()
 	type job struct {
@@ -99,8 +93,8 @@ func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases
 	}
 	var jobs []job
 	for u, recs := range byUnit {
-		if len(unitLeases[u]) == perUnit {
-			jobs = append(jobs, job{u, unitLeases[u], recs})
+		if ls, whole := unitLeases[u]; whole {
+			jobs = append(jobs, job{u, ls, recs})
 		}
 	}
 	outcomes := make([]unitOutcome, len(jobs))
@@ -148,6 +142,40 @@ func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases
 		return fmt.Errorf("exactly-once delivery: %v", errs)
 	}
 	return nil
+}
+
+// openLeasedUnits closes the worker's units it no longer leases whole and opens, in parallel,
+// those it leases whole that are not open. Failures are logged; the next batch tries again.
+func (f *Forwarder) openLeasedUnits(ctx context.Context, worker int, leases []lease) {
+	f.closeUnitsNotIn(worker, leases)
+	openCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.LeaseTTL)
+	defer cancel()
+	var wg sync.WaitGroup
+	for n, ls := range f.wholeUnitLeases(leases) {
+		if u := f.units.get(n); !u.open {
+			wg.Go(func() {
+				if _, err := f.openUnit(openCtx, n, ls, u); err != nil && ctx.Err() == nil {
+					f.log.Warn("opening a transactional unit failed; retrying at the next batch", "unit", f.unitName(n), "error", err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+}
+
+// wholeUnitLeases groups leases by unit, keeping the units leased whole.
+func (f *Forwarder) wholeUnitLeases(leases []lease) map[int][]lease {
+	byUnit := map[int][]lease{}
+	for _, l := range leases {
+		u := l.partition % f.cfg.TransactionalUnits
+		byUnit[u] = append(byUnit[u], l)
+	}
+	for u, ls := range byUnit {
+		if len(ls) != outbox.Partitions/f.cfg.TransactionalUnits {
+			delete(byUnit, u)
+		}
+	}
+	return byUnit
 }
 
 // closeUnit closes a unit: its next use opens it again, which recovers.

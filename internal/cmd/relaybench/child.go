@@ -42,6 +42,7 @@ func startChild(relay string, d database, name string, o options) (*child, error
 	}
 	cmd := exec.Command(self, "-role", relay, "-db", d.name, "-table", name, "-pg", o.pgDSN, "-mysql", o.mysqlDSN,
 		"-kafka", strings.Join(o.brokers, ","), "-workers", strconv.Itoa(o.workers), "-batch", strconv.Itoa(o.batch), "-batch-mib", strconv.FormatFloat(o.batchMiB, 'f', -1, 64),
+		"-units", strconv.Itoa(o.units),
 		"-compression", o.compress)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
@@ -162,7 +163,7 @@ func runRelay(role string, d database, name string, o options) error {
 		cfg := forwarder.Config{DB: db, Dialect: d.dialect, Table: name, Publisher: pub,
 			Workers: o.workers, BatchSize: o.batch, MaxBatchBytes: int64(o.batchMiB * (1 << 20)), Logger: logger, IsRetriable: kafka.Retriable}
 		if role == relayExactlyOnce {
-			cfg.Delivery, cfg.CheckpointTopic = forwarder.ExactlyOnce, name+"-checkpoints"
+			cfg.Delivery, cfg.CheckpointTopic, cfg.TransactionalUnits = forwarder.ExactlyOnce, name+"-checkpoints", o.units
 		}
 		if d.dialect == outbox.Postgres {
 			table, err := outbox.NewTable(outbox.Postgres, name)

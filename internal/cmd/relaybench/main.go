@@ -52,6 +52,7 @@ type options struct {
 	workers  int
 	batch    int
 	batchMiB float64
+	units    int
 	compress string
 	svg      string
 	command  string // the command line, printed with the results
@@ -86,6 +87,7 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 0, "outboxkit forwarder Workers (0: its default)")
 	flag.IntVar(&o.batch, "batch", 0, "outboxkit forwarder BatchSize (0: its default)")
 	flag.Float64Var(&o.batchMiB, "batch-mib", 0, "outboxkit forwarder MaxBatchBytes in MiB (0: its default)")
+	flag.IntVar(&o.units, "units", 0, "outboxkit-eo forwarder TransactionalUnits (0: its default)")
 	flag.StringVar(&o.compress, "compression", "", "Kafka compression for all relays (none, gzip, snappy, lz4, zstd; empty: brokers/kafka's default, lz4)")
 	flag.StringVar(&o.svg, "svg", "", "write an SVG plot of events/s against the number of keys to this file")
 	flag.Parse()
