@@ -2,14 +2,17 @@ package forwarder_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -195,3 +198,37 @@ func TestCDCSlotDroppedWhileRunning(t *testing.T) {
 	}
 	t.Logf("%d events after the slot was dropped mid-stream, %d duplicates", len(got)-dups, dups)
 }
+
+// TestCDCConfigErrorsNameTheField: the cdc source's settings are checked before anything runs.
+func TestCDCConfigErrorsNameTheField(t *testing.T) {
+	base := forwarder.Config{DB: &sql.DB{}, Dialect: outbox.Postgres, Publisher: nopPublisher{}}
+	for _, c := range []struct {
+		edit func(*forwarder.Config)
+		want string
+	}{
+		{func(c *forwarder.Config) { c.Source = "wal" }, `Source "wal" is not one of polling, cdc`},
+		{func(c *forwarder.Config) { c.Source = forwarder.SourceCDC }, "CDC.DSN is required"},
+		{func(c *forwarder.Config) { c.Source, c.Dialect = forwarder.SourceCDC, outbox.MySQL }, `needs the postgres dialect, got "mysql"`},
+		{func(c *forwarder.Config) {
+			c.Source, c.CDC.DSN = forwarder.SourceCDC, "postgres://u:secret@host:notaport/db"
+		}, "CDC.DSN is not a valid PostgreSQL connection string"},
+		{func(c *forwarder.Config) {
+			c.Source, c.CDC.DSN, c.Delivery = forwarder.SourceCDC, "postgres://h/db", forwarder.ExactlyOnce
+		}, "does not support Delivery exactly_once"},
+	} {
+		cfg := base
+		c.edit(&cfg)
+		_, err := forwarder.New(cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("got %v, want an error containing %q", err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("the error shows the DSN's password: %v", err)
+		}
+	}
+}
+
+type nopPublisher struct{}
+
+func (nopPublisher) Publish(string, ...*message.Message) error { return nil }
+func (nopPublisher) Close() error                             { return nil }

@@ -148,12 +148,7 @@ func (c *Config) setDefaults() {
 		c.RelayID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
 	}
 	if c.LeaseGroup == "" {
-		c.LeaseGroup = "default"
-		if len(c.Tenants) > 0 {
-			tenants := append([]string(nil), c.Tenants...)
-			sort.Strings(tenants)
-			c.LeaseGroup = "tenants:" + strings.Join(tenants, ",")
-		}
+		c.LeaseGroup = DefaultLeaseGroup(c.Tenants)
 	}
 	setDefault(&c.Delivery, AtLeastOnce)
 	setDefault(&c.CheckpointTopic, DefaultCheckpointTopic)
@@ -184,6 +179,17 @@ func (c *Config) setDefaults() {
 	// Wrapped here, once, so that every publish call of every path (batches, isolation,
 	// dead letters) is traced; a nil TracerProvider leaves the publisher as it is.
 	c.Publisher = tracePublisher(c.Publisher, c.TracerProvider, c.MessagingSystem, c.DeadLetterTopic)
+}
+
+// DefaultLeaseGroup is Config.LeaseGroup's default for forwarders of the given tenants:
+// "default", or "tenants:<sorted tenant list>".
+func DefaultLeaseGroup(tenants []string) string {
+	if len(tenants) == 0 {
+		return "default"
+	}
+	sorted := append([]string(nil), tenants...)
+	sort.Strings(sorted)
+	return "tenants:" + strings.Join(sorted, ",")
 }
 
 func setDefault[T comparable](field *T, value T) {

@@ -127,6 +127,6 @@ Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.`,
 	root.PersistentFlags().StringVarP(&a.configPath, "config", "c", "outboxkit.yaml",
 		"path of the YAML configuration file (database, forwarder, http, log and broker sections)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
-	root.AddCommand(a.relayCommand(), a.migrateCommand(), a.statusCommand(), a.deadLettersCommand())
+	root.AddCommand(a.relayCommand(), a.migrateCommand(), a.statusCommand(), a.deadLettersCommand(), a.cdcCommand())
 	return root
 }

@@ -140,7 +140,10 @@ func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate b
 	if b := brokers.Broker(); b == brokerconfig.BrokerKafka || b == brokerconfig.BrokerKFake {
 		fcfg.IsRetriable = kafka.Retriable
 	}
-	if cfg.Database.Dialect == outbox.Postgres {
+	switch {
+	case fcfg.Source == forwarder.SourceCDC:
+		fcfg.CDC.DSN = cfg.Database.DSN // the stream wakes the relay: no LISTEN
+	case cfg.Database.Dialect == outbox.Postgres:
 		fcfg.Wakeups = forwarder.ListenPostgres(ctx, cfg.Database.DSN, table, logger)
 	}
 	fwd, err := forwarder.New(fcfg)

@@ -67,14 +67,24 @@ func (a *app) statusCommand() *cobra.Command {
   DEAD        dead-lettered events waiting for an operator (see dead-letters)
   OLDEST      age of the oldest pending event ("-" when none)
 
-Published rows kept for forwarder.retention are not counted.`,
+Published rows kept for forwarder.retention are not counted.
+
+On PostgreSQL, a line per replication slot of the cdc source follows (the slot of the
+configured lease group is listed as MISSING when forwarder.source is cdc and it does not
+exist): whether a relay streams it, its wal_status ("lost": invalidated by
+max_slot_wal_keep_size), the WAL it pins (LAG) and whether the table was drained into it.
+--json prints the topics only.`,
 		Example: `  outboxkit status --config outboxkit.yaml
   outboxkit status --config outboxkit.yaml --json | jq '.[] | select(.dead > 0)'`,
 		Args: cobra.NoArgs,
 		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), adminTimeout)
 			defer cancel()
-			admin, db, err := a.openAdmin(ctx)
+			cfg, err := a.loadConfig(false)
+			if err != nil {
+				return err
+			}
+			admin, db, err := openAdminFor(ctx, cfg)
 			if err != nil {
 				return err
 			}
@@ -82,6 +92,17 @@ Published rows kept for forwarder.retention are not counted.`,
 			topics, err := admin.Status(ctx)
 			if err != nil {
 				return withMigrateHint(fmt.Errorf("status: %w", err))
+			}
+			var groups []string
+			if forwarder.Source(cfg.Forwarder.Source) == forwarder.SourceCDC {
+				groups = append(groups, cfg.Forwarder.LeaseGroup)
+				if groups[0] == "" {
+					groups[0] = forwarder.DefaultLeaseGroup(cfg.Forwarder.Tenants)
+				}
+			}
+			slots, err := admin.Slots(ctx, groups...)
+			if err != nil {
+				return fmt.Errorf("status: %w", err)
 			}
 			now := time.Now()
 			if asJSON {
@@ -101,7 +122,7 @@ Published rows kept for forwarder.retention are not counted.`,
 			}
 			if len(topics) == 0 {
 				fmt.Fprintln(a.stdout, "the outbox is empty: nothing pending, nothing dead")
-				return nil
+				return printSlots(a.stdout, slots)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "TOPIC\tPENDING\tRETRYING\tDEAD\tOLDEST")
@@ -112,7 +133,10 @@ Published rows kept for forwarder.retention are not counted.`,
 				}
 				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", t.Topic, t.Pending, t.Retrying, t.Dead, age)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			return printSlots(a.stdout, slots)
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false,

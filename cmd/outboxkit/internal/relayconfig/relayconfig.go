@@ -31,6 +31,8 @@ const (
 	EnvDatabaseTable   = "OUTBOXKIT_DATABASE_TABLE"
 	// EnvForwarderDelivery overrides forwarder.delivery.
 	EnvForwarderDelivery = "OUTBOXKIT_FORWARDER_DELIVERY"
+	// EnvForwarderSource overrides forwarder.source.
+	EnvForwarderSource = "OUTBOXKIT_FORWARDER_SOURCE"
 )
 
 // DefaultListen is the default address of the relay's /metrics and /healthz endpoints.
@@ -60,6 +62,9 @@ type Database struct {
 // Forwarder is the forwarder section. Zero values keep the forwarder's defaults (see
 // forwarder.Config); Apply copies the set ones.
 type Forwarder struct {
+	// Source is polling (the default) or cdc (PostgreSQL logical replication on the database
+	// DSN; see docs/cdc.md).
+	Source string
 	// Delivery is at_least_once (the default) or exactly_once (broker kafka only; see
 	// docs/exactly-once.md).
 	Delivery              string
@@ -174,6 +179,7 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), opts Options) (Co
 					{key: "min_poll_interval", target: &f.MinPollInterval, positive: true},
 					{key: "max_poll_interval", target: &f.MaxPollInterval, positive: true},
 					{key: "delivery", target: &f.Delivery},
+					{key: "source", target: &f.Source},
 					{key: "checkpoint_topic", target: &f.CheckpointTopic},
 					{key: "transactional_id_prefix", target: &f.TransactionalIDPrefix},
 				})
@@ -208,6 +214,9 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), opts Options) (Co
 	if lookupEnv != nil {
 		if v, ok := lookupEnv(EnvForwarderDelivery); ok {
 			cfg.Forwarder.Delivery = strings.TrimSpace(v)
+		}
+		if v, ok := lookupEnv(EnvForwarderSource); ok {
+			cfg.Forwarder.Source = strings.TrimSpace(v)
 		}
 	}
 	if err := cfg.validate(); err != nil {
@@ -386,6 +395,9 @@ func (c *Config) validate() error {
 	if err := c.Forwarder.validate(); err != nil {
 		return err
 	}
+	if forwarder.Source(c.Forwarder.Source) == forwarder.SourceCDC && d.Dialect != outbox.Postgres {
+		return fmt.Errorf("forwarder.source: %s needs database.dialect postgres, not %s", c.Forwarder.Source, d.Dialect)
+	}
 	if c.HTTP.Listen != "" {
 		if _, port, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
 			return fmt.Errorf("http.listen: %q is not a host:port address (use \"\" to disable the endpoint)", c.HTTP.Listen)
@@ -408,6 +420,15 @@ const (
 )
 
 func (f *Forwarder) validate() error {
+	switch forwarder.Source(f.Source) {
+	case "", forwarder.SourcePolling, forwarder.SourceCDC:
+	default:
+		return fmt.Errorf("forwarder.source: unknown value %q (allowed: %s, %s; or set %s)",
+			f.Source, forwarder.SourcePolling, forwarder.SourceCDC, EnvForwarderSource)
+	}
+	if forwarder.Source(f.Source) == forwarder.SourceCDC && forwarder.Delivery(f.Delivery) == forwarder.ExactlyOnce {
+		return fmt.Errorf("forwarder.source: %s does not support forwarder.delivery %s yet (docs/cdc.md)", f.Source, f.Delivery)
+	}
 	switch forwarder.Delivery(f.Delivery) {
 	case "", forwarder.AtLeastOnce, forwarder.ExactlyOnce:
 	default:
@@ -483,6 +504,7 @@ func or(v, def time.Duration) time.Duration {
 // Apply copies the set fields of the section into c, leaving the forwarder's defaults for the
 // others.
 func (f Forwarder) Apply(c *forwarder.Config) {
+	c.Source = forwarder.Source(f.Source)
 	c.Delivery = forwarder.Delivery(f.Delivery)
 	c.CheckpointTopic = f.CheckpointTopic
 	c.TransactionalIDPrefix = f.TransactionalIDPrefix

@@ -375,3 +375,31 @@ func TestParseDelivery(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSource(t *testing.T) {
+	base := "database:\n  dialect: postgres\n  dsn: postgres://x\n"
+	cfg, err := Parse([]byte(base+"forwarder:\n  source: cdc\n"), nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fc forwarder.Config
+	cfg.Forwarder.Apply(&fc)
+	if fc.Source != forwarder.SourceCDC {
+		t.Errorf("Apply: source %q, want cdc", fc.Source)
+	}
+	env := map[string]string{EnvForwarderSource: " polling "}
+	cfg, err = Parse([]byte(base+"forwarder:\n  source: cdc\n"), func(k string) (string, bool) { v, ok := env[k]; return v, ok }, Options{})
+	if err != nil || cfg.Forwarder.Source != "polling" {
+		t.Errorf("%s override: source %q, error %v", EnvForwarderSource, cfg.Forwarder.Source, err)
+	}
+	for _, c := range []struct{ doc, want string }{
+		{base + "forwarder:\n  source: wal\n", `forwarder.source: unknown value "wal" (allowed: polling, cdc; or set OUTBOXKIT_FORWARDER_SOURCE)`},
+		{"database:\n  dialect: mysql\n  dsn: u:p@tcp(h)/db\nforwarder:\n  source: cdc\n", `forwarder.source: cdc needs database.dialect postgres, not mysql`},
+		{base + "forwarder:\n  source: cdc\n  delivery: exactly_once\n", `forwarder.source: cdc does not support forwarder.delivery exactly_once yet`},
+	} {
+		_, err := Parse([]byte(c.doc), nil, Options{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: got error %v, want it to contain %q", c.doc, err, c.want)
+		}
+	}
+}

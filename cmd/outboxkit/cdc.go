@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/outboxkit/outboxkit/forwarder"
+)
+
+// printSlots prints the status lines of the cdc replication slots, if any.
+func printSlots(w io.Writer, slots []forwarder.SlotStatus) error {
+	if len(slots) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SLOT\tSTATE\tWAL_STATUS\tLAG\tDRAINED")
+	for _, s := range slots {
+		switch {
+		case s.Missing:
+			fmt.Fprintf(tw, "%s\tMISSING (not created yet, or lost: the relay recreates it and drains the table)\t-\t-\t-\n", s.Name)
+			continue
+		case s.WALStatus == "lost":
+			fmt.Fprintf(tw, "%s\tLOST (invalidated; the relay drops, recreates it and drains the table)\tlost\t-\t%v\n", s.Name, s.Drained)
+			continue
+		}
+		state := "idle (no relay streams it)"
+		if s.Active {
+			state = fmt.Sprintf("streaming (walsender PID %d)", s.ActivePID)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\n", s.Name, state, s.WALStatus, formatBytes(s.LagBytes), s.Drained)
+	}
+	return tw.Flush()
+}
+
+// formatBytes prints a byte count for humans: 512 B, 3.2 MiB.
+func formatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func (a *app) cdcCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cdc",
+		Short: "Operate the cdc source's replication slots (PostgreSQL)",
+		Args:  cobra.NoArgs,
+	}
+	cmd.AddCommand(a.dropSlotCommand())
+	return cmd
+}
+
+func (a *app) dropSlotCommand() *cobra.Command {
+	var (
+		group          string
+		yes, terminate bool
+	)
+	cmd := &cobra.Command{
+		Use:   "drop-slot",
+		Short: "Drop the replication slot of a lease group (asks first)",
+		Long: `drop-slot drops the logical replication slot the cdc source streams for a lease group
+(forwarder.lease_group, or the default group of forwarder.tenants), after asking on the
+terminal unless --yes is given.
+
+No event is lost: the outbox table is the source of truth. The next relay recreates the slot
+and drains the table first (in seq order). Drop a slot to release the WAL it pins (an
+abandoned lease group, or a switch back to forwarder.source polling). A slot being streamed
+is refused unless --terminate: its walsender is then terminated first.`,
+		Example: `  outboxkit cdc drop-slot --config outboxkit.yaml
+  outboxkit cdc drop-slot --config outboxkit.yaml --lease-group tenants:a,b --yes`,
+		Args: cobra.NoArgs,
+		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), adminTimeout)
+			defer cancel()
+			cfg, err := a.loadConfig(false)
+			if err != nil {
+				return err
+			}
+			if group == "" {
+				group = cfg.Forwarder.LeaseGroup
+			}
+			if group == "" {
+				group = forwarder.DefaultLeaseGroup(cfg.Forwarder.Tenants)
+			}
+			admin, db, err := openAdminFor(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			slots, err := admin.Slots(ctx, group)
+			if err != nil {
+				return err
+			}
+			var slot forwarder.SlotStatus
+			for _, s := range slots {
+				if s.LeaseGroup == group {
+					slot = s
+				}
+			}
+			if slot.Missing {
+				return fmt.Errorf("cdc drop-slot: lease group %q of table %s has no replication slot (%s)", group, cfg.Database.Table, slot.Name)
+			}
+			if !yes {
+				fmt.Fprintf(a.stdout, "Drop replication slot %s of table %s, lease group %q (it pins %s of WAL)? "+
+					"The next relay drains the table instead. [y/N] ", slot.Name, cfg.Database.Table, group, formatBytes(slot.LagBytes))
+				answer, _ := bufio.NewReader(a.stdin).ReadString('\n')
+				if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+					return usageErr(errors.New("cdc drop-slot: not confirmed, nothing dropped"))
+				}
+			}
+			name, err := admin.DropSlot(ctx, group, terminate)
+			if err != nil {
+				if errors.Is(err, forwarder.ErrSlotActive) {
+					return usageErr(fmt.Errorf("cdc drop-slot: %w; add --terminate to end it", err))
+				}
+				return fmt.Errorf("cdc drop-slot: %w", err)
+			}
+			fmt.Fprintf(a.stdout, "dropped replication slot %s\n", name)
+			return nil
+		}),
+	}
+	cmd.Flags().StringVar(&group, "lease-group", "", "the lease group whose slot to drop (default: the configuration's)")
+	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
+	cmd.Flags().BoolVar(&terminate, "terminate", false, "terminate the walsender of a slot being streamed first")
+	return cmd
+}

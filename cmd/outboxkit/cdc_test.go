@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// cliWithInput is cli with stdin and extra environment entries.
+func cliWithInput(t *testing.T, dir, stdin string, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Dir = dir
+	cmd.Env = cleanEnv(env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	res := result{stdout: stdout.String(), stderr: stderr.String()}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		res.code = exit.ExitCode()
+	default:
+		t.Fatalf("running outboxkit %v: %v", args, err)
+	}
+	return res
+}
+
+// `outboxkit relay` with forwarder.source cdc (set through OUTBOXKIT_FORWARDER_SOURCE) streams
+// the table into Kafka; `status` shows the slot; `cdc drop-slot` asks first, refuses a slot
+// being streamed without --terminate, and drops it with it; the relay says so, recreates the
+// slot, and events keep flowing.
+func TestRelayCDC(t *testing.T) {
+	t.Parallel()
+	db := testsupport.OpenPostgres(t)
+	dsn := testsupport.PostgresDSN(t)
+	brokers := testsupport.KafkaBrokers(t)
+	table := testsupport.UniqueName("cli_cdc")
+	topic := testsupport.UniqueName("cli.cdc")
+	dropTables(t, db, table)
+	tbl, err := outbox.NewTable(outbox.Postgres, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot, err := tbl.Slot("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = db.Exec("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL", slot)
+		time.Sleep(200 * time.Millisecond)
+		_, _ = db.Exec("SELECT pg_drop_replication_slot($1)", slot)
+		_, _ = db.Exec("DROP PUBLICATION IF EXISTS " + tbl.Publication())
+		_, _ = db.Exec("DROP TABLE IF EXISTS " + tbl.CDCSlots())
+	})
+	dir := writeConfig(t, pgConfig(dsn, table, fmt.Sprintf("broker: kafka\nkafka:\n  brokers: [%s]\n", strings.Join(brokers, ", "))))
+	env := []string{"OUTBOXKIT_FORWARDER_SOURCE=cdc"}
+	p := startRelayWithEnv(t, dir, env, "--migrate")
+	p.waitLog(t, "cdc: streaming")
+	ids := writeEvents(t, db, table, topic, 5)
+	consume(t, brokers, topic, ids)
+
+	res := cliWithInput(t, dir, "", env, "status")
+	if res.code != 0 || !strings.Contains(grepLines(res.stdout, slot), "streaming (walsender PID") {
+		t.Fatalf("status lacks the streaming slot %s: %s", slot, res)
+	}
+	if res = cliWithInput(t, dir, "n\n", env, "cdc", "drop-slot"); res.code == 0 || !strings.Contains(res.stderr, "not confirmed") {
+		t.Fatalf("drop-slot answered no: %s", res)
+	}
+	if res = cliWithInput(t, dir, "", env, "cdc", "drop-slot", "--yes"); res.code == 0 || !strings.Contains(res.stderr, "--terminate") {
+		t.Fatalf("drop-slot of a streamed slot without --terminate: %s", res)
+	}
+	if res = cliWithInput(t, dir, "y\n", env, "cdc", "drop-slot", "--terminate"); res.code != 0 || !strings.Contains(res.stdout, "dropped replication slot "+slot) {
+		t.Fatalf("drop-slot --terminate: %s", res)
+	}
+	p.waitLog(t, "cdc: the replication slot is gone (dropped while in use): recreating it; "+
+		"the events it missed are in the table and are drained from there")
+	ids = append(ids, writeEvents(t, db, table, topic, 4)...)
+	consume(t, brokers, topic, ids)
+	if code := p.stop(t); code != 0 {
+		t.Fatalf("relay exited with %d after SIGTERM; its log:\n%s", code, p.log())
+	}
+	res = cliWithInput(t, dir, "", env, "status")
+	if res.code != 0 || !strings.Contains(grepLines(res.stdout, slot), "idle (no relay streams it)") {
+		t.Fatalf("status after the relay stopped: %s", res)
+	}
+}

@@ -1,0 +1,145 @@
+package forwarder
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// SlotStatus is one replication slot of the cdc source, as PostgreSQL reports it.
+type SlotStatus struct {
+	// Name of the slot (outbox.Table.Slot of its lease group).
+	Name string
+	// LeaseGroup is the group the slot belongs to when it is the one asked about ("" otherwise).
+	LeaseGroup string
+	// Missing is true when the slot of the lease group asked about does not exist: not created
+	// yet, or lost (the relay recreates it and drains the table).
+	Missing bool
+	// Active is true while a relay streams it; ActivePID is its walsender.
+	Active    bool
+	ActivePID int
+	// WALStatus is reserved, extended, unreserved or lost (invalidated by max_slot_wal_keep_size).
+	WALStatus string
+	// LagBytes is the WAL between the server's current position and the slot's confirmed one:
+	// what the slot pins on disk.
+	LagBytes int64
+	// Drained is false while the rows committed before the slot existed still have to be drained.
+	Drained bool
+}
+
+// Slots returns the cdc replication slots of the table (PostgreSQL; nil on other dialects).
+// The slot of each of leaseGroups is listed even when it does not exist (Missing).
+func (a *Admin) Slots(ctx context.Context, leaseGroups ...string) ([]SlotStatus, error) {
+	if a.store.dialect != outbox.Postgres {
+		return nil, nil
+	}
+	table := a.store.table
+	prefix, err := slotPrefix(table)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := a.db.QueryContext(ctx, "SELECT slot_name, active, COALESCE(active_pid, 0), COALESCE(wal_status, ''),"+
+		" COALESCE(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint FROM pg_replication_slots"+
+		" WHERE slot_name LIKE $1 || '%' ORDER BY slot_name", prefix)
+	if err != nil {
+		return nil, fmt.Errorf("forwarder: read the replication slots of %s: %w", table, err)
+	}
+	defer rows.Close()
+	var out []SlotStatus
+	for rows.Next() {
+		var s SlotStatus
+		if err := rows.Scan(&s.Name, &s.Active, &s.ActivePID, &s.WALStatus, &s.LagBytes); err != nil {
+			return nil, fmt.Errorf("forwarder: read the replication slots of %s: %w", table, err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("forwarder: read the replication slots of %s: %w", table, err)
+	}
+	for i := range out {
+		if out[i].Drained, err = a.store.slotDrained(ctx, a.db, out[i].Name); err != nil {
+			return nil, err
+		}
+	}
+	for _, g := range leaseGroups {
+		name, err := table.Slot(g)
+		if err != nil {
+			return nil, fmt.Errorf("forwarder: %w", err)
+		}
+		found := false
+		for i := range out {
+			if out[i].Name == name {
+				out[i].LeaseGroup, found = g, true
+			}
+		}
+		if !found {
+			out = append(out, SlotStatus{Name: name, LeaseGroup: g, Missing: true})
+		}
+	}
+	return out, nil
+}
+
+// slotPrefix is the common beginning of the table's slot names ("obk_<table>_").
+func slotPrefix(table outbox.Table) (string, error) {
+	name, err := table.Slot("")
+	if err != nil {
+		return "", fmt.Errorf("forwarder: %w", err)
+	}
+	return name[:strings.LastIndexByte(name, '_')+1], nil
+}
+
+// ErrSlotActive is returned by DropSlot for a slot a relay streams, unless asked to terminate it.
+var ErrSlotActive = errors.New("the replication slot is being streamed")
+
+// DropSlot drops the replication slot of leaseGroup. A slot being streamed is refused with
+// ErrSlotActive unless terminate is set: then its walsender is terminated first (the relay
+// reconnects, finds the slot gone, recreates it and drains the table). Dropping a slot loses
+// no event (the table is the source of truth) but the next relay drains the whole backlog
+// from the table, in seq order.
+func (a *Admin) DropSlot(ctx context.Context, leaseGroup string, terminate bool) (string, error) {
+	if a.store.dialect != outbox.Postgres {
+		return "", fmt.Errorf("forwarder: replication slots need the postgres dialect, the table is %s", a.store.dialect)
+	}
+	name, err := a.store.table.Slot(leaseGroup)
+	if err != nil {
+		return "", fmt.Errorf("forwarder: %w", err)
+	}
+	st, err := readSlot(ctx, a.db, name)
+	if err != nil {
+		return name, err
+	}
+	if !st.exists {
+		return name, fmt.Errorf("forwarder: replication slot %s (lease group %q) does not exist", name, leaseGroup)
+	}
+	if st.activePID != 0 && !terminate {
+		return name, fmt.Errorf("forwarder: slot %s: %w by PID %d (stop the relays, or terminate it)", name, ErrSlotActive, st.activePID)
+	}
+	// A streaming relay reconnects at once: terminate and drop until the drop wins.
+	for attempt := 0; ; attempt++ {
+		if terminate {
+			if _, err := terminateWalsender(ctx, a.db, name); err != nil {
+				return name, err
+			}
+		}
+		err := dropSlot(ctx, a.db, name)
+		if err == nil {
+			break
+		}
+		if pgCode(err) != pgObjectInUse || attempt == 100 {
+			return name, err
+		}
+		if !sleep(ctx, 10*time.Millisecond) {
+			return name, ctx.Err()
+		}
+	}
+	if _, err := a.db.ExecContext(ctx, "DELETE FROM "+a.store.table.CDCSlots()+" WHERE slot_name = $1", name); err != nil &&
+		!errors.Is(err, sql.ErrNoRows) {
+		return name, fmt.Errorf("forwarder: forget the drain state of slot %s: %w", name, err)
+	}
+	return name, nil
+}
