@@ -231,4 +231,4 @@ func TestCDCConfigErrorsNameTheField(t *testing.T) {
 type nopPublisher struct{}
 
 func (nopPublisher) Publish(string, ...*message.Message) error { return nil }
-func (nopPublisher) Close() error                             { return nil }
+func (nopPublisher) Close() error                              { return nil }
