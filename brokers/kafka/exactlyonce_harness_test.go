@@ -37,6 +37,8 @@ type eoHarness struct {
 	brokers    []string
 	topic      string
 	checkpoint string
+	// maxBytes, when set, is the relays' Kafka MessageMaxBytes.
+	maxBytes int
 }
 
 func newEOHarness(t testing.TB) *eoHarness {
@@ -115,7 +117,7 @@ func (h *eoHarness) startRelay(id string, wrap func(*Publisher) forwarder.Transa
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	pub, err := NewPublisher(Config{Brokers: h.brokers}, nil)
+	pub, err := NewPublisher(Config{Brokers: h.brokers, MessageMaxBytes: h.maxBytes}, nil)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -126,7 +128,8 @@ func (h *eoHarness) startRelay(id string, wrap func(*Publisher) forwarder.Transa
 	}
 	f, err := forwarder.New(forwarder.Config{
 		DB: db, Dialect: outbox.Postgres, Table: h.writer.Table().Events(), Publisher: tp, RelayID: id,
-		Delivery: forwarder.ExactlyOnce, CheckpointTopic: h.checkpoint, Metrics: reg,
+		Delivery: forwarder.ExactlyOnce, CheckpointTopic: h.checkpoint, Metrics: reg, DeadLetterTopic: h.topic + "-dlq",
+		IsRetriable: Retriable,
 		LeaseTTL: 2 * time.Second, HeartbeatInterval: 200 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond,
 		InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, BatchSize: 200,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("relay", id),

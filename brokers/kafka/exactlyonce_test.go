@@ -1,12 +1,17 @@
 package kafka
 
 import (
+	"bytes"
+	"context"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/outbox"
 )
 
 func eoKeys(n int) []string {
@@ -204,4 +209,123 @@ func (r *relay) counter(name string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestExactlyOnceRelaysLeaseWholeUnits: three relays share the partitions a whole unit at a
+// time (a unit's partitions have one owner, so one transactional producer), and the events
+// still arrive exactly once.
+func TestExactlyOnceRelaysLeaseWholeUnits(t *testing.T) {
+	h := newEOHarness(t)
+	keys := eoKeys(30)
+	var relays []*relay
+	for _, id := range []string{"eo-1", "eo-2", "eo-3"} {
+		relays = append(relays, h.startRelay(id, nil))
+	}
+	h.write(keys, 0, 20)
+	h.waitDrained(60 * time.Second)
+	// Let the heartbeats settle the shares, then check the lease rows.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		owners, split := h.unitOwners()
+		if len(split) == 0 && len(owners) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20 s: units owned in part by several relays: %v; relays owning units: %v", split, owners)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	h.write(keys, 20, 10)
+	h.waitDrained(60 * time.Second)
+	for _, r := range relays {
+		r.stop()
+	}
+	checkExactlyOnce(t, h.readAll(h.topic, true, len(keys)*30, 60*time.Second), keys, 30)
+}
+
+// unitOwners reads the lease rows and returns the relays owning whole units and the units whose
+// partitions have more than one owner (or some none).
+func (h *eoHarness) unitOwners() (owners map[string]int, split []int) {
+	rows, err := h.db.Query("SELECT partition_no, COALESCE(owner, '') FROM " + h.writer.Table().Leases() + " WHERE lease_group = 'default'")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer rows.Close()
+	byUnit := map[int]map[string]bool{}
+	for rows.Next() {
+		var p int
+		var owner string
+		if err := rows.Scan(&p, &owner); err != nil {
+			h.t.Fatal(err)
+		}
+		if byUnit[p%8] == nil {
+			byUnit[p%8] = map[string]bool{}
+		}
+		byUnit[p%8][owner] = true
+	}
+	owners = map[string]int{}
+	for u, set := range byUnit {
+		if len(set) != 1 || set[""] {
+			split = append(split, u)
+			continue
+		}
+		for o := range set {
+			owners[o]++
+		}
+	}
+	return owners, split
+}
+
+// TestExactlyOncePoisonEvent: an event the client refuses (larger than MessageMaxBytes) is
+// dead-lettered in the unit's next transaction, once; its key waits behind it (the dead row, as
+// with at-least-once delivery); every other key is delivered exactly once.
+func TestExactlyOncePoisonEvent(t *testing.T) {
+	h := newEOHarness(t)
+	h.maxBytes = 64 << 10
+	keys := eoKeys(10)
+	h.write(keys, 0, 5)
+	poison := outbox.Event{ID: uuid.Must(uuid.NewV7()), Topic: h.topic, AggregateType: "order", AggregateID: keys[0],
+		EventType: "OrderChanged", Payload: bytes.Repeat([]byte("x"), 100<<10)}
+	tx, err := h.db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.writer.WriteTx(context.Background(), tx, poison); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	h.write(keys, 5, 5)
+	r := h.startRelay("eo-poison", nil)
+	deadline := time.Now().Add(60 * time.Second)
+	for h.pendingRows() > 5 { // the poison key's 5 later events stay behind the dead row
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rows pending after 60 s, want 5", h.pendingRows())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	r.stop()
+	var dead int
+	if err := h.db.QueryRow("SELECT count(*) FROM "+h.writer.Table().Events()+" WHERE status = 2 AND event_id = $1", poison.ID).Scan(&dead); err != nil {
+		t.Fatal(err)
+	}
+	if dead != 1 {
+		t.Errorf("the poison row is not dead (%d dead rows with its id)", dead)
+	}
+	dlq := h.readAll(h.topic+"-dlq", true, 1, 30*time.Second)
+	if len(dlq) != 1 || dlq[0].id != poison.ID.String() {
+		t.Errorf("dead-letter topic: %d records %v, want the poison event once", len(dlq), dlq)
+	}
+	got := h.readAll(h.topic, true, 5+len(keys[1:])*10, 60*time.Second)
+	var first []consumed
+	for _, c := range got {
+		if c.key == keys[0] && c.n >= 5 {
+			t.Errorf("event %d of the poison key was delivered past its dead event", c.n)
+		}
+		if c.key != keys[0] {
+			first = append(first, c)
+		}
+	}
+	checkExactlyOnce(t, first, keys[1:], 10)
 }
