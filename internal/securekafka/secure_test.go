@@ -30,7 +30,7 @@ func TestRelayOverSASLSSL(t *testing.T) {
 	if err != nil {
 		t.Fatalf("publisher with the right credentials: %v", err)
 	}
-	defer pub.Close()
+	t.Cleanup(func() { _ = pub.Close() }) // after the forwarder stops (RunForwarder's cleanup runs first)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	outboxtest.RunForwarder(t, ctx, forwarder.Config{

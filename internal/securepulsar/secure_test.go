@@ -51,7 +51,7 @@ func TestRelayOverTLSWithToken(t *testing.T) {
 	if err != nil {
 		t.Fatalf("publisher with the right token: %v", err)
 	}
-	defer pub.Close()
+	t.Cleanup(func() { _ = pub.Close() }) // after the forwarder stops (RunForwarder's cleanup runs first)
 	outboxtest.RunForwarder(t, ctx, forwarder.Config{DB: db, Dialect: outbox.Postgres, Table: table, Publisher: pub})
 	outboxtest.ExpectEvents(t, ctx, msgs, want, pulsar.DefaultKeyMetadata)
 	// The row of the last event may still be deleted after its message arrived: bounded wait.
