@@ -152,7 +152,7 @@ func (c *Config) setDefaults() {
 	}
 	setDefault(&c.Delivery, AtLeastOnce)
 	setDefault(&c.CheckpointTopic, DefaultCheckpointTopic)
-	setDefault(&c.TransactionalUnits, 8)
+	setDefault(&c.TransactionalUnits, defaultTransactionalUnits)
 	setDefault(&c.TransactionalIDPrefix, defaultTransactionalIDPrefix(c.Table, c.LeaseGroup))
 	setDefault(&c.BatchSize, 1000)
 	setDefault(&c.MaxBatchBytes, 1<<20)

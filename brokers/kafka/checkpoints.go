@@ -79,6 +79,28 @@ func (p *Publisher) ensureCheckpointTopic(ctx context.Context, topic string) (in
 	return n, nil
 }
 
+// LastCheckpoint returns the last checkpoint unit committed to checkpointTopic (at partition
+// slot modulo its partitions), or nil, without opening the unit: its owner is not fenced. It
+// implements the forwarder's CheckpointReader (outboxkit status). A missing topic has no
+// checkpoint.
+func (p *Publisher) LastCheckpoint(ctx context.Context, unit, checkpointTopic string, slot int) ([]byte, error) {
+	topics, err := kadm.NewClient(p.client).ListTopics(ctx, checkpointTopic)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: cannot describe the checkpoint topic %q: %w", checkpointTopic, err)
+	}
+	detail, ok := topics[checkpointTopic]
+	if !ok || errors.Is(detail.Err, kerr.UnknownTopicOrPartition) {
+		return nil, nil
+	}
+	if detail.Err != nil {
+		return nil, fmt.Errorf("kafka: cannot describe the checkpoint topic %q: %w", checkpointTopic, detail.Err)
+	}
+	if len(detail.Partitions) == 0 {
+		return nil, nil
+	}
+	return p.lastCheckpoint(ctx, checkpointTopic, int32(slot)%int32(len(detail.Partitions)), unit)
+}
+
 // lastCheckpoint returns the value of the last committed record keyed unit in the partition of
 // the checkpoint topic, or nil. It reads read_committed, backwards from the partition's last
 // stable offset in growing windows, keeping the transaction markers so that it knows when it

@@ -27,7 +27,10 @@ import (
 // in this process, each with its own database pool behind a proxy that can pause it (a relay
 // whose connections stall, as a SIGSTOPped process's do) and its own Publisher.
 
-var _ forwarder.TransactionalPublisher = (*Publisher)(nil)
+var (
+	_ forwarder.TransactionalPublisher = (*Publisher)(nil)
+	_ forwarder.CheckpointReader       = (*Publisher)(nil)
+)
 
 type eoHarness struct {
 	t          testing.TB
@@ -130,7 +133,7 @@ func (h *eoHarness) startRelay(id string, wrap func(*Publisher) forwarder.Transa
 		DB: db, Dialect: outbox.Postgres, Table: h.writer.Table().Events(), Publisher: tp, RelayID: id,
 		Delivery: forwarder.ExactlyOnce, CheckpointTopic: h.checkpoint, Metrics: reg, DeadLetterTopic: h.topic + "-dlq",
 		IsRetriable: Retriable,
-		LeaseTTL: 2 * time.Second, HeartbeatInterval: 200 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond,
+		LeaseTTL:    2 * time.Second, HeartbeatInterval: 200 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond,
 		InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, BatchSize: 200,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("relay", id),
 	})

@@ -73,6 +73,9 @@ On PostgreSQL, a line per replication slot of the cdc source follows (the slot o
 configured lease group is listed as MISSING when forwarder.source is cdc and it does not
 exist): whether a relay streams it, its wal_status ("lost": invalidated by
 max_slot_wal_keep_size), the WAL it pins (LAG) and whether the table was drained into it.
+
+With forwarder.delivery exactly_once, the transactional units follow (read from the broker):
+each unit's owner and its last committed checkpoint (transaction, relay, time, rows).
 --json prints the topics only.`,
 		Example: `  outboxkit status --config outboxkit.yaml
   outboxkit status --config outboxkit.yaml --json | jq '.[] | select(.dead > 0)'`,
@@ -83,6 +86,12 @@ max_slot_wal_keep_size), the WAL it pins (LAG) and whether the table was drained
 			cfg, err := a.loadConfig(false)
 			if err != nil {
 				return err
+			}
+			exactlyOnce := forwarder.Delivery(cfg.Forwarder.Delivery) == forwarder.ExactlyOnce
+			if exactlyOnce && !asJSON {
+				if cfg, err = a.loadConfig(true); err != nil {
+					return err
+				}
 			}
 			admin, db, err := openAdminFor(ctx, cfg)
 			if err != nil {
@@ -122,7 +131,10 @@ max_slot_wal_keep_size), the WAL it pins (LAG) and whether the table was drained
 			}
 			if len(topics) == 0 {
 				fmt.Fprintln(a.stdout, "the outbox is empty: nothing pending, nothing dead")
-				return printSlots(a.stdout, slots)
+				if err := printSlots(a.stdout, slots); err != nil || !exactlyOnce {
+					return err
+				}
+				return a.printUnits(ctx, admin, cfg)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "TOPIC\tPENDING\tRETRYING\tDEAD\tOLDEST")
@@ -136,7 +148,13 @@ max_slot_wal_keep_size), the WAL it pins (LAG) and whether the table was drained
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			return printSlots(a.stdout, slots)
+			if err := printSlots(a.stdout, slots); err != nil {
+				return err
+			}
+			if exactlyOnce {
+				return a.printUnits(ctx, admin, cfg)
+			}
+			return nil
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false,

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/outboxkit/outboxkit/internal/testsupport"
+)
+
+// TestRelayExactlyOnce: `outboxkit relay` with forwarder.delivery exactly_once relays a backlog
+// to the real Kafka, and `outboxkit status` then shows the mode and the units' last
+// checkpoints.
+func TestRelayExactlyOnce(t *testing.T) {
+	t.Parallel()
+	db := testsupport.OpenPostgres(t)
+	brokers := testsupport.KafkaBrokers(t)
+	table := testsupport.UniqueName("cli_eo")
+	topic := testsupport.UniqueName("cli.eo")
+	checkpoints := testsupport.UniqueName("cli.eo.checkpoints")
+	dropTables(t, db, table)
+	config := pgConfig(testsupport.PostgresDSN(t), table, fmt.Sprintf("broker: kafka\nkafka:\n  brokers: [%s]\n", strings.Join(brokers, ", ")))
+	config = strings.Replace(config, "forwarder:\n", "forwarder:\n  delivery: exactly_once\n  checkpoint_topic: "+checkpoints+"\n", 1)
+	dir := writeConfig(t, config)
+	if res := cli(t, dir, "migrate"); res.code != 0 {
+		t.Fatalf("migrate: %s", res)
+	}
+	ids := writeEvents(t, db, table, topic, 8)
+	p := startRelay(t, dir)
+	p.waitLog(t, "forwarder started")
+	consume(t, brokers, topic, ids)
+	if code := p.stop(t); code != 0 {
+		t.Fatalf("relay exited with %d, want 0; its log:\n%s", code, p.log())
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM "+table); n != 0 {
+		t.Errorf("%d rows left in the outbox", n)
+	}
+	res := cli(t, dir, "status")
+	if res.code != 0 {
+		t.Fatalf("status: %s", res)
+	}
+	t.Logf("status:\n%s", res.stdout)
+	if !strings.Contains(res.stdout, "delivery: exactly_once (checkpoints in topic "+checkpoints+")") {
+		t.Errorf("status does not show the delivery mode:\n%s", res.stdout)
+	}
+	units, withCheckpoint := 0, 0
+	for _, line := range strings.Split(res.stdout, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || !strings.HasPrefix(f[0], "outboxkit/"+table+"/default/u") {
+			continue
+		}
+		units++
+		if f[2] != "-" {
+			withCheckpoint++
+		}
+	}
+	if units != 8 || withCheckpoint == 0 {
+		t.Errorf("status lists %d units (want 8), %d with a checkpoint (want at least 1):\n%s", units, withCheckpoint, res.stdout)
+	}
+}

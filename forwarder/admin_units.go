@@ -1,0 +1,111 @@
+package forwarder
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// CheckpointReader reads the last checkpoint committed by a transactional unit without opening
+// the unit (and so without fencing its owner). brokers/kafka.Publisher implements it.
+type CheckpointReader interface {
+	LastCheckpoint(ctx context.Context, unit, checkpointTopic string, slot int) ([]byte, error)
+}
+
+// UnitsQuery names the transactional units of an exactly-once lease group; empty fields take
+// the defaults of Config.
+type UnitsQuery struct {
+	LeaseGroup            string
+	TransactionalIDPrefix string
+	CheckpointTopic       string
+	Units                 int
+}
+
+// UnitStatus is one transactional unit: who leases it and its last committed checkpoint.
+type UnitStatus struct {
+	Unit string
+	// Owner is the relay leasing all of the unit's partitions, "" when none does, or
+	// "(split)" when its partitions have several owners (a heartbeat resolves that).
+	Owner string
+	// Checkpoint is nil when the unit never committed a transaction.
+	Checkpoint *CheckpointInfo
+}
+
+// CheckpointInfo summarizes a checkpoint.
+type CheckpointInfo struct {
+	Relay     string
+	Txn       int64
+	Time      time.Time
+	Published int
+	Dead      int
+}
+
+// Units reports every transactional unit of the query's lease group: its owner, from the lease
+// table, and its last checkpoint, read through r.
+func (a *Admin) Units(ctx context.Context, r CheckpointReader, q UnitsQuery) ([]UnitStatus, error) {
+	if q.LeaseGroup == "" {
+		q.LeaseGroup = DefaultLeaseGroup(nil)
+	}
+	if q.TransactionalIDPrefix == "" {
+		q.TransactionalIDPrefix = defaultTransactionalIDPrefix(a.store.table.Events(), q.LeaseGroup)
+	}
+	if q.CheckpointTopic == "" {
+		q.CheckpointTopic = DefaultCheckpointTopic
+	}
+	if q.Units == 0 {
+		q.Units = defaultTransactionalUnits
+	}
+	if q.Units < 0 || outbox.Partitions%q.Units != 0 {
+		return nil, fmt.Errorf("forwarder: units %d do not divide the %d partitions", q.Units, outbox.Partitions)
+	}
+	rows, err := a.db.QueryContext(ctx, a.store.q("SELECT partition_no, COALESCE(owner, '') FROM "+
+		a.store.table.Leases()+" WHERE lease_group = ?"), q.LeaseGroup)
+	if err != nil {
+		return nil, fmt.Errorf("forwarder: read leases: %w", err)
+	}
+	owners := map[int]map[string]bool{}
+	for rows.Next() {
+		var p int
+		var owner string
+		if err := rows.Scan(&p, &owner); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("forwarder: read leases: %w", err)
+		}
+		if owners[p%q.Units] == nil {
+			owners[p%q.Units] = map[string]bool{}
+		}
+		owners[p%q.Units][owner] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("forwarder: read leases: %w", err)
+	}
+	out := make([]UnitStatus, q.Units)
+	for u := range q.Units {
+		name := fmt.Sprintf("%s/u%02d", q.TransactionalIDPrefix, u)
+		st := UnitStatus{Unit: name}
+		switch set := owners[u]; {
+		case len(set) > 1:
+			st.Owner = "(split)"
+		default:
+			for o := range set {
+				st.Owner = o
+			}
+		}
+		data, err := r.LastCheckpoint(ctx, name, q.CheckpointTopic, u)
+		if err != nil {
+			return nil, fmt.Errorf("forwarder: last checkpoint of unit %s: %w", name, err)
+		}
+		if data != nil {
+			cp, err := decodeCheckpoint(name, data)
+			if err != nil {
+				return nil, err
+			}
+			st.Checkpoint = &CheckpointInfo{Relay: cp.Relay, Txn: cp.Txn, Time: cp.Time, Published: len(cp.Published), Dead: len(cp.Dead)}
+		}
+		out[u] = st
+	}
+	return out, nil
+}
