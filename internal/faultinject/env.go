@@ -148,10 +148,14 @@ func newEnv(ctx context.Context, cfg Config) (*env, error) {
 	if !cfg.Keep {
 		e.defer_(func() {
 			for _, t := range []string{e.table.Events(), e.table.Leases(), e.table.Relays(), e.table.Migrations(),
-				e.table.KeyLocks(), e.keysTable, e.effectsTable, e.inboxTable} {
+				e.table.KeyLocks(), e.table.CDCSlots(), e.keysTable, e.effectsTable, e.inboxTable} {
 				_, _ = e.db.Exec("DROP TABLE IF EXISTS " + t)
 			}
 		})
+		if cfg.Source == "cdc" {
+			// Runs before the tables are dropped and after the relays stopped.
+			e.defer_(func() { dropCDCSlot(e.db, e.table) })
+		}
 	}
 	if err := outbox.Migrate(ctx, e.db, e.table); err != nil {
 		return e, fmt.Errorf("faultinject: migrate: %w", err)
@@ -535,6 +539,9 @@ func writeRelayConfig(path string, cfg Config, dsn, table, dlq, relayID string) 
 	} else {
 		doc["broker"] = "kafka"
 		doc["kafka"] = map[string]any{"brokers": []string{cfg.Broker.Addr()}}
+	}
+	if cfg.Source != "" {
+		doc["forwarder"].(map[string]any)["source"] = cfg.Source
 	}
 	if cfg.Delivery != "" {
 		fwd := doc["forwarder"].(map[string]any)

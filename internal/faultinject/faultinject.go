@@ -40,6 +40,9 @@ type Config struct {
 	// only), under which a duplicate is a broken guarantee. The consumer reads read_committed
 	// either way.
 	Delivery string
+	// Source is the relays' forwarder.source: "" or polling, or cdc (PostgreSQL only: one relay
+	// streams the slot, the others stand by).
+	Source string
 	// Binary is the outboxkit CLI; empty builds ./cmd/outboxkit into a temporary directory.
 	Binary string
 
@@ -124,6 +127,14 @@ func (c Config) delivery() string {
 	return c.Delivery
 }
 
+// source is the relays' source, as the CLI reads it.
+func (c Config) source() string {
+	if c.Source == "" {
+		return "polling"
+	}
+	return c.Source
+}
+
 // heartbeat is the relays' heartbeat interval: the CLI's default, LeaseTTL/4.
 func (c Config) heartbeat() time.Duration { return c.LeaseTTL / 4 }
 
@@ -170,6 +181,7 @@ type Result struct {
 	Broker   string
 	Database string
 	Delivery string
+	Source   string
 	Seed     uint64
 
 	Committed  int // events in committed transactions
@@ -268,6 +280,7 @@ func (r Result) Table() string {
 	row("broker", r.Broker)
 	row("database", r.Database)
 	row("delivery", r.Delivery)
+	row("source", r.Source)
 	row("events committed", r.Committed)
 	row("events rolled back", r.RolledBack)
 	row("commit outcome unknown", r.Uncertain)
@@ -317,7 +330,7 @@ func (r Result) Table() string {
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	cfg.setDefaults()
 	start := time.Now()
-	res := Result{Broker: cfg.Broker.Kind, Database: string(cfg.Dialect), Delivery: cfg.delivery(), Seed: cfg.Seed, TakeoverBound: cfg.TakeoverBound()}
+	res := Result{Broker: cfg.Broker.Kind, Database: string(cfg.Dialect), Delivery: cfg.delivery(), Source: cfg.source(), Seed: cfg.Seed, TakeoverBound: cfg.TakeoverBound()}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
 	e, err := newEnv(ctx, cfg)
 	defer e.close()

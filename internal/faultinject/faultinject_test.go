@@ -66,15 +66,20 @@ func runFaults(t *testing.T, kind string, dialect outbox.Dialect, brokerRestart 
 	return runFaultsWith(t, kind, dialect, brokerRestart, "", 0)
 }
 
-func runFaultsWith(t *testing.T, kind string, dialect outbox.Dialect, brokerRestart bool, delivery string, seed uint64) Result {
+func runFaultsWith(t *testing.T, kind string, dialect outbox.Dialect, brokerRestart bool, delivery string, seed uint64,
+	edits ...func(*Config)) Result {
 	b := dedicatedBroker(t, kind)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	res, err := Run(ctx, Config{
+	cfg := Config{
 		Broker: b, Dialect: dialect, DSN: database(t, dialect), Delivery: delivery, Seed: seed,
 		Events: 3000, Keys: 200, Writers: 4, Rate: 300, Kills: 6, Pauses: 2, NoBrokerRestart: !brokerRestart,
 		DrainTimeout: 2 * time.Minute, Logf: t.Logf,
-	})
+	}
+	for _, edit := range edits {
+		edit(&cfg)
+	}
+	res, err := Run(ctx, cfg)
 	t.Logf("summary:\n%s", res.Table())
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +123,14 @@ func checkRun(t *testing.T, res Result) {
 // pause's partitions taken over in time, no deadlock logged.
 func TestFaultInjectionKafka(t *testing.T) {
 	runFaults(t, Kafka, outbox.Postgres, false)
+}
+
+// TestFaultInjectionCDC is the Kafka run (broker restart included) with forwarder.source cdc:
+// one relay streams the slot, the other two stand by; the streamer is SIGKILLed and
+// SIGSTOPped among the others (a paused streamer keeps its walsender: a standby terminates it
+// once the leases expired), the connections cut include the replication ones.
+func TestFaultInjectionCDC(t *testing.T) {
+	runFaultsWith(t, Kafka, outbox.Postgres, true, "", 0, func(c *Config) { c.Source = "cdc" })
 }
 
 // TestFaultInjectionMariaDB is the same run on MariaDB (dialect mysql, OUTBOXKIT_MYSQL_DSN):

@@ -162,7 +162,7 @@ func RunPause(ctx context.Context, cfg Config) (Result, error) {
 	}
 	cfg.setDefaults()
 	start := time.Now()
-	res := Result{Broker: cfg.Broker.Kind, Database: string(cfg.Dialect), Delivery: cfg.delivery(), Seed: cfg.Seed, TakeoverBound: cfg.TakeoverBound()}
+	res := Result{Broker: cfg.Broker.Kind, Database: string(cfg.Dialect), Delivery: cfg.delivery(), Source: cfg.source(), Seed: cfg.Seed, TakeoverBound: cfg.TakeoverBound()}
 	e, err := newEnv(ctx, cfg)
 	defer e.close()
 	if err != nil {

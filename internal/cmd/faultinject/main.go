@@ -39,6 +39,7 @@ func run() int {
 		broker     = flag.String("broker", faultinject.Kafka, "kafka or pulsar (a dedicated one, started by scripts/services.sh)")
 		scenario   = flag.String("scenario", "faults", "faults (every fault, by the writers' progress) or pause (one relay SIGSTOPped for 3 x lease TTL)")
 		database   = flag.String("db", "postgres", "database: postgres or mysql (MariaDB)")
+		source     = flag.String("source", "polling", "the relays' forwarder.source: polling or cdc (PostgreSQL logical replication; -db postgres)")
 		delivery   = flag.String("delivery", "at_least_once", "the relays' forwarder.delivery: at_least_once or exactly_once (kafka only; duplicates then fail the run)")
 		dsn        = flag.String("dsn", "", "database DSN (default $OUTBOXKIT_PG_DSN or $OUTBOXKIT_MYSQL_DSN)")
 		events     = flag.Int("events", 0, "events to commit")
@@ -73,7 +74,7 @@ func run() int {
 			*dsn = envOr("OUTBOXKIT_PG_DSN", "postgres://outboxkit:outboxkit@127.0.0.1:15432/outboxkit?sslmode=disable")
 		}
 	}
-	cfg := faultinject.Config{Dialect: dialect, DSN: *dsn, Delivery: *delivery, Binary: *binary, Relays: *relays, RollbackShare: *rollback,
+	cfg := faultinject.Config{Dialect: dialect, DSN: *dsn, Delivery: *delivery, Source: *source, Binary: *binary, Relays: *relays, RollbackShare: *rollback,
 		NoBrokerRestart: *noRestart, NoDBCut: *noCut, NoPauses: *noPauses, Pauses: *pauses, LeaseTTL: *leaseTTL,
 		Seed: *seed, Keep: *keep, BrokerDowntime: *downtime, Logf: log.Printf}
 	switch *size {
