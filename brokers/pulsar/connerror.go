@@ -57,12 +57,17 @@ func (f *connFailures) lastFailure() string {
 // brokerError is an error of an operation on the broker, named with the broker's address and
 // the security mechanisms in use, on one line.
 type brokerError struct {
-	msg string
-	err error
+	msg    string
+	err    error
+	secret string // the token, removed from the text should anything echo it
 }
 
 func (e *brokerError) Error() string {
-	return e.msg + ": " + strings.ReplaceAll(e.err.Error(), "\n", "; ")
+	s := e.msg + ": " + strings.ReplaceAll(e.err.Error(), "\n", "; ")
+	if e.secret != "" {
+		s = strings.ReplaceAll(s, e.secret, "[redacted]")
+	}
+	return s
 }
 
 func (e *brokerError) Unwrap() error { return e.err }
@@ -77,10 +82,7 @@ func (c Config) brokerErr(op string, err error, failures *connFailures) error {
 	} else if strings.Contains(err.Error(), "AuthorizationError") {
 		msg += ": not authorized (the token's role lacks the permission on this topic or namespace)"
 	}
-	if c.AuthToken != "" {
-		msg = strings.ReplaceAll(msg, c.AuthToken, "[redacted]")
-	}
-	return &brokerError{msg: msg, err: err}
+	return &brokerError{msg: msg, err: err, secret: c.AuthToken}
 }
 
 // isConnectFailure tells the client's give-up errors from the broker's own answers (an
