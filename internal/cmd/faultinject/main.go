@@ -60,6 +60,7 @@ func run() int {
 		binary     = flag.String("outboxkit", "", "outboxkit binary (default: build ./cmd/outboxkit)")
 		keep       = flag.Bool("keep", false, "keep the tables, relay config and logs")
 		keepBroker = flag.Bool("keep-broker", false, "leave the dedicated broker running")
+		kafkaPort  = flag.Int("kafka-port", faultinject.DefaultKafkaPort, "port of the dedicated Kafka (with -kafka-port+1 for its controller); another one than the tests' lets a run go on beside them")
 	)
 	flag.Parse()
 	dialect, err := outbox.ParseDialect(*database)
@@ -104,7 +105,8 @@ func run() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	cfg.Broker = faultinject.Broker{Kind: *broker, RepoRoot: root, StateDir: *stateDir}
+	cfg.Broker = faultinject.Broker{Kind: *broker, RepoRoot: root, StateDir: *stateDir,
+		KafkaPort: *kafkaPort, KafkaControllerPort: *kafkaPort + 1}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -65,7 +65,7 @@ type Forwarder struct {
 	// Source is polling (the default) or cdc (PostgreSQL logical replication on the database
 	// DSN; see docs/cdc.md).
 	Source string
-	// Delivery is at_least_once (the default) or exactly_once (broker kafka only; see
+	// Delivery is at_least_once (the default) or exactly_once (not with broker pulsar; see
 	// docs/exactly-once.md).
 	Delivery              string
 	CheckpointTopic       string
@@ -230,9 +230,9 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), opts Options) (Co
 		if cfg.Broker, err = brokerconfig.Parse(brokerYAML, lookupEnv); err != nil {
 			return Config{}, err
 		}
-		if cfg.Forwarder.Delivery == string(forwarder.ExactlyOnce) && cfg.Broker.Broker != "kafka" {
-			return Config{}, fmt.Errorf("forwarder.delivery: %q needs broker kafka, not %q: Pulsar transactions cannot fence "+
-				"a paused relay's commit, and kfake's transactions are not tested (docs/exactly-once.md)", cfg.Forwarder.Delivery, cfg.Broker.Broker)
+		if cfg.Forwarder.Delivery == string(forwarder.ExactlyOnce) && cfg.Broker.Broker == "pulsar" {
+			return Config{}, fmt.Errorf("forwarder.delivery: %q needs broker kafka (or kfake), not %q: Pulsar transactions cannot fence "+
+				"a paused relay's commit (docs/exactly-once.md)", cfg.Forwarder.Delivery, cfg.Broker.Broker)
 		}
 	}
 	return cfg, nil
