@@ -350,9 +350,22 @@ func (f *Forwarder) relayBatch(ctx context.Context, worker int) (int, error) {
 		// for a producer to be initialized.
 		f.openLeasedUnits(ctx, worker, leases)
 	}
-	partitions := make([]int, len(leases))
-	for i, l := range leases {
-		partitions[i] = l.partition
+	partitions := make([]int, 0, len(leases))
+	for _, l := range leases {
+		partitions = append(partitions, l.partition)
+	}
+	if f.txp != nil {
+		// Only the partitions of units leased whole can be published: the rows of a unit
+		// leased in part wait until the heartbeat has settled its owner.
+		partitions = partitions[:0]
+		for _, ls := range f.wholeUnitLeases(leases) {
+			for _, l := range ls {
+				partitions = append(partitions, l.partition)
+			}
+		}
+		if len(partitions) == 0 {
+			return 0, nil
+		}
 	}
 	records, err := f.store.claim(ctx, db, partitions, f.cfg.BatchSize, f.cfg.MaxBatchBytes)
 	if err != nil || len(records) == 0 {

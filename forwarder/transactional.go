@@ -116,6 +116,12 @@ func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases
 			errs = append(errs, fmt.Errorf("unit %d: %w", jobs[i].unit, o.err))
 		}
 	}
+	if len(acked) == 0 && len(settled) == 0 {
+		if len(errs) > 0 {
+			return fmt.Errorf("exactly-once delivery: %v", errs)
+		}
+		return nil
+	}
 	lost, err := f.acknowledge(ctx, worker, leases, acked, settled)
 	if err != nil {
 		// The commits stand; their rows are cleaned up by the next opening of each unit.
