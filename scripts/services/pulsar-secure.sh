@@ -103,8 +103,7 @@ _pulsar_secure_setup() {
     { echo "pulsar-secure: grant the roles' permissions failed" >&2; return 1; }
 }
 
-# _pulsar_secure_run CMD: run CMD (start_pulsar or stop_pidfile ...) for the secure instance,
-# under its lock.
+# _pulsar_secure_locked CMD...: run CMD for the secure instance under its lock.
 _pulsar_secure_locked() {
   mkdir -p "$PULSAR_SECURE_DIR" "$SERVICES_LOG_DIR"
   chmod 700 "$PULSAR_SECURE_DIR"
@@ -134,9 +133,10 @@ start_pulsar_secure() { _pulsar_secure_locked _pulsar_secure_start; }
 stop_pulsar_secure() { _pulsar_secure_locked stop_pidfile "$PULSAR_SECURE_DIR/pulsar.pid"; }
 
 # restart_pulsar_secure: stop the secure broker and start it again (same key, data, certificates).
-restart_pulsar_secure() {
-  _pulsar_secure_locked stop_pidfile "$PULSAR_SECURE_DIR/pulsar.pid" && start_pulsar_secure
-}
+# Both under one lock, so two restarts asked for at once are two restarts, one after the other.
+restart_pulsar_secure() { _pulsar_secure_locked _pulsar_secure_restart; }
+
+_pulsar_secure_restart() { stop_pidfile "$PULSAR_SECURE_DIR/pulsar.pid" && _pulsar_secure_start; }
 
 # print_pulsar_secure_env: the secure broker's addresses and file paths (not the tokens).
 print_pulsar_secure_env() {
