@@ -7,54 +7,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pglogrepl"
-
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // errLeasesLost: the streaming relay no longer owns every partition of the group (another
 // relay took some over after this one stalled); it stops streaming without confirming.
 var errLeasesLost = errors.New("cdc: this relay no longer owns every partition of the lease group")
-
-// streamLoop delivers the stream's batches in order and confirms the slot position after each
-// one; between batches, every RetryInterval, it runs the retry path. Everything runs in this one
-// goroutine, so the stream and the retry path never publish a key at the same time.
-func (f *Forwarder) streamLoop(ctx context.Context, reader *cdcReader, batches <-chan cdcBatch, readErr chan error) error {
-	retry := time.NewTicker(f.cfg.CDC.RetryInterval)
-	defer retry.Stop()
-	var confirmed pglogrepl.LSN
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case err := <-readErr:
-			readErr <- err // for the session's stop
-			return err
-		case <-retry.C:
-			if err := f.retryPass(ctx); err != nil {
-				return err
-			}
-		case b := <-batches:
-			if len(b.records) > 0 && !b.commitTime.IsZero() {
-				f.cdc.metrics.lagSeconds.Set(max(0, time.Since(b.commitTime).Seconds()))
-			} else if len(b.records) == 0 {
-				f.cdc.metrics.lagSeconds.Set(0)
-			}
-			if err := f.streamBatch(ctx, b); err != nil {
-				return err
-			}
-			if b.confirm > confirmed {
-				confirmed = b.confirm
-				reader.confirmed.Store(uint64(confirmed))
-			}
-			if b.walEnd > confirmed {
-				f.cdc.metrics.lagBytes.Set(float64(b.walEnd - confirmed))
-			} else {
-				f.cdc.metrics.lagBytes.Set(0)
-			}
-		}
-	}
-}
 
 // allLeases returns this relay's leases when it owns every partition, or errLeasesLost.
 func (f *Forwarder) allLeases(ctx context.Context) ([]lease, error) {
@@ -71,14 +29,10 @@ func (f *Forwarder) allLeases(ctx context.Context) ([]lease, error) {
 // streamBatch publishes the streamed records that are still pending and whose key is free, and
 // leaves those of parked keys to the retry path (marking them). Records no longer pending
 // (already published by the drain, or replayed after a restart) are dropped.
-func (f *Forwarder) streamBatch(ctx context.Context, b cdcBatch) error {
+func (f *Forwarder) streamBatch(ctx context.Context, worker int, leases []lease, b cdcBatch) error {
 	records := b.records
 	if len(records) == 0 {
 		return nil
-	}
-	leases, err := f.allLeases(ctx)
-	if err != nil {
-		return err
 	}
 	admitted, err := f.admitVisible(ctx, b)
 	if err != nil {
@@ -104,7 +58,7 @@ func (f *Forwarder) streamBatch(ctx context.Context, b cdcBatch) error {
 		return nil
 	}
 	f.metrics.batchSize.Observe(float64(len(publish)))
-	return f.cdcDeliver(ctx, leases, publish)
+	return f.cdcDeliver(ctx, worker, leases, publish)
 }
 
 // visibleWait bounds how long a batch waits for its transactions to become visible.
@@ -159,11 +113,11 @@ func (f *Forwarder) admitVisible(ctx context.Context, b cdcBatch) (map[int64]boo
 
 // cdcDeliver runs deliver on records and then marks those still pending (the later events of a
 // key that failed in the batch, held back by publish) for the retry path.
-func (f *Forwarder) cdcDeliver(ctx context.Context, leases []lease, records []record) error {
-	f.inflight.read(0)
-	held := f.inflight.hold(0, leases)
+func (f *Forwarder) cdcDeliver(ctx context.Context, worker int, leases []lease, records []record) error {
+	f.inflight.read(worker)
+	held := f.inflight.hold(worker, leases)
 	defer f.inflight.end(held)
-	if err := f.deliver(ctx, 0, held, records); err != nil {
+	if err := f.deliver(ctx, worker, held, records); err != nil {
 		return err
 	}
 	seqs := make([]int64, len(records))
@@ -192,7 +146,7 @@ func (f *Forwarder) cdcPoll(ctx context.Context, claim func(partitions []int) ([
 		return 0, err
 	}
 	f.metrics.batchSize.Observe(float64(len(records)))
-	return len(records), f.cdcDeliver(ctx, leases, records)
+	return len(records), f.cdcDeliver(ctx, 0, leases, records)
 }
 
 // retryPass publishes the due rows the stream left to the retry path, in sequence order, until

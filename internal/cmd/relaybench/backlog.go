@@ -80,13 +80,21 @@ func setup(db *sql.DB, d database, relay string) (name, topic string, write writ
 	name = testsupport.UniqueName("bench")
 	topic = testsupport.UniqueName("bench_events")
 	switch relay {
-	case relayOutboxkit, relayExactlyOnce, relayCeiling:
-		w, err := outbox.NewWriter(outbox.Config{Dialect: d.dialect, Table: name})
+	case relayOutboxkit, relayExactlyOnce, relayCeiling, relayCDC:
+		if relay == relayCDC && d.dialect != outbox.Postgres {
+			return "", "", nil, &notAvailableError{reason: "the cdc source needs PostgreSQL"}
+		}
+		w, err := outbox.NewWriter(outbox.Config{Dialect: d.dialect, Table: name, DisableKeyLocks: relay == relayCDC})
 		if err != nil {
 			return "", "", nil, fmt.Errorf("outbox writer: %w", err)
 		}
 		if err := outbox.Migrate(ctx, db, w.Table()); err != nil {
 			return "", "", nil, fmt.Errorf("migrate outbox table %s: %w", name, err)
+		}
+		if relay == relayCDC {
+			if err := cdcSettings(ctx, db, w.Table()); err != nil {
+				return "", "", nil, fmt.Errorf("cdc settings of %s: %w", name, err)
+			}
 		}
 		return name, topic, func(ctx context.Context, events []outbox.Event) error {
 			tx, err := db.BeginTx(ctx, nil)
@@ -158,6 +166,11 @@ func cleanup(db *sql.DB, d database, relay, name string) {
 		_, _ = db.Exec("DROP TABLE IF EXISTS " + quote("watermill_offsets_"+name))
 		return
 	}
+	if relay == relayCDC {
+		if table, err := outbox.NewTable(d.dialect, name); err == nil {
+			dropCDC(db, table)
+		}
+	}
 	for _, suffix := range []string{"", "_leases", "_relays", "_migrations", "_key_locks"} {
 		_, _ = db.Exec("DROP TABLE IF EXISTS " + quote(name+suffix))
 	}
@@ -185,6 +198,9 @@ type sample struct {
 	seconds float64
 	cpu     time.Duration
 	rssMiB  float64
+	// decodeRate is what pg_recvlogical decoded per second from a copy of the slot, on the same
+	// rows (cdc drains only).
+	decodeRate float64
 }
 
 func (s sample) rate() float64 { return float64(s.events) / s.seconds }
@@ -210,6 +226,16 @@ func drain(db *sql.DB, d database, o options, relay string, size, keys int) (sam
 			return sample{}, fmt.Errorf("fill backlog: %w", err)
 		}
 	}
+	var ceilingSlot, end string
+	var table outbox.Table
+	if relay == relayCDC {
+		if table, err = outbox.NewTable(d.dialect, name); err != nil {
+			return sample{}, err
+		}
+		if ceilingSlot, end, err = copySlot(ctx, db, table); err != nil {
+			return sample{}, err
+		}
+	}
 	consumer, err := newConsumer(o.brokers, topic)
 	if err != nil {
 		return sample{}, fmt.Errorf("kafka consumer: %w", err)
@@ -228,7 +254,14 @@ func drain(db *sql.DB, d database, o options, relay string, size, keys int) (sam
 	if err != nil {
 		return sample{}, errors.Join(err, childErr)
 	}
-	return sample{events: got, seconds: elapsed.Seconds(), cpu: cpu, rssMiB: rss}, nil
+	s := sample{events: got, seconds: elapsed.Seconds(), cpu: cpu, rssMiB: rss}
+	if relay == relayCDC {
+		// After the relay: the two never compete for the machine.
+		if s.decodeRate, err = decodeCeiling(ctx, d, table, ceilingSlot, end, o.events); err != nil {
+			return sample{}, err
+		}
+	}
+	return s, nil
 }
 
 // steadyResult is one row of the latency table.

@@ -159,13 +159,16 @@ func runRelay(role string, d database, name string, o options) error {
 	defer pub.Close()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	switch role {
-	case relayOutboxkit, relayExactlyOnce:
+	case relayOutboxkit, relayExactlyOnce, relayCDC:
 		cfg := forwarder.Config{DB: db, Dialect: d.dialect, Table: name, Publisher: pub,
 			Workers: o.workers, BatchSize: o.batch, MaxBatchBytes: int64(o.batchMiB * (1 << 20)), Logger: logger, IsRetriable: kafka.Retriable}
+		if role == relayCDC {
+			cfg.Source, cfg.CDC.DSN = forwarder.SourceCDC, d.dsn
+		}
 		if role == relayExactlyOnce {
 			cfg.Delivery, cfg.CheckpointTopic, cfg.TransactionalUnits = forwarder.ExactlyOnce, name+"-checkpoints", o.units
 		}
-		if d.dialect == outbox.Postgres {
+		if d.dialect == outbox.Postgres && role != relayCDC {
 			table, err := outbox.NewTable(outbox.Postgres, name)
 			if err != nil {
 				return fmt.Errorf("outbox table %q: %w", name, err)

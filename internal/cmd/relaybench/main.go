@@ -82,6 +82,7 @@ func main() {
 	flag.IntVar(&o.rate, "rate", 1000, "events/s of the steady-rate latency run (0 skips it)")
 	flag.IntVar(&o.seconds, "seconds", 10, "duration of the latency run")
 	relays := flag.String("relays", "outboxkit,stock,ceiling", "relays to measure (outboxkit, stock, ceiling)")
+	source := flag.String("source", "polling", "polling, or cdc to measure the outboxkit relay with the cdc source too (relay outboxkit-cdc, PostgreSQL), beside polling, with pg_recvlogical's decode ceiling on the same rows and the write-side cost")
 	delivery := flag.String("delivery", "at_least_once", "at_least_once, or exactly_once to measure the outboxkit relay with exactly-once delivery too (relay outboxkit-eo), beside at-least-once")
 	flag.IntVar(&o.repeat, "repeat", 1, "measure every drain this many times (interleaved) and print the median and spread")
 	flag.IntVar(&o.workers, "workers", 0, "outboxkit forwarder Workers (0: its default)")
@@ -101,6 +102,13 @@ func main() {
 		*relays += "," + relayExactlyOnce
 	default:
 		fatalf("-delivery: %q is not at_least_once or exactly_once", *delivery)
+	}
+	switch *source {
+	case "polling":
+	case "cdc":
+		*relays += "," + relayCDC
+	default:
+		fatalf("-source: %q is not polling or cdc", *source)
 	}
 	if err := o.parse(*brokers, *keys, *dbs, *payloads, *relays); err != nil {
 		fatalf("%v", err)
@@ -152,7 +160,7 @@ func (o *options) parse(brokers, keys, dbs, payloads, relays string) error {
 	}
 	for _, r := range splitList(relays) {
 		switch r {
-		case relayOutboxkit, relayExactlyOnce, relayStock, relayCeiling:
+		case relayOutboxkit, relayExactlyOnce, relayCDC, relayStock, relayCeiling:
 			if !contains(o.relays, r) {
 				o.relays = append(o.relays, r)
 			}
@@ -314,10 +322,20 @@ func run(o options) error {
 			}
 		}
 	}
+	var writes []writeCost
+	if contains(o.relays, relayCDC) && containsDB(o.dbs, "postgres") {
+		noise.sample()
+		pg, _ := o.database("postgres")
+		if writes, err = measureWriteSide(conns.get("postgres"), pg, 2000); err != nil {
+			return fmt.Errorf("write-side cost: %w", err)
+		}
+	}
 	noise.sample()
 	noise.finish(time.Since(began))
 	printDrainTable(os.Stdout, res, o)
+	printDecodeTable(os.Stdout, res, o)
 	printSteadyTable(os.Stdout, steadyRows, o)
+	printWriteTable(os.Stdout, writes)
 	noise.print(os.Stdout, res)
 	if o.svg != "" {
 		if err := writePlot(o.svg, res, o); err != nil {

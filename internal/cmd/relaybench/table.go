@@ -189,6 +189,8 @@ func printDrainTable(w io.Writer, r *results, o options) {
 				row(d, size, strconv.Itoa(keys), ok, fmt.Sprintf("%s | %s | %s |", stockCell, ratio(okRate, ceiling), ratio(okRate, top)))
 				ek := drainKey{db: d.name, size: size, keys: keys, relay: relayExactlyOnce}
 				row(d, size, strconv.Itoa(keys), ek, fmt.Sprintf("| %s | %s of at-least-once |", ratio(r.rate(ek), ceiling), ratio(r.rate(ek), okRate)))
+				ck := drainKey{db: d.name, size: size, keys: keys, relay: relayCDC}
+				row(d, size, strconv.Itoa(keys), ck, fmt.Sprintf("%s | %s | %s of polling |", ratio(r.rate(ck), r.rate(sk)), ratio(r.rate(ck), ceiling), ratio(r.rate(ck), okRate)))
 				row(d, size, strconv.Itoa(keys), sk, "| | |")
 			}
 		}

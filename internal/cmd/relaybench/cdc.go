@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"net/url"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// The cdc relay (-source cdc): the outboxkit forwarder with Source cdc. Its drain measures the
+// stream, not the table drain of a fresh slot: the slot is created (and marked drained) before
+// the backlog is written, as for a relay that was down while the backlog built up. On the same
+// rows, pg_recvlogical decodes a copy of the slot: the ceiling of one slot.
+
+// relayCDC is the outboxkit forwarder with Source cdc.
+const relayCDC = "outboxkit-cdc"
+
+// cdcSettings prepares a table for the cdc relay: the write side without key locks or notify
+// trigger (what source cdc allows), the publication, and the slot, marked drained.
+func cdcSettings(ctx context.Context, db *sql.DB, table outbox.Table) error {
+	slot, err := table.Slot("default")
+	if err != nil {
+		return err
+	}
+	for _, q := range []string{
+		"DROP TRIGGER IF EXISTS " + table.Events() + "_notify ON " + table.Events(),
+		"CREATE PUBLICATION " + table.Publication() + " FOR TABLE " + table.Events() + " WITH (publish = 'insert')",
+		"SELECT 1 FROM pg_create_logical_replication_slot('" + slot + "', 'pgoutput')",
+		"INSERT INTO " + table.CDCSlots() + " (slot_name, drained_at) VALUES ('" + slot + "', now())",
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// copySlot copies the table's slot for pg_recvlogical, before the relay consumes it, and returns
+// the copy's name and the WAL position the backlog ends at.
+func copySlot(ctx context.Context, db *sql.DB, table outbox.Table) (string, string, error) {
+	slot, err := table.Slot("default")
+	if err != nil {
+		return "", "", err
+	}
+	ceiling := slot + "_ceil"
+	var end string
+	if err := db.QueryRowContext(ctx, "SELECT pg_current_wal_lsn()::text FROM pg_copy_logical_replication_slot($1, $2)",
+		slot, ceiling).Scan(&end); err != nil {
+		return "", "", fmt.Errorf("copy slot %s: %w", slot, err)
+	}
+	return ceiling, end, nil
+}
+
+// decodeCeiling runs pg_recvlogical (pgoutput, protocol 2, binary, as the relay asks) on slot
+// up to end and returns how many rows per second it decoded.
+func decodeCeiling(ctx context.Context, d database, table outbox.Table, slot, end string, rows int) (float64, error) {
+	dsn, err := url.Parse(d.dsn)
+	if err != nil {
+		return 0, fmt.Errorf("the PostgreSQL DSN must be a URL for pg_recvlogical: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, "pg_recvlogical", "-d", dsn.String(), "--slot", slot, "--start", "--endpos", end,
+		"--no-loop", "-o", "proto_version=2", "-o", "publication_names="+table.Publication(), "-o", "binary=true", "-f", "-")
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	began := time.Now()
+	if err := cmd.Run(); err != nil {
+		return 0, fmt.Errorf("pg_recvlogical: %v: %s", err, stderr.String())
+	}
+	return float64(rows) / time.Since(began).Seconds(), nil
+}
+
+// dropCDC removes the table's slots and publication.
+func dropCDC(db *sql.DB, table outbox.Table) {
+	slot, err := table.Slot("default")
+	if err != nil {
+		return
+	}
+	for range 50 {
+		_, _ = db.Exec("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name LIKE $1 || '%' AND active_pid IS NOT NULL", slot)
+		_, _ = db.Exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name LIKE $1 || '%' AND NOT active", slot)
+		var left int
+		if db.QueryRow("SELECT COUNT(*) FROM pg_replication_slots WHERE slot_name LIKE $1 || '%'", slot).Scan(&left) != nil || left == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_, _ = db.Exec("DROP PUBLICATION IF EXISTS " + table.Publication())
+	_, _ = db.Exec("DROP TABLE IF EXISTS " + table.CDCSlots())
+}
+
+// writeCost is the median time of one single-row business transaction with one event, for each
+// write-side setting.
+type writeCost struct {
+	label  string
+	median time.Duration
+}
+
+// measureWriteSide times single-row business transactions (an INSERT into a business table,
+// plus one event in the same transaction) on PostgreSQL, interleaving the settings round by
+// round: without an event, with the polling source's write side (key lock, notify trigger), and
+// with the cdc source's (neither).
+func measureWriteSide(db *sql.DB, d database, n int) ([]writeCost, error) {
+	ctx := context.Background()
+	biz := "bench_business_" + fmt.Sprint(time.Now().UnixNano()%1e9)
+	if _, err := db.ExecContext(ctx, "CREATE TABLE "+biz+" (id BIGSERIAL PRIMARY KEY, note TEXT NOT NULL)"); err != nil {
+		return nil, err
+	}
+	defer func() { _, _ = db.Exec("DROP TABLE IF EXISTS " + biz) }()
+	type setting struct {
+		label string
+		w     *outbox.Writer
+	}
+	settings := []setting{{label: "business row only"}}
+	for _, cdc := range []bool{false, true} {
+		name, _, _, err := setup(db, d, relayOutboxkit)
+		if err != nil {
+			return nil, err
+		}
+		defer cleanup(db, d, relayOutboxkit, name)
+		w, err := outbox.NewWriter(outbox.Config{Dialect: d.dialect, Table: name, DisableKeyLocks: cdc})
+		if err != nil {
+			return nil, err
+		}
+		label := "+ 1 event, polling settings (key lock, notify trigger)"
+		if cdc {
+			label = "+ 1 event, cdc settings (no key lock, no trigger)"
+			if _, err := db.ExecContext(ctx, "DROP TRIGGER IF EXISTS "+name+"_notify ON "+name); err != nil {
+				return nil, err
+			}
+		}
+		settings = append(settings, setting{label, w})
+	}
+	times := make([][]time.Duration, len(settings))
+	const round = 100
+	for done := 0; done < n; done += round {
+		for i, s := range settings {
+			for j := range round {
+				began := time.Now()
+				tx, err := db.BeginTx(ctx, nil)
+				if err != nil {
+					return nil, err
+				}
+				if _, err := tx.ExecContext(ctx, "INSERT INTO "+biz+" (note) VALUES ($1)", "order"); err != nil {
+					_ = tx.Rollback()
+					return nil, err
+				}
+				if s.w != nil {
+					if err := s.w.WriteTx(ctx, tx, makeEvent("bench.write", done+j, 1000, 256, false)); err != nil {
+						_ = tx.Rollback()
+						return nil, err
+					}
+				}
+				if err := tx.Commit(); err != nil {
+					return nil, err
+				}
+				times[i] = append(times[i], time.Since(began))
+			}
+		}
+	}
+	out := make([]writeCost, len(settings))
+	for i, s := range settings {
+		slices.Sort(times[i])
+		out[i] = writeCost{label: s.label, median: times[i][len(times[i])/2]}
+	}
+	return out, nil
+}
+
+// printDecodeTable prints the cdc drains beside pg_recvlogical's decode of the same rows, and
+// the target: the relay drains at least 70 % of what one slot decodes.
+func printDecodeTable(w io.Writer, r *results, o options) {
+	if !contains(o.relays, relayCDC) {
+		return
+	}
+	fmt.Fprintf(w, "\ncdc source against the decoding ceiling of one slot (pg_recvlogical, pgoutput protocol 2, binary, on a copy of the slot, the same rows, right after the relay's drain)\n\n")
+	fmt.Fprintln(w, "| payload | keys | outboxkit-cdc events/s | pg_recvlogical rows/s | cdc / decode | target ≥ 70 % |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---|")
+	for _, size := range o.payloads {
+		for _, keys := range o.keys {
+			k := drainKey{db: "postgres", size: size, keys: keys, relay: relayCDC}
+			var decode []float64
+			for _, s := range r.samples[k] {
+				decode = append(decode, s.decodeRate)
+			}
+			if len(decode) == 0 {
+				continue
+			}
+			slices.Sort(decode)
+			ceil, rate := median(decode), r.rate(k)
+			fmt.Fprintf(w, "| %s | %d | %.0f | %.0f | %s | %s |\n", sizeLabel(size), keys, rate, ceil, percent(rate/ceil), verdict(rate >= 0.7*ceil))
+		}
+	}
+}
+
+// printWriteTable prints the write-side cost of each setting and its overhead over the business
+// transaction alone.
+func printWriteTable(w io.Writer, costs []writeCost) {
+	if len(costs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nwrite side: one single-row business transaction (BEGIN, INSERT, [one 256 B event through Writer.WriteTx], COMMIT), PostgreSQL, interleaved rounds of 100, median\n\n")
+	fmt.Fprintln(w, "| transaction | median | overhead over the business row | vs polling settings |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|")
+	base := costs[0].median
+	for i, c := range costs {
+		over, vs := "–", "–"
+		if i > 0 {
+			over = fmt.Sprintf("%+.0f %%", 100*(float64(c.median)/float64(base)-1))
+		}
+		if i > 1 {
+			vs = fmt.Sprintf("%+.0f %%", 100*(float64(c.median)/float64(costs[1].median)-1))
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", c.label, c.median.Round(time.Microsecond), over, vs)
+	}
+}
