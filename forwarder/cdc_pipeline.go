@@ -118,6 +118,12 @@ func (f *Forwarder) streamLoop(ctx context.Context, reader *cdcReader, batches <
 	retry := time.NewTicker(f.cfg.CDC.RetryInterval)
 	defer retry.Stop()
 	for firstErr == nil {
+		// At most one batch in flight per worker: while they are busy, the reader keeps
+		// accumulating, so a steady trickle of commits goes out in batches, not one by one.
+		in := batches
+		if len(pending) >= workers {
+			in = nil
+		}
 		select {
 		case <-ctx.Done():
 			drain()
@@ -133,7 +139,7 @@ func (f *Forwarder) streamLoop(ctx context.Context, reader *cdcReader, batches <
 			if firstErr == nil {
 				firstErr = f.retryPass(ctx)
 			}
-		case b := <-batches:
+		case b := <-in:
 			switch {
 			case len(b.records) > 0 && !b.commitTime.IsZero():
 				f.cdc.metrics.lagSeconds.Set(max(0, time.Since(b.commitTime).Seconds()))

@@ -2,6 +2,7 @@ package forwarder
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -40,71 +41,48 @@ type cdcReader struct {
 	confirmed atomic.Uint64
 }
 
-// flushWait bounds how long a partial batch waits for the delivering loop to take it before the
-// reader looks again (the loop takes a batch whenever it is free).
-const flushWait = 2 * time.Millisecond
-
 // run reads until ctx ends or the stream fails, sending batches to out. A batch is handed over
-// as soon as the delivering loop is free, or when it is full (then the reader waits for the
-// loop), so that a busy loop gets large batches and an idle one gets each transaction at once.
+// as soon as the delivering side takes it, or when it is full (then the reader waits), so that
+// a busy pipeline gets large batches and an idle one gets each transaction at once. One
+// goroutine receives from the connection (without deadlines, so no timer or watcher per
+// message), this one batches and reports the confirmed position; the connection is closed by
+// the caller to end the receiving goroutine.
 func (r *cdcReader) run(ctx context.Context, out chan<- cdcBatch) error {
+	msgs := make(chan []byte, 256)
+	recvErr := make(chan error, 1)
+	go r.receive(ctx, msgs, recvErr)
+	status := time.NewTicker(r.statusInterval)
+	defer status.Stop()
 	var (
-		cur        cdcBatch
-		walEnd     pglogrepl.LSN
-		offered    pglogrepl.LSN
-		nextStatus = time.Now().Add(r.statusInterval)
+		cur     cdcBatch
+		walEnd  pglogrepl.LSN
+		offered pglogrepl.LSN
 	)
-	hand := func(block bool) error {
-		cur.walEnd = walEnd
-		if block {
-			select {
-			case out <- cur:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		} else {
-			select {
-			case out <- cur:
-			default:
-				return nil
-			}
-		}
-		cur = cdcBatch{}
-		return nil
-	}
 	for {
-		if time.Now().After(nextStatus) {
+		var hand chan<- cdcBatch
+		if len(cur.records) > 0 || cur.confirm != 0 {
+			hand = out
+			cur.walEnd = walEnd
+		}
+		in := msgs
+		if len(cur.records) >= r.batchSize || cur.bytes >= r.maxBytes {
+			in = nil // full: wait until it is taken
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-recvErr:
+			return err
+		case <-status.C:
 			if err := r.sendStatus(ctx); err != nil {
 				return err
 			}
-			nextStatus = time.Now().Add(r.statusInterval)
-		}
-		deadline := nextStatus
-		if len(cur.records) > 0 || cur.confirm != 0 {
-			if err := hand(false); err != nil {
-				return err
-			}
-			if len(cur.records) > 0 || cur.confirm != 0 {
-				deadline = time.Now().Add(flushWait)
-			}
-		}
-		rctx, cancel := context.WithDeadline(ctx, deadline)
-		msg, err := r.conn.ReceiveMessage(rctx)
-		cancel()
-		if err != nil {
-			if pgconn.Timeout(err) && ctx.Err() == nil {
-				continue
-			}
-			return fmt.Errorf("cdc: receive from the replication stream: %w", err)
-		}
-		switch msg := msg.(type) {
-		case *pgproto3.CopyData:
-			if len(msg.Data) == 0 {
-				continue
-			}
-			switch msg.Data[0] {
+		case hand <- cur:
+			cur = cdcBatch{}
+		case data := <-in:
+			switch data[0] {
 			case pglogrepl.PrimaryKeepaliveMessageByteID:
-				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(msg.Data[1:])
+				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
 				if err != nil {
 					return fmt.Errorf("cdc: parse keepalive: %w", err)
 				}
@@ -115,28 +93,52 @@ func (r *cdcReader) run(ctx context.Context, out chan<- cdcBatch) error {
 					cur.confirm, offered = ka.ServerWALEnd, ka.ServerWALEnd
 				}
 				if ka.ReplyRequested {
-					nextStatus = time.Time{}
+					if err := r.sendStatus(ctx); err != nil {
+						return err
+					}
 				}
 			case pglogrepl.XLogDataByteID:
-				xld, err := pglogrepl.ParseXLogData(msg.Data[1:])
+				xld, err := pglogrepl.ParseXLogData(data[1:])
 				if err != nil {
 					return fmt.Errorf("cdc: parse XLogData: %w", err)
 				}
 				walEnd = max(walEnd, xld.ServerWALEnd)
-				full, err := r.decode(&cur, xld.WALData)
-				if err != nil {
+				if _, err := r.decode(&cur, xld.WALData); err != nil {
 					return err
 				}
-				if full {
-					if err := hand(true); err != nil {
-						return err
-					}
-				}
 			}
+		}
+	}
+}
+
+// receive passes the stream's CopyData payloads to msgs until the connection fails or closes.
+func (r *cdcReader) receive(ctx context.Context, msgs chan<- []byte, recvErr chan<- error) {
+	for {
+		msg, err := r.conn.ReceiveMessage(context.Background())
+		if err != nil {
+			recvErr <- fmt.Errorf("cdc: receive from the replication stream: %w", err)
+			return
+		}
+		var data []byte
+		switch msg := msg.(type) {
+		case *pgproto3.CopyData:
+			if len(msg.Data) == 0 {
+				continue
+			}
+			data = append([]byte(nil), msg.Data...) // the connection reuses its buffer
 		case *pgproto3.ErrorResponse:
-			return fmt.Errorf("cdc: replication stream: %w", pgconn.ErrorResponseToPgError(msg))
+			recvErr <- fmt.Errorf("cdc: replication stream: %w", pgconn.ErrorResponseToPgError(msg))
+			return
 		case *pgproto3.CopyDone:
-			return fmt.Errorf("cdc: the server ended the replication stream")
+			recvErr <- errors.New("cdc: the server ended the replication stream")
+			return
+		default:
+			continue
+		}
+		select {
+		case msgs <- data:
+		case <-ctx.Done():
+			return
 		}
 	}
 }
