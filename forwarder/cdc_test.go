@@ -232,3 +232,47 @@ type nopPublisher struct{}
 
 func (nopPublisher) Publish(string, ...*message.Message) error { return nil }
 func (nopPublisher) Close() error                              { return nil }
+
+// TestCDCIdleSlotKeepsAdvancing: with no event written, WAL written by other tables must not
+// stay pinned: the relay confirms the positions the keepalives report, so the slot's confirmed
+// position passes a WAL position taken after that other work.
+func TestCDCIdleSlotKeepsAdvancing(t *testing.T) {
+	h := newCDCHarness(t, kfakeBrokers(t))
+	h.start(h.config(h.publisher()))
+	h.waitForStream()
+	other := testsupport.UniqueName("other")
+	if _, err := h.db.Exec("CREATE TABLE " + other + " (id BIGSERIAL PRIMARY KEY, note TEXT)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = h.db.Exec("DROP TABLE IF EXISTS " + other) })
+	for range 20 {
+		if _, err := h.db.Exec("INSERT INTO " + other + " (note) SELECT repeat('x', 200) FROM generate_series(1, 100)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var target string
+	if err := h.db.QueryRow("SELECT pg_current_wal_lsn()::text").Scan(&target); err != nil {
+		t.Fatal(err)
+	}
+	slot, err := h.writer.Table().Slot("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var passed bool
+		var lag int64
+		if err := h.db.QueryRow("SELECT confirmed_flush_lsn >= $1::pg_lsn, pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint"+
+			" FROM pg_replication_slots WHERE slot_name = $2", target, slot).Scan(&passed, &lag); err != nil {
+			t.Fatal(err)
+		}
+		if passed {
+			t.Logf("the idle slot confirmed past %s (lag now %d bytes)", target, lag)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s the idle slot's confirmed position is still before %s (%d bytes behind)", target, lag)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
