@@ -205,7 +205,9 @@ func (s *store) fail(ctx context.Context, q querier, seq int64, attempts int, ne
 		status = statusDead
 	}
 	reason = truncateUTF8(reason, maxReasonBytes)
-	query := "UPDATE " + s.table.Events() + " SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE seq = ?"
+	// Only a pending row: a row published or dead-lettered meanwhile (exactly-once recovery
+	// acknowledged it) must not become pending again.
+	query := "UPDATE " + s.table.Events() + " SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE seq = ? AND status = 0"
 	if _, err := q.ExecContext(ctx, s.q(query), status, attempts, s.dialect.TimeArg(nextAttempt), reason, seq); err != nil {
 		return fmt.Errorf("record failure of row %d: %w", seq, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -240,14 +241,17 @@ func (f *Forwarder) openUnit(ctx context.Context, n int, leases []lease, u *txUn
 	u.open = true
 	f.metrics.unitsOpened.Inc()
 	u.recovered = nil
-	if last == nil || bytes.Equal(last, u.cleaned) {
-		return false, nil
+	var cp checkpoint
+	cleanup := last != nil && !bytes.Equal(last, u.cleaned)
+	if cleanup {
+		if cp, err = decodeCheckpoint(unit, last); err != nil {
+			f.closeUnit(n)
+			return false, err
+		}
 	}
-	cp, err := decodeCheckpoint(unit, last)
-	if err != nil {
-		f.closeUnit(n)
-		return false, err
-	}
+	// The leases are checked after the producer was initialized even when there is nothing to
+	// clean up: a relay whose leases moved while it was stopped has just fenced the unit's
+	// rightful owner in Kafka, and must not publish (the owner opens the unit again).
 	ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 	defer cancel()
 	err = f.store.inLeaseTx(ackCtx, f.cfg.DB, func(tx *sql.Tx) error {
@@ -255,6 +259,9 @@ func (f *Forwarder) openUnit(ctx context.Context, n int, leases []lease, u *txUn
 		if err != nil || len(owned) != len(leases) {
 			lost = err == nil
 			return err
+		}
+		if !cleanup {
+			return nil
 		}
 		if err := f.store.ack(ackCtx, tx, cp.Published, f.cfg.Retention > 0); err != nil {
 			return err
@@ -269,9 +276,12 @@ func (f *Forwarder) openUnit(ctx context.Context, n int, leases []lease, u *txUn
 	if err != nil || lost {
 		f.closeUnit(n)
 		if err != nil {
-			return false, fmt.Errorf("clean up the last checkpoint of unit %s (transaction %d of relay %s): %w", unit, cp.Txn, cp.Relay, err)
+			return false, fmt.Errorf("check the leases of unit %s and clean up its last checkpoint: %w", unit, err)
 		}
 		return true, nil
+	}
+	if !cleanup {
+		return false, nil
 	}
 	u.cleaned, u.recovered = last, cp.rows()
 	f.metrics.recoveredRows.Add(float64(len(cp.Published) + len(cp.Dead)))
@@ -306,13 +316,12 @@ func (f *Forwarder) commitUnit(ctx context.Context, n int, leases []lease, recor
 			}
 		}
 		if u.recovered != nil {
-			kept := pending[:0:0]
-			for _, r := range pending {
-				if !u.recovered[r.seq] {
-					kept = append(kept, r)
-				}
-			}
-			pending, u.recovered = kept, nil
+			// Rows of the checkpoint just cleaned up were published (or dead-lettered) by the
+			// unit's last transaction: none of them may be sent or settled again.
+			pending = slices.DeleteFunc(pending, func(r record) bool { return u.recovered[r.seq] })
+			dead = slices.DeleteFunc(dead, func(d pendingDead) bool { return u.recovered[d.record.seq] })
+			out.settled = slices.DeleteFunc(out.settled, func(st settlement) bool { return u.recovered[st.record.seq] })
+			u.recovered = nil
 		}
 		if len(pending) == 0 && len(dead) == 0 {
 			return out

@@ -16,10 +16,6 @@ import (
 // the partition's last committed record.
 const CheckpointPartitions = 64
 
-// checkpointIdle ends a checkpoint read that has seen nothing for this long: the records before
-// the last stable offset are all there, unless compaction removed the partition's tail markers.
-const checkpointIdle = 3 * time.Second
-
 // ensureCheckpointTopic creates the checkpoint topic when missing, compacted, and returns its
 // partition count. A topic that exists but is not compacted is refused: deletion by retention
 // could remove a unit's last checkpoint while its rows are still in the outbox, and a new owner
@@ -102,9 +98,13 @@ func (p *Publisher) LastCheckpoint(ctx context.Context, unit, checkpointTopic st
 }
 
 // lastCheckpoint returns the value of the last committed record keyed unit in the partition of
-// the checkpoint topic, or nil. It reads read_committed, backwards from the partition's last
-// stable offset in growing windows, keeping the transaction markers so that it knows when it
-// has reached that offset.
+// the checkpoint topic, or nil. It reads read_committed, backwards from the partition's high
+// watermark in growing windows, keeping the transaction markers so that it knows when it has
+// reached the end. The high watermark is taken when lastCheckpoint is called: after the unit's
+// InitProducerId, every transaction of the unit is complete and below it. A transaction of
+// another unit sharing the partition may still be open below it, holding back the last stable
+// offset (the end of a read_committed read); lastCheckpoint waits for it to end, since a read
+// stopped there could miss this unit's last checkpoint.
 func (p *Publisher) lastCheckpoint(ctx context.Context, topic string, partition int32, unit string) ([]byte, error) {
 	adm := kadm.NewClient(p.client)
 	bounds := func(list func(context.Context, ...string) (kadm.ListedOffsets, error)) (int64, error) {
@@ -121,24 +121,33 @@ func (p *Publisher) lastCheckpoint(ctx context.Context, topic string, partition 
 		}
 		return o.Offset, nil
 	}
-	var start, end int64
+	var start, end, stable int64
 	var err error
-	// A topic just created has no leaders for a moment (NOT_LEADER_FOR_PARTITION): retried.
-	for wait := 50 * time.Millisecond; ; wait *= 2 {
+	// A topic just created has no leaders for a moment (NOT_LEADER_FOR_PARTITION), and another
+	// writer's transaction may hold the last stable offset below the end: both are waited for,
+	// within ctx.
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
 		start, err = bounds(adm.ListStartOffsets)
-		if err == nil {
-			end, err = bounds(adm.ListCommittedOffsets)
+		if err == nil && end == 0 {
+			end, err = bounds(adm.ListEndOffsets)
 		}
-		if err == nil || !kerr.IsRetriable(err) || wait > 2*time.Second {
+		if err == nil {
+			stable, err = bounds(adm.ListCommittedOffsets)
+		}
+		if err == nil && stable >= end {
 			break
+		}
+		if err != nil && !kerr.IsRetriable(err) {
+			return nil, fmt.Errorf("kafka: cannot list the offsets of checkpoint topic %q partition %d: %w", topic, partition, err)
 		}
 		select {
 		case <-ctx.Done():
+			if err == nil {
+				err = fmt.Errorf("its last stable offset %d stayed below its end %d: a transaction of another writer is open on it", stable, end)
+			}
+			return nil, fmt.Errorf("kafka: checkpoint topic %q partition %d: %w (%w)", topic, partition, err, ctx.Err())
 		case <-time.After(wait):
 		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kafka: cannot list the offsets of checkpoint topic %q partition %d: %w", topic, partition, err)
 	}
 	for window := int64(64); ; window *= 8 {
 		from := max(start, end-window)
@@ -169,31 +178,25 @@ func (p *Publisher) readCheckpoints(ctx context.Context, topic string, partition
 	var value []byte
 	found := false
 	for {
-		pollCtx, cancel := context.WithTimeout(ctx, checkpointIdle)
-		fetches := client.PollFetches(pollCtx)
-		cancel()
+		fetches := client.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, false, fmt.Errorf("kafka: reading checkpoints of topic %q partition %d: %w", topic, partition, err)
+			return nil, false, fmt.Errorf("kafka: reading checkpoints of topic %q partition %d up to offset %d: %w", topic, partition, end, err)
 		}
-		idle := true
 		var fetchErr error
-		fetches.EachError(func(_ string, _ int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) {
-				fetchErr = err
-			}
-		})
+		fetches.EachError(func(_ string, _ int32, err error) { fetchErr = err })
 		if fetchErr != nil {
 			return nil, false, fmt.Errorf("kafka: reading checkpoints of topic %q partition %d: %w", topic, partition, fetchErr)
 		}
 		last := int64(-1)
 		fetches.EachRecord(func(r *kgo.Record) {
-			idle = false
-			last = r.Offset
-			if !r.Attrs.IsControl() && string(r.Key) == unit {
+			last = max(last, r.Offset)
+			if !r.Attrs.IsControl() && string(r.Key) == unit && r.Offset < end {
 				value, found = r.Value, true
 			}
 		})
-		if idle || last >= end-1 {
+		// Every offset below end is a record or a transaction marker (kept), so the read is
+		// complete when it has seen end-1; it never ends on a quiet poll.
+		if last >= end-1 {
 			return value, found, nil
 		}
 	}

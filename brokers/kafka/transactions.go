@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -109,8 +110,20 @@ func (p *Publisher) CloseUnit(unit string) {
 	delete(p.units.sessions, unit)
 	p.units.mu.Unlock()
 	if s != nil {
-		s.client.Close()
+		abortAndClose(s.client)
 	}
+}
+
+// abortAndClose aborts the client's open transaction, if any (kgo.Client.Close does not, and an
+// open transaction holds back read_committed consumers until it times out), and closes it. A
+// fenced or broken session fails the abort at once; it is closed anyway.
+func abortAndClose(client *kgo.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := client.AbortBufferedRecords(ctx); err == nil {
+		_ = client.EndTransaction(ctx, kgo.TryAbort)
+	}
+	client.Close()
 }
 
 // closeUnits closes every session (Close).
@@ -120,7 +133,7 @@ func (p *Publisher) closeUnits() {
 	p.units.sessions = nil
 	p.units.mu.Unlock()
 	for _, s := range sessions {
-		s.client.Close()
+		abortAndClose(s.client)
 	}
 }
 
@@ -182,6 +195,7 @@ func (p *Publisher) commit(ctx context.Context, s *unitSession, unit string, top
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
+	var txnErr error // a failure that is not a record's own
 	produce := func(i int, rec *kgo.Record) {
 		wg.Add(1)
 		s.client.Produce(ctx, rec, func(_ *kgo.Record, err error) {
@@ -192,9 +206,12 @@ func (p *Publisher) commit(ctx context.Context, s *unitSession, unit string, top
 			mu.Lock()
 			defer mu.Unlock()
 			failed++
-			if i >= 0 {
+			switch {
+			case i >= 0 && refusesRecord(err):
 				errs[i] = fmt.Errorf("kafka: message %s to topic %q in the transaction of unit %q: %w: %w",
 					msgs[i].UUID, topics[i], unit, ErrRefusedInTransaction, err)
+			case txnErr == nil:
+				txnErr = err
 			}
 		})
 	}
@@ -203,6 +220,11 @@ func (p *Publisher) commit(ctx context.Context, s *unitSession, unit string, top
 	}
 	produce(-1, &kgo.Record{Topic: s.checkpointTopic, Partition: s.partition, Key: []byte(unit), Value: checkpoint})
 	wg.Wait()
+	if txnErr != nil {
+		// Not the records' fault (the producer fenced, the broker unreachable, the checkpoint
+		// refused): no record is blamed, so that no key is parked and no attempt counted.
+		clear(errs)
+	}
 	if failed > 0 {
 		closeGaps(msgs, keys, errs)
 		abortErr := s.client.AbortBufferedRecords(ctx)
@@ -210,6 +232,9 @@ func (p *Publisher) commit(ctx context.Context, s *unitSession, unit string, top
 			abortErr = s.client.EndTransaction(ctx, kgo.TryAbort)
 		}
 		err := fmt.Errorf("kafka: transaction of unit %q aborted: %d records refused", unit, failed)
+		if txnErr != nil {
+			err = fmt.Errorf("kafka: transaction of unit %q aborted: %w", unit, txnErr)
+		}
 		if abortErr != nil {
 			err = fmt.Errorf("%w (the abort failed too: %v)", err, abortErr)
 		}
@@ -222,6 +247,18 @@ func (p *Publisher) commit(ctx context.Context, s *unitSession, unit string, top
 		return errs, fmt.Errorf("kafka: commit of the transaction of unit %q (outcome unknown until the unit is opened again): %w", unit, err)
 	}
 	return errs, nil
+}
+
+// refusesRecord reports whether a produce error is about the record (or its topic) rather than
+// the transaction or the connection: only such errors are reported per message by CommitUnit.
+func refusesRecord(err error) bool {
+	for _, code := range []error{kerr.MessageTooLarge, kerr.InvalidRecord, kerr.CorruptMessage, kerr.RecordListTooLarge,
+		kerr.TopicAuthorizationFailed, kerr.InvalidTopicException, kerr.PolicyViolation, kerr.InvalidRequiredAcks} {
+		if errors.Is(err, code) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkpointPartitioner places checkpoint records on the partition they name and every other
