@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -328,4 +330,53 @@ func TestExactlyOncePoisonEvent(t *testing.T) {
 		}
 	}
 	checkExactlyOnce(t, first, keys[1:], 10)
+}
+
+// TestCheckpointReadWaitsForOtherWritersTransactions: two units share a checkpoint partition.
+// While another writer's transaction is open on it, begun before the unit's last commit, the
+// partition's last stable offset stays below that commit; opening the unit must still return
+// its last checkpoint, not the one before.
+func TestCheckpointReadWaitsForOtherWritersTransactions(t *testing.T) {
+	brokers := testsupport.KafkaBrokers(t)
+	pub, err := NewPublisher(Config{Brokers: brokers}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topic := testsupport.UniqueName("eo-shared-cp")
+	unit := testsupport.UniqueName("eo-unit")
+	if _, err := pub.OpenUnit(ctx, unit, topic, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pub.CommitUnit(ctx, unit, nil, nil, []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	other, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.TransactionalID(testsupport.UniqueName("eo-other")),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: 0, Key: []byte("other"), Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pub.CommitUnit(ctx, unit, nil, nil, []byte("second")); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(2 * time.Second)
+		_ = other.EndTransaction(ctx, kgo.TryCommit)
+	}()
+	last, err := pub.OpenUnit(ctx, unit, topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(last) != "second" {
+		t.Fatalf("the last checkpoint read is %q, want %q", last, "second")
+	}
 }
