@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -117,8 +120,12 @@ func (f *Forwarder) cdcDeliver(ctx context.Context, worker int, leases []lease, 
 	f.inflight.read(worker)
 	held := f.inflight.hold(worker, leases)
 	defer f.inflight.end(held)
+	before := f.unsettledCount(records)
 	if err := f.deliver(ctx, worker, held, records); err != nil {
 		return err
+	}
+	if f.unsettledCount(records) == before {
+		return nil // every record acknowledged: nothing left pending to mark
 	}
 	seqs := make([]int64, len(records))
 	for i, r := range records {
@@ -128,6 +135,31 @@ func (f *Forwarder) cdcDeliver(ctx context.Context, worker int, leases []lease, 
 	defer cancel()
 	_, err := f.store.markRetry(mctx, f.cfg.DB, seqs)
 	return err
+}
+
+// unsettledCount sums the counters deliver increments when a record is left pending: failed
+// attempts of the records' topics and tenants, and rows fenced off. Unchanged across a deliver,
+// every record was acknowledged. (Another worker's failures on the same topic only cause a
+// needless marking.)
+func (f *Forwarder) unsettledCount(records []record) float64 {
+	read := func(c prometheus.Counter) float64 {
+		var m dto.Metric
+		if c.Write(&m) != nil {
+			return -1
+		}
+		return m.GetCounter().GetValue()
+	}
+	type label struct{ topic, tenant string }
+	seen := map[label]bool{}
+	total := read(f.metrics.fencedRows)
+	for _, r := range records {
+		l := label{r.event.Topic, r.event.TenantID}
+		if !seen[l] {
+			seen[l] = true
+			total += read(f.metrics.failed.WithLabelValues(l.topic, l.tenant))
+		}
+	}
+	return total
 }
 
 // cdcPoll claims one batch from the table with claim (over every partition) and delivers it; it
