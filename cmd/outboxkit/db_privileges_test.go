@@ -3,12 +3,15 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // relayGrants are the privileges docs/security.md lists for the relay's database user, by table
@@ -19,10 +22,24 @@ var relayGrants = map[string][]string{
 	"_relays": {"DELETE", "INSERT", "SELECT", "UPDATE"},
 }
 
+// cdcGrants are the privileges docs/security.md adds for forwarder.source cdc, beside the
+// REPLICATION attribute, pg_signal_backend and a publication created by the owner.
+var cdcGrants = map[string][]string{"_cdc_slots": {"DELETE", "INSERT", "SELECT", "UPDATE"}}
+
 // `outboxkit relay` runs as a PostgreSQL role that holds exactly the privileges of
 // docs/security.md (checked in information_schema) and nothing more, and events flow.
 func TestRelayWithLeastDatabasePrivileges(t *testing.T) {
 	t.Parallel()
+	testRelayWithLeastPrivileges(t, false)
+}
+
+// The same with forwarder.source cdc and the privileges docs/security.md adds for it.
+func TestRelayCDCWithLeastDatabasePrivileges(t *testing.T) {
+	t.Parallel()
+	testRelayWithLeastPrivileges(t, true)
+}
+
+func testRelayWithLeastPrivileges(t *testing.T, cdc bool) {
 	db := testsupport.OpenPostgres(t)
 	ownerDSN := testsupport.PostgresDSN(t)
 	table := testsupport.UniqueName("cli_priv")
@@ -46,7 +63,30 @@ func TestRelayWithLeastDatabasePrivileges(t *testing.T) {
 		"GRANT CONNECT ON DATABASE " + dbName + " TO " + role,
 		"GRANT USAGE ON SCHEMA public TO " + role,
 	}
-	for suffix, privs := range relayGrants {
+	grants := maps.Clone(relayGrants)
+	var env []string
+	if cdc {
+		maps.Copy(grants, cdcGrants)
+		tbl, err := outbox.NewTable(outbox.Postgres, table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slot, err := tbl.Slot("default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts = append(stmts, "ALTER ROLE "+role+" REPLICATION", "GRANT pg_signal_backend TO "+role,
+			"CREATE PUBLICATION "+tbl.Publication()+" FOR TABLE "+table+" WITH (publish = 'insert')")
+		env = append(env, "OUTBOXKIT_FORWARDER_SOURCE=cdc")
+		t.Cleanup(func() {
+			_, _ = db.Exec("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL", slot)
+			time.Sleep(200 * time.Millisecond)
+			_, _ = db.Exec("SELECT pg_drop_replication_slot($1)", slot)
+			_, _ = db.Exec("DROP PUBLICATION IF EXISTS " + tbl.Publication())
+			_, _ = db.Exec("DROP TABLE IF EXISTS " + tbl.CDCSlots())
+		})
+	}
+	for suffix, privs := range grants {
 		stmts = append(stmts, "GRANT "+strings.Join(privs, ", ")+" ON "+table+suffix+" TO "+role)
 	}
 	t.Cleanup(func() {
@@ -81,12 +121,12 @@ func TestRelayWithLeastDatabasePrivileges(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows.Close()
-	for suffix, want := range relayGrants {
+	for suffix, want := range grants {
 		if !slices.Equal(got[suffix], want) {
 			t.Errorf("role has %v on %s%s, want %v", got[suffix], table, suffix, want)
 		}
 	}
-	if len(got) != len(relayGrants) {
+	if len(got) != len(grants) {
 		t.Errorf("role has privileges on other tables: %v", got)
 	}
 	var super bool
@@ -100,9 +140,12 @@ func TestRelayWithLeastDatabasePrivileges(t *testing.T) {
 	}
 	u.User = url.UserPassword(role, password)
 	dir := writeConfig(t, pgConfig("set-by-the-environment", table, "broker: kfake"))
-	p := startRelayWithEnv(t, dir, []string{"OUTBOXKIT_DATABASE_DSN=" + u.String()})
+	p := startRelayWithEnv(t, dir, append(env, "OUTBOXKIT_DATABASE_DSN="+u.String()))
 	ready := p.waitLog(t, "broker ready")
 	p.waitLog(t, "forwarder started")
+	if cdc {
+		p.waitLog(t, "cdc: streaming")
+	}
 	var addrs []string
 	if list, ok := ready["addrs"].([]any); ok {
 		for _, a := range list {
