@@ -32,6 +32,11 @@ var (
 	_ forwarder.CheckpointReader       = (*Publisher)(nil)
 )
 
+// sharedCheckpointTopic is the checkpoint topic of every exactly-once test: the units of the
+// tests (their prefixes name their own tables) share its partitions, as the units of several
+// tables would in production, and the shared broker is spared a 64-partition topic per test.
+const sharedCheckpointTopic = "outboxkit-test.checkpoints"
+
 type eoHarness struct {
 	t          testing.TB
 	dsn        string
@@ -62,7 +67,7 @@ func newEOHarness(t testing.TB) *eoHarness {
 		}
 	})
 	return &eoHarness{t: t, dsn: dsn, db: db, writer: w, brokers: testsupport.KafkaBrokers(t),
-		topic: testsupport.UniqueName("eo-events"), checkpoint: testsupport.UniqueName("eo-checkpoints")}
+		topic: testsupport.UniqueName("eo-events"), checkpoint: sharedCheckpointTopic}
 }
 
 type eoBody struct {

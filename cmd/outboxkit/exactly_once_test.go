@@ -17,7 +17,7 @@ func TestRelayExactlyOnce(t *testing.T) {
 	brokers := testsupport.KafkaBrokers(t)
 	table := testsupport.UniqueName("cli_eo")
 	topic := testsupport.UniqueName("cli.eo")
-	checkpoints := testsupport.UniqueName("cli.eo.checkpoints")
+	const checkpoints = "outboxkit-test.checkpoints" // shared by the tests, as in brokers/kafka
 	dropTables(t, db, table)
 	config := pgConfig(testsupport.PostgresDSN(t), table, fmt.Sprintf("broker: kafka\nkafka:\n  brokers: [%s]\n", strings.Join(brokers, ", ")))
 	config = strings.Replace(config, "forwarder:\n", "forwarder:\n  delivery: exactly_once\n  checkpoint_topic: "+checkpoints+"\n", 1)

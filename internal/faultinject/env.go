@@ -546,7 +546,7 @@ func writeRelayConfig(path string, cfg Config, dsn, table, dlq, relayID string) 
 	if cfg.Delivery != "" {
 		fwd := doc["forwarder"].(map[string]any)
 		fwd["delivery"] = cfg.Delivery
-		fwd["checkpoint_topic"] = table + "-checkpoints"
+		fwd["checkpoint_topic"] = "faultinject.checkpoints" // shared by the runs; each run's units have their own prefix
 	}
 	data, err := yaml.Marshal(doc)
 	if err != nil {

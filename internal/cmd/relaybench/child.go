@@ -166,7 +166,7 @@ func runRelay(role string, d database, name string, o options) error {
 			cfg.Source, cfg.CDC.DSN = forwarder.SourceCDC, d.dsn
 		}
 		if role == relayExactlyOnce {
-			cfg.Delivery, cfg.CheckpointTopic, cfg.TransactionalUnits = forwarder.ExactlyOnce, name+"-checkpoints", o.units
+			cfg.Delivery, cfg.CheckpointTopic, cfg.TransactionalUnits = forwarder.ExactlyOnce, "relaybench.checkpoints", o.units
 		}
 		if d.dialect == outbox.Postgres && role != relayCDC {
 			table, err := outbox.NewTable(outbox.Postgres, name)
