@@ -2,9 +2,11 @@ package brokerconfig_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -278,5 +280,27 @@ func TestCloudEventsOnPulsarProperties(t *testing.T) {
 		if string(m.Payload()) != string(e.Payload) || m.Key() != e.AggregateID {
 			t.Errorf("event %s: payload %q key %q, want %q %q", e.ID, m.Payload(), m.Key(), e.Payload, e.AggregateID)
 		}
+	}
+}
+
+// TestExactlyOnceRefusesTheCloudEventsFormat: the CloudEvents decorator does not carry the
+// transactional methods, so exactly-once delivery with format cloudevents is refused by
+// forwarder.New with an error naming the publisher, not run without transactions.
+func TestExactlyOnceRefusesTheCloudEventsFormat(t *testing.T) {
+	cfg, err := brokerconfig.Parse([]byte("broker: kfake\nformat: cloudevents\ncloudevents:\n  source: /tests\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b, err := brokerconfig.Build(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	_, err = forwarder.New(forwarder.Config{DB: &sql.DB{}, Dialect: outbox.Postgres, Publisher: b.Publisher(),
+		Delivery: forwarder.ExactlyOnce})
+	if err == nil || !strings.Contains(err.Error(), `Delivery "exactly_once" needs a publisher with transactions`) {
+		t.Fatalf("forwarder.New with exactly-once and the CloudEvents publisher: %v, want the refusal", err)
 	}
 }
