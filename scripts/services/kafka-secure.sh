@@ -166,6 +166,10 @@ _kafka_secure_start() {
       fail "kafka-secure (maven resolution)" "$SERVICES_LOG_DIR/kafka-secure-maven.log"
   fi
   _kafka_secure_certs
+  if killed_uncleanly "$dir/kafka.pid"; then
+    echo "kafka-secure: the last broker was killed without shutting down; starting from empty data" >&2
+    rm -rf "$dir/data" "$dir/kafka.pid"
+  fi
   if [ ! -f "$dir/data/meta.properties" ] || [ ! -f "$dir/secrets/admin.password" ]; then
     rm -rf "$dir/data"
     _kafka_secure_secrets

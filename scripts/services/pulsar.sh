@@ -136,6 +136,15 @@ start_pulsar() {
   local pid=""
   [ -f "$pidfile" ] && pid=$(cat "$pidfile")
   if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
+    # A pid file left behind (see killed_uncleanly): besides the reasons given there, the
+    # bookie's registration is still in the RocksDB metadata, and a standalone started on it can
+    # loop for ever re-registering the bookie ("Lock on resource /ledgers/available/... was
+    # invalidated", as in apache/pulsar#17759), refusing new topics with "Not enough non-faulty
+    # bookies" and burning a core.
+    if killed_uncleanly "$pidfile"; then
+      echo "$name: the last broker (pid $pid) was killed without shutting down; starting from empty data" >&2
+      _pulsar_wipe_data "$dir"
+    fi
     local p
     for p in "$port" "$http" "$bkport"; do
       if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
@@ -188,5 +197,31 @@ start_pulsar() {
     fi
     sleep 1
   done
+  if _pulsar_bookie_flapping "$logfile"; then
+    stop_pidfile "$pidfile"
+    if [ -n "${_PULSAR_RETRIED:-}" ]; then
+      echo "$name: its bookie keeps losing its registration even on empty data; last lines of $logfile:" >&2
+      tail -n 20 "$logfile" >&2
+      return 1
+    fi
+    echo "$name: its bookie keeps losing its registration (see $logfile); starting again from empty data" >&2
+    _pulsar_wipe_data "$dir"
+    _PULSAR_RETRIED=1 start_pulsar
+    return
+  fi
   echo "$ready_line"
+}
+
+# _pulsar_wipe_data DIR: remove the broker's metadata and ledgers (the classpath, config and
+# secrets stay).
+_pulsar_wipe_data() { rm -rf "$1/data/metadata" "$1/data/bookkeeper" "$1/data/zookeeper"; }
+
+# _pulsar_bookie_flapping LOGFILE: true when, a few seconds after the broker became ready, its
+# bookie is still being re-registered in a loop (the log is truncated at every start, so every
+# line counted belongs to this run). A healthy start logs the message at most a few times.
+_pulsar_bookie_flapping() {
+  sleep "${PULSAR_FLAP_WAIT:-3}"
+  local n
+  n=$(grep -c 'was invalidated' "$1" 2>/dev/null || true)
+  ((${n:-0} > 20))
 }
