@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/go-sql-driver/mysql"
 	_ "modernc.org/sqlite"
 
 	"github.com/outboxkit/outboxkit/internal/testsupport"
@@ -476,5 +477,66 @@ func TestStoreFailedLeaseTransactionResetsTheConnection(t *testing.T) {
 	}
 	if timeout != 0 {
 		t.Fatalf("the pooled connection kept idle_transaction_timeout = %d after a failed lease transaction", timeout)
+	}
+}
+
+// On MariaDB, a statement that locks lease rows must lock only the rows it names. With the
+// partitions as an IN list, the optimizer scanned the whole lease group once half of it was
+// listed, and InnoDB waits for the lock of every row it scans, even one it then drops: an
+// acknowledgement holding its own row 10 and waiting for another relay's row 15, while that
+// relay's acknowledgement held row 15 and waited for row 20, deadlocked (Error 1213 in
+// TestPausedRelayLosesItsPartitions). Here relay A holds one lease row and relay B, whose
+// lock wait is cut to 1 s, locks, renews and releases 31 others: none of it may wait for A.
+func TestStoreLeaseLocksTakeOnlyTheNamedRows(t *testing.T) {
+	fx := newStoreFixture(t, outbox.MySQL)
+	if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := mysql.ParseDSN(testsupport.MySQLDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Params = map[string]string{"innodb_lock_wait_timeout": "1"}
+	impatient, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = impatient.Close() })
+	var others []int
+	for p := range 32 {
+		if p != 10 {
+			others = append(others, p)
+		}
+	}
+	if _, err := fx.db.Exec("UPDATE " + fx.store.table.Leases() + " SET owner = 'B', expires_at = NOW(6) + INTERVAL 1 HOUR WHERE partition_no <> 10"); err != nil {
+		t.Fatal(err)
+	}
+	holding := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		_ = fx.store.inLeaseTx(fx.ctx, fx.db, func(tx *sql.Tx) error {
+			_, err := fx.store.lockLeases(fx.ctx, tx, []int{10}, false)
+			close(holding)
+			<-done
+			return err
+		})
+	}()
+	<-holding
+	defer close(done)
+	err = fx.store.inLeaseTx(fx.ctx, impatient, func(tx *sql.Tx) error {
+		locked, err := fx.store.lockLeases(fx.ctx, tx, others, false)
+		if err == nil && len(locked) != len(others) {
+			err = fmt.Errorf("locked %d rows, want %d", len(locked), len(others))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("locking 31 lease rows waited for the one another transaction holds: %v", err)
+	}
+	if _, err := fx.store.renew(fx.ctx, impatient, "B", time.Hour); err != nil {
+		t.Fatalf("renewing B's leases waited for A's row: %v", err)
+	}
+	if n, err := fx.store.release(fx.ctx, impatient, "B", others); err != nil || n != len(others) {
+		t.Fatalf("releasing B's leases: %d released, %v", n, err)
 	}
 }
