@@ -15,11 +15,11 @@ fi
 go vet ./...
 go test -count=1 -timeout 25m -p 2 "$@" ./...
 
-# Watermill's TestReconnect for Pulsar, alone after the suite: it restarts a dedicated broker
-# twice, and under the suite's load a restart outlasted the test's 60 s window. RECONNECT=0
-# skips it. (The Kafka one stays opt-in: see brokers/kafka/reconnect_test.go.)
+# Watermill's TestReconnect for Pulsar and Kafka, alone after the suite: each restarts a
+# dedicated broker twice, and under the suite's load a restart outlasted the test's 60 s window.
+# RECONNECT=0 skips them.
 if [ "${RECONNECT:-1}" != 0 ]; then
-  OUTBOXKIT_TEST_RECONNECT=1 go test -count=1 -timeout 10m -p 1 "$@" -run '^TestReconnect$' ./brokers/pulsar
+  OUTBOXKIT_TEST_RECONNECT=1 go test -count=1 -timeout 10m -p 1 "$@" -run '^TestReconnect$' ./brokers/pulsar ./brokers/kafka
 fi
 
 # Short fuzz runs (one package and one target each); FUZZTIME=0 skips them.
