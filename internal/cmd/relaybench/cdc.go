@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -95,17 +97,29 @@ func dropCDC(db *sql.DB, table outbox.Table) {
 	_, _ = db.Exec("DROP TABLE IF EXISTS " + table.CDCSlots())
 }
 
-// writeCost is the median time of one single-row business transaction with one event, for each
-// write-side setting.
+// writeCost is the median duration of a single-row business transaction under one
+// write-side setting, and the setting it is compared with (an index into the same slice, -1 for
+// none).
 type writeCost struct {
-	label  string
-	median time.Duration
+	label            string
+	median           time.Duration
+	base, vsSettings int
+}
+
+// writeSetting is one way of writing the business transaction: through database/sql
+// (Writer.WriteTx, one round trip per statement) or through a native pgx connection with the
+// business INSERT and the event's INSERT in one pgx.Batch (Writer.QueuePgx, one round trip for
+// both). w is nil for the business row alone.
+type writeSetting struct {
+	writeCost
+	w   *outbox.Writer
+	pgx bool
 }
 
 // measureWriteSide times single-row business transactions (an INSERT into a business table,
 // plus one event in the same transaction) on PostgreSQL, interleaving the settings round by
 // round: without an event, with the polling source's write side (key lock, notify trigger), and
-// with the cdc source's (neither).
+// with the cdc source's (neither); each through database/sql and through a pgx batch.
 func measureWriteSide(db *sql.DB, d database, n int) ([]writeCost, error) {
 	ctx := context.Background()
 	biz := "bench_business_" + fmt.Sprint(time.Now().UnixNano()%1e9)
@@ -113,51 +127,51 @@ func measureWriteSide(db *sql.DB, d database, n int) ([]writeCost, error) {
 		return nil, err
 	}
 	defer func() { _, _ = db.Exec("DROP TABLE IF EXISTS " + biz) }()
-	type setting struct {
-		label string
-		w     *outbox.Writer
+	conn, err := pgx.Connect(ctx, d.dsn)
+	if err != nil {
+		return nil, fmt.Errorf("connect with pgx: %w", err)
 	}
-	settings := []setting{{label: "business row only"}}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	writers := map[bool]*outbox.Writer{}
 	for _, cdc := range []bool{false, true} {
 		name, _, _, err := setup(db, d, relayOutboxkit)
 		if err != nil {
 			return nil, err
 		}
 		defer cleanup(db, d, relayOutboxkit, name)
-		w, err := outbox.NewWriter(outbox.Config{Dialect: d.dialect, Table: name, DisableKeyLocks: cdc})
-		if err != nil {
+		if writers[cdc], err = outbox.NewWriter(outbox.Config{Dialect: d.dialect, Table: name, DisableKeyLocks: cdc}); err != nil {
 			return nil, err
 		}
-		label := "+ 1 event, polling settings (key lock, notify trigger)"
 		if cdc {
-			label = "+ 1 event, cdc settings (no key lock, no trigger)"
 			if _, err := db.ExecContext(ctx, "DROP TRIGGER IF EXISTS "+name+"_notify ON "+name); err != nil {
 				return nil, err
 			}
 		}
-		settings = append(settings, setting{label, w})
 	}
+	const polling, cdc = "polling settings (key lock, notify trigger)", "cdc settings (no key lock, no trigger)"
+	settings := []writeSetting{
+		{writeCost: writeCost{label: "database/sql: business row only", base: -1, vsSettings: -1}},
+		{writeCost: writeCost{label: "database/sql: + 1 event (WriteTx), " + polling, base: 0, vsSettings: -1}, w: writers[false]},
+		{writeCost: writeCost{label: "database/sql: + 1 event (WriteTx), " + cdc, base: 0, vsSettings: 1}, w: writers[true]},
+		{writeCost: writeCost{label: "pgx batch: business row only", base: -1, vsSettings: -1}, pgx: true},
+		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + polling, base: 3, vsSettings: -1}, w: writers[false], pgx: true},
+		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + cdc, base: 3, vsSettings: 4}, w: writers[true], pgx: true},
+	}
+	insert := "INSERT INTO " + biz + " (note) VALUES ($1)"
 	times := make([][]time.Duration, len(settings))
 	const round = 100
 	for done := 0; done < n; done += round {
 		for i, s := range settings {
 			for j := range round {
+				ev := makeEvent("bench.write", done+j, 1000, 256, false)
 				began := time.Now()
-				tx, err := db.BeginTx(ctx, nil)
+				var err error
+				if s.pgx {
+					err = writePgx(ctx, conn, insert, s.w, ev)
+				} else {
+					err = writeSQL(ctx, db, insert, s.w, ev)
+				}
 				if err != nil {
-					return nil, err
-				}
-				if _, err := tx.ExecContext(ctx, "INSERT INTO "+biz+" (note) VALUES ($1)", "order"); err != nil {
-					_ = tx.Rollback()
-					return nil, err
-				}
-				if s.w != nil {
-					if err := s.w.WriteTx(ctx, tx, makeEvent("bench.write", done+j, 1000, 256, false)); err != nil {
-						_ = tx.Rollback()
-						return nil, err
-					}
-				}
-				if err := tx.Commit(); err != nil {
 					return nil, err
 				}
 				times[i] = append(times[i], time.Since(began))
@@ -167,9 +181,48 @@ func measureWriteSide(db *sql.DB, d database, n int) ([]writeCost, error) {
 	out := make([]writeCost, len(settings))
 	for i, s := range settings {
 		slices.Sort(times[i])
-		out[i] = writeCost{label: s.label, median: times[i][len(times[i])/2]}
+		out[i] = s.writeCost
+		out[i].median = times[i][len(times[i])/2]
 	}
 	return out, nil
+}
+
+// writeSQL runs BEGIN, the business INSERT, [w.WriteTx of ev], COMMIT through database/sql.
+func writeSQL(ctx context.Context, db *sql.DB, insert string, w *outbox.Writer, ev outbox.Event) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, insert, "order"); err != nil {
+		return err
+	}
+	if w != nil {
+		if err := w.WriteTx(ctx, tx, ev); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// writePgx runs BEGIN, one batch of the business INSERT [and w.QueuePgx of ev], COMMIT on conn.
+func writePgx(ctx context.Context, conn *pgx.Conn, insert string, w *outbox.Writer, ev outbox.Event) error {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	batch := &pgx.Batch{}
+	batch.Queue(insert, "order")
+	if w != nil {
+		if err := w.QueuePgx(batch, ev); err != nil {
+			return err
+		}
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 // printDecodeTable prints the cdc drains beside pg_recvlogical's decode of the same rows, and
@@ -198,23 +251,22 @@ func printDecodeTable(w io.Writer, r *results, o options) {
 	}
 }
 
-// printWriteTable prints the write-side cost of each setting and its overhead over the business
-// transaction alone.
+// printWriteTable prints the write-side cost of each setting, its overhead over the business
+// transaction alone written the same way, and the cdc settings against the polling ones.
 func printWriteTable(w io.Writer, costs []writeCost) {
 	if len(costs) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nwrite side: one single-row business transaction (BEGIN, INSERT, [one 256 B event through Writer.WriteTx], COMMIT), PostgreSQL, interleaved rounds of 100, median\n\n")
+	fmt.Fprintf(w, "\nwrite side: one single-row business transaction (BEGIN, INSERT, [one 256 B event], COMMIT), PostgreSQL, interleaved rounds of 100, median\n\n")
 	fmt.Fprintln(w, "| transaction | median | overhead over the business row | vs polling settings |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|")
-	base := costs[0].median
-	for i, c := range costs {
+	for _, c := range costs {
 		over, vs := "–", "–"
-		if i > 0 {
-			over = fmt.Sprintf("%+.0f %%", 100*(float64(c.median)/float64(base)-1))
+		if c.base >= 0 {
+			over = fmt.Sprintf("%+.0f %%", 100*(float64(c.median)/float64(costs[c.base].median)-1))
 		}
-		if i > 1 {
-			vs = fmt.Sprintf("%+.0f %%", 100*(float64(c.median)/float64(costs[1].median)-1))
+		if c.vsSettings >= 0 {
+			vs = fmt.Sprintf("%+.0f %%", 100*(float64(c.median)/float64(costs[c.vsSettings].median)-1))
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", c.label, c.median.Round(time.Microsecond), over, vs)
 	}
