@@ -5,9 +5,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/outboxkit/outboxkit/outbox"
@@ -135,22 +132,11 @@ func (s *store) lockLeases(ctx context.Context, tx *sql.Tx, partitions []int, sk
 		in(len(partitions)) + " ORDER BY partition_no" + s.lockSuffix(skipLocked)
 	args := append([]any{s.group}, intArgs(partitions)...)
 	if s.dialect == outbox.MySQL {
-		// InnoDB waits for the lock of every row a locking read scans, even one the WHERE then
-		// drops, and once an IN list names about half of a group MariaDB scans the whole group
-		// (type ref on lease_group): two relays' acknowledgements, each holding its own rows and
-		// waiting for a row of the other's, deadlocked. Joining the listed partitions, sorted,
-		// to the primary key makes each lock a point lookup (eq_ref), in ascending order. The
-		// partitions are ints of our own, written as literals.
-		var list strings.Builder
-		for i, p := range slices.Sorted(slices.Values(partitions)) {
-			if i > 0 {
-				list.WriteString(" UNION ALL ")
-			}
-			list.WriteString("SELECT " + strconv.Itoa(p) + " AS n")
-		}
-		query = "SELECT l.partition_no, l.owner, l.epoch FROM (" + list.String() + ") AS p STRAIGHT_JOIN " +
-			s.table.Leases() + " l ON l.lease_group = ? AND l.partition_no = p.n ORDER BY p.n" + s.lockSuffix(skipLocked)
-		args = []any{s.group}
+		// One point lookup per row, in ascending order (pointLookups).
+		table, list := pointLookups(partitions)
+		query = "SELECT l.partition_no, l.owner, l.epoch FROM " + table + " STRAIGHT_JOIN " + s.table.Leases() +
+			" l ON l.lease_group = ? AND l.partition_no = p.n ORDER BY p.n" + s.lockSuffix(skipLocked)
+		args = []any{list, s.group}
 	}
 	rows, err := tx.QueryContext(ctx, s.q(query), args...)
 	if err != nil {

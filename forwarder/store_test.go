@@ -492,16 +492,7 @@ func TestStoreLeaseLocksTakeOnlyTheNamedRows(t *testing.T) {
 	if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := mysql.ParseDSN(testsupport.MySQLDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Params = map[string]string{"innodb_lock_wait_timeout": "1"}
-	impatient, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = impatient.Close() })
+	impatient := impatientMySQL(t)
 	var others []int
 	for p := range 32 {
 		if p != 10 {
@@ -511,19 +502,8 @@ func TestStoreLeaseLocksTakeOnlyTheNamedRows(t *testing.T) {
 	if _, err := fx.db.Exec("UPDATE " + fx.store.table.Leases() + " SET owner = 'B', expires_at = NOW(6) + INTERVAL 1 HOUR WHERE partition_no <> 10"); err != nil {
 		t.Fatal(err)
 	}
-	holding := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		_ = fx.store.inLeaseTx(fx.ctx, fx.db, func(tx *sql.Tx) error {
-			_, err := fx.store.lockLeases(fx.ctx, tx, []int{10}, false)
-			close(holding)
-			<-done
-			return err
-		})
-	}()
-	<-holding
-	defer close(done)
-	err = fx.store.inLeaseTx(fx.ctx, impatient, func(tx *sql.Tx) error {
+	fx.holdRowLock("SELECT partition_no FROM " + fx.store.table.Leases() + " WHERE lease_group = 'default' AND partition_no = 10 FOR UPDATE")
+	err := fx.store.inLeaseTx(fx.ctx, impatient, func(tx *sql.Tx) error {
 		locked, err := fx.store.lockLeases(fx.ctx, tx, others, false)
 		if err == nil && len(locked) != len(others) {
 			err = fmt.Errorf("locked %d rows, want %d", len(locked), len(others))
@@ -538,5 +518,76 @@ func TestStoreLeaseLocksTakeOnlyTheNamedRows(t *testing.T) {
 	}
 	if n, err := fx.store.release(fx.ctx, impatient, "B", others); err != nil || n != len(others) {
 		t.Fatalf("releasing B's leases: %d released, %v", n, err)
+	}
+}
+
+// The same for the acknowledgement's DELETE on MariaDB: with the batch's seqs as an IN list
+// (half of the table or more, the steady state of a relay that keeps up) it scanned the whole
+// table and waited for a row another transaction held, while holding the batch's lease rows.
+func TestStoreAckDeletesOnlyTheNamedRows(t *testing.T) {
+	fx := newStoreFixture(t, outbox.MySQL)
+	for i := range 200 {
+		fx.write(fmt.Sprintf("order-%d", i), 16)
+	}
+	recs := fx.claim(200, 1<<30)
+	if len(recs) != 200 {
+		t.Fatalf("claimed %d rows, want 200", len(recs))
+	}
+	held := recs[100].seq
+	var seqs []int64
+	for i, r := range recs {
+		if i%2 == 0 && r.seq != held {
+			seqs = append(seqs, r.seq)
+		}
+	}
+	fx.holdRowLock(fmt.Sprintf("SELECT seq FROM %s WHERE seq = %d FOR UPDATE", fx.store.table.Events(), held))
+	if err := fx.store.inLeaseTx(fx.ctx, impatientMySQL(t), func(tx *sql.Tx) error { return fx.store.ack(fx.ctx, tx, seqs, false) }); err != nil {
+		t.Fatalf("deleting %d acknowledged rows waited for a row another transaction holds: %v", len(seqs), err)
+	}
+	var left int
+	if err := fx.db.QueryRow("SELECT COUNT(*) FROM " + fx.store.table.Events()).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 200-len(seqs) {
+		t.Fatalf("%d rows left after deleting %d of 200", left, len(seqs))
+	}
+}
+
+// impatientMySQL opens the test MariaDB with a lock wait of 1 s: a statement that waits for a
+// row lock fails with Error 1205 instead of hanging.
+func impatientMySQL(t *testing.T) *sql.DB {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(testsupport.MySQLDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Params = map[string]string{"innodb_lock_wait_timeout": "1"}
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// holdRowLock runs the locking query in a transaction of its own that stays open until the test
+// ends, and fails the test unless it locked one row.
+func (fx *storeFixture) holdRowLock(query string) {
+	fx.t.Helper()
+	tx, err := fx.db.BeginTx(fx.ctx, nil)
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+	fx.t.Cleanup(func() { _ = tx.Rollback() })
+	rows, err := tx.QueryContext(fx.ctx, query)
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil || n != 1 {
+		fx.t.Fatalf("hold a row lock: %d rows, %v", n, err)
 	}
 }
