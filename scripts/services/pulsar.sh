@@ -133,7 +133,7 @@ start_pulsar() {
   mkdir -p "$dir/data" "$logdir"
 
   # Start unless our own process is still alive (e.g. still booting from an earlier call).
-  local pid=""
+  local pid="" wiped=0
   [ -f "$pidfile" ] && pid=$(cat "$pidfile")
   if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
     # A pid file left behind (see killed_uncleanly): besides the reasons given there, the
@@ -144,6 +144,7 @@ start_pulsar() {
     if killed_uncleanly "$pidfile"; then
       echo "$name: the last broker (pid $pid) was killed without shutting down; starting from empty data" >&2
       _pulsar_wipe_data "$dir"
+      wiped=1
     fi
     local p
     for p in "$port" "$http" "$bkport"; do
@@ -182,9 +183,15 @@ start_pulsar() {
     pid=$(cat "$pidfile" 2>/dev/null || true)
   fi
 
-  # Wait until a topic can be served, failing fast if the JVM dies.
-  local deadline=$((SECONDS + timeout))
+  # Wait until a topic can be served, failing fast if the JVM dies; and a few seconds more, to see
+  # that its bookie is not re-registering in a loop (which readiness can miss: the bookie is
+  # registered part of the time).
+  local deadline=$((SECONDS + timeout)) loops=0
   until "$ready" "$http"; do
+    if _pulsar_bookie_loops "$logfile"; then
+      loops=1
+      break
+    fi
     if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
       echo "$name: process exited during startup; last lines of $logfile:" >&2
       tail -n 60 "$logfile" >&2
@@ -197,15 +204,25 @@ start_pulsar() {
     fi
     sleep 1
   done
-  if _pulsar_bookie_flapping "$logfile"; then
+  if ((loops == 0)); then
+    sleep "${PULSAR_LOOP_WAIT:-3}"
+    _pulsar_bookie_loops "$logfile" && loops=1
+  fi
+  if ((loops)); then
+    # Keep the evidence: the next start truncates the log.
+    cp "$logfile" "$logfile.bookie-loop"
     stop_pidfile "$pidfile"
     if [ -n "${_PULSAR_RETRIED:-}" ]; then
-      echo "$name: its bookie keeps losing its registration even on empty data; last lines of $logfile:" >&2
-      tail -n 20 "$logfile" >&2
+      echo "$name: its bookie keeps losing its registration, also after a restart; log in $logfile.bookie-loop" >&2
       return 1
     fi
-    echo "$name: its bookie keeps losing its registration (see $logfile); starting again from empty data" >&2
-    _pulsar_wipe_data "$dir"
+    if ((wiped)); then
+      echo "$name: its bookie keeps losing its registration (log in $logfile.bookie-loop); starting again from empty data" >&2
+      _pulsar_wipe_data "$dir"
+    else
+      # Started on data that must survive (a graceful restart): restart once on the same data.
+      echo "$name: its bookie keeps losing its registration (log in $logfile.bookie-loop); restarting it on the same data" >&2
+    fi
     _PULSAR_RETRIED=1 start_pulsar
     return
   fi
@@ -216,12 +233,12 @@ start_pulsar() {
 # secrets stay).
 _pulsar_wipe_data() { rm -rf "$1/data/metadata" "$1/data/bookkeeper" "$1/data/zookeeper"; }
 
-# _pulsar_bookie_flapping LOGFILE: true when, a few seconds after the broker became ready, its
-# bookie is still being re-registered in a loop (the log is truncated at every start, so every
-# line counted belongs to this run). A healthy start logs the message at most a few times.
-_pulsar_bookie_flapping() {
-  sleep "${PULSAR_FLAP_WAIT:-3}"
+# _pulsar_bookie_loops LOGFILE: true when the broker's bookie is being re-registered in a loop
+# ("Lock on resource /ledgers/available/... was invalidated" over and over; the log is truncated
+# at every start, so every line counted belongs to this run). A healthy start logs it at most a
+# few times.
+_pulsar_bookie_loops() {
   local n
-  n=$(grep -c 'was invalidated' "$1" 2>/dev/null || true)
+  n=$(grep -c '/ledgers/available/.*was invalidated' "$1" 2>/dev/null || true)
   ((${n:-0} > 20))
 }
