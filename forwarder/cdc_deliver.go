@@ -116,7 +116,14 @@ func (f *Forwarder) admitVisible(ctx context.Context, b cdcBatch) (map[int64]boo
 
 // cdcDeliver runs deliver on records and then marks those still pending (the later events of a
 // key that failed in the batch, held back by publish) for the retry path.
+//
+// leases are every partition of the group (the streamer owns them all); only those of the
+// records' partitions are held and fenced. Fencing all 64 made every acknowledgement lock all
+// 64 lease rows (FOR UPDATE) until its commit, so the workers' acknowledgements, whose records
+// are in disjoint partitions, queued behind each other's commit on the same rows. A record of
+// a partition left out would count as fenced off, so every record's partition is in the set.
 func (f *Forwarder) cdcDeliver(ctx context.Context, worker int, leases []lease, records []record) error {
+	leases = leasesOf(leases, records)
 	f.inflight.read(worker)
 	held := f.inflight.hold(worker, leases)
 	defer f.inflight.end(held)
@@ -135,6 +142,24 @@ func (f *Forwarder) cdcDeliver(ctx context.Context, worker int, leases []lease, 
 	defer cancel()
 	_, err := f.store.markRetry(mctx, f.cfg.DB, seqs)
 	return err
+}
+
+// leasesOf returns, in a new slice (hold filters its argument in place, and the stream's lease
+// reading is shared by the workers), the leases of the partitions records belong to.
+func leasesOf(leases []lease, records []record) []lease {
+	var in [outbox.Partitions]bool
+	for _, r := range records {
+		if r.partition >= 0 && r.partition < outbox.Partitions {
+			in[r.partition] = true
+		}
+	}
+	out := make([]lease, 0, min(len(leases), len(records)))
+	for _, l := range leases {
+		if l.partition >= 0 && l.partition < outbox.Partitions && in[l.partition] {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // unsettledCount sums the counters deliver increments when a record is left pending: failed

@@ -3,9 +3,11 @@ package forwarder_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -275,4 +277,78 @@ func TestCDCIdleSlotKeepsAdvancing(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestCDCRetryPathRunsBesideTheStream: a retry publish that hangs (the broker slow to answer
+// for one key) delays only its own key. Events of other keys committed meanwhile are streamed
+// and published while it hangs, and the hanging key's events still arrive in order once it
+// answers. (While the retry path ran alone, after draining the stream, they waited for it.)
+func TestCDCRetryPathRunsBesideTheStream(t *testing.T) {
+	h := newCDCHarness(t, kfakeBrokers(t))
+	slow := []outbox.Event{h.event("slow", 0), h.event("slow", 1)}
+	pub := &hangingRetryPublisher{Publisher: h.publisher(), id: slow[0].ID.String(),
+		hanging: make(chan struct{}), release: make(chan struct{})}
+	defer pub.unhang()
+	cfg := h.config(pub)
+	cfg.LeaseTTL = 20 * time.Second // bounds a publish: longer than the hang
+	h.start(cfg)
+	h.waitForStream()
+	h.write(slow...)
+	select {
+	case <-pub.hanging:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the failed event was not retried within 30s")
+	}
+	free := keysNamed("free", 10)
+	var events []outbox.Event
+	for _, k := range free {
+		events = append(events, h.event(k, 0), h.event(k, 1))
+	}
+	h.write(events...)
+	got := consumeDistinct(t, h.brokers, h.topic, len(events), 10*time.Second)
+	for _, r := range got {
+		if r.key == "slow" {
+			t.Fatalf("event slow/%d was published while its retry publish hung", r.n)
+		}
+	}
+	if n := len(got); n < len(events) {
+		t.Fatalf("%d of the %d events of other keys were published within 10s while a retry publish hung", n, len(events))
+	}
+	pub.unhang()
+	all := consumeDistinct(t, h.brokers, h.topic, len(events)+len(slow), 30*time.Second)
+	checkDelivery(t, all, append(free, "slow"), 2)
+}
+
+// hangingRetryPublisher refuses the first call that carries event id, and makes the next one
+// (the retry) hang until unhang or the end of the message's context; it delivers every other
+// call.
+type hangingRetryPublisher struct {
+	message.Publisher
+	id       string
+	calls    atomic.Int32
+	hanging  chan struct{}
+	release  chan struct{}
+	released sync.Once
+}
+
+func (p *hangingRetryPublisher) unhang() { p.released.Do(func() { close(p.release) }) }
+
+func (p *hangingRetryPublisher) Publish(topic string, msgs ...*message.Message) error {
+	for _, m := range msgs {
+		if m.Metadata.Get(outbox.MetadataEventID) != p.id {
+			continue
+		}
+		switch p.calls.Add(1) {
+		case 1:
+			return errors.New("injected: the broker refused the message")
+		case 2:
+			close(p.hanging)
+			select {
+			case <-p.release:
+			case <-m.Context().Done():
+				return m.Context().Err()
+			}
+		}
+	}
+	return p.Publisher.Publish(topic, msgs...)
 }

@@ -15,20 +15,21 @@ import "sync"
 type inflight struct {
 	mu       sync.Mutex
 	workers  int
-	reading  map[int]bool // worker -> between reading its leases and hold
-	busy     map[int]int  // partition -> batches in flight
+	reading  map[int]int // worker -> how many of its loops are between reading their leases and hold
+	busy     map[int]int // partition -> batches in flight
 	draining map[int]bool
 }
 
 func newInflight(workers int) *inflight {
-	return &inflight{workers: workers, reading: map[int]bool{}, busy: map[int]int{}, draining: map[int]bool{}}
+	return &inflight{workers: workers, reading: map[int]int{}, busy: map[int]int{}, draining: map[int]bool{}}
 }
 
-// read marks the worker as about to read its leases.
+// read marks the worker as about to read its leases. (With the cdc source, the retry path
+// reads as worker 0 while worker 0 may be reading too: the marks are counted.)
 func (g *inflight) read(worker int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.reading[worker] = true
+	g.reading[worker]++
 }
 
 // hold drops the draining partitions from the worker's leases, marks the others busy until end,
@@ -36,7 +37,9 @@ func (g *inflight) read(worker int) {
 func (g *inflight) hold(worker int, leases []lease) []lease {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	delete(g.reading, worker)
+	if g.reading[worker]--; g.reading[worker] <= 0 {
+		delete(g.reading, worker)
+	}
 	kept := leases[:0]
 	for _, l := range leases {
 		if !g.draining[l.partition] {
@@ -68,7 +71,7 @@ func (g *inflight) rebalance(surplus []int) (releaseNow []int) {
 	clear(g.draining)
 	for _, p := range surplus {
 		g.draining[p] = true
-		if g.busy[p] == 0 && !g.reading[p%g.workers] {
+		if g.busy[p] == 0 && g.reading[p%g.workers] == 0 {
 			releaseNow = append(releaseNow, p)
 		}
 	}
@@ -83,7 +86,7 @@ func (g *inflight) released(partitions []int) {
 	for _, p := range partitions {
 		// A worker reading its leases now may have read them before the release committed:
 		// keep the partition draining for it; the next rebalance clears the mark.
-		if !g.reading[p%g.workers] {
+		if g.reading[p%g.workers] == 0 {
 			delete(g.draining, p)
 		}
 	}
