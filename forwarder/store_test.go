@@ -591,3 +591,114 @@ func (fx *storeFixture) holdRowLock(query string) {
 		fx.t.Fatalf("hold a row lock: %d rows, %v", n, err)
 	}
 }
+
+// TestStoreAckFencedDeletesOnlyOwnedPartitions: the cdc source's one-statement acknowledgement
+// fences like fence does. Rows of a partition whose lease moved to another relay stay; so do
+// those of a partition taken over while the acknowledgement waited for its lease row (the
+// latest version of the row is checked), and the wait ends with the takeover's commit.
+func TestStoreAckFencedDeletesOnlyOwnedPartitions(t *testing.T) {
+	for _, retain := range []bool{false, true} {
+		t.Run(fmt.Sprintf("retain=%v", retain), func(t *testing.T) {
+			fx := newStoreFixture(t, outbox.Postgres)
+			if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
+				t.Fatal(err)
+			}
+			const ttl = 10 * time.Second
+			fx.heartbeat("A", ttl)
+			aLeases := fx.leases("A")
+			fx.heartbeat("B", ttl)
+			fx.heartbeat("A", ttl) // gives up half
+			fx.heartbeat("B", ttl) // takes it
+			bParts := map[int]bool{}
+			for _, l := range fx.leases("B") {
+				bParts[l.partition] = true
+			}
+			// Keys in three partitions: one of B's now, two still A's.
+			var moved, kept, raced string
+			for i := 0; moved == "" || kept == "" || raced == ""; i++ {
+				k := fmt.Sprintf("k%d", i)
+				p := outbox.PartitionOf(outbox.KeyHash("", "order", k))
+				switch {
+				case bParts[p] && moved == "":
+					moved = k
+				case !bParts[p] && kept == "":
+					kept = k
+				case !bParts[p] && raced == "" && p != outbox.PartitionOf(outbox.KeyHash("", "order", kept)):
+					raced = k
+				}
+			}
+			fx.write(moved, 10)
+			fx.write(kept, 10, 10)
+			racedPart := fx.write(raced, 10)
+			recs := fx.claim(10, 1<<20)
+			seqs := make([]int64, len(recs))
+			for i, r := range recs {
+				seqs[i] = r.seq
+			}
+			// Another transaction locks the lease row of raced's partition and moves it to B.
+			takeover, err := fx.db.BeginTx(fx.ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = takeover.Rollback() }()
+			if _, err := takeover.Exec("UPDATE "+fx.store.table.Leases()+" SET owner = 'B', epoch = epoch + 1"+
+				" WHERE lease_group = 'default' AND partition_no = $1", racedPart); err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				owned map[int]bool
+				err   error
+			}
+			done := make(chan result, 1)
+			go func() {
+				owned, err := fx.store.ackFenced(fx.ctx, fx.db, "A", aLeases, seqs, retain)
+				done <- result{owned, err}
+			}()
+			select {
+			case r := <-done:
+				t.Fatalf("the acknowledgement did not wait for the locked lease row: %v, %v", r.owned, r.err)
+			case <-time.After(300 * time.Millisecond):
+			}
+			if err := takeover.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the acknowledgement still waits after the takeover committed")
+			}
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if len(r.owned) != outbox.Partitions/2-1 || r.owned[racedPart] {
+				t.Fatalf("owned %d partitions (raced partition %d: %v), want %d without it", len(r.owned), racedPart, r.owned[racedPart], outbox.Partitions/2-1)
+			}
+			left := map[string]int{}
+			rows, err := fx.db.Query("SELECT aggregate_id, status FROM " + fx.store.table.Events())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var key string
+				var status int
+				if err := rows.Scan(&key, &status); err != nil {
+					t.Fatal(err)
+				}
+				if status == statusPending {
+					left[key]++
+				}
+			}
+			if want := map[string]int{moved: 1, raced: 1}; fmt.Sprint(left) != fmt.Sprint(want) {
+				t.Fatalf("pending after the acknowledgement: %v, want %v", left, want)
+			}
+			if retain {
+				var published int
+				if err := fx.db.QueryRow("SELECT COUNT(*) FROM " + fx.store.table.Events() + " WHERE status = 1 AND published_at IS NOT NULL").Scan(&published); err != nil || published != 2 {
+					t.Fatalf("retained as published: %d (%v), want 2", published, err)
+				}
+			}
+		})
+	}
+}
