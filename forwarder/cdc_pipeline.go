@@ -3,6 +3,7 @@ package forwarder
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -72,7 +73,17 @@ type pendingBatch struct {
 
 // leaseCacheTTL bounds how long the pipeline trusts its reading of the leases; the
 // acknowledgement's fence makes a stale reading safe, this only limits wasted publishes.
+// Once a reading is half that old, a batch asks for a new one in the background, so that under
+// a steady stream the loop never waits for the read (it did, ten times a second: 0.5 ms
+// median, 25–45 ms at the 99th percentile on a loaded machine, with no batch handed over
+// meanwhile); after an idle spell the first batch reads them itself.
 const leaseCacheTTL = 100 * time.Millisecond
+
+// leaseReading is the pipeline's reading of the leases, and when the read began.
+type leaseReading struct {
+	leases []lease
+	at     time.Time
+}
 
 // streamLoop runs the pipeline until ctx ends or a part or the stream fails.
 func (f *Forwarder) streamLoop(ctx context.Context, reader *cdcReader, batches <-chan cdcBatch, readErr chan error) error {
@@ -102,8 +113,7 @@ func (f *Forwarder) streamLoop(ctx context.Context, reader *cdcReader, batches <
 		next      uint64
 		confirmed pglogrepl.LSN
 		firstErr  error
-		leases    []lease
-		leasesAt  time.Time
+		reading   atomic.Pointer[leaseReading]
 	)
 	defer func() {
 		for _, q := range queues {
@@ -148,16 +158,33 @@ func (f *Forwarder) streamLoop(ctx context.Context, reader *cdcReader, batches <
 			settle(<-done)
 		}
 	}
-	retryErr := make(chan error, 1)
-	retryCtx, stopRetry := context.WithCancel(ctx)
-	retryDone := make(chan struct{})
-	go func() {
-		defer close(retryDone)
-		f.retryLoop(retryCtx, retryErr)
-	}()
+	// Beside the workers: the retry path, and the background reads of the leases.
+	bgErr := make(chan error, 2)
+	bgCtx, stopBackground := context.WithCancel(ctx)
+	var background sync.WaitGroup
+	background.Go(func() { f.retryLoop(bgCtx, bgErr) })
+	refresh := make(chan struct{}, 1)
+	background.Go(func() {
+		for {
+			select {
+			case <-bgCtx.Done():
+				return
+			case <-refresh:
+			}
+			at := time.Now()
+			leases, err := f.allLeases(bgCtx)
+			if err != nil {
+				if bgCtx.Err() == nil {
+					bgErr <- err
+				}
+				return
+			}
+			reading.Store(&leaseReading{leases, at})
+		}
+	})
 	defer func() {
-		stopRetry()
-		<-retryDone // a pass in progress finishes its publish and acknowledgement
+		stopBackground()
+		background.Wait() // a retry pass in progress finishes its publish and acknowledgement
 	}()
 	for firstErr == nil {
 		// At most one batch in flight per worker: while they are busy, the reader keeps
@@ -176,7 +203,7 @@ func (f *Forwarder) streamLoop(ctx context.Context, reader *cdcReader, batches <
 			return err
 		case d := <-done:
 			settle(d)
-		case err := <-retryErr:
+		case err := <-bgErr:
 			firstErr = err
 		case b := <-in:
 			switch {
@@ -185,13 +212,26 @@ func (f *Forwarder) streamLoop(ctx context.Context, reader *cdcReader, batches <
 			case len(b.records) == 0:
 				f.cdc.metrics.lagSeconds.Set(0)
 			}
-			if len(b.records) > 0 && time.Since(leasesAt) > leaseCacheTTL {
-				var err error
-				if leases, err = f.allLeases(ctx); err != nil {
-					drain()
-					return err
+			var leases []lease
+			if len(b.records) > 0 {
+				r := reading.Load()
+				switch {
+				case r == nil || time.Since(r.at) > leaseCacheTTL:
+					at := time.Now()
+					ls, err := f.allLeases(ctx)
+					if err != nil {
+						drain()
+						return err
+					}
+					r = &leaseReading{ls, at}
+					reading.Store(r)
+				case time.Since(r.at) > leaseCacheTTL/2:
+					select {
+					case refresh <- struct{}{}:
+					default: // one is under way
+					}
 				}
-				leasesAt = time.Now()
+				leases = r.leases
 			}
 			p := &pendingBatch{number: next, confirm: b.confirm, walEnd: b.walEnd}
 			next++
