@@ -45,12 +45,29 @@ type cdcReader struct {
 // as soon as the delivering side takes it, or when it is full (then the reader waits), so that
 // a busy pipeline gets large batches and an idle one gets each transaction at once. One
 // goroutine receives from the connection (without deadlines, so no timer or watcher per
-// message), this one batches and reports the confirmed position; the connection is closed by
-// the caller to end the receiving goroutine.
+// message), this one batches and reports the confirmed position; run ends the receiving
+// goroutine before it returns.
 func (r *cdcReader) run(ctx context.Context, out chan<- cdcBatch) error {
 	msgs := make(chan []byte, 256)
 	recvErr := make(chan error, 1)
-	go r.receive(ctx, msgs, recvErr)
+	received := make(chan struct{})
+	recvCtx, stopReceiving := context.WithCancel(ctx)
+	go func() {
+		defer close(received)
+		r.receive(recvCtx, msgs, recvErr)
+	}()
+	defer func() {
+		stopReceiving() // when it waits to hand a message over
+		// The receiving goroutine may be blocked in ReceiveMessage: a read deadline in the past
+		// ends it before the caller uses the connection again (the final status) or closes it,
+		// since pgconn is not safe for concurrent use (closing it under the receive was a data
+		// race, reported by the race detector). A timeout leaves the connection usable.
+		if nc := r.conn.Conn(); nc != nil {
+			_ = nc.SetReadDeadline(time.Unix(1, 0))
+			<-received
+			_ = nc.SetReadDeadline(time.Time{})
+		}
+	}()
 	status := time.NewTicker(r.statusInterval)
 	defer status.Stop()
 	var (
