@@ -133,7 +133,7 @@ func (f *Forwarder) cdcSession(ctx context.Context) error {
 	f.cdc.metrics.streaming.Set(1)
 
 	reader := &cdcReader{conn: conn, decoder: newCDCDecoder(f.cdc.table.Events()), batchSize: f.cfg.BatchSize,
-		maxBytes: f.cfg.MaxBatchBytes, statusInterval: f.cfg.CDC.StatusInterval}
+		maxBytes: f.cfg.MaxBatchBytes, statusInterval: f.cfg.CDC.StatusInterval, receiveLag: f.cdc.metrics.receiveLag}
 	if len(f.cfg.Tenants) > 0 {
 		reader.tenants = map[string]bool{}
 		for _, t := range f.cfg.Tenants {

@@ -6,10 +6,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// receiveLagBuckets are the buckets of outboxkit_cdc_receive_lag_seconds: 0.5 ms to 5 s.
+var receiveLagBuckets = []float64{0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
+	0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 2, 5}
+
 // cdcMetrics are the cdc source's metrics, labelled with the slot.
 type cdcMetrics struct {
 	lagBytes, lagSeconds, streaming prometheus.Gauge
 	slotLost, skipped, takeovers    prometheus.Counter
+	// receiveLag: commit (its timestamp in the WAL) to its arrival on the stream.
+	receiveLag prometheus.Histogram
 }
 
 func newCDCMetrics(reg prometheus.Registerer, table, slot string) (*cdcMetrics, error) {
@@ -31,11 +37,15 @@ func newCDCMetrics(reg prometheus.Registerer, table, slot string) (*cdcMetrics, 
 			"Streamed rows left to the retry path because their key was parked (a failed, replayed or dead event)."),
 		takeovers: counter("walsender_terminations_total",
 			"Walsenders of a stalled relay (no live lease) this relay terminated to take the slot over."),
+		receiveLag: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "outboxkit", Subsystem: "cdc", Name: "receive_lag_seconds",
+			Help: "Time from a transaction's commit (the commit timestamp PostgreSQL writes to the WAL, so the database server's clock) to this relay receiving its commit on the stream: " +
+				"the part of commit-to-ack latency spent before the relay sees the event (the walsender's decoding and sending).",
+			ConstLabels: labels, Buckets: receiveLagBuckets}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.lagBytes, m.lagSeconds, m.streaming, m.slotLost, m.skipped, m.takeovers} {
+	for _, c := range []prometheus.Collector{m.lagBytes, m.lagSeconds, m.streaming, m.slotLost, m.skipped, m.takeovers, m.receiveLag} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register cdc metrics of slot %s: %w", slot, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // cdcBatch is what the stream reader hands to the delivering loop: the records of committed
@@ -36,6 +37,7 @@ type cdcReader struct {
 	maxBytes       int64
 	statusInterval time.Duration
 	tenants        map[string]bool
+	receiveLag     prometheus.Observer
 	xid            uint32 // of the transaction being decoded
 	// confirmed is the position the delivering loop settled everything before.
 	confirmed atomic.Uint64
@@ -188,6 +190,9 @@ func (r *cdcReader) decode(cur *cdcBatch, data []byte) (full bool, err error) {
 	case *pglogrepl.CommitMessage:
 		cur.confirm = m.TransactionEndLSN
 		cur.commitTime = m.CommitTime
+		if r.receiveLag != nil {
+			r.receiveLag.Observe(max(0, time.Since(m.CommitTime).Seconds()))
+		}
 	}
 	return false, nil
 }

@@ -272,6 +272,10 @@ type steadyResult struct {
 	p50, p99  time.Duration
 	cpu       time.Duration
 	rssMiB    float64
+	// recvP50 and recvP99 are the cdc relay's receive lag (commit to its arrival on the
+	// stream, from outboxkit_cdc_receive_lag_seconds); hasRecv says they were reported.
+	recvP50, recvP99 time.Duration
+	hasRecv          bool
 }
 
 // steady writes single-event transactions at o.rate for o.seconds with the relay running and
@@ -321,8 +325,10 @@ func steady(db *sql.DB, d database, o options, relay string, size, keys int) (st
 		return steadyResult{}, err
 	}
 	slices.Sort(latencies)
-	return steadyResult{db: d.label, relay: relay, keys: keys, events: got,
-		p50: latencies[len(latencies)/2], p99: latencies[len(latencies)*99/100], cpu: cpu, rssMiB: rss}, nil
+	r := steadyResult{db: d.label, relay: relay, keys: keys, events: got,
+		p50: latencies[len(latencies)/2], p99: latencies[len(latencies)*99/100], cpu: cpu, rssMiB: rss}
+	r.recvP50, r.recvP99, r.hasRecv = parseReceiveLag(child.output())
+	return r, nil
 }
 
 func newConsumer(brokers []string, topic string) (*kgo.Client, error) {

@@ -19,6 +19,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	wforwarder "github.com/ThreeDotsLabs/watermill/components/forwarder"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outboxkit/outboxkit/brokers/kafka"
 	"github.com/outboxkit/outboxkit/forwarder"
@@ -31,6 +32,9 @@ type child struct {
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed when the process has exited; then waitErr is set
 	waitErr error
+	// stdout is the rest of the child's standard output, read until it ends: the cdc relay
+	// reports its receive lag there when it stops (see reportReceiveLag).
+	stdout chan []string
 }
 
 // startChild starts a relay process, waits until it has connected to the database and the
@@ -56,14 +60,31 @@ func startChild(relay string, d database, name string, o options) (*child, error
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the %s relay child: %w", relay, err)
 	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	out := bufio.NewReader(stdout)
+	line, err := out.ReadString('\n')
 	if err != nil || strings.TrimSpace(line) != "ready" {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		return nil, fmt.Errorf("%s relay child did not get ready (read %q, %v; its stderr is above)", relay, line, err)
 	}
-	c := &child{relay: relay, cmd: cmd, exited: make(chan struct{})}
+	c := &child{relay: relay, cmd: cmd, exited: make(chan struct{}), stdout: make(chan []string, 1)}
+	read := make(chan struct{})
 	go func() {
+		defer close(read)
+		var lines []string
+		for {
+			line, err := out.ReadString('\n')
+			if line = strings.TrimSpace(line); line != "" {
+				lines = append(lines, line)
+			}
+			if err != nil {
+				c.stdout <- lines
+				return
+			}
+		}
+	}()
+	go func() {
+		<-read // Wait closes the pipe: read it to the end first
 		c.waitErr = cmd.Wait()
 		close(c.exited)
 	}()
@@ -127,6 +148,17 @@ func (c *child) stop() (cpu time.Duration, peakMiB float64, err error) {
 	return cpu, peakMiB, err
 }
 
+// output returns the lines the child wrote to its standard output after "ready" (once it has
+// exited).
+func (c *child) output() []string {
+	select {
+	case lines := <-c.stdout:
+		return lines
+	default:
+		return nil
+	}
+}
+
 // waitForGo is the child's half of startChild.
 func waitForGo() error {
 	fmt.Println("ready")
@@ -162,8 +194,11 @@ func runRelay(role string, d database, name string, o options) error {
 	case relayOutboxkit, relayExactlyOnce, relayCDC:
 		cfg := forwarder.Config{DB: db, Dialect: d.dialect, Table: name, Publisher: pub,
 			Workers: o.workers, BatchSize: o.batch, MaxBatchBytes: int64(o.batchMiB * (1 << 20)), Logger: logger, IsRetriable: kafka.Retriable}
+		var reg *prometheus.Registry
 		if role == relayCDC {
 			cfg.Source, cfg.CDC.DSN = forwarder.SourceCDC, d.dsn
+			reg = prometheus.NewRegistry()
+			cfg.Metrics = reg
 		}
 		if role == relayExactlyOnce {
 			cfg.Delivery, cfg.CheckpointTopic, cfg.TransactionalUnits = forwarder.ExactlyOnce, "relaybench.checkpoints", o.units
@@ -182,7 +217,11 @@ func runRelay(role string, d database, name string, o options) error {
 		if err := waitForGo(); err != nil {
 			return err
 		}
-		return f.Run(ctx)
+		err = f.Run(ctx)
+		if reg != nil {
+			reportReceiveLag(reg)
+		}
+		return err
 	case relayStock:
 		schema, offsets := stockAdapters(d)
 		sub, err := wsql.NewSubscriber(wsql.BeginnerFromStdSQL(db), wsql.SubscriberConfig{
@@ -201,4 +240,54 @@ func runRelay(role string, d database, name string, o options) error {
 		return fwd.Run(ctx)
 	}
 	return fmt.Errorf("unknown role %q", role)
+}
+
+// receiveLagLine starts the line a cdc relay child prints when it stops: the median and 99th
+// percentile of outboxkit_cdc_receive_lag_seconds (commit to its arrival on the stream) in
+// milliseconds, interpolated in the histogram's buckets, and the number of commits.
+const receiveLagLine = "cdc-receive-lag-ms"
+
+func reportReceiveLag(reg *prometheus.Registry) {
+	families, err := reg.Gather()
+	if err != nil {
+		return
+	}
+	for _, mf := range families {
+		if mf.GetName() != "outboxkit_cdc_receive_lag_seconds" || len(mf.GetMetric()) == 0 {
+			continue
+		}
+		h := mf.GetMetric()[0].GetHistogram()
+		n := h.GetSampleCount()
+		if n == 0 {
+			return
+		}
+		quantile := func(q float64) float64 {
+			rank := q * float64(n)
+			lower, below := 0.0, uint64(0)
+			for _, b := range h.GetBucket() {
+				if float64(b.GetCumulativeCount()) >= rank {
+					in := b.GetCumulativeCount() - below
+					if in == 0 {
+						return b.GetUpperBound() * 1000
+					}
+					return (lower + (b.GetUpperBound()-lower)*(rank-float64(below))/float64(in)) * 1000
+				}
+				lower, below = b.GetUpperBound(), b.GetCumulativeCount()
+			}
+			return lower * 1000 // above the last bucket
+		}
+		fmt.Printf("%s %.1f %.1f %d\n", receiveLagLine, quantile(0.5), quantile(0.99), n)
+	}
+}
+
+// parseReceiveLag reads the line of reportReceiveLag from a child's output.
+func parseReceiveLag(lines []string) (p50, p99 time.Duration, ok bool) {
+	for _, l := range lines {
+		var a, b float64
+		var n int
+		if _, err := fmt.Sscanf(l, receiveLagLine+" %f %f %d", &a, &b, &n); err == nil {
+			return time.Duration(a * float64(time.Millisecond)), time.Duration(b * float64(time.Millisecond)), true
+		}
+	}
+	return 0, 0, false
 }
