@@ -179,7 +179,7 @@ func (s *store) ackFenced(ctx context.Context, q querier, owner string, leases [
 	args := []any{s.group, owner, parts, epochs, seqs}
 	act := "DELETE FROM " + s.table.Events()
 	if retain {
-		act = "UPDATE " + s.table.Events() + " SET status = 1, published_at = $6"
+		act = "UPDATE " + s.table.Events() + " SET status = 1, published_at = $6, next_attempt_at = NULL" // as in ack
 		args = append(args, s.dialect.TimeArg(time.Now()))
 	}
 	rows, err := q.QueryContext(ctx, "WITH owned AS (SELECT l.partition_no FROM "+s.table.Leases()+

@@ -209,7 +209,9 @@ func (s *store) ack(ctx context.Context, q querier, seqs []int64, retain bool) e
 	var query string
 	args := intArgs(seqs)
 	if retain {
-		query = "UPDATE " + s.table.Events() + " SET status = 1, published_at = ? WHERE seq IN " + in(len(seqs))
+		// next_attempt_at = NULL: a retained row that once failed must not keep holding its key
+		// back (the cdc source parks a key with a row that has a next attempt time).
+		query = "UPDATE " + s.table.Events() + " SET status = 1, published_at = ?, next_attempt_at = NULL WHERE seq IN " + in(len(seqs))
 		args = append([]any{s.dialect.TimeArg(time.Now())}, args...)
 	} else if s.dialect == outbox.MySQL {
 		// One point lookup per row (pointLookups): the IN list below scanned the table.

@@ -702,3 +702,48 @@ func TestStoreAckFencedDeletesOnlyOwnedPartitions(t *testing.T) {
 		})
 	}
 }
+
+// With retention, a published row stays in the table: it must not keep the next attempt time of
+// an earlier failure, which the cdc source reads as "this key is left to the retry path" and
+// which then kept every later event of the key off the stream until the row was pruned. Both
+// acknowledgements: the transaction's (ack) and the cdc source's one statement (ackFenced).
+func TestStoreRetainedAckClearsTheNextAttempt(t *testing.T) {
+	for _, fenced := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ack", true: "ackFenced"}[fenced], func(t *testing.T) {
+			fx := newStoreFixture(t, outbox.Postgres)
+			if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
+				t.Fatal(err)
+			}
+			fx.heartbeat("A", time.Minute)
+			fx.write("order-1", 16)
+			first := fx.claim(10, 1<<20)
+			if len(first) != 1 {
+				t.Fatalf("claimed %d rows, want 1", len(first))
+			}
+			seq := first[0].seq
+			fx.ackTx(func(tx *sql.Tx) error {
+				return fx.store.fail(fx.ctx, tx, seq, 1, time.Now().Add(-time.Second), false, "broker down")
+			})
+			if fenced {
+				owned, err := fx.store.ackFenced(fx.ctx, fx.db, "A", fx.leases("A"), []int64{seq}, true)
+				if err != nil || !owned[first[0].partition] {
+					t.Fatalf("ackFenced: owned %v, %v", owned, err)
+				}
+			} else {
+				fx.ackTx(func(tx *sql.Tx) error { return fx.store.ack(fx.ctx, tx, []int64{seq}, true) })
+			}
+			fx.write("order-1", 16)
+			recs := fx.claim(10, 1<<20)
+			if len(recs) != 1 {
+				t.Fatalf("claimed %d rows after the retained ack, want the new one", len(recs))
+			}
+			admitted, _, err := fx.store.admit(fx.ctx, fx.db, recs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !admitted[recs[0].seq] {
+				t.Fatal("the key's next event is held back by a published row that once failed")
+			}
+		})
+	}
+}
