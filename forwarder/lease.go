@@ -128,15 +128,20 @@ func (s *store) lockLeases(ctx context.Context, tx *sql.Tx, partitions []int, sk
 	if len(partitions) == 0 {
 		return out, nil
 	}
-	query := "SELECT partition_no, owner, epoch FROM " + s.table.Leases() + " WHERE lease_group = ? AND partition_no IN " +
-		in(len(partitions)) + " ORDER BY partition_no" + s.lockSuffix(skipLocked)
-	args := append([]any{s.group}, intArgs(partitions)...)
+	var (
+		query string
+		args  []any
+	)
 	if s.dialect == outbox.MySQL {
 		// One point lookup per row, in ascending order (pointLookups).
 		table, list := pointLookups(partitions)
 		query = "SELECT l.partition_no, l.owner, l.epoch FROM " + table + " STRAIGHT_JOIN " + s.table.Leases() +
 			" l ON l.lease_group = ? AND l.partition_no = p.n ORDER BY p.n" + s.lockSuffix(skipLocked)
 		args = []any{list, s.group}
+	} else {
+		query = "SELECT partition_no, owner, epoch FROM " + s.table.Leases() + " WHERE lease_group = ? AND partition_no IN " +
+			in(len(partitions)) + " ORDER BY partition_no" + s.lockSuffix(skipLocked)
+		args = append([]any{s.group}, intArgs(partitions)...)
 	}
 	rows, err := tx.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
