@@ -287,18 +287,8 @@ func TestCloudEventsOnPulsarProperties(t *testing.T) {
 // transactional methods, so exactly-once delivery with format cloudevents is refused by
 // forwarder.New with an error naming the publisher, not run without transactions.
 func TestExactlyOnceRefusesTheCloudEventsFormat(t *testing.T) {
-	cfg, err := brokerconfig.Parse([]byte("broker: kfake\nformat: cloudevents\ncloudevents:\n  source: /tests\n"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	b, err := brokerconfig.Build(ctx, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	_, err = forwarder.New(forwarder.Config{DB: &sql.DB{}, Dialect: outbox.Postgres, Publisher: b.Publisher(),
+	b := buildCloudEventsOnKFake(t)
+	_, err := forwarder.New(forwarder.Config{DB: &sql.DB{}, Dialect: outbox.Postgres, Publisher: b.Publisher(),
 		Delivery: forwarder.ExactlyOnce})
 	if err == nil || !strings.Contains(err.Error(), `Delivery "exactly_once" needs a publisher with transactions`) {
 		t.Fatalf("forwarder.New with exactly-once and the CloudEvents publisher: %v, want the refusal", err)

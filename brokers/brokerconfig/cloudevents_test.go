@@ -75,17 +75,9 @@ func TestFormatDefaultsAndOverrides(t *testing.T) {
 // PublishEach, and a consumer (here the Watermill subscriber on kfake) sees the ce_ attributes
 // beside the outbox metadata.
 func TestBuildCloudEventsOnKFake(t *testing.T) {
-	cfg, err := brokerconfig.Parse([]byte("broker: kfake\nformat: cloudevents\ncloudevents:\n  source: /tests\n"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := buildCloudEventsOnKFake(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	b, err := brokerconfig.Build(ctx, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	if _, ok := b.Publisher().(*kafka.Publisher); ok {
 		t.Fatal("the publisher is the bare kafka.Publisher: format cloudevents ignored")
 	}
@@ -140,4 +132,22 @@ func TestBuildRefusesCloudEventsWithoutSource(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cloudevents.source: missing") {
 		t.Errorf("Build: %v", err)
 	}
+}
+
+// buildCloudEventsOnKFake builds the brokers of a kfake configuration with format cloudevents,
+// closed with the test.
+func buildCloudEventsOnKFake(t *testing.T) *brokerconfig.Brokers {
+	t.Helper()
+	cfg, err := brokerconfig.Parse([]byte("broker: kfake\nformat: cloudevents\ncloudevents:\n  source: /tests\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b, err := brokerconfig.Build(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -50,21 +51,7 @@ func TestRelayCDC(t *testing.T) {
 	table := testsupport.UniqueName("cli_cdc")
 	topic := testsupport.UniqueName("cli.cdc")
 	dropTables(t, db, table)
-	tbl, err := outbox.NewTable(outbox.Postgres, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	slot, err := tbl.Slot("default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = db.Exec("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL", slot)
-		time.Sleep(200 * time.Millisecond)
-		_, _ = db.Exec("SELECT pg_drop_replication_slot($1)", slot)
-		_, _ = db.Exec("DROP PUBLICATION IF EXISTS " + tbl.Publication())
-		_, _ = db.Exec("DROP TABLE IF EXISTS " + tbl.CDCSlots())
-	})
+	_, slot := cdcTable(t, db, table)
 	dir := writeConfig(t, pgConfig(dsn, table, fmt.Sprintf("broker: kafka\nkafka:\n  brokers: [%s]\n", strings.Join(brokers, ", "))))
 	env := []string{"OUTBOXKIT_FORWARDER_SOURCE=cdc"}
 	p := startRelayWithEnv(t, dir, env, "--migrate")
@@ -96,4 +83,27 @@ func TestRelayCDC(t *testing.T) {
 	if res.code != 0 || !strings.Contains(grepLines(res.stdout, slot), "idle (no relay streams it)") {
 		t.Fatalf("status after the relay stopped: %s", res)
 	}
+}
+
+// cdcTable returns the outbox table named table on PostgreSQL and the name of its default lease
+// group's slot; the slot (its walsender ended first), the publication and the slots table are
+// dropped with the test.
+func cdcTable(t *testing.T, db *sql.DB, table string) (outbox.Table, string) {
+	t.Helper()
+	tbl, err := outbox.NewTable(outbox.Postgres, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot, err := tbl.Slot("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = db.Exec("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL", slot)
+		time.Sleep(200 * time.Millisecond)
+		_, _ = db.Exec("SELECT pg_drop_replication_slot($1)", slot)
+		_, _ = db.Exec("DROP PUBLICATION IF EXISTS " + tbl.Publication())
+		_, _ = db.Exec("DROP TABLE IF EXISTS " + tbl.CDCSlots())
+	})
+	return tbl, slot
 }

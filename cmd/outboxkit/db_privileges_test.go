@@ -8,10 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/outboxkit/outboxkit/internal/testsupport"
-	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // relayGrants are the privileges docs/security.md lists for the relay's database user, by table
@@ -67,24 +65,10 @@ func testRelayWithLeastPrivileges(t *testing.T, cdc bool) {
 	var env []string
 	if cdc {
 		maps.Copy(grants, cdcGrants)
-		tbl, err := outbox.NewTable(outbox.Postgres, table)
-		if err != nil {
-			t.Fatal(err)
-		}
-		slot, err := tbl.Slot("default")
-		if err != nil {
-			t.Fatal(err)
-		}
+		tbl, _ := cdcTable(t, db, table)
 		stmts = append(stmts, "ALTER ROLE "+role+" REPLICATION", "GRANT pg_signal_backend TO "+role,
 			"CREATE PUBLICATION "+tbl.Publication()+" FOR TABLE "+table+" WITH (publish = 'insert')")
 		env = append(env, "OUTBOXKIT_FORWARDER_SOURCE=cdc")
-		t.Cleanup(func() {
-			_, _ = db.Exec("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL", slot)
-			time.Sleep(200 * time.Millisecond)
-			_, _ = db.Exec("SELECT pg_drop_replication_slot($1)", slot)
-			_, _ = db.Exec("DROP PUBLICATION IF EXISTS " + tbl.Publication())
-			_, _ = db.Exec("DROP TABLE IF EXISTS " + tbl.CDCSlots())
-		})
 	}
 	for suffix, privs := range grants {
 		stmts = append(stmts, "GRANT "+strings.Join(privs, ", ")+" ON "+table+suffix+" TO "+role)
