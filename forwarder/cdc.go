@@ -111,6 +111,12 @@ func (f *Forwarder) cdcSession(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	if f.txp != nil {
+		// Runs last, once the pipeline has stopped: a relay that streams again later (after
+		// standing by, or reconnecting) opens its units afresh, since another relay may have
+		// opened (fenced) them meanwhile.
+		defer f.closeAllUnits()
+	}
 	if err := ensurePublication(ctx, f.cfg.DB, f.cdc.table); err != nil {
 		return err
 	}
@@ -165,6 +171,11 @@ func (f *Forwarder) cdcSession(ctx context.Context) error {
 		return err
 	}
 	f.log.Info("cdc: streaming", "slot", f.cdc.slot, "partitions", len(leases))
+	if f.txp != nil {
+		// As the polling workers do: every unit is opened, and the cleanup of its last
+		// transaction finished, before anything is published.
+		f.openLeasedUnits(ctx, 0, leases)
+	}
 	if err := f.drainIfNeeded(ctx); err != nil {
 		return err
 	}

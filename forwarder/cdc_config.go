@@ -54,11 +54,6 @@ func (c Config) validateSource() []error {
 		return []error{fmt.Errorf("Source %q is not one of polling, cdc", c.Source)}
 	}
 	var errs []error
-	if c.Delivery == ExactlyOnce {
-		// The transactional units are per polling worker (transactional.go); the stream is one
-		// loop over every partition. Not combined yet.
-		errs = append(errs, errors.New("Source cdc does not support Delivery exactly_once yet"))
-	}
 	if c.Dialect != outbox.Postgres {
 		errs = append(errs, fmt.Errorf("Source cdc needs the postgres dialect, got %q", c.Dialect))
 	}

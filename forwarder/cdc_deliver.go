@@ -122,13 +122,31 @@ func (f *Forwarder) admitVisible(ctx context.Context, b cdcBatch) (map[int64]boo
 // 64 lease rows (FOR UPDATE) until its commit, so the workers' acknowledgements, whose records
 // are in disjoint partitions, queued behind each other's commit on the same rows. A record of
 // a partition left out would count as fenced off, so every record's partition is in the set.
+//
+// With ExactlyOnce, the leases held are those of the records' whole units, and deliver is the
+// transactional one: a record whose unit is not leased whole would be neither published nor
+// left to the retry path, so it stops the part instead.
 func (f *Forwarder) cdcDeliver(ctx context.Context, worker int, leases []lease, records []record) error {
-	leases = leasesOf(leases, records)
+	units := 0
+	if f.txp != nil {
+		units = f.cfg.TransactionalUnits
+	}
+	leases = leasesOf(leases, records, units)
 	f.inflight.read(worker)
 	held := f.inflight.hold(worker, leases)
 	defer f.inflight.end(held)
 	before := f.unsettledCount(records)
-	if err := f.deliver(ctx, worker, held, records); err != nil {
+	if f.txp != nil {
+		whole := f.wholeUnitLeases(held)
+		for _, r := range records {
+			if _, ok := whole[r.partition%units]; !ok {
+				return fmt.Errorf("%w: transactional unit %d is not leased whole", errLeasesLost, r.partition%units)
+			}
+		}
+		if err := f.deliverTransactional(ctx, worker, held, records); err != nil {
+			return err
+		}
+	} else if err := f.deliver(ctx, worker, held, records); err != nil {
 		return err
 	}
 	if f.unsettledCount(records) == before {
@@ -145,12 +163,22 @@ func (f *Forwarder) cdcDeliver(ctx context.Context, worker int, leases []lease, 
 }
 
 // leasesOf returns, in a new slice (hold filters its argument in place, and the stream's lease
-// reading is shared by the workers), the leases of the partitions records belong to.
-func leasesOf(leases []lease, records []record) []lease {
+// reading is shared by the workers), the leases of the partitions records belong to; with units
+// > 0 (ExactlyOnce), those of every partition of the records' transactional units.
+func leasesOf(leases []lease, records []record, units int) []lease {
 	var in [outbox.Partitions]bool
 	for _, r := range records {
 		if r.partition >= 0 && r.partition < outbox.Partitions {
 			in[r.partition] = true
+		}
+	}
+	if units > 0 {
+		var unit [outbox.Partitions]bool
+		for p := range in {
+			unit[p%units] = unit[p%units] || in[p]
+		}
+		for p := range in {
+			in[p] = unit[p%units]
 		}
 	}
 	out := make([]lease, 0, min(len(leases), len(records)))

@@ -1,8 +1,6 @@
 package forwarder_test
 
 import (
-	"context"
-	"database/sql"
 	"testing"
 	"time"
 
@@ -20,42 +18,9 @@ func newCDCHarness(t testing.TB, brokers []string) *harness {
 	table := h.writer.Table()
 	t.Cleanup(func() {
 		// Runs after the forwarders stopped (cleanups run last-registered first).
-		dropCDCObjects(t, h.db, table)
+		testsupport.DropCDCObjects(t, h.db, table)
 	})
 	return h
-}
-
-func dropCDCObjects(t testing.TB, db *sql.DB, table outbox.Table) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	prefix, err := table.Slot("")
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	prefix = prefix[:len(prefix)-8] // obk_<table>_
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		_, err := db.ExecContext(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "+
-			"WHERE slot_name LIKE $1 || '%' AND NOT active", prefix)
-		var left int
-		if err == nil {
-			err = db.QueryRowContext(ctx, "SELECT COUNT(*) FROM pg_replication_slots WHERE slot_name LIKE $1 || '%'", prefix).Scan(&left)
-		}
-		if err == nil && left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("drop the test's replication slots %s*: %v (%d left)", prefix, err, left)
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	for _, q := range []string{"DROP PUBLICATION IF EXISTS " + table.Publication(), "DROP TABLE IF EXISTS " + table.CDCSlots()} {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			t.Errorf("%s: %v", q, err)
-		}
-	}
 }
 
 // cdcConfig is the CDC part of h.config: quick test timings on the test database.
@@ -75,23 +40,7 @@ func (h *harness) waitForStream() { h.waitForStreamBy(0) }
 // process id of the walsender.
 func (h *harness) waitForStreamBy(notPID int) int {
 	h.t.Helper()
-	slot, err := h.writer.Table().Slot("default")
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var pid int
-		err := h.db.QueryRow("SELECT COALESCE((SELECT s.active_pid FROM pg_replication_slots s JOIN "+h.writer.Table().CDCSlots()+
-			" d ON d.slot_name = s.slot_name WHERE s.slot_name = $1 AND s.active AND d.drained_at IS NOT NULL), 0)", slot).Scan(&pid)
-		if err == nil && pid != 0 && pid != notPID {
-			return pid
-		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("no relay streams slot %s after 60s (last error: %v)", slot, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return testsupport.WaitForCDCStream(h.t, h.db, h.writer.Table(), notPID)
 }
 
 // writeAndStart runs write and starts a forwarder with cfg: in that order on the polling source

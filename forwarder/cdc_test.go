@@ -216,7 +216,7 @@ func TestCDCConfigErrorsNameTheField(t *testing.T) {
 		}, "CDC.DSN is not a valid PostgreSQL connection string"},
 		{func(c *forwarder.Config) {
 			c.Source, c.CDC.DSN, c.Delivery = forwarder.SourceCDC, "postgres://h/db", forwarder.ExactlyOnce
-		}, "does not support Delivery exactly_once"},
+		}, `Delivery "exactly_once" needs a publisher with transactions`},
 	} {
 		cfg := base
 		c.edit(&cfg)

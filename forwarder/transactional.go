@@ -41,8 +41,12 @@ type txUnits struct {
 	txn   atomic.Int64 // numbers the checkpoints this forwarder writes
 }
 
-// txUnit is the state of one unit. Only the worker serving the unit's partitions uses it.
+// txUnit is the state of one unit. A batch holds mu while it uses the unit (opens it, commits
+// its transaction, acknowledges the rows): with polling only the worker serving the unit's
+// partitions uses it, with the cdc source its stream worker and the retry path may both have
+// rows of it, and a unit runs one transaction at a time.
 type txUnit struct {
+	mu   sync.Mutex
 	open bool
 	// cleaned is the last checkpoint whose rows are known to be acknowledged.
 	cleaned []byte
@@ -97,6 +101,14 @@ func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases
 		if ls, whole := unitLeases[u]; whole {
 			jobs = append(jobs, job{u, ls, recs})
 		}
+	}
+	// The units are locked in ascending order (two batches sharing units cannot deadlock) until
+	// their rows are acknowledged.
+	slices.SortFunc(jobs, func(a, b job) int { return a.unit - b.unit })
+	for _, j := range jobs {
+		u := f.units.get(j.unit)
+		u.mu.Lock()
+		defer u.mu.Unlock()
 	}
 	outcomes := make([]unitOutcome, len(jobs))
 	var wg sync.WaitGroup
@@ -159,13 +171,17 @@ func (f *Forwarder) openLeasedUnits(ctx context.Context, worker int, leases []le
 	defer cancel()
 	var wg sync.WaitGroup
 	for n, ls := range f.wholeUnitLeases(leases) {
-		if u := f.units.get(n); !u.open {
-			wg.Go(func() {
-				if _, err := f.openUnit(openCtx, n, ls, u); err != nil && ctx.Err() == nil {
-					f.log.Warn("opening a transactional unit failed; retrying at the next batch", "unit", f.unitName(n), "error", err)
-				}
-			})
-		}
+		u := f.units.get(n)
+		wg.Go(func() {
+			u.mu.Lock()
+			defer u.mu.Unlock()
+			if u.open {
+				return
+			}
+			if _, err := f.openUnit(openCtx, n, ls, u); err != nil && ctx.Err() == nil {
+				f.log.Warn("opening a transactional unit failed; retrying at the next batch", "unit", f.unitName(n), "error", err)
+			}
+		})
 	}
 	wg.Wait()
 }
@@ -185,7 +201,8 @@ func (f *Forwarder) wholeUnitLeases(leases []lease) map[int][]lease {
 	return byUnit
 }
 
-// closeUnit closes a unit: its next use opens it again, which recovers.
+// closeUnit closes a unit: its next use opens it again, which recovers. The caller holds the
+// unit's mu, or no batch is running.
 func (f *Forwarder) closeUnit(unit int) {
 	u := f.units.get(unit)
 	if u.open {

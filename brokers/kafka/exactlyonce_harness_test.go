@@ -47,6 +47,29 @@ type eoHarness struct {
 	checkpoint string
 	// maxBytes, when set, is the relays' Kafka MessageMaxBytes.
 	maxBytes int
+	// source is the relays' source: polling, or cdc (newEOHarnessOn).
+	source forwarder.Source
+}
+
+// newEOHarnessOn is newEOHarness with the relays on source; with the cdc source their
+// replication connections go through their pausing proxies too, and the publication and slots
+// are dropped with the test.
+func newEOHarnessOn(t testing.TB, source forwarder.Source) *eoHarness {
+	h := newEOHarness(t)
+	h.source = source
+	if source == forwarder.SourceCDC {
+		t.Cleanup(func() { testsupport.DropCDCObjects(t, h.db, h.writer.Table()) }) // after the relays stopped
+	}
+	return h
+}
+
+// ready waits, on the cdc source, until a relay streams the slot (what is written from then on
+// goes through the stream, not the drain of a fresh slot).
+func (h *eoHarness) ready() {
+	h.t.Helper()
+	if h.source == forwarder.SourceCDC {
+		testsupport.WaitForCDCStream(h.t, h.db, h.writer.Table(), 0)
+	}
 }
 
 func newEOHarness(t testing.TB) *eoHarness {
@@ -140,6 +163,7 @@ func (h *eoHarness) startRelay(id string, wrap func(*Publisher) forwarder.Transa
 		IsRetriable: Retriable,
 		LeaseTTL:    2 * time.Second, HeartbeatInterval: 200 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond,
 		InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, BatchSize: 200,
+		Source: h.source, CDC: h.cdcConfig(proxy.dsn),
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("relay", id),
 	})
 	if err != nil {
@@ -163,6 +187,14 @@ func (h *eoHarness) startRelay(id string, wrap func(*Publisher) forwarder.Transa
 	}
 	h.t.Cleanup(r.stop)
 	return r
+}
+
+// cdcConfig is the relays' CDC settings on the cdc source, replicating through dsn.
+func (h *eoHarness) cdcConfig(dsn string) forwarder.CDCConfig {
+	if h.source != forwarder.SourceCDC {
+		return forwarder.CDCConfig{}
+	}
+	return forwarder.CDCConfig{DSN: dsn, StatusInterval: 200 * time.Millisecond, RetryInterval: 50 * time.Millisecond}
 }
 
 // consumed is one record read back.

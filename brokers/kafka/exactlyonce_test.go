@@ -24,14 +24,25 @@ func eoKeys(n int) []string {
 	return keys
 }
 
+// bothSources runs test once per source (polling, cdc).
+func bothSources(t *testing.T, test func(t *testing.T, source forwarder.Source)) {
+	for _, source := range []forwarder.Source{forwarder.SourcePolling, forwarder.SourceCDC} {
+		t.Run(string(source), func(t *testing.T) { test(t, source) })
+	}
+}
+
 // TestExactlyOnceRelay: one relay, many keys, every event once in key order for a
-// read_committed consumer, and the outbox empty afterwards.
-func TestExactlyOnceRelay(t *testing.T) {
-	h := newEOHarness(t)
+// read_committed consumer, and the outbox empty afterwards. On the cdc source the first half is
+// the backlog drained when the slot is created, the second half comes through the stream.
+func TestExactlyOnceRelay(t *testing.T) { bothSources(t, exactlyOnceRelay) }
+
+func exactlyOnceRelay(t *testing.T, source forwarder.Source) {
+	h := newEOHarnessOn(t, source)
 	keys := eoKeys(40)
 	h.write(keys, 0, 25)
 	r := h.startRelay("eo-1", nil)
 	h.waitDrained(30 * time.Second)
+	h.ready()
 	h.write(keys, 25, 25)
 	h.waitDrained(30 * time.Second)
 	r.stop()
@@ -77,18 +88,23 @@ func (g *gate) wait(t *testing.T, what string) string {
 // TestExactlyOnceCrashPoints stops a relay (its goroutine and its database connections, as
 // SIGSTOP does) at each point where a crash could publish an event twice, lets another relay
 // take its partitions over and drain the outbox, then lets the stopped relay go on. A
-// read_committed consumer must see every event exactly once, in key order.
-func TestExactlyOnceCrashPoints(t *testing.T) {
+// read_committed consumer must see every event exactly once, in key order. It runs on both
+// sources: with cdc, the relay taking over is a standby that terminates the stopped relay's
+// walsender once its leases expired, and streams the slot from its confirmed position.
+func TestExactlyOnceCrashPoints(t *testing.T) { bothSources(t, exactlyOnceCrashPoints) }
+
+func exactlyOnceCrashPoints(t *testing.T, source forwarder.Source) {
 	t.Run("zombie paused inside an open transaction", func(t *testing.T) {
-		h := newEOHarness(t)
+		h := newEOHarnessOn(t, source)
 		keys := eoKeys(12)
-		h.write(keys, 0, 20)
 		g := newGate()
 		var a *relay
 		a = h.startRelay("eo-a", func(p *Publisher) forwarder.TransactionalPublisher {
 			p.units.beforeCommit = func(unit string) { g.stopHere(&a, unit) }
 			return p
 		})
+		h.ready()
+		h.write(keys, 0, 20)
 		g.wait(t, "the commit of its first transaction")
 		b := h.startRelay("eo-b", nil)
 		h.waitDrained(60 * time.Second)
@@ -112,14 +128,15 @@ func TestExactlyOnceCrashPoints(t *testing.T) {
 	})
 
 	t.Run("after the commit, before the cleanup", func(t *testing.T) {
-		h := newEOHarness(t)
+		h := newEOHarnessOn(t, source)
 		keys := eoKeys(12)
-		h.write(keys, 0, 20)
 		g := newGate()
 		var a *relay
 		a = h.startRelay("eo-a", func(p *Publisher) forwarder.TransactionalPublisher {
 			return &hookedPublisher{Publisher: p, afterCommit: func(unit string) { g.stopHere(&a, unit) }}
 		})
+		h.ready()
+		h.write(keys, 0, 20)
 		g.wait(t, "the end of its first commit")
 		b := h.startRelay("eo-b", nil)
 		h.waitDrained(60 * time.Second)
@@ -136,9 +153,8 @@ func TestExactlyOnceCrashPoints(t *testing.T) {
 	})
 
 	t.Run("during the takeover's cleanup", func(t *testing.T) {
-		h := newEOHarness(t)
+		h := newEOHarnessOn(t, source)
 		keys := eoKeys(12)
-		h.write(keys, 0, 20)
 		ga, gb := newGate(), newGate()
 		var a, b *relay
 		var stoppedUnit string
@@ -153,6 +169,8 @@ func TestExactlyOnceCrashPoints(t *testing.T) {
 				ga.stopHere(&a, unit)
 			}}
 		})
+		h.ready()
+		h.write(keys, 0, 20)
 		ga.wait(t, "the end of its first commit")
 		b = h.startRelay("eo-b", func(p *Publisher) forwarder.TransactionalPublisher {
 			return &hookedPublisher{Publisher: p, afterOpen: func(unit string) {
@@ -281,10 +299,14 @@ func (h *eoHarness) unitOwners() (owners map[string]int, split []int) {
 // TestExactlyOncePoisonEvent: an event the client refuses (larger than MessageMaxBytes) is
 // dead-lettered in the unit's next transaction, once; its key waits behind it (the dead row, as
 // with at-least-once delivery); every other key is delivered exactly once.
-func TestExactlyOncePoisonEvent(t *testing.T) {
-	h := newEOHarness(t)
+func TestExactlyOncePoisonEvent(t *testing.T) { bothSources(t, exactlyOncePoisonEvent) }
+
+func exactlyOncePoisonEvent(t *testing.T, source forwarder.Source) {
+	h := newEOHarnessOn(t, source)
 	h.maxBytes = 64 << 10
 	keys := eoKeys(10)
+	r := h.startRelay("eo-poison", nil)
+	h.ready()
 	h.write(keys, 0, 5)
 	poison := outbox.Event{ID: uuid.Must(uuid.NewV7()), Topic: h.topic, AggregateType: "order", AggregateID: keys[0],
 		EventType: "OrderChanged", Payload: bytes.Repeat([]byte("x"), 100<<10)}
@@ -299,7 +321,6 @@ func TestExactlyOncePoisonEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.write(keys, 5, 5)
-	r := h.startRelay("eo-poison", nil)
 	deadline := time.Now().Add(60 * time.Second)
 	for h.pendingRows() > 5 { // the poison key's 5 later events stay behind the dead row
 		if time.Now().After(deadline) {

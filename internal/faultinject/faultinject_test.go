@@ -128,9 +128,23 @@ func TestFaultInjectionKafka(t *testing.T) {
 // TestFaultInjectionCDC is the Kafka run (broker restart included) with forwarder.source cdc:
 // one relay streams the slot, the other two stand by; the streamer is SIGKILLed and
 // SIGSTOPped among the others (a paused streamer keeps its walsender: a standby terminates it
-// once the leases expired), the connections cut include the replication ones.
+// once the leases expired), the connections cut include the replication ones. As with
+// polling, once at least once and once exactly once with the same seed; exactly once, a
+// read_committed consumer must see no duplicate.
 func TestFaultInjectionCDC(t *testing.T) {
-	runFaultsWith(t, Kafka, outbox.Postgres, true, "", 0, func(c *Config) { c.Source = "cdc" })
+	seed := rand.Uint64()
+	cdc := func(c *Config) { c.Source = "cdc" }
+	var atLeastOnce Result
+	t.Run("at_least_once", func(t *testing.T) {
+		atLeastOnce = runFaultsWith(t, Kafka, outbox.Postgres, true, "at_least_once", seed, cdc)
+	})
+	t.Run("exactly_once", func(t *testing.T) {
+		res := runFaultsWith(t, Kafka, outbox.Postgres, true, "exactly_once", seed, cdc)
+		if res.Duplicates != 0 {
+			t.Fatalf("a read_committed consumer saw %d duplicates under exactly-once delivery", res.Duplicates)
+		}
+		t.Logf("duplicates: %d at least once, %d exactly once (seed %d)", atLeastOnce.Duplicates, res.Duplicates, seed)
+	})
 }
 
 // TestFaultInjectionMariaDB is the same run on MariaDB (dialect mysql, OUTBOXKIT_MYSQL_DSN):

@@ -426,9 +426,6 @@ func (f *Forwarder) validate() error {
 		return fmt.Errorf("forwarder.source: unknown value %q (allowed: %s, %s; or set %s)",
 			f.Source, forwarder.SourcePolling, forwarder.SourceCDC, EnvForwarderSource)
 	}
-	if forwarder.Source(f.Source) == forwarder.SourceCDC && forwarder.Delivery(f.Delivery) == forwarder.ExactlyOnce {
-		return fmt.Errorf("forwarder.source: %s does not support forwarder.delivery %s yet (docs/cdc.md)", f.Source, f.Delivery)
-	}
 	switch forwarder.Delivery(f.Delivery) {
 	case "", forwarder.AtLeastOnce, forwarder.ExactlyOnce:
 	default:

@@ -386,6 +386,10 @@ func TestParseSource(t *testing.T) {
 	if fc.Source != forwarder.SourceCDC {
 		t.Errorf("Apply: source %q, want cdc", fc.Source)
 	}
+	cfg, err = Parse([]byte(base+"forwarder:\n  source: cdc\n  delivery: exactly_once\n"), nil, Options{})
+	if err != nil || cfg.Forwarder.Source != "cdc" || cfg.Forwarder.Delivery != "exactly_once" {
+		t.Errorf("source cdc with delivery exactly_once: source %q, delivery %q, error %v", cfg.Forwarder.Source, cfg.Forwarder.Delivery, err)
+	}
 	env := map[string]string{EnvForwarderSource: " polling "}
 	cfg, err = Parse([]byte(base+"forwarder:\n  source: cdc\n"), func(k string) (string, bool) { v, ok := env[k]; return v, ok }, Options{})
 	if err != nil || cfg.Forwarder.Source != "polling" {
@@ -394,7 +398,6 @@ func TestParseSource(t *testing.T) {
 	for _, c := range []struct{ doc, want string }{
 		{base + "forwarder:\n  source: wal\n", `forwarder.source: unknown value "wal" (allowed: polling, cdc; or set OUTBOXKIT_FORWARDER_SOURCE)`},
 		{"database:\n  dialect: mysql\n  dsn: u:p@tcp(h)/db\nforwarder:\n  source: cdc\n", `forwarder.source: cdc needs database.dialect postgres, not mysql`},
-		{base + "forwarder:\n  source: cdc\n  delivery: exactly_once\n", `forwarder.source: cdc does not support forwarder.delivery exactly_once yet`},
 	} {
 		_, err := Parse([]byte(c.doc), nil, Options{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
