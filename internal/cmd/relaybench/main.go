@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,6 +37,9 @@ const (
 	relayStock       = "stock"
 	relayCeiling     = "ceiling"
 )
+
+// onlyWrite is the value of -only that runs the write-side table alone.
+const onlyWrite = "write"
 
 type options struct {
 	pgDSN    string
@@ -55,6 +59,7 @@ type options struct {
 	units    int
 	compress string
 	svg      string
+	only     string // "" for the whole run, or onlyWrite
 	command  string // the command line, printed with the results
 }
 
@@ -91,6 +96,7 @@ func main() {
 	flag.IntVar(&o.units, "units", 0, "outboxkit-eo forwarder TransactionalUnits (0: its default)")
 	flag.StringVar(&o.compress, "compression", "", "Kafka compression for all relays (none, gzip, snappy, lz4, zstd; empty: brokers/kafka's default, lz4)")
 	flag.StringVar(&o.svg, "svg", "", "write an SVG plot of events/s against the number of keys to this file")
+	flag.StringVar(&o.only, "only", "", "write: measure only the write-side table (PostgreSQL, no Kafka), -repeat times")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fatalf("unexpected argument %q (all settings are flags; see -h)", flag.Arg(0))
@@ -190,6 +196,16 @@ func (o *options) parse(brokers, keys, dbs, payloads, relays string) error {
 	if _, err := compressionCodec(o.compress); err != nil {
 		return fmt.Errorf("-compression: %w", err)
 	}
+	switch o.only {
+	case "":
+	case onlyWrite:
+		if !containsDB(o.dbs, "postgres") {
+			return fmt.Errorf("-only %s: the write side is measured on PostgreSQL, -dbs %q names none", onlyWrite, dbs)
+		}
+		o.dbs = []database{o.dbs[slices.IndexFunc(o.dbs, func(d database) bool { return d.name == "postgres" })]}
+	default:
+		return fmt.Errorf("-only: %q is not a part of the run (want %s)", o.only, onlyWrite)
+	}
 	if o.svg != "" {
 		dir := filepath.Dir(o.svg)
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
@@ -276,6 +292,9 @@ func run(o options) error {
 		return err
 	}
 	defer conns.close()
+	if o.only == onlyWrite {
+		return runWriteSide(conns, o, noise, began)
+	}
 	res := newResults(o)
 	for rep := 1; rep <= o.repeat; rep++ {
 		for _, db := range o.dbs {
@@ -343,6 +362,24 @@ func run(o options) error {
 		}
 		fmt.Fprintf(os.Stdout, "\nplot written to %s\n", o.svg)
 	}
+	return nil
+}
+
+// runWriteSide measures and prints the write-side table alone (-only write), -repeat times.
+func runWriteSide(conns connections, o options, noise *noise, began time.Time) error {
+	pg, _ := o.database("postgres")
+	for rep := 1; rep <= o.repeat; rep++ {
+		noise.sample()
+		writes, err := measureWriteSide(conns.get("postgres"), pg, 2000)
+		if err != nil {
+			return fmt.Errorf("write-side cost: %w", err)
+		}
+		fmt.Fprintf(os.Stdout, "\n[%d/%d] load average %s", rep, o.repeat, loadavg())
+		printWriteTable(os.Stdout, writes)
+	}
+	noise.sample()
+	noise.finish(time.Since(began))
+	noise.printMachine(os.Stdout)
 	return nil
 }
 

@@ -335,6 +335,12 @@ func (n *noise) finish(elapsed time.Duration) {
 }
 
 func (n *noise) print(w io.Writer, r *results) {
+	n.printMachine(w)
+	n.printSpread(w, r)
+}
+
+// printMachine prints the run's duration, the load average and how busy the cores were.
+func (n *noise) printMachine(w io.Writer) {
 	fmt.Fprintf(w, "\nmachine noise: run took %s on %d cores; load average (1, 5, 15 min) before %s, after %s",
 		n.elapsed.Round(time.Second), runtime.NumCPU(), orUnknown(n.before), orUnknown(n.after))
 	if n.samples > 0 {
@@ -344,6 +350,10 @@ func (n *noise) print(w io.Writer, r *results) {
 		fmt.Fprintf(w, "; all cores %.0f %% busy (benchmark, services and everything else)", 100*n.busy)
 	}
 	fmt.Fprintln(w)
+}
+
+// printSpread prints the spread of the repeated drains.
+func (n *noise) printSpread(w io.Writer, r *results) {
 	var spreads []float64
 	worst, worstKey := 0.0, drainKey{}
 	for k := range r.samples {
