@@ -36,6 +36,8 @@ type SchemaAdapter struct {
 	maxPayloadBytes int
 	lockKeys        bool
 	now             func() time.Time
+	// oneRow is the INSERT of a single event, the common case, built once.
+	oneRow string
 }
 
 // AdapterConfig configures a [SchemaAdapter].
@@ -49,8 +51,10 @@ type AdapterConfig struct {
 
 // NewSchemaAdapter returns the adapter for table.
 func NewSchemaAdapter(table Table, config AdapterConfig) *SchemaAdapter {
-	return &SchemaAdapter{table: table, maxPayloadBytes: max(config.MaxPayloadBytes, 0),
+	a := &SchemaAdapter{table: table, maxPayloadBytes: max(config.MaxPayloadBytes, 0),
 		lockKeys: !config.DisableKeyLocks, now: time.Now}
+	a.oneRow = a.insertSQL(1)
+	return a
 }
 
 // events converts and validates messages: every message must carry a UUID id, an aggregate id
@@ -93,30 +97,19 @@ func (a *SchemaAdapter) InsertQuery(params wsql.InsertQueryParams) (wsql.Query, 
 
 func (a *SchemaAdapter) insertQuery(events []Event) (wsql.Query, error) {
 	d := a.table.dialect
-	args := make([]any, 0, len(events)*11+1)
-	var q strings.Builder
-	row := plainValueRow
 	lockInStatement := d == Postgres && a.lockKeys
+	args := make([]any, 0, len(events)*11+1)
 	if lockInStatement {
-		row = pgValueRow
 		args = append(args, advisoryKeyLocks(events))
-		q.WriteString("WITH key_locks AS (SELECT " + AdvisoryXactLock("k") + " FROM (SELECT DISTINCT k FROM unnest(?::int4[]) AS t(k) ORDER BY k) AS s) ")
-		q.WriteString("INSERT INTO " + a.table.Events() + " (" + insertColumns + ") SELECT v.* FROM (VALUES ")
-	} else {
-		q.WriteString("INSERT INTO " + a.table.Events() + " (" + insertColumns + ") VALUES ")
 	}
-	for i, e := range events {
-		if i > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString(row)
-		headers := e.Headers
-		if headers == nil {
-			headers = map[string]string{}
-		}
-		headerJSON, err := json.Marshal(headers)
-		if err != nil {
-			return wsql.Query{}, fmt.Errorf("outbox: encode headers of event %s: %w", e.ID, err)
+	for _, e := range events {
+		headerJSON := "{}"
+		if len(e.Headers) > 0 {
+			encoded, err := json.Marshal(e.Headers)
+			if err != nil {
+				return wsql.Query{}, fmt.Errorf("outbox: encode headers of event %s: %w", e.ID, err)
+			}
+			headerJSON = string(encoded)
 		}
 		payload := e.Payload
 		if payload == nil {
@@ -124,13 +117,40 @@ func (a *SchemaAdapter) insertQuery(events []Event) (wsql.Query, error) {
 		}
 		hash := KeyHash(e.TenantID, e.AggregateType, e.AggregateID)
 		args = append(args, e.ID.String(), e.Topic, e.AggregateType, e.AggregateID, e.EventType, e.TenantID,
-			payload, string(headerJSON), hash, PartitionOf(hash), d.TimeArg(e.CreatedAt))
+			payload, headerJSON, hash, PartitionOf(hash), d.TimeArg(e.CreatedAt))
+	}
+	query := a.oneRow
+	if len(events) != 1 {
+		query = a.insertSQL(len(events))
+	}
+	return wsql.Query{Query: query, Args: args}, nil
+}
+
+// insertSQL is the INSERT statement of n events, in the dialect's placeholders. With PostgreSQL
+// key locks, its first argument is the array of advisory-lock keys.
+func (a *SchemaAdapter) insertSQL(n int) string {
+	var q strings.Builder
+	row := plainValueRow
+	lockInStatement := a.table.dialect == Postgres && a.lockKeys
+	if lockInStatement {
+		row = pgValueRow
+		q.WriteString("WITH key_locks AS (SELECT " + AdvisoryXactLock("k") + " FROM (SELECT DISTINCT k FROM unnest(?::int4[]) AS t(k) ORDER BY k) AS s) ")
+		q.WriteString("INSERT INTO " + a.table.Events() + " (" + insertColumns + ") SELECT v.* FROM (VALUES ")
+	} else {
+		q.WriteString("INSERT INTO " + a.table.Events() + " (" + insertColumns + ") VALUES ")
+	}
+	q.Grow(n * (len(row) + 2))
+	for i := range n {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString(row)
 	}
 	if lockInStatement {
 		// The one-time filter runs the lock CTE before any row, and so before any nextval.
 		q.WriteString(") AS v WHERE (SELECT count(*) FROM key_locks) >= 0")
 	}
-	return wsql.Query{Query: d.Rebind(q.String()), Args: args}, nil
+	return a.table.dialect.Rebind(q.String())
 }
 
 // keyLockSlots is the number of pre-created MySQL key-lock rows. Two keys sharing a slot

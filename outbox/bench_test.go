@@ -2,12 +2,15 @@ package outbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/outboxkit/outboxkit/internal/testsupport"
@@ -126,5 +129,57 @@ func BenchmarkWriteEvents(b *testing.B) {
 				})
 			}
 		})
+	}
+}
+
+// BenchmarkQueuePgx measures the client side of one queued event (validation, the INSERT's text
+// and arguments), without a database.
+func BenchmarkQueuePgx(b *testing.B) {
+	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, DisableKeyLocks: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload := make([]byte, 256)
+	b.ReportAllocs()
+	for b.Loop() {
+		batch := &pgx.Batch{}
+		ev := outbox.Event{ID: uuid.Must(uuid.NewV7()), Topic: "orders.events", AggregateType: "order",
+			AggregateID: "order-42", EventType: "OrderPlaced", Payload: payload}
+		if err := w.QueuePgx(batch, ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// nopExecutor accepts every statement without a database.
+type nopExecutor struct{}
+
+func (nopExecutor) ExecContext(context.Context, string, ...any) (wsql.Result, error) {
+	return nopResult{}, nil
+}
+func (nopExecutor) QueryContext(context.Context, string, ...any) (wsql.Rows, error) {
+	return nil, errors.New("nopExecutor: no rows")
+}
+
+type nopResult struct{}
+
+func (nopResult) RowsAffected() (int64, error) { return 1, nil }
+
+// BenchmarkWriteClient measures the client side of [outbox.Writer.Write] for one event (the
+// watermill-sql publisher, the messages, the INSERT), without a database.
+func BenchmarkWriteClient(b *testing.B) {
+	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, DisableKeyLocks: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	payload := make([]byte, 256)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		ev := outbox.Event{ID: uuid.Must(uuid.NewV7()), Topic: "orders.events", AggregateType: "order",
+			AggregateID: "order-42", EventType: "OrderPlaced", Payload: payload}
+		if err := w.Write(ctx, nopExecutor{}, ev); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package outbox
 import (
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -84,9 +83,19 @@ func (e Event) OrderingKey() string {
 
 // KeyHash returns the 64-bit FNV-1a hash of the ordering key; the relay partitions work by it.
 func KeyHash(tenantID, aggregateType, aggregateID string) int64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(tenantID + "\x1f" + aggregateType + "\x1f" + aggregateID))
-	return int64(h.Sum64() & 0x7fffffffffffffff)
+	// FNV-1a over tenantID + "\x1f" + aggregateType + "\x1f" + aggregateID, without building
+	// that string (hash/fnv's result, bit for bit).
+	const offset64, prime64 = 14695981039346656037, 1099511628211
+	h := uint64(offset64)
+	for i, part := range [3]string{tenantID, aggregateType, aggregateID} {
+		if i > 0 {
+			h = (h ^ 0x1f) * prime64
+		}
+		for j := 0; j < len(part); j++ {
+			h = (h ^ uint64(part[j])) * prime64
+		}
+	}
+	return int64(h & 0x7fffffffffffffff)
 }
 
 // Partitions is the number of key-hash partitions the relay shares out among its instances.

@@ -2,6 +2,8 @@ package outbox_test
 
 import (
 	"bytes"
+	"hash/fnv"
+	"regexp"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -58,6 +60,46 @@ func FuzzEventFromMessage(f *testing.F) {
 			if back.Headers[k] != v {
 				t.Fatalf("round trip changed header %q: %q -> %q", k, v, back.Headers[k])
 			}
+		}
+	})
+}
+
+// FuzzKeyHash: KeyHash stays FNV-1a of the joined ordering key, bit for bit (the hashes of rows
+// already in a table, their relay partitions and key locks depend on it).
+func FuzzKeyHash(f *testing.F) {
+	f.Add("", "order", "o-1")
+	f.Add("acme", "", "")
+	f.Add("t\x1f", "\x1f", "é")
+	f.Fuzz(func(t *testing.T, tenant, aggType, aggID string) {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(tenant + "\x1f" + aggType + "\x1f" + aggID))
+		if want, got := int64(h.Sum64()&0x7fffffffffffffff), outbox.KeyHash(tenant, aggType, aggID); got != want {
+			t.Fatalf("KeyHash(%q, %q, %q) = %d, want %d", tenant, aggType, aggID, got, want)
+		}
+	})
+}
+
+// FuzzValidateNames: the topic and header name checks accept exactly what their former regular
+// expressions accepted.
+func FuzzValidateNames(f *testing.F) {
+	topicPattern := regexp.MustCompile(`^[A-Za-z0-9._\-:$]+$`)
+	headerPattern := regexp.MustCompile(`^[\x21-\x7e]{1,255}$`)
+	f.Add("orders.events")
+	f.Add("a b")
+	f.Add("x$:-_.9")
+	f.Add("é")
+	f.Add("line\n")
+	f.Fuzz(func(t *testing.T, name string) {
+		if got, want := outbox.ValidateTopic(name) == nil, topicPattern.MatchString(name) && len(name) <= 255; got != want {
+			t.Fatalf("ValidateTopic(%q) accepts: %v, want %v", name, got, want)
+		}
+		e := outbox.Event{Topic: "t", AggregateID: "a", EventType: "E", Headers: map[string]string{name: "v"}}
+		err := e.Validate(0)
+		reserved := name == outbox.MetadataEventID || name == outbox.MetadataEventType || name == outbox.MetadataAggregateType ||
+			name == outbox.MetadataAggregateID || name == outbox.MetadataTenantID || name == outbox.MetadataCreatedAt ||
+			name == outbox.MetadataTopic
+		if got, want := err == nil, headerPattern.MatchString(name) && !reserved; got != want {
+			t.Fatalf("header name %q accepted: %v, want %v (%v)", name, got, want, err)
 		}
 	})
 }
