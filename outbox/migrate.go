@@ -32,7 +32,10 @@ type Migration struct {
 // or a number.
 type templateData struct {
 	Events, Leases, Relays, KeyLocks, Short, Channel string
-	KeyLockSlotList                                  []int
+	// Schema is the table's schema and a dot ("app.") or empty: it qualifies index names in
+	// DROP INDEX, which, unlike CREATE INDEX, does not look in the table's schema.
+	Schema          string
+	KeyLockSlotList []int
 }
 
 // Migrations returns the schema migrations of the table, in version order.
@@ -43,6 +46,7 @@ func Migrations(table Table) ([]Migration, error) {
 	data := templateData{
 		Events: table.Events(), Leases: table.Leases(), Relays: table.Relays(), KeyLocks: table.KeyLocks(),
 		Short: table.shortName(), Channel: table.Channel(),
+		Schema: strings.TrimSuffix(table.Events(), table.shortName()),
 	}
 	for s := range keyLockSlots {
 		data.KeyLockSlotList = append(data.KeyLockSlotList, s)

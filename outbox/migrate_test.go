@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -215,5 +216,61 @@ func TestAdvisoryLocksLeaveApplicationLocksAlone(t *testing.T) {
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPostgresDropsParkedIndex: version 4 drops <table>_parked on PostgreSQL, on an upgraded
+// table as on a new one, also in a schema other than the search path's (DROP INDEX needs the
+// schema), and leaves the indexes the relays use.
+func TestPostgresDropsParkedIndex(t *testing.T) {
+	db := openDialect(t, outbox.Postgres)
+	ctx := context.Background()
+	schema := testsupport.UniqueName("obk_schema")
+	if _, err := db.ExecContext(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = db.Exec("DROP SCHEMA " + schema + " CASCADE") })
+	for _, name := range []string{testsupport.UniqueName("outbox_v4"), schema + ".outbox_v4"} {
+		t.Run(name, func(t *testing.T) {
+			table, err := outbox.NewTable(outbox.Postgres, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dropWithTest(t, db, table.Events(), table.Leases(), table.Relays(), table.CDCSlots(), table.Migrations())
+			migrations, err := outbox.Migrations(table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := outbox.RunMigrations(ctx, db, outbox.Postgres, table.Migrations(), migrations[:3]); err != nil {
+				t.Fatal(err)
+			}
+			indexes := func() []string {
+				var names []string
+				rows, err := db.QueryContext(ctx, "SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = $1::regclass ORDER BY 1", table.Events())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer rows.Close()
+				for rows.Next() {
+					var n string
+					if err := rows.Scan(&n); err != nil {
+						t.Fatal(err)
+					}
+					names = append(names, n[strings.LastIndexByte(n, '.')+1:])
+				}
+				return names
+			}
+			short := name[strings.LastIndexByte(name, '.')+1:]
+			if got := indexes(); !slices.Contains(got, short+"_parked") {
+				t.Fatalf("indexes at version 3: %v, want %s_parked among them", got, short)
+			}
+			if err := outbox.Migrate(ctx, db, table); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{short + "_pending", short + "_pkey", short + "_published", short + "_retry_keys"}
+			if got := indexes(); !slices.Equal(got, want) {
+				t.Fatalf("indexes at version 4: %v, want %v", got, want)
+			}
+		})
 	}
 }
