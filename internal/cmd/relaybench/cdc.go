@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/url"
 	"os/exec"
 	"slices"
@@ -117,9 +118,13 @@ type writeSetting struct {
 }
 
 // measureWriteSide times single-row business transactions (an INSERT into a business table,
-// plus one event in the same transaction) on PostgreSQL, interleaving the settings round by
-// round: without an event, with the polling source's write side (key lock, notify trigger), and
-// with the cdc source's (neither); each through database/sql and through a pgx batch.
+// plus one event in the same transaction) on PostgreSQL: without an event, with the polling
+// source's write side (key lock, notify trigger), and with the cdc source's (neither); each
+// through database/sql and through a pgx batch. The settings take turns one transaction at a
+// time, in a new random order each turn, so that the load of a shared machine, which changes
+// within a second, and the position after another setting's commit weigh on all alike (rounds of
+// 100 transactions per setting, before, put seconds between a row and its base row: the same
+// build measured the cdc overhead anywhere from -1 % to +38 %).
 func measureWriteSide(db *sql.DB, d database, n int) ([]writeCost, error) {
 	ctx := context.Background()
 	biz := "bench_business_" + fmt.Sprint(time.Now().UnixNano()%1e9)
@@ -159,23 +164,27 @@ func measureWriteSide(db *sql.DB, d database, n int) ([]writeCost, error) {
 	}
 	insert := "INSERT INTO " + biz + " (note) VALUES ($1)"
 	times := make([][]time.Duration, len(settings))
-	const round = 100
-	for done := 0; done < n; done += round {
-		for i, s := range settings {
-			for j := range round {
-				ev := makeEvent("bench.write", done+j, 1000, 256, false)
-				began := time.Now()
-				var err error
-				if s.pgx {
-					err = writePgx(ctx, conn, insert, s.w, ev)
-				} else {
-					err = writeSQL(ctx, db, insert, s.w, ev)
-				}
-				if err != nil {
-					return nil, err
-				}
-				times[i] = append(times[i], time.Since(began))
+	order := make([]int, len(settings))
+	for i := range order {
+		order[i] = i
+	}
+	shuffle := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
+	for j := range n {
+		shuffle.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+		for _, i := range order {
+			s := settings[i]
+			ev := makeEvent("bench.write", j, 1000, 256, false)
+			began := time.Now()
+			var err error
+			if s.pgx {
+				err = writePgx(ctx, conn, insert, s.w, ev)
+			} else {
+				err = writeSQL(ctx, db, insert, s.w, ev)
 			}
+			if err != nil {
+				return nil, err
+			}
+			times[i] = append(times[i], time.Since(began))
 		}
 	}
 	out := make([]writeCost, len(settings))
@@ -257,7 +266,7 @@ func printWriteTable(w io.Writer, costs []writeCost) {
 	if len(costs) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nwrite side: one single-row business transaction (BEGIN, INSERT, [one 256 B event], COMMIT), PostgreSQL, interleaved rounds of 100, median\n\n")
+	fmt.Fprintf(w, "\nwrite side: one single-row business transaction (BEGIN, INSERT, [one 256 B event], COMMIT), PostgreSQL, the settings interleaved one transaction at a time in a shuffled order, median\n\n")
 	fmt.Fprintln(w, "| transaction | median | overhead over the business row | vs polling settings |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|")
 	for _, c := range costs {
