@@ -8,6 +8,7 @@
 //
 //	go run ./internal/cmd/relaybench -events 20000
 //	go run ./internal/cmd/relaybench -events 20000 -keys 1,10,1000 -dbs postgres,mysql -repeat 3 -svg docs/benchmarks-keys.svg
+//	go run ./internal/cmd/relaybench -only write -repeat 3   # the write-side table alone (PostgreSQL)
 //
 // The files of this command, by job: main.go (flags, the run), backlog.go (filling the outbox,
 // consuming from Kafka, the drain and steady scenarios), child.go (the relay child processes),
