@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -169,10 +171,21 @@ func waitForGo() error {
 	return nil
 }
 
+// envCPUProfile names a directory: when set, each relay child writes a CPU profile of its run
+// there, as <role>-<table>.pprof (go tool pprof -top reads it).
+const envCPUProfile = "RELAYBENCH_CPUPROFILE"
+
 // runRelay is the child process: one relay until SIGTERM.
 func runRelay(role string, d database, name string, o options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if dir := os.Getenv(envCPUProfile); dir != "" {
+		stopProfile, err := startCPUProfile(filepath.Join(dir, role+"-"+name+".pprof"))
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+	}
 	db, err := sql.Open(d.driver, d.dsn)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", d.label, err)
@@ -240,6 +253,22 @@ func runRelay(role string, d database, name string, o options) error {
 		return fwd.Run(ctx)
 	}
 	return fmt.Errorf("unknown role %q", role)
+}
+
+// startCPUProfile starts a CPU profile written to path; the returned function ends it.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", envCPUProfile, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("%s: start the CPU profile: %w", envCPUProfile, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 // receiveLagLine starts the line a cdc relay child prints when it stops: the median and 99th

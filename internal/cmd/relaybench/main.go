@@ -10,6 +10,9 @@
 //	go run ./internal/cmd/relaybench -events 20000 -keys 1,10,1000 -dbs postgres,mysql -repeat 3 -svg docs/benchmarks-keys.svg
 //	go run ./internal/cmd/relaybench -only write -repeat 3   # the write-side table alone (PostgreSQL)
 //
+// With RELAYBENCH_CPUPROFILE=<dir>, every relay child writes a CPU profile of its run to
+// <dir>/<relay>-<table>.pprof.
+//
 // The files of this command, by job: main.go (flags, the run), backlog.go (filling the outbox,
 // consuming from Kafka, the drain and steady scenarios), child.go (the relay child processes),
 // ceiling.go (the ceiling relay), table.go (the printed tables and the noise report), plot.go
