@@ -172,9 +172,14 @@ func (f *Forwarder) cdcSession(ctx context.Context) error {
 	}
 	f.log.Info("cdc: streaming", "slot", f.cdc.slot, "partitions", len(leases))
 	if f.txp != nil {
-		// As the polling workers do: every unit is opened, and the cleanup of its last
-		// transaction finished, before anything is published.
-		f.openLeasedUnits(ctx, 0, leases)
+		// Every unit is opened, and the cleanup of its last transaction finished, before anything
+		// is read from the table or published; otherwise the session ends (and is started again
+		// after HeartbeatInterval). A unit opened later, by whichever batch locks it first, would
+		// filter only that batch by the cleanup's rows: a stream part and a retry batch that read
+		// their rows before that opening could both hold rows of the unit's last transaction.
+		if err := f.openLeasedUnits(ctx, 0, leases); err != nil {
+			return fmt.Errorf("cdc: open every transactional unit before streaming: %w", err)
+		}
 	}
 	if err := f.drainIfNeeded(ctx); err != nil {
 		return err

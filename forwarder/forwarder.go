@@ -347,7 +347,7 @@ func (f *Forwarder) relayBatch(ctx context.Context, worker int) (int, error) {
 		// Units are opened (and their last checkpoint cleaned up) as soon as they are leased,
 		// before anything is claimed: a takeover finishes the cleanup first, and no batch waits
 		// for a producer to be initialized.
-		f.openLeasedUnits(ctx, worker, leases)
+		_ = f.openLeasedUnits(ctx, worker, leases) // logged; the unit's batch opens it again
 	}
 	partitions := make([]int, 0, len(leases))
 	for _, l := range leases {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -163,13 +164,20 @@ func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases
 	return nil
 }
 
+// errUnitLost: a unit's leases moved to another relay while this one opened it; nothing of the
+// unit may be published.
+var errUnitLost = errors.New("the leases of the transactional unit moved to another relay")
+
 // openLeasedUnits closes the worker's units it no longer leases whole and opens, in parallel,
-// those it leases whole that are not open. Failures are logged; the next batch tries again.
-func (f *Forwarder) openLeasedUnits(ctx context.Context, worker int, leases []lease) {
+// those it leases whole that are not open. Failures are logged and returned (errUnitLost for a
+// unit whose leases moved); the polling workers go on, and their next batch tries again.
+func (f *Forwarder) openLeasedUnits(ctx context.Context, worker int, leases []lease) error {
 	f.closeUnitsNotIn(worker, leases)
 	openCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.LeaseTTL)
 	defer cancel()
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
 	for n, ls := range f.wholeUnitLeases(leases) {
 		u := f.units.get(n)
 		wg.Go(func() {
@@ -178,12 +186,23 @@ func (f *Forwarder) openLeasedUnits(ctx context.Context, worker int, leases []le
 			if u.open {
 				return
 			}
-			if _, err := f.openUnit(openCtx, n, ls, u); err != nil && ctx.Err() == nil {
+			lost, err := f.openUnit(openCtx, n, ls, u)
+			if lost {
+				err = fmt.Errorf("unit %s: %w", f.unitName(n), errUnitLost)
+			}
+			if err == nil {
+				return
+			}
+			if ctx.Err() == nil {
 				f.log.Warn("opening a transactional unit failed; retrying at the next batch", "unit", f.unitName(n), "error", err)
 			}
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
 		})
 	}
 	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // wholeUnitLeases groups leases by unit, keeping the units leased whole.
@@ -202,7 +221,9 @@ func (f *Forwarder) wholeUnitLeases(leases []lease) map[int][]lease {
 }
 
 // closeUnit closes a unit: its next use opens it again, which recovers. The caller holds the
-// unit's mu, or no batch is running.
+// unit's mu, or no batch can be using the unit: with polling, only the worker serving the unit
+// uses it (closeUnitsNotIn runs in that worker); with the cdc source, closeAllUnits runs after
+// the stream's workers and retry path have stopped.
 func (f *Forwarder) closeUnit(unit int) {
 	u := f.units.get(unit)
 	if u.open {
@@ -327,7 +348,12 @@ func (f *Forwarder) commitUnit(ctx context.Context, n int, leases []lease, recor
 	for round := 1; ; round++ {
 		if !u.open {
 			lost, err := f.openUnit(ctx, n, leases, u)
-			if err != nil || lost {
+			if lost {
+				// Not a silent success: the records were neither published nor settled (the cdc
+				// source would otherwise count its part as done).
+				err = fmt.Errorf("unit %s: %w", unit, errUnitLost)
+			}
+			if err != nil {
 				out.err = err
 				return out
 			}

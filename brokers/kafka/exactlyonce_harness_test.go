@@ -367,11 +367,19 @@ func (p *pausingProxy) resume() {
 // hookedPublisher runs hooks around a Publisher's transactional calls: the crash points.
 type hookedPublisher struct {
 	*Publisher
-	afterOpen   func(unit string)
-	afterCommit func(unit string)
+	// failOpen, when it returns an error, makes OpenUnit fail with it before opening anything.
+	failOpen     func(unit string) error
+	afterOpen    func(unit string)
+	beforeCommit func(unit string)
+	afterCommit  func(unit string)
 }
 
 func (h *hookedPublisher) OpenUnit(ctx context.Context, unit, topic string, slot int) ([]byte, error) {
+	if h.failOpen != nil {
+		if err := h.failOpen(unit); err != nil {
+			return nil, err
+		}
+	}
 	last, err := h.Publisher.OpenUnit(ctx, unit, topic, slot)
 	if err == nil && h.afterOpen != nil {
 		h.afterOpen(unit)
@@ -380,6 +388,9 @@ func (h *hookedPublisher) OpenUnit(ctx context.Context, unit, topic string, slot
 }
 
 func (h *hookedPublisher) CommitUnit(ctx context.Context, unit string, topics []string, msgs []*message.Message, cp []byte) ([]error, error) {
+	if h.beforeCommit != nil {
+		h.beforeCommit(unit)
+	}
 	errs, err := h.Publisher.CommitUnit(ctx, unit, topics, msgs, cp)
 	if err == nil && h.afterCommit != nil {
 		h.afterCommit(unit)

@@ -3,6 +3,7 @@ package kafka
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -199,6 +200,58 @@ func exactlyOnceCrashPoints(t *testing.T, source forwarder.Source) {
 			t.Errorf("the third relay recovered no row of the first relay's checkpoint")
 		}
 	})
+}
+
+// TestExactlyOnceCDCOpensEveryUnitBeforeStreaming: on the cdc source a unit that cannot be
+// opened when a session starts ends the session, so the stream never publishes while a unit's
+// last transaction may still be uncleaned (a unit opened later, by whichever batch locks it
+// first, would filter only that batch by the cleanup's rows). Unit 3's first two openings fail;
+// no transaction of any unit may be committed before unit 3 has been opened once, and every event
+// still arrives once, in key order.
+func TestExactlyOnceCDCOpensEveryUnitBeforeStreaming(t *testing.T) {
+	h := newEOHarnessOn(t, forwarder.SourceCDC)
+	keys := eoKeys(24)
+	var mu sync.Mutex
+	failures, opened, early := 0, false, 0
+	r := h.startRelay("eo-open", func(p *Publisher) forwarder.TransactionalPublisher {
+		return &hookedPublisher{Publisher: p,
+			failOpen: func(unit string) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if strings.HasSuffix(unit, "/u03") && failures < 2 {
+					failures++
+					return errors.New("test: unit 3 cannot be opened yet")
+				}
+				return nil
+			},
+			afterOpen: func(unit string) {
+				mu.Lock()
+				defer mu.Unlock()
+				opened = opened || strings.HasSuffix(unit, "/u03")
+			},
+			beforeCommit: func(string) {
+				mu.Lock()
+				defer mu.Unlock()
+				if !opened {
+					early++
+				}
+			},
+		}
+	})
+	h.write(keys, 0, 5) // a backlog for the drain of the fresh slot
+	h.ready()
+	h.write(keys, 5, 5)
+	h.waitDrained(60 * time.Second)
+	r.stop()
+	mu.Lock()
+	defer mu.Unlock()
+	if failures != 2 || !opened {
+		t.Fatalf("unit 3 failed to open %d times and opened: %v; want 2 failures, then opened", failures, opened)
+	}
+	if early > 0 {
+		t.Errorf("%d transactions were committed before unit 3 was opened", early)
+	}
+	checkExactlyOnce(t, h.readAll(h.topic, true, len(keys)*10, 60*time.Second), keys, 10)
 }
 
 // waitDrained waits until no row is pending.
