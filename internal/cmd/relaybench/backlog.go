@@ -80,18 +80,18 @@ func setup(db *sql.DB, d database, relay string) (name, topic string, write writ
 	name = testsupport.UniqueName("bench")
 	topic = testsupport.UniqueName("bench_events")
 	switch relay {
-	case relayOutboxkit, relayExactlyOnce, relayCeiling, relayCDC:
-		if relay == relayCDC && d.dialect != outbox.Postgres {
+	case relayOutboxkit, relayExactlyOnce, relayCeiling, relayCDC, relayCDCExactlyOnce:
+		if isCDC(relay) && d.dialect != outbox.Postgres {
 			return "", "", nil, &notAvailableError{reason: "the cdc source needs PostgreSQL"}
 		}
-		w, err := outbox.NewWriter(outbox.Config{Dialect: d.dialect, Table: name, DisableKeyLocks: relay == relayCDC})
+		w, err := outbox.NewWriter(outbox.Config{Dialect: d.dialect, Table: name, DisableKeyLocks: isCDC(relay)})
 		if err != nil {
 			return "", "", nil, fmt.Errorf("outbox writer: %w", err)
 		}
 		if err := outbox.Migrate(ctx, db, w.Table()); err != nil {
 			return "", "", nil, fmt.Errorf("migrate outbox table %s: %w", name, err)
 		}
-		if relay == relayCDC {
+		if isCDC(relay) {
 			if err := cdcSettings(ctx, db, w.Table()); err != nil {
 				return "", "", nil, fmt.Errorf("cdc settings of %s: %w", name, err)
 			}
@@ -166,7 +166,7 @@ func cleanup(db *sql.DB, d database, relay, name string) {
 		_, _ = db.Exec("DROP TABLE IF EXISTS " + quote("watermill_offsets_"+name))
 		return
 	}
-	if relay == relayCDC {
+	if isCDC(relay) {
 		if table, err := outbox.NewTable(d.dialect, name); err == nil {
 			dropCDC(db, table)
 		}
@@ -228,7 +228,7 @@ func drain(db *sql.DB, d database, o options, relay string, size, keys int) (sam
 	}
 	var ceilingSlot, end string
 	var table outbox.Table
-	if relay == relayCDC {
+	if relay == relayCDC { // the decode ceiling is measured beside the at-least-once cdc drain only
 		if table, err = outbox.NewTable(d.dialect, name); err != nil {
 			return sample{}, err
 		}

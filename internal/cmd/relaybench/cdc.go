@@ -22,8 +22,18 @@ import (
 // the backlog is written, as for a relay that was down while the backlog built up. On the same
 // rows, pg_recvlogical decodes a copy of the slot: the ceiling of one slot.
 
-// relayCDC is the outboxkit forwarder with Source cdc.
-const relayCDC = "outboxkit-cdc"
+// relayCDC is the outboxkit forwarder with Source cdc; relayCDCExactlyOnce the same with
+// Delivery exactly_once (-source cdc -delivery exactly_once).
+const (
+	relayCDC            = "outboxkit-cdc"
+	relayCDCExactlyOnce = "outboxkit-cdc-eo"
+)
+
+// isCDC reports whether relay streams the table (the cdc source's settings and slot).
+func isCDC(relay string) bool { return relay == relayCDC || relay == relayCDCExactlyOnce }
+
+// isExactlyOnce reports whether relay runs with Delivery exactly_once.
+func isExactlyOnce(relay string) bool { return relay == relayExactlyOnce || relay == relayCDCExactlyOnce }
 
 // cdcSettings prepares a table for the cdc relay: the write side without key locks or notify
 // trigger (what source cdc allows), the publication, and the slot, marked drained.

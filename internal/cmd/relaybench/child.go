@@ -204,19 +204,19 @@ func runRelay(role string, d database, name string, o options) error {
 	defer pub.Close()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	switch role {
-	case relayOutboxkit, relayExactlyOnce, relayCDC:
+	case relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce:
 		cfg := forwarder.Config{DB: db, Dialect: d.dialect, Table: name, Publisher: pub,
 			Workers: o.workers, BatchSize: o.batch, MaxBatchBytes: int64(o.batchMiB * (1 << 20)), Logger: logger, IsRetriable: kafka.Retriable}
 		var reg *prometheus.Registry
-		if role == relayCDC {
+		if isCDC(role) {
 			cfg.Source, cfg.CDC.DSN = forwarder.SourceCDC, d.dsn
 			reg = prometheus.NewRegistry()
 			cfg.Metrics = reg
 		}
-		if role == relayExactlyOnce {
+		if isExactlyOnce(role) {
 			cfg.Delivery, cfg.CheckpointTopic, cfg.TransactionalUnits = forwarder.ExactlyOnce, "relaybench.checkpoints", o.units
 		}
-		if d.dialect == outbox.Postgres && role != relayCDC {
+		if d.dialect == outbox.Postgres && !isCDC(role) {
 			table, err := outbox.NewTable(outbox.Postgres, name)
 			if err != nil {
 				return fmt.Errorf("outbox table %q: %w", name, err)

@@ -92,7 +92,7 @@ func main() {
 	flag.IntVar(&o.seconds, "seconds", 10, "duration of the latency run")
 	relays := flag.String("relays", "outboxkit,stock,ceiling", "relays to measure (outboxkit, stock, ceiling)")
 	source := flag.String("source", "polling", "polling, or cdc to measure the outboxkit relay with the cdc source too (relay outboxkit-cdc, PostgreSQL), beside polling, with pg_recvlogical's decode ceiling on the same rows and the write-side cost")
-	delivery := flag.String("delivery", "at_least_once", "at_least_once, or exactly_once to measure the outboxkit relay with exactly-once delivery too (relay outboxkit-eo), beside at-least-once")
+	delivery := flag.String("delivery", "at_least_once", "at_least_once, or exactly_once to measure the outboxkit relay with exactly-once delivery too (relay outboxkit-eo; with -source cdc also outboxkit-cdc-eo), beside at-least-once")
 	flag.IntVar(&o.repeat, "repeat", 1, "measure every drain this many times (interleaved) and print the median and spread")
 	flag.IntVar(&o.workers, "workers", 0, "outboxkit forwarder Workers (0: its default)")
 	flag.IntVar(&o.batch, "batch", 0, "outboxkit forwarder BatchSize (0: its default)")
@@ -117,6 +117,9 @@ func main() {
 	case "polling":
 	case "cdc":
 		*relays += "," + relayCDC
+		if *delivery == "exactly_once" {
+			*relays += "," + relayCDCExactlyOnce
+		}
 	default:
 		fatalf("-source: %q is not polling or cdc", *source)
 	}
@@ -170,7 +173,7 @@ func (o *options) parse(brokers, keys, dbs, payloads, relays string) error {
 	}
 	for _, r := range splitList(relays) {
 		switch r {
-		case relayOutboxkit, relayExactlyOnce, relayCDC, relayStock, relayCeiling:
+		case relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce, relayStock, relayCeiling:
 			if !contains(o.relays, r) {
 				o.relays = append(o.relays, r)
 			}

@@ -191,6 +191,8 @@ func printDrainTable(w io.Writer, r *results, o options) {
 				row(d, size, strconv.Itoa(keys), ek, fmt.Sprintf("| %s | %s of at-least-once |", ratio(r.rate(ek), ceiling), ratio(r.rate(ek), okRate)))
 				ck := drainKey{db: d.name, size: size, keys: keys, relay: relayCDC}
 				row(d, size, strconv.Itoa(keys), ck, fmt.Sprintf("%s | %s | %s of polling |", ratio(r.rate(ck), r.rate(sk)), ratio(r.rate(ck), ceiling), ratio(r.rate(ck), okRate)))
+				cek := drainKey{db: d.name, size: size, keys: keys, relay: relayCDCExactlyOnce}
+				row(d, size, strconv.Itoa(keys), cek, fmt.Sprintf("| %s | %s of cdc at-least-once |", ratio(r.rate(cek), ceiling), ratio(r.rate(cek), r.rate(ck))))
 				row(d, size, strconv.Itoa(keys), sk, "| | |")
 			}
 		}
