@@ -33,7 +33,9 @@ const (
 func isCDC(relay string) bool { return relay == relayCDC || relay == relayCDCExactlyOnce }
 
 // isExactlyOnce reports whether relay runs with Delivery exactly_once.
-func isExactlyOnce(relay string) bool { return relay == relayExactlyOnce || relay == relayCDCExactlyOnce }
+func isExactlyOnce(relay string) bool {
+	return relay == relayExactlyOnce || relay == relayCDCExactlyOnce
+}
 
 // cdcSettings prepares a table for the cdc relay: the write side without key locks or notify
 // trigger (what source cdc allows), the publication, and the slot, marked drained.
