@@ -180,6 +180,12 @@ func (f *Forwarder) openLeasedUnits(ctx context.Context, worker int, leases []le
 	var errs []error
 	for n, ls := range f.wholeUnitLeases(leases) {
 		u := f.units.get(n)
+		u.mu.Lock()
+		open := u.open
+		u.mu.Unlock()
+		if open {
+			continue // the usual case, before every polling batch: no goroutine for it
+		}
 		wg.Go(func() {
 			u.mu.Lock()
 			defer u.mu.Unlock()
@@ -194,7 +200,7 @@ func (f *Forwarder) openLeasedUnits(ctx context.Context, worker int, leases []le
 				return
 			}
 			if ctx.Err() == nil {
-				f.log.Warn("opening a transactional unit failed; retrying at the next batch", "unit", f.unitName(n), "error", err)
+				f.log.Warn("opening a transactional unit failed; it is opened again before its next transaction", "unit", f.unitName(n), "error", err)
 			}
 			mu.Lock()
 			errs = append(errs, err)
