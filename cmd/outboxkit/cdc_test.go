@@ -100,10 +100,7 @@ func cdcTable(t *testing.T, db *sql.DB, table string) (outbox.Table, string) {
 	}
 	t.Cleanup(func() {
 		_, _ = db.Exec("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL", slot)
-		time.Sleep(200 * time.Millisecond)
-		_, _ = db.Exec("SELECT pg_drop_replication_slot($1)", slot)
-		_, _ = db.Exec("DROP PUBLICATION IF EXISTS " + tbl.Publication())
-		_, _ = db.Exec("DROP TABLE IF EXISTS " + tbl.CDCSlots())
+		testsupport.DropCDCObjects(t, db, tbl)
 	})
 	return tbl, slot
 }

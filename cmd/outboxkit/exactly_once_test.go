@@ -10,17 +10,31 @@ import (
 
 // TestRelayExactlyOnce: `outboxkit relay` with forwarder.delivery exactly_once relays a backlog
 // to the real Kafka, and `outboxkit status` then shows the mode and the units' last
-// checkpoints.
+// checkpoints; on both sources (with cdc, the backlog is drained when the slot is created, and
+// status shows the slot too).
 func TestRelayExactlyOnce(t *testing.T) {
 	t.Parallel()
+	for _, source := range []string{"polling", "cdc"} {
+		t.Run(source, func(t *testing.T) {
+			t.Parallel()
+			relayExactlyOnce(t, source)
+		})
+	}
+}
+
+func relayExactlyOnce(t *testing.T, source string) {
 	db := testsupport.OpenPostgres(t)
 	brokers := testsupport.KafkaBrokers(t)
 	table := testsupport.UniqueName("cli_eo")
 	topic := testsupport.UniqueName("cli.eo")
 	const checkpoints = "outboxkit-test.checkpoints" // shared by the tests, as in brokers/kafka
 	dropTables(t, db, table)
+	slot := ""
+	if source == "cdc" {
+		_, slot = cdcTable(t, db, table)
+	}
 	config := pgConfig(testsupport.PostgresDSN(t), table, fmt.Sprintf("broker: kafka\nkafka:\n  brokers: [%s]\n", strings.Join(brokers, ", ")))
-	config = strings.Replace(config, "forwarder:\n", "forwarder:\n  delivery: exactly_once\n  checkpoint_topic: "+checkpoints+"\n", 1)
+	config = strings.Replace(config, "forwarder:\n", "forwarder:\n  source: "+source+"\n  delivery: exactly_once\n  checkpoint_topic: "+checkpoints+"\n", 1)
 	dir := writeConfig(t, config)
 	if res := cli(t, dir, "migrate"); res.code != 0 {
 		t.Fatalf("migrate: %s", res)
@@ -56,5 +70,8 @@ func TestRelayExactlyOnce(t *testing.T) {
 	}
 	if units != 8 || withCheckpoint == 0 {
 		t.Errorf("status lists %d units (want 8), %d with a checkpoint (want at least 1):\n%s", units, withCheckpoint, res.stdout)
+	}
+	if slot != "" && grepLines(res.stdout, slot) == "" {
+		t.Errorf("status does not show the slot %s:\n%s", slot, res.stdout)
 	}
 }
