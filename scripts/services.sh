@@ -212,29 +212,9 @@ EOF
   echo "kafka: 127.0.0.1:$KAFKA_PORT"
 }
 
-# killed_uncleanly PIDFILE: true when PIDFILE names a process that is gone. stop_pidfile removes
-# the file of a process it stopped, so a file left behind means the broker was killed without
-# shutting down (as at the end of a session) or died on its own. Its data is then thrown away on the next start: a test broker holds nothing worth
-# keeping, recovering thousands of unclean partitions took Kafka 2 minutes, and the topics every
-# run leaves behind made each later run slower.
-killed_uncleanly() {
-  [ -f "$1" ] || return 1
-  local pid; pid=$(cat "$1")
-  [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null
-}
-
-stop_pidfile() {
-  local pidfile=$1
-  [ -f "$pidfile" ] || return 0
-  local pid; pid=$(cat "$pidfile")
-  # A process that was already gone died on its own: its pid file stays, so that the next start
-  # knows (killed_uncleanly).
-  if kill "$pid" 2>/dev/null; then
-    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
-    kill -9 "$pid" 2>/dev/null || true
-    rm -f "$pidfile"
-  fi
-}
+# --- Pid files of the services started here ----------------------------------------------------
+# shellcheck source=services/pidfile.sh
+source "$here/services/pidfile.sh"
 
 # --- Prometheus tools (promtool, prometheus) for internal/monitoring's tests --------------------
 # shellcheck source=services/monitoring.sh

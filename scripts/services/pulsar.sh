@@ -134,8 +134,8 @@ start_pulsar() {
 
   # Start unless our own process is still alive (e.g. still booting from an earlier call).
   local pid="" wiped=0
-  [ -f "$pidfile" ] && pid=$(cat "$pidfile")
-  if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
+  if ! pid=$(pidfile_pid "$pidfile"); then
+    pid=$(cat "$pidfile" 2>/dev/null || true)
     # A pid file left behind (see killed_uncleanly): besides the reasons given there, the
     # bookie's registration is still in the RocksDB metadata, and a standalone started on it can
     # loop for ever re-registering the bookie ("Lock on resource /ledgers/available/... was
