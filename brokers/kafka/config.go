@@ -122,7 +122,8 @@ type Config struct {
 	MessageMaxBytes int `yaml:"message_max_bytes"`
 
 	// ProducerRetries is how many times the producer tries a record on retriable produce errors
-	// inside one Publish call (franz-go's RecordRetries; default 10, minimum 1). With the
+	// inside one Publish call (franz-go's RecordRetries, and its UnknownTopicRetries: a topic just
+	// auto-created may be unknown for a moment; default 10, minimum 1). With the
 	// idempotent producer the limit is enforced only where it is safe (franz-go never gives up
 	// on a request whose outcome it does not know), so a call may take longer.
 	ProducerRetries int `yaml:"producer_retries"`

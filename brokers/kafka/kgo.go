@@ -59,7 +59,7 @@ func partitioner(name string) kgo.Partitioner {
 //   - the partitioner of c.Partitioner (murmur2 by default, like the Java client);
 //   - compression, MessageMaxBytes as ProducerBatchMaxBytes (with the broker write limit raised
 //     above it, so that MessageMaxBytes is the limit that applies), ProducerRetries as
-//     RecordRetries, RetryBackoff as a constant backoff;
+//     RecordRetries and as UnknownTopicRetries, RetryBackoff as a constant backoff;
 //   - topic auto-creation requested in metadata requests, as Sarama did (the broker decides);
 //   - no linger: a batch is built while the previous request is in flight, so one Publish of
 //     many messages is still few requests, and a Publish of one message is not delayed by
@@ -82,6 +82,10 @@ func (c Config) kgoOptions(logger watermill.LoggerAdapter) ([]kgo.Opt, error) {
 		kgo.ProducerBatchMaxBytes(int32(c.MessageMaxBytes)),
 		kgo.BrokerMaxWriteBytes(int32(max(100<<20, c.MessageMaxBytes+1<<20))),
 		kgo.RecordRetries(c.ProducerRetries),
+		// A partition of a topic just auto-created may be unknown to its leader for a moment;
+		// franz-go's default gives up after 4 such answers, which a broker started a minute
+		// earlier took longer than (brokers/kafka/newtopic_test.go).
+		kgo.UnknownTopicRetries(c.ProducerRetries),
 		kgo.RetryBackoffFn(func(int) time.Duration { return backoff }),
 		kgo.AllowAutoTopicCreation(),
 		kgo.ProducerLinger(0),
