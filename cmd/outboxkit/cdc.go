@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // printSlots prints the status lines of the cdc replication slots, if any.
@@ -60,7 +62,74 @@ func (a *app) cdcCommand() *cobra.Command {
 		Short: "Operate the cdc source's replication slots (PostgreSQL)",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(a.dropSlotCommand())
+	cmd.AddCommand(a.slotsCommand(), a.dropSlotCommand())
+	return cmd
+}
+
+// slotStatusJSON is one element of `cdc slots --json`.
+type slotStatusJSON struct {
+	Name       string `json:"name"`
+	LeaseGroup string `json:"lease_group,omitempty"`
+	Missing    bool   `json:"missing"`
+	Active     bool   `json:"active"`
+	ActivePID  int    `json:"active_pid,omitempty"`
+	WALStatus  string `json:"wal_status,omitempty"`
+	LagBytes   int64  `json:"lag_bytes"`
+	Drained    bool   `json:"drained"`
+}
+
+func (a *app) slotsCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "slots",
+		Short: "List the table's replication slots: who streams them, their WAL status and the WAL they pin",
+		Long: `slots prints the lines status prints for the cdc source's replication slots of the table
+(the slot of the configured lease group is listed as MISSING when it does not exist):
+whether a relay streams it, its wal_status ("lost": invalidated by max_slot_wal_keep_size),
+the WAL it pins (LAG) and whether the table was drained into it.
+
+--json prints them as a JSON array, for scripts and monitoring.`,
+		Example: `  outboxkit cdc slots --config outboxkit.yaml
+  outboxkit cdc slots --config outboxkit.yaml --json | jq '.[] | select(.wal_status == "lost" or .missing)'`,
+		Args: cobra.NoArgs,
+		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), adminTimeout)
+			defer cancel()
+			cfg, err := a.loadConfig(false)
+			if err != nil {
+				return err
+			}
+			if cfg.Database.Dialect != outbox.Postgres {
+				return usageErr(fmt.Errorf("cdc slots: the cdc source needs PostgreSQL, and database.dialect is %s", cfg.Database.Dialect))
+			}
+			group := cfg.Forwarder.LeaseGroup
+			if group == "" {
+				group = forwarder.DefaultLeaseGroup(cfg.Forwarder.Tenants)
+			}
+			admin, db, err := openAdminFor(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			slots, err := admin.Slots(ctx, group)
+			if err != nil {
+				return withMigrateHint(fmt.Errorf("cdc slots: %w", err))
+			}
+			if !asJSON {
+				return printSlots(a.stdout, slots)
+			}
+			out := make([]slotStatusJSON, 0, len(slots))
+			for _, s := range slots {
+				out = append(out, slotStatusJSON{Name: s.Name, LeaseGroup: s.LeaseGroup, Missing: s.Missing, Active: s.Active,
+					ActivePID: s.ActivePID, WALStatus: s.WALStatus, LagBytes: s.LagBytes, Drained: s.Drained})
+			}
+			enc := json.NewEncoder(a.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(out)
+		}),
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false,
+		"print a JSON array of {name, lease_group, missing, active, active_pid, wal_status, lag_bytes, drained} instead of a table")
 	return cmd
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -63,6 +64,15 @@ func TestRelayCDC(t *testing.T) {
 	if res.code != 0 || !strings.Contains(grepLines(res.stdout, slot), "streaming (walsender PID") {
 		t.Fatalf("status lacks the streaming slot %s: %s", slot, res)
 	}
+	res = cliWithInput(t, dir, "", env, "cdc", "slots", "--json")
+	var slots []slotStatusJSON
+	if err := json.Unmarshal([]byte(res.stdout), &slots); res.code != 0 || err != nil {
+		t.Fatalf("cdc slots --json: %v: %s", err, res)
+	}
+	if len(slots) != 1 || slots[0].Name != slot || slots[0].LeaseGroup != "default" || !slots[0].Active ||
+		slots[0].ActivePID == 0 || slots[0].Missing || slots[0].WALStatus != "reserved" || !slots[0].Drained {
+		t.Fatalf("cdc slots --json while streaming = %+v, want slot %s of group default, active, reserved, drained", slots, slot)
+	}
 	if res = cliWithInput(t, dir, "n\n", env, "cdc", "drop-slot"); res.code == 0 || !strings.Contains(res.stderr, "not confirmed") {
 		t.Fatalf("drop-slot answered no: %s", res)
 	}
@@ -82,6 +92,19 @@ func TestRelayCDC(t *testing.T) {
 	res = cliWithInput(t, dir, "", env, "status")
 	if res.code != 0 || !strings.Contains(grepLines(res.stdout, slot), "idle (no relay streams it)") {
 		t.Fatalf("status after the relay stopped: %s", res)
+	}
+	if res = cliWithInput(t, dir, "", env, "cdc", "slots"); res.code != 0 || !strings.Contains(grepLines(res.stdout, slot), "idle (no relay streams it)") {
+		t.Fatalf("cdc slots after the relay stopped: %s", res)
+	}
+}
+
+// cdc slots on a database without the cdc source says so and names the dialect.
+func TestCDCSlotsNeedsPostgres(t *testing.T) {
+	t.Parallel()
+	dir := writeConfig(t, "database:\n  dialect: sqlite\n  dsn: outbox.db\n")
+	res := cli(t, dir, "cdc", "slots", "--json")
+	if res.code != 2 || !strings.Contains(res.stderr, "needs PostgreSQL, and database.dialect is sqlite") {
+		t.Fatalf("cdc slots on sqlite: %s", res)
 	}
 }
 

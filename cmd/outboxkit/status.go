@@ -76,7 +76,7 @@ max_slot_wal_keep_size), the WAL it pins (LAG) and whether the table was drained
 
 With forwarder.delivery exactly_once, the transactional units follow (read from the broker):
 each unit's owner and its last committed checkpoint (transaction, relay, time, rows).
---json prints the topics only.`,
+--json prints the topics only (outboxkit cdc slots --json prints the slots).`,
 		Example: `  outboxkit status --config outboxkit.yaml
   outboxkit status --config outboxkit.yaml --json | jq '.[] | select(.dead > 0)'`,
 		Args: cobra.NoArgs,
