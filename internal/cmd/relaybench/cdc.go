@@ -30,7 +30,9 @@ const (
 )
 
 // isCDC reports whether relay streams the table (the cdc source's settings and slot).
-func isCDC(relay string) bool { return relay == relayCDC || relay == relayCDCExactlyOnce }
+func isCDC(relay string) bool {
+	return relay == relayCDC || relay == relayCDCExactlyOnce || relay == relayCDCCeiling
+}
 
 // isExactlyOnce reports whether relay runs with Delivery exactly_once.
 func isExactlyOnce(relay string) bool {
@@ -252,9 +254,22 @@ func printDecodeTable(w io.Writer, r *results, o options) {
 	if !contains(o.relays, relayCDC) {
 		return
 	}
-	fmt.Fprintf(w, "\ncdc source against the decoding ceiling of one slot (pg_recvlogical, pgoutput protocol 2, binary, on a copy of the slot, the same rows, right after the relay's drain)\n\n")
-	fmt.Fprintln(w, "| payload | keys | outboxkit-cdc events/s | pg_recvlogical rows/s | cdc / decode | target ≥ 70 % |")
-	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---|")
+	fmt.Fprintf(w, "\ncdc source against the decoding ceiling of one slot (pg_recvlogical, pgoutput protocol 2, binary, on a copy of the slot, the same rows, right after the relay's drain)")
+	withFloor := contains(o.relays, relayCDCCeiling)
+	if withFloor {
+		fmt.Fprintf(w, " and against the cdc ceiling relay (the same stream decoded and produced to Kafka, nothing read back or deleted: the floor of any relay streaming this slot here)")
+	}
+	fmt.Fprintf(w, "\n\n")
+	fmt.Fprint(w, "| payload | keys | outboxkit-cdc events/s | pg_recvlogical rows/s | cdc / decode | target ≥ 70 % |")
+	if withFloor {
+		fmt.Fprint(w, " cdc-ceiling events/s | cdc-ceiling / decode | cdc / cdc-ceiling |")
+	}
+	fmt.Fprintln(w)
+	fmt.Fprint(w, "|---:|---:|---:|---:|---:|---|")
+	if withFloor {
+		fmt.Fprint(w, "---:|---:|---:|")
+	}
+	fmt.Fprintln(w)
 	for _, size := range o.payloads {
 		for _, keys := range o.keys {
 			k := drainKey{db: "postgres", size: size, keys: keys, relay: relayCDC}
@@ -267,7 +282,12 @@ func printDecodeTable(w io.Writer, r *results, o options) {
 			}
 			slices.Sort(decode)
 			ceil, rate := median(decode), r.rate(k)
-			fmt.Fprintf(w, "| %s | %d | %.0f | %.0f | %s | %s |\n", sizeLabel(size), keys, rate, ceil, percent(rate/ceil), verdict(rate >= 0.7*ceil))
+			fmt.Fprintf(w, "| %s | %d | %.0f | %.0f | %s | %s |", sizeLabel(size), keys, rate, ceil, percent(rate/ceil), verdict(rate >= 0.7*ceil))
+			if withFloor {
+				floor := r.rate(drainKey{db: "postgres", size: size, keys: keys, relay: relayCDCCeiling})
+				fmt.Fprintf(w, " %.0f | %s | %s |", floor, percent(floor/ceil), percent(rate/floor))
+			}
+			fmt.Fprintln(w)
 		}
 	}
 }

@@ -194,8 +194,11 @@ func runRelay(role string, d database, name string, o options) error {
 	if err := db.PingContext(ctx); err != nil {
 		return fmt.Errorf("connect to %s: %w", d.label, err)
 	}
-	if role == relayCeiling {
+	switch role {
+	case relayCeiling:
 		return runCeiling(ctx, db, d, name, o)
+	case relayCDCCeiling:
+		return runCDCCeiling(ctx, d, name, o)
 	}
 	pub, err := kafka.NewPublisher(kafka.Config{Brokers: o.brokers, Compression: o.compress}, nil)
 	if err != nil {
