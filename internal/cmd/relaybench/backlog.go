@@ -201,6 +201,8 @@ type sample struct {
 	// decodeRate is what pg_recvlogical decoded per second from a copy of the slot, on the same
 	// rows (cdc drains only).
 	decodeRate float64
+	// cores are the cores each kind of process ran during the drain (coresBetween).
+	cores map[string]float64
 }
 
 func (s sample) rate() float64 { return float64(s.events) / s.seconds }
@@ -245,16 +247,18 @@ func drain(db *sql.DB, d database, o options, relay string, size, keys int) (sam
 	if err != nil {
 		return sample{}, err
 	}
+	procsBefore := readProcTimes(child.cmd.Process.Pid)
 	began := time.Now()
 	consumeCtx, cancel := child.watch(10 * time.Minute)
 	got, _, err := consumeN(consumeCtx, consumer, o.events, false)
 	elapsed := time.Since(began)
+	cores := coresBetween(procsBefore, readProcTimes(child.cmd.Process.Pid), elapsed)
 	cancel()
 	cpu, rss, childErr := child.stop()
 	if err != nil {
 		return sample{}, errors.Join(err, childErr)
 	}
-	s := sample{events: got, seconds: elapsed.Seconds(), cpu: cpu, rssMiB: rss}
+	s := sample{events: got, seconds: elapsed.Seconds(), cpu: cpu, rssMiB: rss, cores: cores}
 	if relay == relayCDC {
 		// After the relay: the two never compete for the machine.
 		if s.decodeRate, err = decodeCeiling(ctx, d, table, ceilingSlot, end, o.events); err != nil {

@@ -363,6 +363,7 @@ func run(o options) error {
 	noise.finish(time.Since(began))
 	printDrainTable(os.Stdout, res, o)
 	printDecodeTable(os.Stdout, res, o)
+	printCoresTable(os.Stdout, res, o)
 	printSteadyTable(os.Stdout, steadyRows, o)
 	printWriteTable(os.Stdout, writes)
 	noise.print(os.Stdout, res)

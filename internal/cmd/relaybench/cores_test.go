@@ -1,0 +1,54 @@
+package main
+
+import (
+	"math"
+	"os"
+	"testing"
+	"time"
+)
+
+func TestCoresBetween(t *testing.T) {
+	before := procTimes{
+		1: {user: "kafka", ticks: 1000},
+		2: {user: "relay", ticks: 50},
+		3: {user: "postgres", ticks: 70}, // ends during the drain
+		4: {user: "other", ticks: 900},   // its pid is reused by a new process
+	}
+	after := procTimes{
+		1: {user: "kafka", ticks: 1150},
+		2: {user: "relay", ticks: 250},
+		4: {user: "other", ticks: 10},
+		5: {user: "walsender", ticks: 40}, // started during the drain: counted whole
+	}
+	got := coresBetween(before, after, 2*time.Second)
+	want := map[string]float64{"kafka": 0.75, "relay": 1.0, "walsender": 0.2}
+	for u, w := range want {
+		if math.Abs(got[u]-w) > 1e-9 {
+			t.Errorf("%s: %.3f cores, want %.3f", u, got[u], w)
+		}
+	}
+	if got["postgres"] != 0 || got["other"] != 0 {
+		t.Errorf("an ended process or a reused pid was counted: %v", got)
+	}
+	if coresBetween(nil, after, time.Second) != nil {
+		t.Error("no reading before the drain must give no cores")
+	}
+}
+
+// The reading finds this process and the relay child by pid, and counts this process's CPU.
+func TestReadProcTimesNamesTheRelayAndTheBench(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc on this system")
+	}
+	self := os.Getpid()
+	before := readProcTimes(os.Getppid())
+	for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); {
+	}
+	after := readProcTimes(os.Getppid())
+	if after[self].user != "relaybench" || after[os.Getppid()].user != "relay" {
+		t.Fatalf("self is %q, the given relay pid %q", after[self].user, after[os.Getppid()].user)
+	}
+	if after[self].ticks <= before[self].ticks {
+		t.Errorf("300 ms of spinning added no CPU ticks to this process (%d, then %d)", before[self].ticks, after[self].ticks)
+	}
+}
