@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/relayconfig"
 	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -66,6 +67,18 @@ func (a *app) cdcCommand() *cobra.Command {
 	return cmd
 }
 
+// streamedGroups returns the configured lease group when forwarder.source is cdc (its slot is
+// listed even when it does not exist), and nothing with polling (only the slots that exist).
+func streamedGroups(cfg relayconfig.Config) []string {
+	if forwarder.Source(cfg.Forwarder.Source) != forwarder.SourceCDC {
+		return nil
+	}
+	if cfg.Forwarder.LeaseGroup != "" {
+		return []string{cfg.Forwarder.LeaseGroup}
+	}
+	return []string{forwarder.DefaultLeaseGroup(cfg.Forwarder.Tenants)}
+}
+
 // slotStatusJSON is one element of `cdc slots --json`.
 type slotStatusJSON struct {
 	Name       string `json:"name"`
@@ -84,7 +97,8 @@ func (a *app) slotsCommand() *cobra.Command {
 		Use:   "slots",
 		Short: "List the table's replication slots: who streams them, their WAL status and the WAL they pin",
 		Long: `slots prints the lines status prints for the cdc source's replication slots of the table
-(the slot of the configured lease group is listed as MISSING when it does not exist):
+(with forwarder.source cdc, the slot of the configured lease group is listed as MISSING when it
+does not exist):
 whether a relay streams it, its wal_status ("lost": invalidated by max_slot_wal_keep_size),
 the WAL it pins (LAG) and whether the table was drained into it.
 
@@ -102,16 +116,12 @@ the WAL it pins (LAG) and whether the table was drained into it.
 			if cfg.Database.Dialect != outbox.Postgres {
 				return usageErr(fmt.Errorf("cdc slots: the cdc source needs PostgreSQL, and database.dialect is %s", cfg.Database.Dialect))
 			}
-			group := cfg.Forwarder.LeaseGroup
-			if group == "" {
-				group = forwarder.DefaultLeaseGroup(cfg.Forwarder.Tenants)
-			}
 			admin, db, err := openAdminFor(ctx, cfg)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			slots, err := admin.Slots(ctx, group)
+			slots, err := admin.Slots(ctx, streamedGroups(cfg)...)
 			if err != nil {
 				return withMigrateHint(fmt.Errorf("cdc slots: %w", err))
 			}

@@ -102,14 +102,7 @@ each unit's owner and its last committed checkpoint (transaction, relay, time, r
 			if err != nil {
 				return withMigrateHint(fmt.Errorf("status: %w", err))
 			}
-			var groups []string
-			if forwarder.Source(cfg.Forwarder.Source) == forwarder.SourceCDC {
-				groups = append(groups, cfg.Forwarder.LeaseGroup)
-				if groups[0] == "" {
-					groups[0] = forwarder.DefaultLeaseGroup(cfg.Forwarder.Tenants)
-				}
-			}
-			slots, err := admin.Slots(ctx, groups...)
+			slots, err := admin.Slots(ctx, streamedGroups(cfg)...)
 			if err != nil {
 				return fmt.Errorf("status: %w", err)
 			}

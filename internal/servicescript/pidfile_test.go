@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -17,7 +18,8 @@ func pidfileShell(t *testing.T, script string, args ...string) int {
 		t.Fatal(err)
 	}
 	lib := filepath.Join(s.Root, "scripts", "services", "pidfile.sh")
-	cmd := exec.Command("bash", append([]string{"-c", "source \"$0\"; " + script, lib}, args...)...)
+	// In the callers' mode (scripts/services.sh runs with set -euo pipefail).
+	cmd := exec.Command("bash", append([]string{"-c", "set -euo pipefail; source \"$0\"; " + script, lib}, args...)...)
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		return 0
@@ -41,8 +43,10 @@ func startProcess(t *testing.T, marker string) process {
 	t.Helper()
 	cmd := exec.Command("sleep", "300")
 	if marker != "" {
-		cmd = exec.Command("sh", "-c", "sleep 300; :", marker)
+		// The shell ends its sleep when it is terminated (it would outlive it otherwise).
+		cmd = exec.Command("sh", "-c", "trap 'kill $!; exit 143' TERM; sleep 300 & wait", marker)
 	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +56,7 @@ func startProcess(t *testing.T, marker string) process {
 		close(p.exited)
 	}()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL) // its process group: the shell and its sleep
 		<-p.exited
 	})
 	return p
@@ -121,7 +125,8 @@ func TestPidfileOfTheServiceStopsIt(t *testing.T) {
 	}
 }
 
-// A pid file naming a process that is gone means killed uncleanly; no file means stopped cleanly.
+// A pid file naming a process that is gone means killed uncleanly; no file means stopped cleanly,
+// and an empty one that a starter is writing it.
 func TestPidfileOfAGoneProcess(t *testing.T) {
 	dir := t.TempDir()
 	gone := exec.Command("true")
@@ -134,5 +139,12 @@ func TestPidfileOfAGoneProcess(t *testing.T) {
 	}
 	if code := pidfileShell(t, `killed_uncleanly "$1"`, filepath.Join(dir, "none.pid")); code == 0 {
 		t.Error("killed_uncleanly without a pid file = true, want false")
+	}
+	empty := filepath.Join(dir, "empty.pid") // a starter between creating the file and writing it
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := pidfileShell(t, `killed_uncleanly "$1"`, empty); code == 0 {
+		t.Error("killed_uncleanly on an empty pid file = true, want false")
 	}
 }

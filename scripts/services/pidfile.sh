@@ -19,14 +19,15 @@ pidfile_pid() {
   echo "$pid"
 }
 
-# killed_uncleanly PIDFILE: true when PIDFILE exists but its service is not running (pidfile_pid).
+# killed_uncleanly PIDFILE: true when PIDFILE names a pid but its service is not running
+# (pidfile_pid). An empty file is not: a starter is between creating it and writing the pid.
 # stop_pidfile removes the file of a process it stopped, so a file left behind means the broker
 # was killed without shutting down (as at the end of a session) or died on its own. Its data is
 # then thrown away on the next start: a test broker holds nothing worth keeping, recovering
 # thousands of unclean partitions took Kafka 2 minutes, and the topics every run leaves behind
 # made each later run slower.
 killed_uncleanly() {
-  [ -f "$1" ] || return 1
+  [ -s "$1" ] || return 1
   ! pidfile_pid "$1" >/dev/null
 }
 
@@ -37,8 +38,10 @@ stop_pidfile() {
   local pidfile=$1 pid
   pid=$(pidfile_pid "$pidfile") || return 0
   if kill "$pid" 2>/dev/null; then
-    for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
-    kill -9 "$pid" 2>/dev/null || true
+    # Waited for and killed only while the pid is still the service's (it may be reused once
+    # the service has exited).
+    for _ in $(seq 1 60); do pidfile_pid "$pidfile" >/dev/null || break; sleep 1; done
+    if pidfile_pid "$pidfile" >/dev/null; then kill -9 "$pid" 2>/dev/null || true; fi
     rm -f "$pidfile"
   fi
 }

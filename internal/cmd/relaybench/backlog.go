@@ -247,12 +247,14 @@ func drain(db *sql.DB, d database, o options, relay string, size, keys int) (sam
 	if err != nil {
 		return sample{}, err
 	}
+	coresFrom := time.Now() // the readings' own time is in the window they are divided by
 	procsBefore := readProcTimes(child.cmd.Process.Pid)
 	began := time.Now()
 	consumeCtx, cancel := child.watch(10 * time.Minute)
 	got, _, err := consumeN(consumeCtx, consumer, o.events, false)
 	elapsed := time.Since(began)
-	cores := coresBetween(procsBefore, readProcTimes(child.cmd.Process.Pid), elapsed)
+	procsAfter := readProcTimes(child.cmd.Process.Pid)
+	cores := coresBetween(procsBefore, procsAfter, time.Since(coresFrom))
 	cancel()
 	cpu, rss, childErr := child.stop()
 	if err != nil {

@@ -69,15 +69,17 @@ func runCDCCeiling(ctx context.Context, d database, name string, o options) erro
 		return fmt.Errorf("replication connection: %w", err)
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
+	if err := waitForGo(); err != nil {
+		return err
+	}
+	// Streaming starts after go, as outboxkit-cdc's (which connects in Run): the walsender
+	// decoding ahead while the relay waits for go would be a head start.
 	if err := pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{
 		Mode: pglogrepl.LogicalReplication,
 		PluginArgs: []string{"proto_version '2'", "publication_names '" + table.Publication() + "'",
 			"binary 'true'", "messages 'false'"},
 	}); err != nil {
 		return fmt.Errorf("start streaming slot %s: %w", slot, err)
-	}
-	if err := waitForGo(); err != nil {
-		return err
 	}
 	s := &cdcCeilingStream{conn: conn, client: client, table: table.Events(), types: pgtype.NewMap(),
 		relations: map[uint32]*cdcCeilingRelation{}, acks: &ackTracker{done: map[uint64]bool{}}}
@@ -107,6 +109,9 @@ type cdcCeilingStream struct {
 	// commits are the ends of the transactions decoded and not confirmed yet, with the number
 	// of records produced up to each.
 	commits []cdcCeilingCommit
+	// confirmed is the position last reported (resent when nothing new is confirmed, so that
+	// the server hears from the relay within wal_sender_timeout).
+	confirmed pglogrepl.LSN
 }
 
 type cdcCeilingCommit struct {
@@ -149,7 +154,18 @@ func (t *ackTracker) state() (uint64, error) {
 func (s *cdcCeilingStream) run(ctx context.Context) error {
 	msgs := make(chan []byte, 256)
 	recvErr := make(chan error, 1)
+	received, stop := make(chan struct{}), make(chan struct{})
+	defer func() {
+		// The receiving goroutine may be blocked in ReceiveMessage: a read deadline in the past
+		// ends it before the connection is closed (pgconn is not safe for concurrent use).
+		close(stop)
+		if nc := s.conn.Conn(); nc != nil {
+			_ = nc.SetReadDeadline(time.Unix(1, 0))
+		}
+		<-received
+	}()
 	go func() {
+		defer close(received)
 		for {
 			msg, err := s.conn.ReceiveMessage(context.Background())
 			if err != nil {
@@ -159,16 +175,22 @@ func (s *cdcCeilingStream) run(ctx context.Context) error {
 			var data []byte
 			switch msg := msg.(type) {
 			case *pgproto3.CopyData:
+				if len(msg.Data) == 0 {
+					continue
+				}
 				data = append([]byte(nil), msg.Data...)
 			case *pgproto3.ErrorResponse:
 				recvErr <- pgconn.ErrorResponseToPgError(msg)
+				return
+			case *pgproto3.CopyDone:
+				recvErr <- errors.New("the server ended the stream")
 				return
 			default:
 				continue
 			}
 			select {
 			case msgs <- data:
-			case <-ctx.Done():
+			case <-stop:
 				return
 			}
 		}
@@ -291,16 +313,15 @@ func (s *cdcCeilingStream) confirm(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("produce: %w", err)
 	}
-	var pos pglogrepl.LSN
 	for len(s.commits) > 0 && s.commits[0].produced <= low {
-		pos = s.commits[0].end
+		s.confirmed = s.commits[0].end
 		s.commits = s.commits[1:]
 	}
-	if pos == 0 {
+	if s.confirmed == 0 {
 		return nil
 	}
-	if err := pglogrepl.SendStandbyStatusUpdate(ctx, s.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pos}); err != nil {
-		return errors.Join(errors.New("send the confirmed position"), err)
+	if err := pglogrepl.SendStandbyStatusUpdate(ctx, s.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: s.confirmed}); err != nil {
+		return fmt.Errorf("send the confirmed position %s: %w", s.confirmed, err)
 	}
 	return nil
 }

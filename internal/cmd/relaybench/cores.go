@@ -16,7 +16,8 @@ import (
 // as much theirs as the relay's: each drain reads the CPU time of every process (/proc/<pid>/stat)
 // when the relay is told to go and when the last event is consumed, and counts it by what the
 // process is. (A reading of the relay's waits alone once led to the wrong conclusion that the two
-// cores bounded the cdc drain; sampled like this, the machine ran 1.3 to 1.6 of them.)
+// cores bounded the cdc drain; the CPU time of every process, sampled once a second, showed the
+// machine running 1.3 to 1.6 of them.)
 
 // coreUsers are the columns of the cores table, in order.
 var coreUsers = []string{"relay", "kafka", "walsender", "postgres", "relaybench", "other"}
@@ -27,6 +28,7 @@ type procTimes map[int]procTime
 type procTime struct {
 	user  string // one of coreUsers
 	ticks uint64 // utime + stime, in clock ticks
+	start uint64 // starttime, in clock ticks since boot: a pid reused by a new process differs
 }
 
 // clockTicks is USER_HZ, which /proc/<pid>/stat counts in: 100 on Linux for every architecture
@@ -57,15 +59,17 @@ func readProcTimes(relayPID int) procTimes {
 			continue
 		}
 		f := strings.Fields(string(stat[end+1:]))
-		if len(f) < 13 {
+		if len(f) < 20 {
 			continue
 		}
+		// f[0] is field 3 of proc(5): utime is field 14, stime 15, starttime 22.
 		utime, err1 := strconv.ParseUint(f[11], 10, 64)
 		stime, err2 := strconv.ParseUint(f[12], 10, 64)
-		if err1 != nil || err2 != nil {
+		start, err3 := strconv.ParseUint(f[19], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
 			continue
 		}
-		out[pid] = procTime{user: coreUser(pid, self, relayPID), ticks: utime + stime}
+		out[pid] = procTime{user: coreUser(pid, self, relayPID), ticks: utime + stime, start: start}
 	}
 	return out
 }
@@ -91,7 +95,8 @@ func coreUser(pid, self, relayPID int) string {
 }
 
 // coresBetween returns the cores each user ran on average from before to after, elapsed apart.
-// A process that started meanwhile counts whole; one that ended meanwhile is not counted.
+// A process that started meanwhile (a new pid, or a pid reused: another start time) counts whole;
+// one that ended meanwhile is not counted.
 func coresBetween(before, after procTimes, elapsed time.Duration) map[string]float64 {
 	if before == nil || after == nil || elapsed <= 0 {
 		return nil
@@ -99,11 +104,8 @@ func coresBetween(before, after procTimes, elapsed time.Duration) map[string]flo
 	cores := map[string]float64{}
 	for pid, a := range after {
 		d := a.ticks
-		if b, ok := before[pid]; ok {
-			if b.ticks > a.ticks {
-				continue // the pid was reused
-			}
-			d -= b.ticks
+		if b, ok := before[pid]; ok && b.start == a.start {
+			d -= min(b.ticks, a.ticks)
 		}
 		cores[a.user] += float64(d) / clockTicks / elapsed.Seconds()
 	}

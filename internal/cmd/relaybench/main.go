@@ -90,7 +90,7 @@ func main() {
 	payloads := flag.String("payloads", "256,4096", "payload sizes in bytes")
 	flag.IntVar(&o.rate, "rate", 1000, "events/s of the steady-rate latency run (0 skips it)")
 	flag.IntVar(&o.seconds, "seconds", 10, "duration of the latency run")
-	relays := flag.String("relays", "outboxkit,stock,ceiling", "relays to measure (outboxkit, stock, ceiling, cdc-ceiling; -source cdc adds outboxkit-cdc, and cdc-ceiling when ceiling is measured)")
+	relays := flag.String("relays", "outboxkit,stock,ceiling", "relays to measure (outboxkit, stock, ceiling, cdc-ceiling; -source cdc adds outboxkit-cdc, and cdc-ceiling when ceiling is measured; cdc-ceiling needs -source cdc)")
 	source := flag.String("source", "polling", "polling, or cdc to measure the outboxkit relay with the cdc source too (relay outboxkit-cdc, PostgreSQL), beside polling, with pg_recvlogical's decode ceiling on the same rows and the write-side cost")
 	delivery := flag.String("delivery", "at_least_once", "at_least_once, or exactly_once to measure the outboxkit relay with exactly-once delivery too (relay outboxkit-eo; with -source cdc also outboxkit-cdc-eo), beside at-least-once")
 	flag.IntVar(&o.repeat, "repeat", 1, "measure every drain this many times (interleaved) and print the median and spread")
@@ -128,6 +128,9 @@ func main() {
 	}
 	if err := o.parse(*brokers, *keys, *dbs, *payloads, *relays); err != nil {
 		fatalf("%v", err)
+	}
+	if contains(o.relays, relayCDCCeiling) && !contains(o.relays, relayCDC) {
+		fatalf("-relays: %s is printed beside outboxkit-cdc and pg_recvlogical: add -source cdc", relayCDCCeiling)
 	}
 	if *role != "" {
 		db, err := o.database(*childDB)
