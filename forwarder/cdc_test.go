@@ -23,8 +23,14 @@ import (
 // transaction takes its seq first and commits last, so that seq order and commit order disagree
 // for every key. The CDC relay publishes in commit order (the WAL's); the polling relay, which
 // orders by seq, would fail this test. Rolled-back transactions never reach the broker.
+//
+// The stream's order is what is tested: the topic is created first. (A CI run on a Kafka started
+// minutes before failed here: a first publish to the auto-created topic failed, the key went to
+// the retry path, which orders by seq, and n+1 went out first. That is the limitation docs/cdc.md
+// lists under "Not guaranteed".)
 func TestCDCKeepsCommitOrderWithoutKeyLocks(t *testing.T) {
 	h := newCDCHarness(t, testsupport.KafkaBrokers(t))
+	testsupport.CreateKafkaTopic(t, h.brokers, h.topic)
 	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Table: h.writer.Table().Events(), DisableKeyLocks: true})
 	if err != nil {
 		t.Fatal(err)
