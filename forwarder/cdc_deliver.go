@@ -42,12 +42,12 @@ func (f *Forwarder) streamBatch(ctx context.Context, worker int, leases []lease,
 		return err
 	}
 	publish := records[:0:0]
-	var passed []int64
+	var passed []record
 	for _, r := range records {
 		if admitted[r.seq] {
 			publish = append(publish, r)
 		} else {
-			passed = append(passed, r.seq)
+			passed = append(passed, r)
 		}
 	}
 	if len(passed) > 0 {
@@ -152,13 +152,9 @@ func (f *Forwarder) cdcDeliver(ctx context.Context, worker int, leases []lease, 
 	if f.unsettledCount(records) == before {
 		return nil // every record acknowledged: nothing left pending to mark
 	}
-	seqs := make([]int64, len(records))
-	for i, r := range records {
-		seqs[i] = r.seq
-	}
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 	defer cancel()
-	_, err := f.store.markRetry(mctx, f.cfg.DB, seqs)
+	_, err := f.store.markRetry(mctx, f.cfg.DB, records)
 	return err
 }
 

@@ -68,16 +68,25 @@ func (s *store) transactionsRunning(ctx context.Context, q querier, xids []strin
 	return running, nil
 }
 
-// markRetry gives the still pending, unmarked rows among seqs a next attempt time (now), which
-// leaves them, and their keys, to the retry path. It returns how many it marked.
-func (s *store) markRetry(ctx context.Context, q querier, seqs []int64) (int64, error) {
-	if len(seqs) == 0 {
+// retryOrder is the retry path's claim order, before seq: commit order per key (see claimRetry).
+const retryOrder = "COALESCE(commit_lsn, 0)"
+
+// markRetry gives the still pending, unmarked rows among records a next attempt time (now),
+// which leaves them, and their keys, to the retry path, and records their commit positions (the
+// order the retry path claims them in). It returns how many it marked.
+func (s *store) markRetry(ctx context.Context, q querier, records []record) (int64, error) {
+	if len(records) == 0 {
 		return 0, nil
 	}
-	res, err := q.ExecContext(ctx, "UPDATE "+s.table.Events()+" SET next_attempt_at = clock_timestamp()"+
-		" WHERE seq = ANY($1) AND status = 0 AND next_attempt_at IS NULL", seqs)
+	seqs, lsns := make([]int64, len(records)), make([]int64, len(records))
+	for i, r := range records {
+		seqs[i], lsns[i] = r.seq, r.commitLSN
+	}
+	res, err := q.ExecContext(ctx, "UPDATE "+s.table.Events()+" e SET next_attempt_at = clock_timestamp(),"+
+		" commit_lsn = NULLIF(m.lsn, 0) FROM unnest($1::bigint[], $2::bigint[]) AS m(seq, lsn)"+
+		" WHERE e.seq = m.seq AND e.status = 0 AND e.next_attempt_at IS NULL", seqs, lsns)
 	if err != nil {
-		return 0, fmt.Errorf("cdc: leave %d rows to the retry path: %w", len(seqs), err)
+		return 0, fmt.Errorf("cdc: leave %d rows to the retry path: %w", len(records), err)
 	}
 	return res.RowsAffected()
 }
@@ -104,15 +113,17 @@ func (s *store) maxSeq(ctx context.Context, q querier) (int64, error) {
 	return seq, nil
 }
 
-// claimRetry claims the marked rows that are due, in sequence order (claim's rules otherwise).
+// claimRetry claims the marked rows that are due, in the order of their commit positions (the
+// rows marked without one first), then seq: commit order per key, also without key locks
+// (claim's rules otherwise).
 func (s *store) claimRetry(ctx context.Context, q querier, partitions []int, limit int, maxBytes int64) ([]record, error) {
-	query, args := s.claimQueryWhere(partitions, limit, maxBytes, "next_attempt_at IS NOT NULL")
+	query, args := s.claimQueryWhere(partitions, limit, maxBytes, retryOrder, "next_attempt_at IS NOT NULL")
 	return s.claimWith(ctx, q, query, args)
 }
 
 // claimUpTo claims pending rows up to seq horizon (the drain of a fresh slot).
 func (s *store) claimUpTo(ctx context.Context, q querier, partitions []int, limit int, maxBytes int64, horizon int64) ([]record, error) {
-	query, args := s.claimQueryWhere(partitions, limit, maxBytes, "seq <= ?", horizon)
+	query, args := s.claimQueryWhere(partitions, limit, maxBytes, "", "seq <= ?", horizon)
 	return s.claimWith(ctx, q, query, args)
 }
 

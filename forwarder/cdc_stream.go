@@ -38,7 +38,8 @@ type cdcReader struct {
 	statusInterval time.Duration
 	tenants        map[string]bool
 	receiveLag     prometheus.Observer
-	xid            uint32 // of the transaction being decoded
+	xid            uint32        // of the transaction being decoded
+	finalLSN       pglogrepl.LSN // the end of the transaction being decoded (its Begin says)
 	// confirmed is the position the delivering loop settled everything before.
 	confirmed atomic.Uint64
 }
@@ -179,6 +180,7 @@ func (r *cdcReader) decode(cur *cdcBatch, data []byte) (full bool, err error) {
 		if len(r.tenants) > 0 && !r.tenants[rec.event.TenantID] {
 			return false, nil
 		}
+		rec.commitLSN = int64(r.finalLSN)
 		cur.records = append(cur.records, rec)
 		cur.xids = append(cur.xids, r.xid)
 		cur.bytes += int64(len(rec.event.Payload))
@@ -186,7 +188,7 @@ func (r *cdcReader) decode(cur *cdcBatch, data []byte) (full bool, err error) {
 		cur.confirm = 0
 		return len(cur.records) >= r.batchSize || cur.bytes >= r.maxBytes, nil
 	case *pglogrepl.BeginMessage:
-		r.xid = m.Xid
+		r.xid, r.finalLSN = m.Xid, m.FinalLSN
 	case *pglogrepl.CommitMessage:
 		cur.confirm = m.TransactionEndLSN
 		cur.commitTime = m.CommitTime

@@ -54,6 +54,9 @@ type record struct {
 	keyHash   int64
 	attempts  int
 	partition int
+	// commitLSN is the end of the row's transaction in the WAL, for a row the cdc stream
+	// decoded (0 for a row claimed from the table).
+	commitLSN int64
 }
 
 // in returns "(?, ?, ...)" for n values.
@@ -138,14 +141,20 @@ func (s *store) claim(ctx context.Context, q querier, partitions []int, limit in
 
 // claimQuery is claim's statement, in the dialect's placeholders, and its arguments.
 func (s *store) claimQuery(partitions []int, limit int, maxBytes int64) (string, []any) {
-	return s.claimQueryWhere(partitions, limit, maxBytes, "")
+	return s.claimQueryWhere(partitions, limit, maxBytes, "", "")
 }
 
-// claimQueryWhere is claimQuery with an extra condition on the candidate rows (SQL written by
-// the forwarder, never from input) and the arguments of its placeholders.
-func (s *store) claimQueryWhere(partitions []int, limit int, maxBytes int64, extra string, extraArgs ...any) (string, []any) {
+// claimQueryWhere is claimQuery with an extra condition on the candidate rows and the arguments
+// of its placeholders, claiming in the order of the expression first (then seq), or in seq order
+// when first is empty (the statement the indexes were chosen for). Both are SQL written by the
+// forwarder, never from input.
+func (s *store) claimQueryWhere(partitions []int, limit int, maxBytes int64, first, extra string, extraArgs ...any) (string, []any) {
 	parts := in(len(partitions))
-	inner := "SELECT " + claimColumns + " FROM " + s.table.Events() +
+	columns, passed, order := claimColumns, claimColumns, "seq"
+	if first != "" {
+		columns, passed, order = claimColumns+", "+first+" AS claim_order", claimColumns+", claim_order", "claim_order, seq"
+	}
+	inner := "SELECT " + columns + " FROM " + s.table.Events() +
 		" WHERE status = 0 AND partition_no IN " + parts +
 		" AND key_hash NOT IN (SELECT key_hash FROM (SELECT DISTINCT p.key_hash FROM " + s.table.Events() + " p" +
 		" WHERE p.partition_no IN " + parts +
@@ -162,11 +171,11 @@ func (s *store) claimQueryWhere(partitions []int, limit int, maxBytes int64, ext
 		inner += " AND " + extra
 		args = append(args, extraArgs...)
 	}
-	inner += " ORDER BY seq LIMIT ?"
+	inner += " ORDER BY " + order + " LIMIT ?"
 	args = append(args, limit, maxBytes)
-	query := "SELECT " + claimColumns + " FROM (SELECT " + claimColumns +
-		", LENGTH(payload) AS bytes, SUM(LENGTH(payload)) OVER (ORDER BY seq) AS running FROM (" + inner + ") c) w" +
-		" WHERE running <= ? OR running = bytes ORDER BY seq"
+	query := "SELECT " + claimColumns + " FROM (SELECT " + passed +
+		", LENGTH(payload) AS bytes, SUM(LENGTH(payload)) OVER (ORDER BY " + order + ") AS running FROM (" + inner + ") c) w" +
+		" WHERE running <= ? OR running = bytes ORDER BY " + order
 	return s.q(query), args
 }
 
