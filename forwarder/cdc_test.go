@@ -41,24 +41,7 @@ func TestCDCKeepsCommitOrderWithoutKeyLocks(t *testing.T) {
 
 	keys := keysNamed("k", 40)
 	const rounds = 5 // 2 events per round and key
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	errs := make(chan error, len(keys))
-	for _, k := range keys {
-		wg.Go(func() {
-			for r := range rounds {
-				if err := h.invertedPair(ctx, k, 2*r); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	h.writeInvertedRounds(keys, rounds)
 	got := consumeDistinct(t, h.brokers, h.topic, len(keys)*2*rounds, 60*time.Second)
 	dups := checkDelivery(t, got, keys, 2*rounds)
 	for _, r := range got {
@@ -88,24 +71,7 @@ func TestCDCRetryPathKeepsCommitOrderWithoutKeyLocks(t *testing.T) {
 
 	keys := keysNamed("r", 10)
 	const rounds = 3
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	errs := make(chan error, len(keys))
-	for _, k := range keys {
-		wg.Go(func() {
-			for r := range rounds {
-				if err := h.invertedPair(ctx, k, 2*r); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	h.writeInvertedRounds(keys, rounds)
 	got := consumeDistinct(t, h.brokers, h.topic, len(keys)*2*rounds, 60*time.Second)
 	dups := checkDelivery(t, got, keys, 2*rounds)
 	if n := pub.failures(); n != len(keys) {
@@ -141,6 +107,30 @@ func (p *failFirstOfKey) failures() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.failed)
+}
+
+// writeInvertedRounds writes rounds inverted pairs (invertedPair) for every key, the keys
+// concurrently: events 0 to 2*rounds-1 of each key.
+func (h *harness) writeInvertedRounds(keys []string, rounds int) {
+	h.t.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(keys))
+	for _, k := range keys {
+		wg.Go(func() {
+			for r := range rounds {
+				if err := h.invertedPair(ctx, k, 2*r); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		h.t.Fatal(err)
+	}
 }
 
 // invertedPair writes events n and n+1 of key so that n+1 gets the lower seq but commits after

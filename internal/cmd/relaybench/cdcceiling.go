@@ -46,19 +46,11 @@ func runCDCCeiling(ctx context.Context, d database, name string, o options) erro
 	if err != nil {
 		return err
 	}
-	codec, err := compressionCodec(o.compress)
+	client, err := ceilingClient(ctx, o)
 	if err != nil {
-		return fmt.Errorf("-compression: %w", err)
-	}
-	client, err := kgo.NewClient(kgo.SeedBrokers(o.brokers...), kgo.ProducerBatchCompression(codec),
-		kgo.ProducerLinger(0), kgo.AllowAutoTopicCreation())
-	if err != nil {
-		return fmt.Errorf("franz-go client: %w", err)
+		return err
 	}
 	defer client.Close()
-	if _, _, err := client.ProducerID(ctx); err != nil {
-		return fmt.Errorf("kafka %v: load the producer id: %w", o.brokers, err)
-	}
 	cfg, err := pgconn.ParseConfig(d.dsn)
 	if err != nil {
 		return fmt.Errorf("parse the PostgreSQL DSN: %w", err)

@@ -45,29 +45,39 @@ func compressionCodec(name string) (kgo.CompressionCodec, error) {
 	return kgo.CompressionCodec{}, fmt.Errorf("%q is not a codec (want none, gzip, snappy, lz4 or zstd)", name)
 }
 
+// ceilingClient is the producer of the ceiling relays, with its producer id loaded. franz-go's
+// defaults are those of brokers/kafka's publisher: idempotent, acks=all; linger is off (a
+// ProduceSync is a whole batch already, and the cdc ceiling produces as it decodes).
+func ceilingClient(ctx context.Context, o options) (*kgo.Client, error) {
+	codec, err := compressionCodec(o.compress)
+	if err != nil {
+		return nil, fmt.Errorf("-compression: %w", err)
+	}
+	client, err := kgo.NewClient(kgo.SeedBrokers(o.brokers...), kgo.ProducerBatchCompression(codec),
+		kgo.ProducerLinger(0), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		return nil, fmt.Errorf("franz-go client: %w", err)
+	}
+	// Load the idempotent producer id now, as brokers/kafka's publisher does when it is created:
+	// start-up is not measured.
+	if _, _, err := client.ProducerID(ctx); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("kafka %v: load the producer id: %w", o.brokers, err)
+	}
+	return client, nil
+}
+
 // runCeiling is the ceiling relay's child process, until ctx ends.
 func runCeiling(ctx context.Context, db *sql.DB, d database, name string, o options) error {
 	table, err := outbox.NewTable(d.dialect, name)
 	if err != nil {
 		return fmt.Errorf("outbox table %q: %w", name, err)
 	}
-	codec, err := compressionCodec(o.compress)
+	client, err := ceilingClient(ctx, o)
 	if err != nil {
-		return fmt.Errorf("-compression: %w", err)
-	}
-	// franz-go's defaults are those of brokers/kafka's publisher: idempotent, acks=all. Linger is
-	// off because every ProduceSync is a whole batch already.
-	client, err := kgo.NewClient(kgo.SeedBrokers(o.brokers...), kgo.ProducerBatchCompression(codec),
-		kgo.ProducerLinger(0), kgo.AllowAutoTopicCreation())
-	if err != nil {
-		return fmt.Errorf("franz-go client: %w", err)
+		return err
 	}
 	defer client.Close()
-	// Load the idempotent producer id now, as brokers/kafka's publisher does when it is created:
-	// start-up is not measured.
-	if _, _, err := client.ProducerID(ctx); err != nil {
-		return fmt.Errorf("kafka %v: load the producer id: %w", o.brokers, err)
-	}
 	claim := claimPostgres(table)
 	if d.dialect == outbox.MySQL {
 		claim = claimMySQL(table)
