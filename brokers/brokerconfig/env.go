@@ -39,6 +39,7 @@ func (c *Config) envBindings() []envBinding {
 		{"OUTBOXKIT_KAFKA_HEARTBEAT_INTERVAL", "kafka.heartbeat_interval", &k.HeartbeatInterval, false},
 		{"OUTBOXKIT_KAFKA_REBALANCE_TIMEOUT", "kafka.rebalance_timeout", &k.RebalanceTimeout, false},
 		{"OUTBOXKIT_KAFKA_NACK_RESEND_SLEEP", "kafka.nack_resend_sleep", &k.NackResendSleep, false},
+		{"OUTBOXKIT_KAFKA_ISOLATION_LEVEL", "kafka.isolation_level", &k.IsolationLevel, false},
 		{"OUTBOXKIT_KAFKA_TOPIC_PARTITIONS", "kafka.topic_partitions", &k.TopicPartitions, false},
 		{"OUTBOXKIT_KAFKA_TOPIC_REPLICATION_FACTOR", "kafka.topic_replication_factor", &k.TopicReplicationFactor, false},
 		{"OUTBOXKIT_KAFKA_TLS_ENABLED", "kafka.tls.enabled", &k.TLS.Enabled, false},

@@ -28,6 +28,19 @@ const (
 	DefaultRetryBackoff    = 100 * time.Millisecond
 	DefaultInitialOffset   = OffsetOldest
 	DefaultNackResendSleep = 100 * time.Millisecond
+	DefaultIsolationLevel  = ReadUncommitted
+)
+
+// Isolation levels accepted by Config.IsolationLevel.
+const (
+	// ReadUncommitted delivers every record in the log, including those of Kafka transactions
+	// that were aborted or are still open: Kafka's own default, and the cheapest (no wait for a
+	// transaction's outcome).
+	ReadUncommitted = "read_uncommitted"
+	// ReadCommitted delivers only the records of committed transactions (and non-transactional
+	// records), and none past the first still-open transaction of a partition. Required to
+	// consume a topic written by a relay in exactly_once delivery mode (docs/exactly-once.md).
+	ReadCommitted = "read_committed"
 )
 
 // Compression codecs accepted by Config.Compression.
@@ -151,6 +164,16 @@ type Config struct {
 	// default 100ms.
 	NackResendSleep time.Duration `yaml:"nack_resend_sleep"`
 
+	// IsolationLevel is what the subscriber reads of Kafka transactions: read_uncommitted
+	// (default, Kafka's own default) delivers every record, those of aborted transactions
+	// included; read_committed delivers only committed ones, at the cost of waiting for a
+	// partition's open transaction to end before the records behind it. Use read_committed on
+	// topics written by a relay in exactly_once delivery mode, where an aborted (fenced or
+	// crashed) transaction's records are in the log and would otherwise be delivered. The
+	// default stays read_uncommitted because the at_least_once relay writes no transactions
+	// (both levels then read the same) and other producers of a topic may rely on it.
+	IsolationLevel string `yaml:"isolation_level"`
+
 	// TopicPartitions and TopicReplicationFactor are used by the subscriber's
 	// SubscribeInitialize to create a topic. 0 means the broker's default (num.partitions,
 	// default.replication.factor).
@@ -222,6 +245,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("message_max_bytes", c.MessageMaxBytes),
 		slog.String("consumer_group", c.ConsumerGroup),
 		slog.String("initial_offset", c.InitialOffset),
+		slog.String("isolation_level", c.IsolationLevel),
 	)
 }
 
@@ -282,6 +306,9 @@ func (c *Config) setDefaults() {
 	if c.NackResendSleep == 0 {
 		c.NackResendSleep = DefaultNackResendSleep
 	}
+	if c.IsolationLevel == "" {
+		c.IsolationLevel = DefaultIsolationLevel
+	}
 	if c.SessionTimeout == 0 {
 		c.SessionTimeout = 10 * time.Second
 	}
@@ -339,6 +366,9 @@ func (c Config) Validate() error {
 	if c.NackResendSleep < 0 {
 		return fmt.Errorf("nack_resend_sleep: %s must not be negative", c.NackResendSleep)
 	}
+	if c.IsolationLevel != ReadUncommitted && c.IsolationLevel != ReadCommitted {
+		return fmt.Errorf("isolation_level: unknown value %q (allowed: %s, %s)", c.IsolationLevel, ReadUncommitted, ReadCommitted)
+	}
 	if c.SessionTimeout < 0 {
 		return fmt.Errorf("session_timeout: %s must not be negative", c.SessionTimeout)
 	}
@@ -386,9 +416,10 @@ func (c Config) Validate() error {
 }
 
 // SaramaConfig applies the defaults, validates c and returns the Sarama configuration of the
-// subscriber: protocol version, client id, TLS, SASL, consumer group timings and offsets. It
-// holds no producer settings: the publisher is built on franz-go (see kgoOptions); a Sarama
-// producer built from it would not be idempotent and would not place keys like the publisher.
+// subscriber: protocol version, client id, TLS, SASL, consumer group timings, offsets and
+// isolation level. It holds no producer settings: the publisher is built on franz-go (see
+// kgoOptions); a Sarama producer built from it would not be idempotent and would not place keys
+// like the publisher.
 func (c Config) SaramaConfig() (*sarama.Config, error) {
 	c.setDefaults()
 	if err := c.Validate(); err != nil {
@@ -411,6 +442,12 @@ func (c Config) SaramaConfig() (*sarama.Config, error) {
 		sc.Consumer.Offsets.Initial = sarama.OffsetNewest
 	} else {
 		sc.Consumer.Offsets.Initial = sarama.OffsetOldest
+	}
+	// Sarama sends read_committed from protocol 0.11 on; Validate guarantees minVersion (2.1).
+	if c.IsolationLevel == ReadCommitted {
+		sc.Consumer.IsolationLevel = sarama.ReadCommitted
+	} else {
+		sc.Consumer.IsolationLevel = sarama.ReadUncommitted
 	}
 
 	if c.TLS.On() {
