@@ -117,7 +117,12 @@ func (f *Forwarder) cdcSession(ctx context.Context) error {
 		// opened (fenced) them meanwhile.
 		defer f.closeAllUnits()
 	}
-	if err := ensurePublication(ctx, f.cfg.DB, f.cdc.table); err != nil {
+	target, err := resolveTable(ctx, f.cfg.DB, f.cdc.table)
+	if err != nil {
+		return err
+	}
+	pub, err := f.ensurePublication(ctx, target)
+	if err != nil {
 		return err
 	}
 	if err := f.ensureSlot(ctx, conn); err != nil {
@@ -125,7 +130,7 @@ func (f *Forwarder) cdcSession(ctx context.Context) error {
 	}
 	err = pglogrepl.StartReplication(ctx, conn, f.cdc.slot, 0, pglogrepl.StartReplicationOptions{
 		Mode: pglogrepl.LogicalReplication,
-		PluginArgs: []string{"proto_version '2'", "publication_names '" + f.cdc.table.Publication() + "'",
+		PluginArgs: []string{"proto_version '2'", "publication_names '" + pub + "'",
 			"binary 'true'", "messages 'false'"},
 	})
 	if err != nil {
@@ -138,7 +143,7 @@ func (f *Forwarder) cdcSession(ctx context.Context) error {
 	f.cdc.streaming.Store(true)
 	f.cdc.metrics.streaming.Set(1)
 
-	reader := &cdcReader{conn: conn, decoder: newCDCDecoder(f.cdc.table.Events()), batchSize: f.cfg.BatchSize,
+	reader := &cdcReader{conn: conn, decoder: newCDCDecoder(target), batchSize: f.cfg.BatchSize,
 		maxBytes: f.cfg.MaxBatchBytes, statusInterval: f.cfg.CDC.StatusInterval, receiveLag: f.cdc.metrics.receiveLag}
 	if len(f.cfg.Tenants) > 0 {
 		reader.tenants = map[string]bool{}

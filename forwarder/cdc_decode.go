@@ -3,7 +3,6 @@ package forwarder
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -15,7 +14,8 @@ import (
 // codecs. It keeps the column layout of each relation the stream announced.
 type cdcDecoder struct {
 	types     *pgtype.Map
-	table     string // schema-qualified or bare name of the outbox table
+	target    cdcTarget // the outbox table, resolved by PostgreSQL (cdc_names.go)
+	table     string    // its name, for errors
 	relations map[uint32]*cdcRelation
 }
 
@@ -31,19 +31,19 @@ type cdcRelation struct {
 var cdcColumns = []string{"seq", "event_id", "topic", "aggregate_type", "aggregate_id", "event_type", "tenant_id",
 	"payload", "headers", "key_hash", "created_at", "attempts", "partition_no"}
 
-func newCDCDecoder(table string) *cdcDecoder {
-	return &cdcDecoder{types: pgtype.NewMap(), table: table, relations: map[uint32]*cdcRelation{}}
+func newCDCDecoder(target cdcTarget) *cdcDecoder {
+	return &cdcDecoder{types: pgtype.NewMap(), target: target, table: target.String(), relations: map[uint32]*cdcRelation{}}
 }
 
-// relation records a relation message. A relation of another table (a publication shared by
-// mistake) is remembered as not ours, and its inserts are ignored.
+// relation records a relation message. The outbox is the relation with the table's OID; a
+// relation of another table (a publication shared by mistake) is remembered as not ours, and
+// its inserts are ignored.
 func (d *cdcDecoder) relation(m *pglogrepl.RelationMessageV2) error {
-	rel := &cdcRelation{columns: map[string]int{}}
-	name := m.RelationName
-	if strings.Contains(d.table, ".") {
-		name = m.Namespace + "." + m.RelationName
+	rel := &cdcRelation{columns: map[string]int{}, ours: m.RelationID == d.target.oid}
+	if !rel.ours && m.Namespace == d.target.schema && m.RelationName == d.target.name {
+		// The table was dropped and created again: the session ends, and the next one resolves it anew.
+		return fmt.Errorf("cdc: relation %s now has OID %d, not %d (recreated?)", d.table, m.RelationID, d.target.oid)
 	}
-	rel.ours = name == d.table
 	for i, c := range m.Columns {
 		rel.columns[c.Name] = i
 		rel.oids = append(rel.oids, c.DataType)

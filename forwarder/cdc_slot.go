@@ -8,8 +8,6 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // PostgreSQL error codes the cdc source tells apart.
@@ -45,23 +43,40 @@ func replicationConnect(ctx context.Context, dsn string) (*pgconn.PgConn, error)
 	return conn, nil
 }
 
-// ensurePublication creates the table's publication (inserts only) unless it exists. Creating
-// it needs ownership of the table; an operator can create it beforehand instead (docs/cdc.md).
-func ensurePublication(ctx context.Context, db *sql.DB, table outbox.Table) error {
-	var exists bool
-	if err := db.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)",
-		table.Publication()).Scan(&exists); err != nil {
-		return fmt.Errorf("cdc: look for publication %s: %w", table.Publication(), err)
+// ensurePublication makes sure the table's publication exists and streams the table's inserts,
+// and returns its name as stored (folded: the name in SQL is unquoted). It creates a missing
+// one (inserts only; creating it needs ownership of the table, or an operator creates it
+// beforehand, docs/cdc.md), adds the table to one that does not cover it (a table dropped and
+// migrated again leaves its old publication empty), and refuses one that does not publish
+// inserts. A row filter is warned about: the rows it filters out are never streamed (the stall
+// check reports them).
+func (f *Forwarder) ensurePublication(ctx context.Context, target cdcTarget) (string, error) {
+	table := f.cdc.table
+	pub := foldedName(table.Publication())
+	c, err := readPublication(ctx, f.cfg.DB, pub, target)
+	if err != nil {
+		return "", err
 	}
-	if exists {
-		return nil
+	// Both names are validated identifiers (outbox.Table), resolved by PostgreSQL as target was.
+	switch {
+	case !c.exists:
+		_, err := f.cfg.DB.ExecContext(ctx, "CREATE PUBLICATION "+table.Publication()+" FOR TABLE "+table.Events()+" WITH (publish = 'insert')")
+		if err != nil && pgCode(err) != pgDuplicateObject {
+			return "", fmt.Errorf("cdc: create publication %s on %s: %w", pub, target, err)
+		}
+		return pub, nil
+	case !c.inserts:
+		return "", fmt.Errorf("cdc: publication %s does not publish inserts: recreate it WITH (publish = 'insert')", pub)
+	case !c.covers:
+		f.log.Warn("cdc: the publication does not cover the table (dropped and recreated?); adding it", "publication", pub, "relation", target.String())
+		if _, err := f.cfg.DB.ExecContext(ctx, "ALTER PUBLICATION "+table.Publication()+" ADD TABLE "+table.Events()); err != nil {
+			return "", fmt.Errorf("cdc: add table %s to publication %s: %w", target, pub, err)
+		}
+	case c.filtered:
+		f.log.Warn("cdc: the publication has a row filter: the rows it filters out are not streamed and stay pending",
+			"publication", pub, "relation", target.String())
 	}
-	// Both names are validated identifiers (outbox.Table).
-	_, err := db.ExecContext(ctx, "CREATE PUBLICATION "+table.Publication()+" FOR TABLE "+table.Events()+" WITH (publish = 'insert')")
-	if err != nil && pgCode(err) != pgDuplicateObject {
-		return fmt.Errorf("cdc: create publication %s on %s: %w", table.Publication(), table.Events(), err)
-	}
-	return nil
+	return pub, nil
 }
 
 // slotState is a replication slot as pg_replication_slots shows it.
