@@ -3,9 +3,11 @@ package outbox
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"github.com/google/uuid"
 )
 
@@ -24,10 +26,43 @@ const (
 	MetadataTopic = "outbox_topic"
 )
 
-// reservedMetadata lists the keys a user header may not use.
-var reservedMetadata = map[string]bool{
-	MetadataEventID: true, MetadataEventType: true, MetadataAggregateType: true,
-	MetadataAggregateID: true, MetadataTenantID: true, MetadataCreatedAt: true, MetadataTopic: true,
+// reservedMetadata lists the exact keys a user header may not use: outboxkit's own, and the
+// keys of Watermill's poison queue (middleware.ReasonForPoisonedKey and the others), which the
+// relay sets on dead letters and consumers read.
+var reservedMetadata = map[string]string{
+	MetadataEventID: "outboxkit", MetadataEventType: "outboxkit", MetadataAggregateType: "outboxkit",
+	MetadataAggregateID: "outboxkit", MetadataTenantID: "outboxkit", MetadataCreatedAt: "outboxkit", MetadataTopic: "outboxkit",
+	middleware.ReasonForPoisonedKey: "Watermill's poison queue", middleware.PoisonedTopicKey: "Watermill's poison queue",
+	middleware.PoisonedHandlerKey: "Watermill's poison queue", middleware.PoisonedSubscriberKey: "Watermill's poison queue",
+}
+
+// Reserved header prefixes: "_watermill_" is Watermill's (the brokers carry the message UUID as
+// "_watermill_message_uuid"), "outbox_" is the relay's (forwarder.MetadataAttempts and the other
+// keys it sets on the messages it publishes).
+const (
+	reservedPrefixWatermill = "_watermill_"
+	reservedPrefixOutbox    = "outbox_"
+)
+
+// IsReservedHeader reports whether name is a header name the Writer refuses because Watermill,
+// a broker adapter, the relay or the poison queue sets it on the published message: the
+// outboxkit metadata keys (MetadataEventID ...), names starting with "_watermill_" or
+// "outbox_", and the poison queue's keys ("reason_poisoned", "topic_poisoned",
+// "handler_poisoned", "subscriber_poisoned").
+func IsReservedHeader(name string) bool { return reservedBy(name) != "" }
+
+// reservedBy names who reserves the header name, or "" if it is free.
+func reservedBy(name string) string {
+	if owner := reservedMetadata[name]; owner != "" {
+		return owner
+	}
+	switch {
+	case strings.HasPrefix(name, reservedPrefixWatermill):
+		return "Watermill"
+	case strings.HasPrefix(name, reservedPrefixOutbox):
+		return "the outboxkit relay"
+	}
+	return ""
 }
 
 // Event is one fact to publish. Topic, AggregateID and EventType are required; ID and CreatedAt
@@ -48,7 +83,8 @@ type Event struct {
 	// Payload is the event body, sent to the broker unchanged.
 	Payload []byte
 	// Headers travel with the event as message metadata. Names must be non-empty printable
-	// ASCII without spaces and must not use the keys reserved by outboxkit.
+	// ASCII without spaces and must not be reserved (IsReservedHeader); names and values
+	// together may not exceed MaxHeadersBytes.
 	Headers map[string]string
 	// TenantID optionally names the tenant; it is part of the ordering key.
 	TenantID string

@@ -18,6 +18,11 @@ var ErrInvalidIdentifier = errors.New("invalid SQL identifier")
 // message.max.bytes (1 MiB), leaving room for headers.
 const DefaultMaxPayloadBytes = 900 * 1024
 
+// MaxHeadersBytes bounds the total size of an event's headers (names and values) that the Writer
+// accepts: 64 KiB, well under Kafka's default message limit (1 MiB) and Pulsar's (5 MiB), so
+// that the headers alone never make an event, or its dead letter, too large for the broker.
+const MaxHeadersBytes = 64 << 10
+
 // maxTextField bounds topic, aggregate, event-type and tenant values (the columns are VARCHAR(255)
 // on MySQL).
 const maxTextField = 255
@@ -53,13 +58,23 @@ func (e Event) Validate(maxPayloadBytes int) error {
 	if maxPayloadBytes > 0 && len(e.Payload) > maxPayloadBytes {
 		return bad("payload is %d bytes, the limit is %d", len(e.Payload), maxPayloadBytes)
 	}
-	for name := range e.Headers {
-		if reservedMetadata[name] {
-			return bad("header %q is reserved by outboxkit", name)
+	return e.validateHeaders(bad)
+}
+
+// validateHeaders checks the header names and their total size.
+func (e Event) validateHeaders(bad func(format string, args ...any) error) error {
+	size := 0
+	for name, value := range e.Headers {
+		if owner := reservedBy(name); owner != "" {
+			return bad("header %q is reserved by %s", name, owner)
 		}
 		if !validHeaderName(name) {
 			return bad("header name %q must be 1-255 printable ASCII characters without spaces", name)
 		}
+		size += len(name) + len(value)
+	}
+	if size > MaxHeadersBytes {
+		return bad("headers are %d bytes (names and values), the limit is %d (outbox.MaxHeadersBytes)", size, MaxHeadersBytes)
 	}
 	return nil
 }
