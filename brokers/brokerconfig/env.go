@@ -7,6 +7,9 @@ import (
 	"time"
 )
 
+// EnvBroker is the environment variable that overrides the broker key.
+const EnvBroker = "OUTBOXKIT_BROKER"
+
 // envBinding ties one environment variable to the field at a YAML path.
 type envBinding struct {
 	name   string // environment variable
@@ -20,7 +23,7 @@ type envBinding struct {
 func (c *Config) envBindings() []envBinding {
 	k, p := &c.Kafka, &c.Pulsar
 	return []envBinding{
-		{"OUTBOXKIT_BROKER", "broker", &c.Broker, false},
+		{EnvBroker, "broker", &c.Broker, false},
 		{"OUTBOXKIT_FORMAT", "format", &c.Format, false},
 		{"OUTBOXKIT_CLOUDEVENTS_SOURCE", "cloudevents.source", &c.CloudEvents.Source, false},
 

@@ -408,14 +408,69 @@ func grepLines(s, substr string) string {
 	return strings.Join(out, "\n")
 }
 
-func TestRelayKFake(t *testing.T) {
+// `outboxkit relay` refuses broker kfake, from the file or from OUTBOXKIT_BROKER: an in-process
+// cluster would acknowledge every event, and the relay would delete rows no one can read. It
+// exits 2 naming kfake before it touches the table, whose events all stay pending. The admin
+// commands, which publish nothing, still accept a file that says kfake.
+func TestRelayRefusesKFake(t *testing.T) {
 	t.Parallel()
-	relayScenario(t, "broker: kfake", func(logged []string) []string {
-		if len(logged) == 0 {
-			t.Fatal("the relay did not log the kfake cluster's address")
+	db := testsupport.OpenPostgres(t)
+	kafkaPart := "broker: kafka\nkafka:\n  brokers: [" + strings.Join(testsupport.KafkaBrokers(t), ", ") + "]\n"
+	cases := []struct {
+		name, broker string
+		env          []string
+		want         string
+	}{
+		{"yaml", "broker: kfake", nil, "config outboxkit.yaml: broker: kfake is an in-process test cluster: the relay would delete events that no one can read"},
+		{"environment", kafkaPart, []string{"OUTBOXKIT_BROKER=kfake"}, "config outboxkit.yaml: OUTBOXKIT_BROKER: kfake is an in-process test cluster"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			table := testsupport.UniqueName("cli_kfake")
+			dropTables(t, db, table)
+			dir := writeConfig(t, pgConfig(testsupport.PostgresDSN(t), table, tc.broker))
+			// The admin commands publish nothing: a file that says kfake is fine for them.
+			if res := cliWithInput(t, dir, "", tc.env, "migrate"); res.code != 0 {
+				t.Fatalf("migrate: %s", res)
+			}
+			ids := writeEvents(t, db, table, testsupport.UniqueName("cli.kfake"), 5)
+			if res := cliWithInput(t, dir, "", tc.env, "status"); res.code != 0 {
+				t.Errorf("status: %s", res)
+			}
+			p := startRelayWithEnv(t, dir, tc.env)
+			code, exited := p.waitFor(20 * time.Second)
+			if !exited {
+				_ = p.cmd.Process.Kill()
+				_ = p.cmd.Wait()
+			}
+			if left := count(t, db, "SELECT COUNT(*) FROM "+table); left != len(ids) {
+				t.Errorf("%d of %d events left in the outbox: the relay deleted rows it published into kfake", left, len(ids))
+			}
+			if !exited || code != 2 || !strings.Contains(p.log(), tc.want) {
+				t.Fatalf("want exit 2 with %q; exited=%v code=%d; output:\n%s", tc.want, exited, code, p.log())
+			}
+		})
+	}
+}
+
+// waitFor waits up to d for the process to exit and returns its exit code and whether it exited.
+func (p *relayProcess) waitFor(d time.Duration) (int, bool) {
+	waited := make(chan error, 1)
+	go func() {
+		<-p.done
+		waited <- p.cmd.Wait()
+	}()
+	select {
+	case err := <-waited:
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode(), true
 		}
-		return logged
-	}, false)
+		return 0, err == nil
+	case <-time.After(d):
+		return -1, false
+	}
 }
 
 func TestRelayKafka(t *testing.T) {
@@ -552,7 +607,7 @@ func closedPort(t *testing.T) string {
 func TestUnreachableDatabase(t *testing.T) {
 	t.Parallel()
 	dsn := fmt.Sprintf("postgres://relay:Sup3rSecretPw@%s/outboxkit?sslmode=disable&connect_timeout=2", closedPort(t))
-	dir := writeConfig(t, pgConfig(dsn, "outbox_events", "broker: kfake"))
+	dir := writeConfig(t, pgConfig(dsn, "outbox_events", "broker: kafka\nkafka:\n  brokers: ["+strings.Join(testsupport.KafkaBrokers(t), ", ")+"]\n"))
 
 	t.Run("relay", func(t *testing.T) {
 		t.Parallel()
@@ -606,6 +661,7 @@ func TestConfigErrors(t *testing.T) {
 		{"unknown key", db + "forwarder:\n  workerz: 2\n", []string{"status"}, "forwarder.workerz: unknown key"},
 		{"unknown broker", db + "broker: rabbitmq\n", []string{"relay"}, `broker: unknown value "rabbitmq" (allowed: kafka, pulsar, kfake)`},
 		{"missing broker", db, []string{"relay"}, "broker: missing"},
+		{"relay on kfake", db + "broker: kfake\n", []string{"relay"}, "broker: kfake is an in-process test cluster"},
 		{"kafka without brokers", db + "broker: kafka\n", []string{"relay"}, "kafka.brokers"},
 		{"bad log level", db + "log:\n  level: chatty\n", []string{"relay"}, `log.level: unknown value "chatty"`},
 		{"bad event id", db, []string{"dead-letters", "replay", "0190a5c4-7c1e-7d3a-9a53-3c8e2d3f1b2a", "not-a-uuid"}, `argument 2: "not-a-uuid" is not an event id`},

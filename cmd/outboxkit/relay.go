@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"os/signal"
 	"sync/atomic"
 	"syscall"
@@ -35,7 +36,7 @@ func (a *app) relayCommand() *cobra.Command {
 		Use:   "relay",
 		Short: "Run the relay: forward committed outbox events to the configured broker until stopped",
 		Long: `relay runs outboxkit's forwarder on the configured outbox table: it claims committed events in
-batches, publishes them to the broker of the configuration (broker: kafka, pulsar or kfake) and
+batches, publishes them to the broker of the configuration (broker: kafka or pulsar, not kfake) and
 removes each row only after the broker acknowledged it, with retries, dead-lettering and per-key
 order. Several relays may run against one table; they share the work through leases.
 
@@ -57,6 +58,9 @@ at start (after a few retries, each logged), it exits with code 1.`,
 			cfg, err := a.loadConfig(true)
 			if err != nil {
 				return err
+			}
+			if err := relayconfig.CheckRelay(cfg, os.LookupEnv); err != nil {
+				return usageErr(fmt.Errorf("config %s: %w", a.configPath, err))
 			}
 			return a.relay(cmd.Context(), cfg, runMigrate)
 		}),

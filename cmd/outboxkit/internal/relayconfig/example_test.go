@@ -13,7 +13,9 @@ database:
   dsn: postgres://relay:s3cret@db:5432/app
 forwarder:
   batch_size: 500
-broker: kfake
+broker: kafka
+kafka:
+  brokers: [kafka:9092]
 `), nil, relayconfig.Options{Broker: true})
 	if err != nil {
 		fmt.Println(err)
@@ -26,7 +28,7 @@ broker: kfake
 	fmt.Println(err)
 	// Output:
 	// [dialect=postgres dsn=postgres://relay:xxxxx@db:5432/app table=outbox_events]
-	// 500 127.0.0.1:9464 kfake
+	// 500 127.0.0.1:9464 kafka
 	// forwarder.batch_size: must be positive, got -1 (line 5; leave it out for the default)
 }
 

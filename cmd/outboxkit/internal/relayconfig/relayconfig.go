@@ -238,6 +238,27 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), opts Options) (Co
 	return cfg, nil
 }
 
+// CheckRelay returns an error if cfg, loaded with Options.Broker, cannot serve the relay command:
+// today, broker kfake. The relay removes a row once the broker acknowledged it, and an
+// in-process kfake cluster acknowledges every record and forgets it when the process exits, so
+// a relay on kfake would delete events that no one can read. The quickstart and the tests use
+// kfake through the library (brokerconfig.Build), where the reader shares the process; the admin
+// commands, which publish nothing, accept it too. lookupEnv (usually os.LookupEnv) tells whether
+// the value came from brokerconfig.EnvBroker, so the error names where to fix it.
+func CheckRelay(cfg Config, lookupEnv func(string) (string, bool)) error {
+	if cfg.Broker.Broker != brokerconfig.BrokerKFake {
+		return nil
+	}
+	source := "broker"
+	if lookupEnv != nil {
+		if v, ok := lookupEnv(brokerconfig.EnvBroker); ok && strings.EqualFold(strings.TrimSpace(v), brokerconfig.BrokerKFake) {
+			source = brokerconfig.EnvBroker
+		}
+	}
+	return fmt.Errorf("%s: kfake is an in-process test cluster: the relay would delete events that no one can read; "+
+		"use kafka or pulsar (the quickstart and tests use kfake through the library)", source)
+}
+
 // brokerDocument returns the YAML that brokerconfig.Parse reads: the original text with the
 // lines of the CLI's own sections blanked, so brokerconfig's errors keep the file's line
 // numbers. A document written in flow style ({...} on one line) is re-encoded instead.

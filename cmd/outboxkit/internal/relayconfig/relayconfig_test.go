@@ -405,3 +405,35 @@ func TestParseSource(t *testing.T) {
 		}
 	}
 }
+
+// CheckRelay refuses broker kfake and names where it came from: the file or OUTBOXKIT_BROKER.
+// Parse itself accepts kfake (the admin commands, which publish nothing, use it).
+func TestCheckRelayRefusesKFake(t *testing.T) {
+	cases := []struct {
+		name, doc string
+		env       map[string]string
+		want      string // "" = accepted
+	}{
+		{"kafka", base + "broker: kafka\nkafka:\n  brokers: [k:9092]\n", nil, ""},
+		{"pulsar", base + "broker: pulsar\npulsar:\n  url: pulsar://p:6650\n", nil, ""},
+		{"kfake in the file", base + "broker: kfake\n", nil, "broker: kfake is an in-process test cluster: the relay would delete events that no one can read; use kafka or pulsar"},
+		{"kfake upper case", base + "broker: KFake\n", nil, "broker: kfake is an in-process test cluster"},
+		{"kfake from the environment", base + "broker: kafka\nkafka:\n  brokers: [k:9092]\n", map[string]string{"OUTBOXKIT_BROKER": " kfake "}, "OUTBOXKIT_BROKER: kfake is an in-process test cluster"},
+		{"environment overrides kfake", base + "broker: kfake\nkafka:\n  brokers: [k:9092]\n", map[string]string{"OUTBOXKIT_BROKER": "kafka"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tc.doc), env(tc.env), Options{Broker: true})
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			err = CheckRelay(cfg, env(tc.env))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("CheckRelay: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("CheckRelay: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
