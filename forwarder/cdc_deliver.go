@@ -51,11 +51,14 @@ func (f *Forwarder) streamBatch(ctx context.Context, worker int, leases []lease,
 		}
 	}
 	if len(passed) > 0 {
-		n, err := f.store.markRetry(ctx, f.cfg.DB, passed)
+		n, lost, err := f.markForRetry(ctx, worker, leasesOf(leases, passed, 0), passed)
+		f.cdc.metrics.skipped.Add(float64(n))
+		if lost > 0 {
+			f.metrics.fencedRows.Add(float64(lost))
+		}
 		if err != nil {
 			return err
 		}
-		f.cdc.metrics.skipped.Add(float64(n))
 	}
 	if len(publish) == 0 {
 		return nil
@@ -154,8 +157,34 @@ func (f *Forwarder) cdcDeliver(ctx context.Context, worker int, leases []lease, 
 	}
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 	defer cancel()
-	_, err := f.store.markRetry(mctx, f.cfg.DB, records)
+	// The rows of a partition lost meanwhile were counted as fenced by the acknowledgement.
+	_, _, err := f.markForRetry(mctx, worker, held, records)
 	return err
+}
+
+// markForRetry leaves the still pending, unmarked rows among records to the retry path, fenced
+// by leases (store.markRetry). When some of the records' partitions are no longer this relay's,
+// their rows are left alone (to the new owner, which streams them again from the confirmed
+// position) and the part fails with errLeasesLost, so that nothing after it is confirmed and
+// the session ends. It returns how many rows it marked and how many it left to the new owner.
+func (f *Forwarder) markForRetry(ctx context.Context, worker int, leases []lease, records []record) (marked int64, lost int, err error) {
+	marked, owned, err := f.store.markRetry(ctx, f.cfg.DB, f.cfg.RelayID, leases, records)
+	if err != nil {
+		return 0, 0, err
+	}
+	parts := map[int]bool{}
+	for _, r := range records {
+		if !owned[r.partition] {
+			lost++
+			parts[r.partition] = true
+		}
+	}
+	if lost == 0 {
+		return marked, 0, nil
+	}
+	f.log.Warn("cdc: lost the lease of partitions before leaving rows to the retry path: they are left to the new owner",
+		"slot", f.cdc.slot, "worker", worker, "partitions", len(parts), "rows", lost)
+	return marked, lost, fmt.Errorf("%w: %d rows of %d partitions not left to the retry path", errLeasesLost, lost, len(parts))
 }
 
 // leasesOf returns, in a new slice (hold filters its argument in place, and the stream's lease

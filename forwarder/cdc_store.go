@@ -73,22 +73,49 @@ const retryOrder = "COALESCE(commit_lsn, 0)"
 
 // markRetry gives the still pending, unmarked rows among records a next attempt time (now),
 // which leaves them, and their keys, to the retry path, and records their commit positions (the
-// order the retry path claims them in). It returns how many it marked.
-func (s *store) markRetry(ctx context.Context, q querier, records []record) (int64, error) {
+// order the retry path claims them in). The marks are fenced like ackFenced, in the same one
+// statement: only rows of partitions owner still holds with the epochs of leases are marked (a
+// relay that lost its leases must not park rows its successor may be publishing: the successor's
+// retry path would publish them again). It returns how many rows it marked and the partitions it
+// found owned.
+func (s *store) markRetry(ctx context.Context, q querier, owner string, leases []lease, records []record) (int64, map[int]bool, error) {
 	if len(records) == 0 {
-		return 0, nil
+		return 0, map[int]bool{}, nil
 	}
 	seqs, lsns := make([]int64, len(records)), make([]int64, len(records))
 	for i, r := range records {
 		seqs[i], lsns[i] = r.seq, r.commitLSN
 	}
-	res, err := q.ExecContext(ctx, "UPDATE "+s.table.Events()+" e SET next_attempt_at = clock_timestamp(),"+
-		" commit_lsn = NULLIF(m.lsn, 0) FROM unnest($1::bigint[], $2::bigint[]) AS m(seq, lsn)"+
-		" WHERE e.seq = m.seq AND e.status = 0 AND e.next_attempt_at IS NULL", seqs, lsns)
-	if err != nil {
-		return 0, fmt.Errorf("cdc: leave %d rows to the retry path: %w", len(records), err)
+	parts := make([]int32, len(leases))
+	epochs := make([]int64, len(leases))
+	for i, l := range leases {
+		parts[i], epochs[i] = int32(l.partition), l.epoch
 	}
-	return res.RowsAffected()
+	// The lease rows are locked in partition order before any event row, as everywhere else.
+	rows, err := q.QueryContext(ctx, "WITH owned AS (SELECT l.partition_no FROM "+s.table.Leases()+
+		" l JOIN unnest($3::int[], $4::bigint[]) AS c(p, e) ON l.partition_no = c.p"+
+		" WHERE l.lease_group = $1 AND l.owner = $2 AND l.epoch = c.e ORDER BY l.partition_no FOR UPDATE OF l),"+
+		" marked AS (UPDATE "+s.table.Events()+" e SET next_attempt_at = clock_timestamp(), commit_lsn = NULLIF(m.lsn, 0)"+
+		" FROM unnest($5::bigint[], $6::bigint[]) AS m(seq, lsn) WHERE e.seq = m.seq AND e.status = 0 AND e.next_attempt_at IS NULL"+
+		" AND e.partition_no IN (SELECT partition_no FROM owned) RETURNING 1)"+
+		" SELECT partition_no, (SELECT COUNT(*) FROM marked) FROM owned", s.group, owner, parts, epochs, seqs, lsns)
+	if err != nil {
+		return 0, nil, fmt.Errorf("cdc: leave %d rows to the retry path: %w", len(records), err)
+	}
+	defer rows.Close()
+	owned := make(map[int]bool, len(leases))
+	var n int64
+	for rows.Next() {
+		var p int
+		if err := rows.Scan(&p, &n); err != nil {
+			return 0, nil, fmt.Errorf("cdc: leave %d rows to the retry path: %w", len(records), err)
+		}
+		owned[p] = true
+	}
+	if err := rows.Err(); err != nil {
+		return 0, nil, fmt.Errorf("cdc: leave %d rows to the retry path: %w", len(records), err)
+	}
+	return n, owned, nil
 }
 
 // markParkedUpTo marks the unmarked pending rows up to seq horizon of keys that are marked or

@@ -1,0 +1,115 @@
+package forwarder
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// cdcTakeoverFixture: relay A streamed with every lease of the group, read its leases (aLeases)
+// and the rows (recs, all pending and unmarked); then its leases expired and relay B took every
+// partition over (each epoch incremented).
+type cdcTakeoverFixture struct {
+	*storeFixture
+	aLeases []lease
+	recs    []record
+}
+
+func newCDCTakeoverFixture(t *testing.T) *cdcTakeoverFixture {
+	fx := newStoreFixture(t, outbox.Postgres)
+	if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 10 * time.Second
+	if n := fx.heartbeat("A", ttl); n != outbox.Partitions {
+		t.Fatalf("A owns %d partitions", n)
+	}
+	aLeases := fx.leases("A")
+	fx.write("k1", 10, 10)
+	fx.write("k2", 10)
+	recs := fx.claim(10, 1<<20)
+	if len(recs) != 3 {
+		t.Fatalf("claimed %d rows, want 3", len(recs))
+	}
+	// A stalls: its heartbeat and its leases expire.
+	for _, q := range []string{"UPDATE " + fx.store.table.Leases() + " SET expires_at = now() - interval '1 minute' WHERE owner = 'A'",
+		"UPDATE " + fx.store.table.Relays() + " SET heartbeat_at = now() - interval '1 minute' WHERE owner = 'A'"} {
+		if _, err := fx.db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fx.heartbeat("B", ttl); n != outbox.Partitions {
+		t.Fatalf("B took %d partitions over, want all %d", n, outbox.Partitions)
+	}
+	return &cdcTakeoverFixture{storeFixture: fx, aLeases: aLeases, recs: recs}
+}
+
+// marked counts the rows given a next attempt time (left to the retry path).
+func (fx *storeFixture) marked() int {
+	fx.t.Helper()
+	var n int
+	if err := fx.db.QueryRow("SELECT COUNT(*) FROM " + fx.store.table.Events() + " WHERE next_attempt_at IS NOT NULL").Scan(&n); err != nil {
+		fx.t.Fatal(err)
+	}
+	return n
+}
+
+// TestCDCMarkRetryIsFenced: a streamer whose leases were taken over cannot leave rows to the
+// retry path: the new streamer may be publishing them, and its retry path would publish them
+// again (a duplicate a read_committed consumer sees, in exactly-once mode). The marks are fenced
+// like the acknowledgement; the new owner's marks go through.
+func TestCDCMarkRetryIsFenced(t *testing.T) {
+	fx := newCDCTakeoverFixture(t)
+	n, owned, err := fx.store.markRetry(fx.ctx, fx.db, "A", fx.aLeases, fx.recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 || fx.marked() != 0 {
+		t.Fatalf("relay A, whose leases B took over, marked %d rows for the retry path (%d marked in the table)", n, fx.marked())
+	}
+	if len(owned) != 0 {
+		t.Fatalf("relay A, whose leases B took over, was told it owns partitions %v", owned)
+	}
+	n, owned, err = fx.store.markRetry(fx.ctx, fx.db, "B", fx.leases("B"), fx.recs)
+	if err != nil || n != int64(len(fx.recs)) || fx.marked() != len(fx.recs) || len(owned) != outbox.Partitions {
+		t.Fatalf("relay B, the owner, marked %d of %d rows (%d in the table), owning %d partitions: %v",
+			n, len(fx.recs), fx.marked(), len(owned), err)
+	}
+}
+
+// TestCDCStreamerWithLostLeasesMarksNothing is TestCDCMarkRetryIsFenced through the streamer's
+// own path: relay A's worker, holding its stale reading of the leases, handles a part with a row
+// of a parked key (left to the retry path) and rows it publishes (their acknowledgement fenced
+// off, so deliver leaves them pending). It must leave every row to B, marked by nobody, and
+// stop: its part fails with errLeasesLost, so nothing after it is confirmed.
+func TestCDCStreamerWithLostLeasesMarksNothing(t *testing.T) {
+	fx := newCDCTakeoverFixture(t)
+	// k1 is parked: a dead row of it, written after the claim.
+	fx.write("k1", 10)
+	if _, err := fx.db.Exec("UPDATE " + fx.store.table.Events() + " SET status = 2 WHERE seq = (SELECT MAX(seq) FROM " +
+		fx.store.table.Events() + ")"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(Config{DB: fx.db, Dialect: outbox.Postgres, Table: fx.store.table.Events(), Publisher: nopTestPublisher{},
+		RelayID: "A", Source: SourceCDC, CDC: CDCConfig{DSN: testsupport.PostgresDSN(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = f.streamBatch(fx.ctx, 0, fx.aLeases, cdcBatch{records: fx.recs, xids: make([]uint32, len(fx.recs))})
+	if n := fx.marked(); n != 0 {
+		t.Fatalf("relay A, whose leases B took over, marked %d rows for the retry path (part error: %v)", n, err)
+	}
+	if !errors.Is(err, errLeasesLost) {
+		t.Fatalf("the part of a relay whose leases were taken over ended with %v, want errLeasesLost", err)
+	}
+}
+
+type nopTestPublisher struct{}
+
+func (nopTestPublisher) Publish(string, ...*message.Message) error { return nil }
+func (nopTestPublisher) Close() error                              { return nil }
