@@ -26,6 +26,9 @@ type cdcState struct {
 	slot      string
 	metrics   *cdcMetrics
 	streaming atomic.Bool
+	// lastDelivered is when the stream last delivered rows of the table (Unix nanoseconds; the
+	// stream's start counts): the stall check's clock (cdc_stall.go).
+	lastDelivered atomic.Int64
 	// used says the slot existed while this relay ran: finding it missing later means lost.
 	used bool
 }

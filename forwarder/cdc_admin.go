@@ -30,6 +30,13 @@ type SlotStatus struct {
 	LagBytes int64
 	// Drained is false while the rows committed before the slot existed still have to be drained.
 	Drained bool
+	// Waiting counts the table's pending rows that are not on the retry path (no next attempt
+	// time): the rows the stream has yet to deliver. OldestWaiting is the age of the oldest (by
+	// the database's clock against created_at). A row waiting longer than CDC.StallAfter
+	// (DefaultCDCStallAfter) is stranded if the stream is not behind: see docs/cdc.md, Stalls.
+	// The same for every slot of the table (all tenants).
+	Waiting       int64
+	OldestWaiting time.Duration
 }
 
 // Slots returns the cdc replication slots of the table (PostgreSQL; nil on other dialects).
@@ -66,6 +73,10 @@ func (a *Admin) Slots(ctx context.Context, leaseGroups ...string) ([]SlotStatus,
 			return nil, err
 		}
 	}
+	waiting, oldest, err := a.store.strandedRows(ctx, a.db, 0)
+	if err != nil {
+		return nil, fmt.Errorf("forwarder: %w", err)
+	}
 	for _, g := range leaseGroups {
 		name, err := table.Slot(g)
 		if err != nil {
@@ -80,6 +91,9 @@ func (a *Admin) Slots(ctx context.Context, leaseGroups ...string) ([]SlotStatus,
 		if !found {
 			out = append(out, SlotStatus{Name: name, LeaseGroup: g, Missing: true})
 		}
+	}
+	for i := range out {
+		out[i].Waiting, out[i].OldestWaiting = waiting, oldest
 	}
 	return out, nil
 }

@@ -36,12 +36,25 @@ type CDCConfig struct {
 	// events due again, and the later events of their keys). Default: MinPollInterval * 20
 	// (200ms).
 	RetryInterval time.Duration
+	// StallAfter bounds how long the streaming relay stays silent about rows the stream does
+	// not deliver: when the stream has delivered none of the table's rows for StallAfter while
+	// pending rows not on the retry path are older than StallAfter, it logs a warning, sets
+	// outboxkit_cdc_stalled and keeps checking every StallAfter/3 (docs/cdc.md, Stalls). A
+	// backlog being streamed is not a stall: the stream delivers rows meanwhile. Shorter
+	// reports sooner; a row is reported at most about 4/3 StallAfter after it committed.
+	// Default: 30s.
+	StallAfter time.Duration
 }
+
+// DefaultCDCStallAfter is CDCConfig.StallAfter's default, also the age from which
+// `outboxkit status` reports a pending row the stream has not delivered (Admin.Slots).
+const DefaultCDCStallAfter = 30 * time.Second
 
 func (c *Config) setCDCDefaults() {
 	setDefault(&c.Source, SourcePolling)
 	setDefault(&c.CDC.StatusInterval, time.Second)
 	setDefault(&c.CDC.RetryInterval, 20*c.MinPollInterval)
+	setDefault(&c.CDC.StallAfter, DefaultCDCStallAfter)
 }
 
 // validateSource checks Source and, for SourceCDC, the CDC settings.
@@ -63,9 +76,9 @@ func (c Config) validateSource() []error {
 		// pgconn's message may quote the DSN, password included: name the field only.
 		errs = append(errs, errors.New("CDC.DSN is not a valid PostgreSQL connection string"))
 	}
-	if c.CDC.StatusInterval <= 0 || c.CDC.RetryInterval <= 0 {
-		errs = append(errs, fmt.Errorf("CDC.StatusInterval %v and CDC.RetryInterval %v must be positive",
-			c.CDC.StatusInterval, c.CDC.RetryInterval))
+	if c.CDC.StatusInterval <= 0 || c.CDC.RetryInterval <= 0 || c.CDC.StallAfter <= 0 {
+		errs = append(errs, fmt.Errorf("CDC.StatusInterval %v, CDC.RetryInterval %v and CDC.StallAfter %v must be positive",
+			c.CDC.StatusInterval, c.CDC.RetryInterval, c.CDC.StallAfter))
 	}
 	if c.Dialect == outbox.Postgres {
 		table, err := outbox.NewTable(c.Dialect, c.Table)

@@ -13,7 +13,9 @@ var receiveLagBuckets = []float64{0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.
 // cdcMetrics are the cdc source's metrics, labelled with the slot.
 type cdcMetrics struct {
 	lagBytes, lagSeconds, streaming prometheus.Gauge
-	slotLost, skipped, takeovers    prometheus.Counter
+	// stalled, strandedRows, strandedAge: the stall check (cdc_stall.go).
+	stalled, strandedRows, strandedAge prometheus.Gauge
+	slotLost, skipped, takeovers       prometheus.Counter
 	// receiveLag: commit (its timestamp in the WAL) to its arrival on the stream.
 	receiveLag prometheus.Histogram
 }
@@ -31,6 +33,11 @@ func newCDCMetrics(reg prometheus.Registerer, table, slot string) (*cdcMetrics, 
 		lagSeconds: gauge("slot_lag_seconds",
 			"Age of the commit of the last transaction taken from the stream when it was taken (0 while the stream is caught up)."),
 		streaming: gauge("streaming", "1 while this relay streams the slot, 0 while it stands by."),
+		stalled: gauge("stalled", "1 while the stream has delivered none of the table's rows for CDC.StallAfter although pending rows "+
+			"not on the retry path are older than that (stranded); 0 otherwise (docs/cdc.md, Stalls)."),
+		strandedRows: gauge("stranded_rows", "Pending rows not on the retry path older than CDC.StallAfter, counted while the stream delivers none "+
+			"of the table's rows (0 while it delivers)."),
+		strandedAge: gauge("stranded_oldest_seconds", "Age of the oldest stranded row (0 when there is none)."),
 		slotLost: counter("slot_lost_total",
 			"Times the slot was found missing or invalidated after this relay had used it; the table was drained and the slot recreated."),
 		skipped: counter("skipped_rows_total",
@@ -45,7 +52,7 @@ func newCDCMetrics(reg prometheus.Registerer, table, slot string) (*cdcMetrics, 
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.lagBytes, m.lagSeconds, m.streaming, m.slotLost, m.skipped, m.takeovers, m.receiveLag} {
+	for _, c := range []prometheus.Collector{m.lagBytes, m.lagSeconds, m.streaming, m.stalled, m.strandedRows, m.strandedAge, m.slotLost, m.skipped, m.takeovers, m.receiveLag} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register cdc metrics of slot %s: %w", slot, err)
 		}

@@ -206,6 +206,8 @@ func (f *Forwarder) streamLoop(ctx context.Context, reader *cdcReader, batches <
 	bgCtx, stopBackground := context.WithCancel(ctx)
 	var background sync.WaitGroup
 	background.Go(func() { f.retryLoop(bgCtx, bgErr) })
+	f.cdc.lastDelivered.Store(time.Now().UnixNano())
+	background.Go(func() { f.stallLoop(bgCtx) })
 	refresh := make(chan struct{}, 1)
 	background.Go(func() {
 		for {
@@ -256,6 +258,9 @@ func (f *Forwarder) streamLoop(ctx context.Context, reader *cdcReader, batches <
 		case err := <-bgErr:
 			firstErr = err
 		case b := <-in:
+			if len(b.records) > 0 {
+				f.cdc.lastDelivered.Store(time.Now().UnixNano())
+			}
 			switch {
 			case len(b.records) > 0 && !b.commitTime.IsZero():
 				f.cdc.metrics.lagSeconds.Set(max(0, time.Since(b.commitTime).Seconds()))

@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -40,7 +41,18 @@ func printSlots(w io.Writer, slots []forwarder.SlotStatus) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\n", s.Name, state, s.WALStatus, formatBytes(s.LagBytes), s.Drained)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Waiting is the table's, the same on every slot: said once.
+	if s := slots[0]; s.Waiting > 0 && s.OldestWaiting > forwarder.DefaultCDCStallAfter {
+		_, err := fmt.Fprintf(w, "STALLED? %d pending rows not on the retry path, the oldest waiting for %s (over %s): "+
+			"a slot far behind (LAG) is still catching up; otherwise the stream does not deliver them "+
+			"(see the relay's \"cdc: stream stalled\" warning and docs/cdc.md, Stalls)\n",
+			s.Waiting, s.OldestWaiting.Round(time.Second), forwarder.DefaultCDCStallAfter)
+		return err
+	}
+	return nil
 }
 
 // formatBytes prints a byte count for humans: 512 B, 3.2 MiB.
@@ -89,6 +101,9 @@ type slotStatusJSON struct {
 	WALStatus  string `json:"wal_status,omitempty"`
 	LagBytes   int64  `json:"lag_bytes"`
 	Drained    bool   `json:"drained"`
+	// WaitingRows and OldestWaitingSeconds: forwarder.SlotStatus.Waiting and OldestWaiting.
+	WaitingRows          int64   `json:"waiting_rows"`
+	OldestWaitingSeconds float64 `json:"oldest_waiting_seconds"`
 }
 
 func (a *app) slotsCommand() *cobra.Command {
@@ -100,7 +115,9 @@ func (a *app) slotsCommand() *cobra.Command {
 (with forwarder.source cdc, the slot of the configured lease group is listed as MISSING when it
 does not exist):
 whether a relay streams it, its wal_status ("lost": invalidated by max_slot_wal_keep_size),
-the WAL it pins (LAG) and whether the table was drained into it.
+the WAL it pins (LAG) and whether the table was drained into it. A STALLED? line follows when
+pending rows not on the retry path have waited longer than 30s (forwarder.DefaultCDCStallAfter):
+a slot far behind is still catching up; otherwise the stream does not deliver them (docs/cdc.md).
 
 --json prints them as a JSON array, for scripts and monitoring.`,
 		Example: `  outboxkit cdc slots --config outboxkit.yaml
@@ -131,7 +148,8 @@ the WAL it pins (LAG) and whether the table was drained into it.
 			out := make([]slotStatusJSON, 0, len(slots))
 			for _, s := range slots {
 				out = append(out, slotStatusJSON{Name: s.Name, LeaseGroup: s.LeaseGroup, Missing: s.Missing, Active: s.Active,
-					ActivePID: s.ActivePID, WALStatus: s.WALStatus, LagBytes: s.LagBytes, Drained: s.Drained})
+					ActivePID: s.ActivePID, WALStatus: s.WALStatus, LagBytes: s.LagBytes, Drained: s.Drained,
+					WaitingRows: s.Waiting, OldestWaitingSeconds: s.OldestWaiting.Seconds()})
 			}
 			enc := json.NewEncoder(a.stdout)
 			enc.SetIndent("", "  ")
@@ -139,7 +157,8 @@ the WAL it pins (LAG) and whether the table was drained into it.
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false,
-		"print a JSON array of {name, lease_group, missing, active, active_pid, wal_status, lag_bytes, drained} instead of a table")
+		"print a JSON array of {name, lease_group, missing, active, active_pid, wal_status, lag_bytes, drained,"+
+			" waiting_rows, oldest_waiting_seconds} instead of a table")
 	return cmd
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -126,4 +127,26 @@ func cdcTable(t *testing.T, db *sql.DB, table string) (outbox.Table, string) {
 		testsupport.DropCDCObjects(t, db, tbl)
 	})
 	return tbl, slot
+}
+
+// The slot lines end with a STALLED? line when pending rows not on the retry path have waited
+// longer than the stall bound (forwarder.DefaultCDCStallAfter), and with none otherwise.
+func TestPrintSlotsSaysStalled(t *testing.T) {
+	slot := forwarder.SlotStatus{Name: "obk_ordersoutbox_bacf4ec2", LeaseGroup: "default", Active: true, ActivePID: 42,
+		WALStatus: "reserved", Drained: true, Waiting: 600, OldestWaiting: 95 * time.Second}
+	var out strings.Builder
+	if err := printSlots(&out, []forwarder.SlotStatus{slot}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "STALLED? 600 pending rows not on the retry path, the oldest waiting for 1m35s (over 30s)") {
+		t.Fatalf("slot lines with 600 rows waiting for 95s lack the STALLED? line:\n%s", out.String())
+	}
+	slot.OldestWaiting = 5 * time.Second
+	out.Reset()
+	if err := printSlots(&out, []forwarder.SlotStatus{slot}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "STALLED?") {
+		t.Fatalf("rows waiting for 5s are reported as stalled:\n%s", out.String())
+	}
 }

@@ -1,0 +1,128 @@
+package forwarder
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// The stall check: never silent about rows the stream does not deliver. A stream can run,
+// and confirm its position, while delivering none of the outbox's rows: a publication that
+// does not carry them (a row filter, a table recreated under an old publication), a decoder
+// that does not recognise the relation. Those rows are neither published nor on the retry path;
+// the slot has passed them, so no restart of the stream brings them back (dropping the slot
+// does: the next relay drains the table).
+//
+// A row is stranded when it is pending, not on the retry path (no next attempt time: a failed
+// or parked row is the retry path's and reported by the polling metrics), of this relay's
+// tenants, and older than CDC.StallAfter (by the database's clock against created_at). The
+// relay reports a stall when rows are stranded and the stream has delivered none of the table's
+// rows for StallAfter. A backlog being streamed is not a stall (rows arrive all the time), nor
+// is a row that waits behind its key's failure (it is on the retry path); a stream far behind on
+// other tables' WAL that delivers nothing for StallAfter is reported, rightly: its rows wait.
+
+// stallState is what the check found last.
+type stallState struct {
+	stalled bool
+	checks  int // checks since the warning was last logged
+}
+
+// stallWarnEvery is how many checks pass between two warnings while a stall lasts.
+const stallWarnEvery = 10
+
+// stallLoop checks for a stall every StallAfter/3 while the session streams, until ctx ends;
+// it clears the gauges when it returns (a relay that does not stream reports nothing).
+func (f *Forwarder) stallLoop(ctx context.Context) {
+	every := max(f.cfg.CDC.StallAfter/3, 10*time.Millisecond)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var st stallState
+	defer f.clearStall(&st)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := f.checkStall(ctx, &st); err != nil && ctx.Err() == nil {
+			f.log.Warn("cdc: the stall check failed", "slot", f.cdc.slot, "error", err)
+		}
+	}
+}
+
+// checkStall runs one check.
+func (f *Forwarder) checkStall(ctx context.Context, st *stallState) error {
+	silent := time.Since(time.Unix(0, f.cdc.lastDelivered.Load()))
+	if silent < f.cfg.CDC.StallAfter {
+		f.clearStall(st)
+		return nil
+	}
+	rows, oldest, err := f.store.strandedRows(ctx, f.cfg.DB, f.cfg.CDC.StallAfter)
+	if err != nil {
+		return err
+	}
+	if rows == 0 {
+		f.clearStall(st)
+		return nil
+	}
+	f.cdc.metrics.stalled.Set(1)
+	f.cdc.metrics.strandedRows.Set(float64(rows))
+	f.cdc.metrics.strandedAge.Set(oldest.Seconds())
+	if st.stalled {
+		if st.checks++; st.checks < stallWarnEvery {
+			return nil
+		}
+	}
+	st.stalled, st.checks = true, 0
+	behind, err := f.slotBehind(ctx)
+	if err != nil {
+		return err
+	}
+	f.log.Warn("cdc: stream stalled: it has delivered none of the table's rows while pending rows wait, not on the retry path; "+
+		"if the slot has passed them (stream_behind_bytes small), fix the publication and drop the slot "+
+		"(outboxkit cdc drop-slot): the relay then drains the table (docs/cdc.md, Stalls)",
+		"slot", f.cdc.slot, "rows", rows, // the relay's logger names the table
+		"oldest", oldest.Round(time.Second),
+		"silent_for", silent.Round(time.Second), "stream_behind_bytes", behind)
+	return nil
+}
+
+// clearStall ends a reported stall: gauges to 0, and a line saying so.
+func (f *Forwarder) clearStall(st *stallState) {
+	if st.stalled {
+		f.log.Info("cdc: the stall is over: no row is stranded any more, or the stream delivers again", "slot", f.cdc.slot)
+	}
+	*st = stallState{}
+	f.cdc.metrics.stalled.Set(0)
+	f.cdc.metrics.strandedRows.Set(0)
+	f.cdc.metrics.strandedAge.Set(0)
+}
+
+// slotBehind is the WAL between the server's current position and the slot's confirmed one.
+func (f *Forwarder) slotBehind(ctx context.Context) (int64, error) {
+	var behind int64
+	err := f.cfg.DB.QueryRowContext(ctx, "SELECT COALESCE((SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint"+
+		" FROM pg_replication_slots WHERE slot_name = $1), 0)", f.cdc.slot).Scan(&behind)
+	if err != nil {
+		return 0, fmt.Errorf("cdc: read the position of slot %s: %w", f.cdc.slot, err)
+	}
+	return behind, nil
+}
+
+// strandedRows counts the pending rows of the relay's tenants that are not on the retry path
+// and older than age, and returns the age of the oldest (PostgreSQL).
+func (s *store) strandedRows(ctx context.Context, q querier, age time.Duration) (int64, time.Duration, error) {
+	query := "SELECT COUNT(*), COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - MIN(created_at)), 0)::float8 FROM " + s.table.Events() +
+		" WHERE status = 0 AND next_attempt_at IS NULL AND created_at < clock_timestamp() - make_interval(secs => $1)"
+	args := []any{age.Seconds()}
+	if len(s.tenants) > 0 {
+		query += " AND tenant_id = ANY($2)"
+		args = append(args, s.tenants)
+	}
+	var n int64
+	var oldest float64
+	if err := q.QueryRowContext(ctx, query, args...).Scan(&n, &oldest); err != nil {
+		return 0, 0, fmt.Errorf("cdc: count the stranded rows: %w", err)
+	}
+	return n, time.Duration(oldest * float64(time.Second)), nil
+}
