@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
+
+	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // The end of every batch: the rows the broker acknowledged are deleted (or marked) and the
@@ -14,11 +16,19 @@ import (
 // ones, in one short transaction that first fences the leases: the rows of partitions this relay
 // lost meanwhile are left to their new owner and counted. It returns the partitions lost.
 func (f *Forwarder) acknowledge(ctx context.Context, worker int, leases []lease, acked []record, settled []settlement) (map[int]int, error) {
+	return f.acknowledgeUnits(ctx, worker, leases, acked, settled, nil)
+}
+
+// acknowledgeUnits is acknowledge for exactly-once delivery: in the same transaction, it records
+// the checkpoints of marks as cleaned, for the units whose partitions this relay still owns, so
+// that the next opening of a unit does not apply its checkpoint again.
+func (f *Forwarder) acknowledgeUnits(ctx context.Context, worker int, leases []lease, acked []record, settled []settlement,
+	marks []unitMark) (map[int]int, error) {
 	ackCtx, cancelAck := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 	defer cancelAck()
 	var kept []record
 	var lost map[int]int
-	if f.cfg.Source == SourceCDC && len(settled) == 0 {
+	if f.cfg.Source == SourceCDC && len(settled) == 0 && len(marks) == 0 {
 		return f.acknowledgeAll(ackCtx, worker, leases, acked)
 	}
 	err := f.store.inLeaseTx(ackCtx, f.cfg.DB, func(tx *sql.Tx) error {
@@ -48,13 +58,28 @@ func (f *Forwarder) acknowledge(ctx context.Context, worker int, leases []lease,
 				return err
 			}
 		}
-		return nil
+		return f.store.markCleaned(ackCtx, tx, f.ownedUnitMarks(marks, owned))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("acknowledge %d published and %d failed rows: %w", len(acked), len(settled), err)
 	}
 	f.acknowledged(worker, kept, lost)
 	return lost, nil
+}
+
+// ownedUnitMarks keeps the marks of the units all of whose partitions are owned.
+func (f *Forwarder) ownedUnitMarks(marks []unitMark, owned map[int]bool) []unitMark {
+	var out []unitMark
+	for _, m := range marks {
+		whole := true
+		for p := m.unit; p < outbox.Partitions; p += f.cfg.TransactionalUnits {
+			whole = whole && owned[p]
+		}
+		if whole {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // acknowledgeAll is acknowledge for records the broker all acknowledged, in one statement

@@ -40,6 +40,12 @@ type CheckpointInfo struct {
 	Time      time.Time
 	Published int
 	Dead      int
+	// Installation is the identity of the outbox the checkpoint belongs to ("" for a checkpoint
+	// of format 1, which names none).
+	Installation string
+	// Foreign is set when another installation wrote the checkpoint: the relays refuse it, and
+	// the unit's events wait until the installations use different transactional-id prefixes.
+	Foreign bool
 }
 
 // Units reports every transactional unit of the query's lease group: its owner, from the lease
@@ -48,8 +54,12 @@ func (a *Admin) Units(ctx context.Context, r CheckpointReader, q UnitsQuery) ([]
 	if q.LeaseGroup == "" {
 		q.LeaseGroup = DefaultLeaseGroup(nil)
 	}
+	installation, err := a.store.installationID(ctx, a.db)
+	if err != nil {
+		return nil, fmt.Errorf("forwarder: %w", err)
+	}
 	if q.TransactionalIDPrefix == "" {
-		q.TransactionalIDPrefix = defaultTransactionalIDPrefix(a.store.table.Events(), q.LeaseGroup)
+		q.TransactionalIDPrefix = defaultTransactionalIDPrefix(installation, a.store.table.Events(), q.LeaseGroup)
 	}
 	if q.CheckpointTopic == "" {
 		q.CheckpointTopic = DefaultCheckpointTopic
@@ -103,7 +113,8 @@ func (a *Admin) Units(ctx context.Context, r CheckpointReader, q UnitsQuery) ([]
 			if err != nil {
 				return nil, err
 			}
-			st.Checkpoint = &CheckpointInfo{Relay: cp.Relay, Txn: cp.Txn, Time: cp.Time, Published: len(cp.Published), Dead: len(cp.Dead)}
+			st.Checkpoint = &CheckpointInfo{Relay: cp.Relay, Txn: cp.Txn, Time: cp.Time, Published: len(cp.Rows), Dead: len(cp.Dead),
+				Installation: cp.Installation, Foreign: cp.Installation != "" && cp.Installation != installation}
 		}
 		out[u] = st
 	}

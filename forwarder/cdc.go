@@ -29,6 +29,9 @@ type cdcState struct {
 	// lastDelivered is when the stream last delivered rows of the table (Unix nanoseconds; the
 	// stream's start counts): the stall check's clock (cdc_stall.go).
 	lastDelivered atomic.Int64
+	// partsInFlight counts the stream's parts being published: while there are some, the relay
+	// is busy with delivered rows (a slow broker is not a silent stream).
+	partsInFlight atomic.Int32
 	// used says the slot existed while this relay ran: finding it missing later means lost.
 	used bool
 }

@@ -73,9 +73,12 @@ func (a *Admin) Slots(ctx context.Context, leaseGroups ...string) ([]SlotStatus,
 			return nil, err
 		}
 	}
-	waiting, oldest, err := a.store.strandedRows(ctx, a.db, 0)
-	if err != nil {
-		return nil, fmt.Errorf("forwarder: %w", err)
+	var waiting int64
+	var oldest time.Duration
+	if len(out) > 0 || len(leaseGroups) > 0 {
+		if waiting, oldest, err = a.store.strandedRows(ctx, a.db, 0); err != nil {
+			return nil, fmt.Errorf("forwarder: %w", err)
+		}
 	}
 	for _, g := range leaseGroups {
 		name, err := table.Slot(g)

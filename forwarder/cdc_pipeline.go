@@ -157,12 +157,14 @@ func (f *Forwarder) streamLoop(ctx context.Context, reader *cdcReader, batches <
 		waiting[w] = waiting[w][1:]
 		busy[w] = true
 		inFlight++
+		f.cdc.partsInFlight.Add(1)
 		queues[w] <- part // never blocks: the worker is idle
 	}
 	// settle records a finished part.
 	settle := func(d cdcDone) {
 		busy[d.worker] = false
 		inFlight--
+		f.cdc.partsInFlight.Add(-1)
 		if d.err != nil && firstErr == nil {
 			firstErr = d.err
 		}

@@ -17,8 +17,9 @@ import (
 // or parked row is the retry path's and reported by the polling metrics), of this relay's
 // tenants, and older than CDC.StallAfter (by the database's clock against created_at). The
 // relay reports a stall when rows are stranded and the stream has delivered none of the table's
-// rows for StallAfter. A backlog being streamed is not a stall (rows arrive all the time), nor
-// is a row that waits behind its key's failure (it is on the retry path); a stream far behind on
+// rows for StallAfter, and no part of what it delivered is being published. A backlog being
+// streamed is not a stall (rows arrive all the time), nor a slow broker (parts in flight), nor a
+// row that waits behind its key's failure (it is on the retry path); a stream far behind on
 // other tables' WAL that delivers nothing for StallAfter is reported, rightly: its rows wait.
 
 // stallState is what the check found last.
@@ -52,6 +53,11 @@ func (f *Forwarder) stallLoop(ctx context.Context) {
 
 // checkStall runs one check.
 func (f *Forwarder) checkStall(ctx context.Context, st *stallState) error {
+	if f.cdc.partsInFlight.Load() > 0 {
+		// Busy publishing what the stream delivered: a slow or unreachable broker, reported by the
+		// forwarder's own metrics, not a stream that delivers nothing.
+		f.cdc.lastDelivered.Store(time.Now().UnixNano())
+	}
 	silent := time.Since(time.Unix(0, f.cdc.lastDelivered.Load()))
 	if silent < f.cfg.CDC.StallAfter {
 		f.clearStall(st)

@@ -52,8 +52,11 @@ type Config struct {
 	TransactionalUnits int
 	// TransactionalIDPrefix names the transactional units of ExactlyOnce delivery: unit
 	// "<prefix>/uNN" (the Kafka transactional.id) for unit NN. It must be unique per outbox
-	// table in a Kafka cluster: two databases whose relays shared a prefix would fence each
-	// other. Default: "outboxkit/<table>/<lease group>".
+	// table in a Kafka cluster: relays of two installations sharing a prefix would fence each
+	// other, and each refuses the other's checkpoints (their events then wait, and the relays
+	// log it as an error). Default: "outboxkit/<installation>/<table>/<lease group>", where
+	// installation is the identity the migration made for the table (its
+	// "<table>_installation" table), read when the forwarder starts.
 	TransactionalIDPrefix string
 
 	// Source is where events are read from: SourcePolling (default, every dialect) or SourceCDC
@@ -153,7 +156,6 @@ func (c *Config) setDefaults() {
 	setDefault(&c.Delivery, AtLeastOnce)
 	setDefault(&c.CheckpointTopic, DefaultCheckpointTopic)
 	setDefault(&c.TransactionalUnits, defaultTransactionalUnits)
-	setDefault(&c.TransactionalIDPrefix, defaultTransactionalIDPrefix(c.Table, c.LeaseGroup))
 	setDefault(&c.BatchSize, 1000)
 	setDefault(&c.MaxBatchBytes, 1<<20)
 	setDefault(&c.Workers, 2)

@@ -62,42 +62,68 @@ type TransactionalPublisher interface {
 // transaction holds, so that whoever opens the unit next can finish their cleanup (delete or
 // mark them, mark the dead-lettered ones dead) before publishing anything. Rows are listed one by
 // one: sequence order is not commit order, so a high-water mark could skip a row committed late.
+// Each row is named by its sequence number and its event id, and the checkpoint by the
+// installation that wrote it: a checkpoint is applied only to its own installation's table,
+// and only to rows that still hold the event it names.
 type checkpoint struct {
-	Version   int       `json:"v"`
-	Unit      string    `json:"unit"`
-	Relay     string    `json:"relay"`
-	Txn       int64     `json:"txn"`
-	Time      time.Time `json:"time"`
-	Published []int64   `json:"published"`
+	Version int `json:"v"`
+	// Installation is the identity of the outbox table (its installation table); format 2.
+	Installation string    `json:"installation,omitempty"`
+	Unit         string    `json:"unit"`
+	Relay        string    `json:"relay"`
+	Txn          int64     `json:"txn"`
+	Time         time.Time `json:"time"`
+	// Published lists the published rows in format 1 (sequence numbers only);
+	// decodeCheckpoint moves them to Rows.
+	Published []int64   `json:"published,omitempty"`
+	Rows      []rowRef  `json:"rows,omitempty"`
 	Dead      []deadRow `json:"dead,omitempty"`
+}
+
+// rowRef names a published row of a checkpoint.
+type rowRef struct {
+	Seq     int64  `json:"s"`
+	EventID string `json:"e,omitempty"` // "" in format 1
 }
 
 // deadRow is a row whose dead letter a transaction holds.
 type deadRow struct {
 	Seq      int64  `json:"seq"`
+	EventID  string `json:"event_id,omitempty"` // "" in format 1
 	Attempts int    `json:"attempts"`
 	Reason   string `json:"reason"`
 }
 
-// checkpointVersion is the checkpoint format written; decodeCheckpoint refuses others.
-const checkpointVersion = 1
+// checkpointVersion is the checkpoint format written. decodeCheckpoint also reads format 1,
+// written before checkpoints carried the installation and the event ids.
+const checkpointVersion = 2
 
 func decodeCheckpoint(unit string, data []byte) (checkpoint, error) {
 	var cp checkpoint
 	if err := json.Unmarshal(data, &cp); err != nil {
 		return cp, fmt.Errorf("checkpoint of unit %q is not readable (%d bytes): %w", unit, len(data), err)
 	}
-	if cp.Version != checkpointVersion {
-		return cp, fmt.Errorf("checkpoint of unit %q has version %d; this forwarder reads version %d", unit, cp.Version, checkpointVersion)
+	switch cp.Version {
+	case 1:
+		for _, seq := range cp.Published {
+			cp.Rows = append(cp.Rows, rowRef{Seq: seq})
+		}
+		cp.Published = nil
+	case checkpointVersion:
+		if cp.Installation == "" {
+			return cp, fmt.Errorf("checkpoint of unit %q (version %d) names no installation", unit, cp.Version)
+		}
+	default:
+		return cp, fmt.Errorf("checkpoint of unit %q has version %d; this forwarder reads versions 1 and %d", unit, cp.Version, checkpointVersion)
 	}
 	return cp, nil
 }
 
 // rows returns the sequence numbers of the checkpoint's rows.
 func (cp checkpoint) rows() map[int64]bool {
-	rows := make(map[int64]bool, len(cp.Published)+len(cp.Dead))
-	for _, seq := range cp.Published {
-		rows[seq] = true
+	rows := make(map[int64]bool, len(cp.Rows)+len(cp.Dead))
+	for _, r := range cp.Rows {
+		rows[r.Seq] = true
 	}
 	for _, d := range cp.Dead {
 		rows[d.Seq] = true
@@ -111,9 +137,23 @@ func (f *Forwarder) unitName(unit int) string {
 	return fmt.Sprintf("%s/u%02d", f.cfg.TransactionalIDPrefix, unit)
 }
 
-// defaultTransactionalIDPrefix names the units of one table and lease group.
-func defaultTransactionalIDPrefix(table, group string) string {
-	return "outboxkit/" + table + "/" + group
+// resolveInstallation reads the table's installation identity and, unless the configuration
+// names one, derives the units' prefix from it.
+func (f *Forwarder) resolveInstallation(ctx context.Context) error {
+	id, err := f.store.installationID(ctx, f.cfg.DB)
+	if err != nil {
+		return err
+	}
+	f.installation = id
+	if f.cfg.TransactionalIDPrefix == "" {
+		f.cfg.TransactionalIDPrefix = defaultTransactionalIDPrefix(id, f.store.table.Events(), f.cfg.LeaseGroup)
+	}
+	return nil
+}
+
+// defaultTransactionalIDPrefix names the units of one installation, table and lease group.
+func defaultTransactionalIDPrefix(installation, table, group string) string {
+	return "outboxkit/" + installation + "/" + table + "/" + group
 }
 
 // validateDelivery checks the exactly-once settings of c.
@@ -133,7 +173,7 @@ func (c Config) validateDelivery() []error {
 	default:
 		errs = append(errs, fmt.Errorf("Delivery %q is not %q or %q", c.Delivery, AtLeastOnce, ExactlyOnce))
 	}
-	if strings.TrimSpace(c.TransactionalIDPrefix) == "" && c.Delivery == ExactlyOnce {
+	if c.TransactionalIDPrefix != "" && strings.TrimSpace(c.TransactionalIDPrefix) == "" && c.Delivery == ExactlyOnce {
 		errs = append(errs, fmt.Errorf("TransactionalIDPrefix %q must not be blank", c.TransactionalIDPrefix))
 	}
 	if c.Delivery == ExactlyOnce {

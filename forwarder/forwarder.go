@@ -32,9 +32,11 @@ type Forwarder struct {
 	inflight *inflight
 	metrics  *metrics
 	log      *slog.Logger
-	// txp and units serve ExactlyOnce delivery (transactional.go); txp is nil otherwise.
-	txp   TransactionalPublisher
-	units txUnits
+	// txp, units and installation serve ExactlyOnce delivery (transactional.go); txp is nil
+	// otherwise. installation is the table's identity, read at start.
+	txp          TransactionalPublisher
+	units        txUnits
+	installation string
 	cdc   *cdcState // nil unless Source is SourceCDC
 }
 
@@ -85,7 +87,12 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	if err := f.start(ctx); err != nil {
 		return err
 	}
-	f.log.Info("forwarder started", "workers", f.cfg.Workers, "lease_group", f.cfg.LeaseGroup)
+	if f.txp != nil {
+		f.log.Info("forwarder started", "workers", f.cfg.Workers, "lease_group", f.cfg.LeaseGroup,
+			"installation", f.installation, "transactional_id_prefix", f.cfg.TransactionalIDPrefix)
+	} else {
+		f.log.Info("forwarder started", "workers", f.cfg.Workers, "lease_group", f.cfg.LeaseGroup)
+	}
 
 	var wg sync.WaitGroup
 	loops := []func(context.Context){f.heartbeatLoop, f.statsLoop}
@@ -137,7 +144,10 @@ func (f *Forwarder) start(ctx context.Context) error {
 	var err error
 	wait := 500 * time.Millisecond
 	for attempt := 1; attempt <= startAttempts; attempt++ {
-		if err = f.store.ensureLeaseRows(ctx, f.cfg.DB); err == nil {
+		if err = f.store.ensureLeaseRows(ctx, f.cfg.DB); err == nil && f.txp != nil {
+			err = f.resolveInstallation(ctx)
+		}
+		if err == nil {
 			var owned int
 			if owned, err = f.heartbeat(ctx); err == nil {
 				f.metrics.ownedPartitions.Set(float64(owned))

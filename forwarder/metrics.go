@@ -11,13 +11,14 @@ import (
 // events without one).
 type metrics struct {
 	relayed, failed, deadLettered *prometheus.CounterVec
+	deadLetterRefused             *prometheus.CounterVec
 	batchSize, publishSeconds     prometheus.Histogram
 	commitToAck                   *prometheus.HistogramVec
 	pending, oldestAge, dead      *prometheus.GaugeVec
 	ownedPartitions               prometheus.Gauge
 	fencedRows, gapViolations     prometheus.Counter
 	// Exactly-once delivery.
-	txCommitted, txAborted, unitsOpened, recoveredRows prometheus.Counter
+	txCommitted, txAborted, unitsOpened, recoveredRows, foreignCheckpoints prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, table string) (*metrics, error) {
@@ -38,6 +39,8 @@ func newMetrics(reg prometheus.Registerer, table string) (*metrics, error) {
 		relayed:      counter("relayed_total", "Events published and acknowledged by the broker."),
 		failed:       counter("failed_total", "Failed publish attempts (each is retried or dead-lettered)."),
 		deadLettered: counter("dead_lettered_total", "Events dead-lettered after their last attempt or a permanent error."),
+		deadLetterRefused: counter("dead_letter_refused_total",
+			"Events marked dead in the table without a dead letter: the broker refused the dead letter, even reduced to the ids and the reason."),
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "outboxkit", Subsystem: "forwarder",
 			Name: "batch_size", Help: "Rows claimed per non-empty batch.", ConstLabels: labels,
 			Buckets: prometheus.ExponentialBuckets(1, 4, 7)}),
@@ -65,13 +68,15 @@ func newMetrics(reg prometheus.Registerer, table string) (*metrics, error) {
 			"Transactional units opened (exactly-once delivery): at each takeover of a partition, and after each aborted transaction."),
 		recoveredRows: plain("recovered_rows_total",
 			"Rows of a unit's last committed transaction acknowledged by the relay that opened the unit next (exactly-once delivery)."),
+		foreignCheckpoints: plain("foreign_checkpoints_total",
+			"Unit openings that found the unit's last checkpoint written by another installation and refused it (exactly-once delivery; two installations share a transactional-id prefix)."),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.relayed, m.failed, m.deadLettered, m.batchSize, m.publishSeconds,
+	for _, c := range []prometheus.Collector{m.relayed, m.failed, m.deadLettered, m.deadLetterRefused, m.batchSize, m.publishSeconds,
 		m.commitToAck, m.pending, m.oldestAge, m.dead, m.ownedPartitions, m.fencedRows, m.gapViolations,
-		m.txCommitted, m.txAborted, m.unitsOpened, m.recoveredRows} {
+		m.txCommitted, m.txAborted, m.unitsOpened, m.recoveredRows, m.foreignCheckpoints} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if errors.As(err, &already) {

@@ -54,6 +54,8 @@ type txUnit struct {
 	// recovered lists the rows of the checkpoint found when the unit was last opened: rows of a
 	// batch claimed before the opening that must not be published again.
 	recovered map[int64]bool
+	// foreignLogged is when a refused checkpoint of another installation was last logged.
+	foreignLogged time.Time
 }
 
 func (u *txUnits) get(unit int) *txUnit {
@@ -136,7 +138,13 @@ func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases
 		}
 		return nil
 	}
-	lost, err := f.acknowledge(ctx, worker, leases, acked, settled)
+	var marks []unitMark
+	for i, o := range outcomes {
+		if o.checkpoint != nil {
+			marks = append(marks, unitMark{unit: jobs[i].unit, name: f.unitName(jobs[i].unit), digest: checkpointDigest(o.checkpoint)})
+		}
+	}
+	lost, err := f.acknowledgeUnits(ctx, worker, leases, acked, settled, marks)
 	if err != nil {
 		// The commits stand; their rows are cleaned up by the next opening of each unit.
 		for i, o := range outcomes {
@@ -275,7 +283,8 @@ func (f *Forwarder) closeAllUnits() {
 
 // openUnit opens a unit and finishes the cleanup of its last checkpoint, fenced by the leases
 // of all its partitions. lost reports that one of them has moved meanwhile: the unit is closed
-// again and nothing may be published.
+// again and nothing may be published. A checkpoint of another installation is refused
+// (errForeignCheckpoint): the unit stays closed and its rows pending.
 func (f *Forwarder) openUnit(ctx context.Context, n int, leases []lease, u *txUnit) (lost bool, err error) {
 	unit := f.unitName(n)
 	last, err := f.txp.OpenUnit(ctx, unit, f.cfg.CheckpointTopic, n)
@@ -288,7 +297,7 @@ func (f *Forwarder) openUnit(ctx context.Context, n int, leases []lease, u *txUn
 	var cp checkpoint
 	cleanup := last != nil && !bytes.Equal(last, u.cleaned)
 	if cleanup {
-		if cp, err = decodeCheckpoint(unit, last); err != nil {
+		if cp, err = f.ownCheckpoint(unit, last, u); err != nil {
 			f.closeUnit(n)
 			return false, err
 		}
@@ -298,24 +307,18 @@ func (f *Forwarder) openUnit(ctx context.Context, n int, leases []lease, u *txUn
 	// rightful owner in Kafka, and must not publish (the owner opens the unit again).
 	ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 	defer cancel()
+	applied, mismatched := false, 0
 	err = f.store.inLeaseTx(ackCtx, f.cfg.DB, func(tx *sql.Tx) error {
 		owned, err := f.store.fence(ackCtx, tx, f.cfg.RelayID, leases)
 		if err != nil || len(owned) != len(leases) {
 			lost = err == nil
 			return err
 		}
-		if !cleanup {
-			return nil
-		}
-		if err := f.store.ack(ackCtx, tx, cp.Published, f.cfg.Retention > 0); err != nil {
+		if err := f.store.ensureUnitRow(ackCtx, tx, unit); err != nil || !cleanup {
 			return err
 		}
-		for _, d := range cp.Dead {
-			if err := f.store.fail(ackCtx, tx, d.Seq, d.Attempts, time.Now(), true, d.Reason); err != nil {
-				return err
-			}
-		}
-		return nil
+		applied, mismatched, err = f.cleanUpCheckpoint(ackCtx, tx, unit, cp, last)
+		return err
 	})
 	if err != nil || lost {
 		f.closeUnit(n)
@@ -327,11 +330,56 @@ func (f *Forwarder) openUnit(ctx context.Context, n int, leases []lease, u *txUn
 	if !cleanup {
 		return false, nil
 	}
-	u.cleaned, u.recovered = last, cp.rows()
-	f.metrics.recoveredRows.Add(float64(len(cp.Published) + len(cp.Dead)))
+	u.cleaned = last
+	if !applied {
+		return false, nil // acknowledged by the relay that committed it: its rows are settled
+	}
+	u.recovered = cp.rows()
+	f.metrics.recoveredRows.Add(float64(len(cp.Rows) + len(cp.Dead)))
 	f.log.Info("opened a transactional unit and finished the cleanup of its last transaction", "unit", unit,
-		"published_rows", len(cp.Published), "dead_rows", len(cp.Dead), "written_by", cp.Relay, "txn", cp.Txn)
+		"published_rows", len(cp.Rows), "dead_rows", len(cp.Dead), "written_by", cp.Relay, "txn", cp.Txn)
+	if mismatched > 0 {
+		f.log.Warn("rows named by a unit's last checkpoint hold other events: left as they are", "unit", unit,
+			"rows", mismatched, "written_by", cp.Relay, "txn", cp.Txn)
+	}
 	return false, nil
+}
+
+// errForeignCheckpoint: a unit's last checkpoint was written by another installation (two
+// installations share a transactional-id prefix). Its rows are not this table's.
+var errForeignCheckpoint = errors.New("the unit's last checkpoint was written by another installation")
+
+// ownCheckpoint decodes a unit's last checkpoint and refuses it when another installation
+// wrote it, loudly: counted, and logged at error (at most once a minute per unit).
+func (f *Forwarder) ownCheckpoint(unit string, data []byte, u *txUnit) (checkpoint, error) {
+	cp, err := decodeCheckpoint(unit, data)
+	if err != nil || cp.Installation == "" || cp.Installation == f.installation {
+		return cp, err // format 1 names no installation: applied as before (docs/exactly-once.md)
+	}
+	f.metrics.foreignCheckpoints.Inc()
+	if time.Since(u.foreignLogged) > time.Minute {
+		u.foreignLogged = time.Now()
+		f.log.Error("refusing the last checkpoint of a transactional unit: another installation wrote it; "+
+			"its events wait until the installations use different transactional_id_prefix values",
+			"unit", unit, "checkpoint_installation", cp.Installation, "this_installation", f.installation,
+			"written_by", cp.Relay, "txn", cp.Txn)
+	}
+	return cp, fmt.Errorf("unit %s: %w (%s; this installation is %s)", unit, errForeignCheckpoint, cp.Installation, f.installation)
+}
+
+// cleanUpCheckpoint applies a unit's last checkpoint in the opening's transaction, unless the
+// units table says its rows were acknowledged already (then a replay done since is kept), and
+// records that they now are.
+func (f *Forwarder) cleanUpCheckpoint(ctx context.Context, tx *sql.Tx, unit string, cp checkpoint, data []byte) (applied bool, mismatched int, err error) {
+	digest := checkpointDigest(data)
+	cleaned, err := f.store.cleanedDigest(ctx, tx, unit)
+	if err != nil || cleaned == digest {
+		return false, 0, err
+	}
+	if mismatched, err = f.store.applyCheckpoint(ctx, tx, cp, f.cfg.Retention > 0); err != nil {
+		return false, 0, err
+	}
+	return true, mismatched, f.store.markCleaned(ctx, tx, []unitMark{{name: unit, digest: digest}})
 }
 
 // pendingDead is a record to dead-letter in the next transaction.
@@ -484,13 +532,14 @@ func (f *Forwarder) transactionMessages(ctx context.Context, pending []record, d
 
 // checkpointOf encodes the checkpoint of a transaction holding pending and dead.
 func (f *Forwarder) checkpointOf(unit string, pending []record, dead []pendingDead) ([]byte, error) {
-	cp := checkpoint{Version: checkpointVersion, Unit: unit, Relay: f.cfg.RelayID,
-		Txn: f.units.txn.Add(1), Time: time.Now().UTC(), Published: make([]int64, len(pending))}
+	cp := checkpoint{Version: checkpointVersion, Installation: f.installation, Unit: unit, Relay: f.cfg.RelayID,
+		Txn: f.units.txn.Add(1), Time: time.Now().UTC(), Rows: make([]rowRef, len(pending))}
 	for i, r := range pending {
-		cp.Published[i] = r.seq
+		cp.Rows[i] = rowRef{Seq: r.seq, EventID: r.event.ID.String()}
 	}
 	for _, d := range dead {
-		cp.Dead = append(cp.Dead, deadRow{Seq: d.record.seq, Attempts: d.attempts, Reason: truncateUTF8(d.reason, 1024)})
+		cp.Dead = append(cp.Dead, deadRow{Seq: d.record.seq, EventID: d.record.event.ID.String(),
+			Attempts: d.attempts, Reason: truncateUTF8(d.reason, 1024)})
 	}
 	data, err := json.Marshal(cp)
 	if err != nil {

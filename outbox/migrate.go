@@ -31,7 +31,7 @@ type Migration struct {
 // templateData is what the migration templates may use; every value is a validated identifier
 // or a number.
 type templateData struct {
-	Events, Leases, Relays, KeyLocks, Short, Channel string
+	Events, Leases, Relays, KeyLocks, Installation, Units, Short, Channel string
 	// Schema is the table's schema and a dot ("app.") or empty: it qualifies index names in
 	// DROP INDEX, which, unlike CREATE INDEX, does not look in the table's schema.
 	Schema          string
@@ -45,6 +45,7 @@ func Migrations(table Table) ([]Migration, error) {
 	}
 	data := templateData{
 		Events: table.Events(), Leases: table.Leases(), Relays: table.Relays(), KeyLocks: table.KeyLocks(),
+		Installation: table.Installation(), Units: table.Units(),
 		Short: table.shortName(), Channel: table.Channel(),
 		Schema: strings.TrimSuffix(table.Events(), table.shortName()),
 	}

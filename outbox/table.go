@@ -53,6 +53,24 @@ func (t Table) KeyLocks() string { return t.name + "_key_locks" }
 // Migrations records the applied schema versions.
 func (t Table) Migrations() string { return t.name + "_migrations" }
 
+// Installation holds the one row naming this outbox installation: an id made once, when the
+// table is migrated, that exactly-once delivery puts in its transactional ids and checkpoints,
+// so that installations sharing a Kafka cluster never fence each other or apply each other's
+// checkpoints.
+func (t Table) Installation() string { return t.name + "_installation" }
+
+// Units records, per exactly-once transactional unit, the last checkpoint whose rows are
+// acknowledged, written in the same transaction as the acknowledgement: a later opening of the
+// unit does not apply that checkpoint again (which would undo an operator's replay).
+func (t Table) Units() string { return t.name + "_units" }
+
+// Tables lists every table the migrations create for the outbox: the events, the relay tables
+// and the migrations table (KeyLocks on MySQL, CDCSlots on PostgreSQL only). Tests and tools
+// that drop an outbox drop these.
+func (t Table) Tables() []string {
+	return []string{t.Events(), t.Leases(), t.Relays(), t.KeyLocks(), t.CDCSlots(), t.Installation(), t.Units(), t.Migrations()}
+}
+
 // Channel is the PostgreSQL LISTEN/NOTIFY channel a commit into the table notifies.
 func (t Table) Channel() string { return "outboxkit_" + strings.ReplaceAll(t.name, ".", "_") }
 

@@ -49,6 +49,8 @@ type eoHarness struct {
 	maxBytes int
 	// source is the relays' source: polling, or cdc (newEOHarnessOn).
 	source forwarder.Source
+	// prefix, when set, is the relays' TransactionalIDPrefix.
+	prefix string
 }
 
 // newEOHarnessOn is newEOHarness with the relays on source; with the cdc source their
@@ -159,7 +161,7 @@ func (h *eoHarness) startRelay(id string, wrap func(*Publisher) forwarder.Transa
 	}
 	f, err := forwarder.New(forwarder.Config{
 		DB: db, Dialect: outbox.Postgres, Table: h.writer.Table().Events(), Publisher: tp, RelayID: id,
-		Delivery: forwarder.ExactlyOnce, CheckpointTopic: h.checkpoint, Metrics: reg, DeadLetterTopic: h.topic + "-dlq",
+		Delivery: forwarder.ExactlyOnce, CheckpointTopic: h.checkpoint, TransactionalIDPrefix: h.prefix, Metrics: reg, DeadLetterTopic: h.topic + "-dlq",
 		IsRetriable: Retriable,
 		LeaseTTL:    2 * time.Second, HeartbeatInterval: 200 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond,
 		InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, BatchSize: 200,

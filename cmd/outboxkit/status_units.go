@@ -40,6 +40,13 @@ func (a *app) printUnits(ctx context.Context, admin *forwarder.Admin, cfg relayc
 		topic = forwarder.DefaultCheckpointTopic
 	}
 	fmt.Fprintf(a.stdout, "\ndelivery: exactly_once (checkpoints in topic %s)\n", topic)
+	for _, u := range units {
+		if u.Checkpoint != nil && u.Checkpoint.Foreign {
+			fmt.Fprintf(a.stdout, "FOREIGN CHECKPOINT: unit %s: its last checkpoint belongs to installation %s, not this one; "+
+				"the relays refuse it and the unit's events wait: give the installations different transactional_id_prefix values\n",
+				u.Unit, u.Checkpoint.Installation)
+		}
+	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "UNIT\tOWNER\tLAST TXN\tBY RELAY\tAT\tROWS (PUBLISHED/DEAD)")
 	for _, u := range units {

@@ -94,6 +94,13 @@ func OpenMySQL(t testing.TB) *sql.DB {
 	return openSQL(t, "mysql", MySQLDSN(t))
 }
 
+// OpenDSN opens dsn with driver through database/sql and closes it with the test: for a test
+// database reached with settings of its own (a search_path, say).
+func OpenDSN(t testing.TB, driver, dsn string) *sql.DB {
+	t.Helper()
+	return openSQL(t, driver, dsn)
+}
+
 func openSQL(t testing.TB, driver, dsn string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open(driver, dsn)

@@ -1,0 +1,198 @@
+package forwarder
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// The SQL of exactly-once delivery's bookkeeping in the database: the installation's identity
+// (made by the migration) and, per transactional unit, the last checkpoint whose rows are
+// acknowledged.
+
+// errNoInstallation: the table was migrated by a version without the installation table.
+var errNoInstallation = errors.New("the outbox has no installation identity: run outboxkit migrate (outbox.Migrate) with this version")
+
+// installationID reads the identity the migration made for the outbox table.
+func (s *store) installationID(ctx context.Context, q querier) (string, error) {
+	var id string
+	err := q.QueryRowContext(ctx, "SELECT installation_id FROM "+s.table.Installation()).Scan(&id)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", fmt.Errorf("read the installation of %s: %w", s.table, errNoInstallation)
+	case err != nil:
+		if missingTable(err) {
+			return "", fmt.Errorf("read the installation of %s: %w (%v)", s.table, errNoInstallation, err)
+		}
+		return "", fmt.Errorf("read the installation of %s: %w", s.table, err)
+	}
+	return id, nil
+}
+
+// missingTable reports whether err says a table does not exist (PostgreSQL 42P01, MySQL 1146,
+// SQLite "no such table").
+func missingTable(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "42P01") || strings.Contains(msg, "Error 1146") || strings.Contains(msg, "no such table")
+}
+
+// checkpointDigest identifies a checkpoint by its bytes, for the units table.
+func checkpointDigest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16])
+}
+
+// unitMark is a unit's checkpoint whose rows an acknowledgement settles.
+type unitMark struct {
+	unit   int
+	name   string
+	digest string
+}
+
+// cleanedDigest returns the digest of the last checkpoint of unit whose rows are acknowledged,
+// "" if none is recorded.
+func (s *store) cleanedDigest(ctx context.Context, q querier, unit string) (string, error) {
+	var digest string
+	err := q.QueryRowContext(ctx, s.q("SELECT cleaned FROM "+s.table.Units()+" WHERE unit = ?"), unit).Scan(&digest)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the cleanup mark of unit %s: %w", unit, err)
+	}
+	return digest, nil
+}
+
+// ensureUnitRow creates the units table's row of unit if it is missing (at each opening of the
+// unit), so that markCleaned only updates rows: an update by primary key locks just the row on
+// every database, where an upsert takes gap locks on MySQL that could deadlock relays.
+func (s *store) ensureUnitRow(ctx context.Context, q querier, unit string) error {
+	var query string
+	switch s.dialect {
+	case outbox.Postgres:
+		query = "INSERT INTO " + s.table.Units() + " (unit, cleaned, cleaned_at) VALUES (?, '', ?) ON CONFLICT DO NOTHING"
+	case outbox.MySQL:
+		query = "INSERT IGNORE INTO " + s.table.Units() + " (unit, cleaned, cleaned_at) VALUES (?, '', ?)"
+	default:
+		query = "INSERT OR IGNORE INTO " + s.table.Units() + " (unit, cleaned, cleaned_at) VALUES (?, '', ?)"
+	}
+	if _, err := q.ExecContext(ctx, s.q(query), unit, s.dialect.TimeArg(time.Now())); err != nil {
+		return fmt.Errorf("create the cleanup mark of unit %s: %w", unit, err)
+	}
+	return nil
+}
+
+// markCleaned records, in the acknowledgement's transaction, the checkpoints whose rows it
+// settles, in one statement.
+func (s *store) markCleaned(ctx context.Context, q querier, marks []unitMark) error {
+	if len(marks) == 0 {
+		return nil
+	}
+	marks = slices.SortedFunc(slices.Values(marks), func(a, b unitMark) int { return strings.Compare(a.name, b.name) })
+	var cases strings.Builder
+	caseArgs := make([]any, 0, 2*len(marks))
+	names := make([]any, 0, len(marks))
+	for _, m := range marks {
+		cases.WriteString(" WHEN ? THEN ?")
+		caseArgs = append(caseArgs, m.name, m.digest)
+		names = append(names, m.name)
+	}
+	query := "UPDATE " + s.table.Units() + " SET cleaned = CASE unit" + cases.String() + " END, cleaned_at = ? WHERE unit IN " + in(len(marks))
+	args := append(append(caseArgs, s.dialect.TimeArg(time.Now())), names...)
+	if _, err := q.ExecContext(ctx, s.q(query), args...); err != nil {
+		return fmt.Errorf("record the cleanup of %d transactional units: %w", len(marks), err)
+	}
+	return nil
+}
+
+// eventIDs returns the event id of each of the rows seqs that is in the table.
+func (s *store) eventIDs(ctx context.Context, q querier, seqs []int64) (map[int64]uuid.UUID, error) {
+	out := make(map[int64]uuid.UUID, len(seqs))
+	if len(seqs) == 0 {
+		return out, nil
+	}
+	query := "SELECT seq, event_id FROM " + s.table.Events() + " WHERE seq IN " + in(len(seqs))
+	args := intArgs(seqs)
+	if s.dialect == outbox.MySQL {
+		table, list := pointLookups(seqs) // point lookups, as in ack
+		query = "SELECT e.seq, e.event_id FROM " + table + " STRAIGHT_JOIN " + s.table.Events() + " e ON e.seq = p.n"
+		args = []any{list}
+	}
+	rows, err := q.QueryContext(ctx, s.q(query), args...)
+	if err != nil {
+		return nil, fmt.Errorf("read the event ids of %d rows: %w", len(seqs), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		var id string
+		if err := rows.Scan(&seq, &id); err != nil {
+			return nil, fmt.Errorf("read the event ids of %d rows: %w", len(seqs), err)
+		}
+		if parsed, err := uuid.Parse(id); err == nil {
+			out[seq] = parsed
+		}
+	}
+	return out, rows.Err()
+}
+
+// applyCheckpoint settles the rows of a unit's last checkpoint, found when opening the unit:
+// published rows are deleted (or marked), dead ones marked dead. A row is touched only if it
+// still holds the event the checkpoint names (its sequence number and its event id); a
+// checkpoint of format 1 names no event ids and is applied by sequence number alone. It returns
+// how many rows of the checkpoint no longer held their event.
+func (s *store) applyCheckpoint(ctx context.Context, tx *sql.Tx, cp checkpoint, retain bool) (mismatched int, err error) {
+	seqs := make([]int64, 0, len(cp.Rows)+len(cp.Dead))
+	for _, r := range cp.Rows {
+		seqs = append(seqs, r.Seq)
+	}
+	for _, d := range cp.Dead {
+		seqs = append(seqs, d.Seq)
+	}
+	ids, err := s.eventIDs(ctx, tx, seqs)
+	if err != nil {
+		return 0, err
+	}
+	holds := func(seq int64, eventID string) bool {
+		id, ok := ids[seq]
+		if !ok {
+			return false // gone already: nothing to do
+		}
+		if eventID == "" {
+			return true // format 1
+		}
+		if want, err := uuid.Parse(eventID); err != nil || want != id {
+			mismatched++
+			return false
+		}
+		return true
+	}
+	published := make([]int64, 0, len(cp.Rows))
+	for _, r := range cp.Rows {
+		if holds(r.Seq, r.EventID) {
+			published = append(published, r.Seq)
+		}
+	}
+	if err := s.ack(ctx, tx, published, retain); err != nil {
+		return mismatched, err
+	}
+	for _, d := range cp.Dead {
+		if !holds(d.Seq, d.EventID) {
+			continue
+		}
+		if err := s.fail(ctx, tx, d.Seq, d.Attempts, time.Now(), true, d.Reason); err != nil {
+			return mismatched, err
+		}
+	}
+	return mismatched, nil
+}
