@@ -87,7 +87,7 @@ func newEOHarness(t testing.TB) *eoHarness {
 	}
 	t.Cleanup(func() {
 		tbl := w.Table()
-		for _, n := range []string{tbl.Events(), tbl.Leases(), tbl.Relays(), tbl.Migrations(), tbl.KeyLocks()} {
+		for _, n := range tbl.Tables() {
 			_, _ = db.Exec("DROP TABLE IF EXISTS " + n)
 		}
 	})
