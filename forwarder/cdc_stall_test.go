@@ -150,3 +150,43 @@ func checkStrandedStatus(t *testing.T, h *harness, slot string, want int64, age 
 	}
 	t.Fatalf("Admin.Slots does not list slot %s: %+v", slot, slots)
 }
+
+// TestCDCBacklogBeingStreamedIsNotAStall: rows waiting longer than StallAfter while the stream
+// delivers a backlog, through a slow broker, are not reported: the stream makes progress.
+func TestCDCBacklogBeingStreamedIsNotAStall(t *testing.T) {
+	h := newCDCHarness(t, kfakeBrokers(t))
+	var logs logSink
+	reg := prometheus.NewRegistry()
+	cfg := h.config(&recordingPublisher{Publisher: h.publisher(), delay: 30 * time.Millisecond})
+	cfg.Metrics, cfg.Logger = reg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.CDC.StallAfter = 300 * time.Millisecond
+	h.start(cfg)
+	h.waitForStream()
+	keys := keysNamed("b", 50)
+	const perKey = 60
+	for n := range perKey {
+		var events []outbox.Event
+		for _, k := range keys {
+			events = append(events, h.event(k, n))
+		}
+		h.write(events...)
+	}
+	start := time.Now()
+	done := make(chan []received, 1)
+	go func() { done <- consumeDistinct(t, h.brokers, h.topic, len(keys)*perKey, 60*time.Second) }()
+	var got []received
+	for got == nil {
+		select {
+		case got = <-done:
+		case <-time.After(20 * time.Millisecond):
+			if gaugeValue(t, reg, "outboxkit_cdc_stalled") == 1 {
+				t.Fatalf("a backlog being streamed was reported as a stall: %s", logs.line("stall"))
+			}
+		}
+	}
+	checkDelivery(t, got, keys, perKey)
+	if l := logs.line("stall"); l != "" {
+		t.Fatalf("a backlog being streamed was reported as a stall: %s", l)
+	}
+	t.Logf("%d events streamed in %v (StallAfter %v), no stall reported", len(got), time.Since(start).Round(time.Millisecond), cfg.CDC.StallAfter)
+}
