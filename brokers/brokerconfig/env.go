@@ -61,6 +61,7 @@ func (c *Config) envBindings() []envBinding {
 		{"OUTBOXKIT_PULSAR_AUTH_TOKEN_FILE", "pulsar.auth_token_file", &p.AuthTokenFile, false},
 		{"OUTBOXKIT_PULSAR_TLS_TRUST_CERTS_FILE", "pulsar.tls_trust_certs_file", &p.TLSTrustCertsFile, false},
 		{"OUTBOXKIT_PULSAR_TLS_ALLOW_INSECURE_CONNECTION", "pulsar.tls_allow_insecure_connection", &p.TLSAllowInsecureConnection, false},
+		{"OUTBOXKIT_PULSAR_TLS_SKIP_HOSTNAME_VERIFICATION", "pulsar.tls_skip_hostname_verification", &p.TLSSkipHostnameVerification, false},
 		{"OUTBOXKIT_PULSAR_TLS_VALIDATE_HOSTNAME", "pulsar.tls_validate_hostname", &p.TLSValidateHostname, false},
 		{"OUTBOXKIT_PULSAR_TLS_CERT_FILE", "pulsar.tls_cert_file", &p.TLSCertFile, false},
 		{"OUTBOXKIT_PULSAR_TLS_KEY_FILE", "pulsar.tls_key_file", &p.TLSKeyFile, false},

@@ -14,18 +14,18 @@ import (
 
 func (p PulsarConfig) connection() pulsar.Config {
 	return pulsar.Config{
-		URL:                        p.URL,
-		AuthToken:                  p.AuthToken,
-		AuthTokenFile:              p.AuthTokenFile,
-		TLSTrustCertsFile:          p.TLSTrustCertsFile,
-		TLSAllowInsecureConnection: p.TLSAllowInsecureConnection,
-		TLSValidateHostname:        p.TLSValidateHostname,
-		TLSCertFile:                p.TLSCertFile,
-		TLSKeyFile:                 p.TLSKeyFile,
-		OperationTimeout:           p.OperationTimeout,
-		ConnectionTimeout:          p.ConnectionTimeout,
-		Tenant:                     p.Tenant,
-		Namespace:                  p.Namespace,
+		URL:                         p.URL,
+		AuthToken:                   p.AuthToken,
+		AuthTokenFile:               p.AuthTokenFile,
+		TLSTrustCertsFile:           p.TLSTrustCertsFile,
+		TLSAllowInsecureConnection:  p.TLSAllowInsecureConnection,
+		TLSSkipHostnameVerification: p.TLSSkipHostnameVerification,
+		TLSCertFile:                 p.TLSCertFile,
+		TLSKeyFile:                  p.TLSKeyFile,
+		OperationTimeout:            p.OperationTimeout,
+		ConnectionTimeout:           p.ConnectionTimeout,
+		Tenant:                      p.Tenant,
+		Namespace:                   p.Namespace,
 	}
 }
 

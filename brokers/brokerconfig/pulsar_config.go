@@ -20,9 +20,14 @@ type PulsarConfig struct {
 
 	TLSTrustCertsFile          string `yaml:"tls_trust_certs_file"`
 	TLSAllowInsecureConnection bool   `yaml:"tls_allow_insecure_connection"`
-	TLSValidateHostname        bool   `yaml:"tls_validate_hostname"`
-	TLSCertFile                string `yaml:"tls_cert_file"`
-	TLSKeyFile                 string `yaml:"tls_key_file"`
+	// TLSSkipHostnameVerification turns off the check that the broker's certificate names the
+	// host dialled. Default false. UNSAFE: whoever holds any certificate a trusted CA signed can
+	// pose as the broker and receive the token; logged when used.
+	TLSSkipHostnameVerification bool `yaml:"tls_skip_hostname_verification"`
+	// TLSValidateHostname is deprecated and ignored: the host name is checked by default.
+	TLSValidateHostname bool   `yaml:"tls_validate_hostname"`
+	TLSCertFile         string `yaml:"tls_cert_file"`
+	TLSKeyFile          string `yaml:"tls_key_file"`
 
 	OperationTimeout  time.Duration `yaml:"operation_timeout"`
 	ConnectionTimeout time.Duration `yaml:"connection_timeout"`
@@ -78,6 +83,7 @@ func (p PulsarConfig) LogValue() slog.Value {
 		slog.String("auth_token_file", p.AuthTokenFile),
 		slog.String("tls_trust_certs_file", p.TLSTrustCertsFile),
 		slog.Bool("tls_allow_insecure_connection", p.TLSAllowInsecureConnection),
+		slog.Bool("tls_skip_hostname_verification", p.TLSSkipHostnameVerification),
 		slog.String("tls_cert_file", p.TLSCertFile),
 		slog.String("tenant", p.Tenant),
 		slog.String("namespace", p.Namespace),

@@ -1,6 +1,8 @@
 package pulsar
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/url"
@@ -9,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill"
 	apulsar "github.com/apache/pulsar-client-go/pulsar"
 )
 
@@ -52,7 +55,16 @@ type Config struct {
 	TLSTrustCertsFile string
 	// TLSAllowInsecureConnection accepts any server certificate. For tests only.
 	TLSAllowInsecureConnection bool
-	// TLSValidateHostname checks that the server certificate matches the broker's host name.
+	// TLSSkipHostnameVerification turns off the check that the broker's certificate names the
+	// host the client dials (the URL's, then each broker address a lookup returns); the chain
+	// is still verified against TLSTrustCertsFile or the system's CAs. Default false: the host
+	// name is checked. UNSAFE: anyone holding any certificate those CAs signed (for a public CA,
+	// any domain's) can then pose as the broker and receive the token. Use it only for a broker
+	// whose certificate cannot name the address clients use, and prefer fixing the certificate.
+	// It is logged (pulsar_level=warn) each time a client is made with it.
+	TLSSkipHostnameVerification bool
+	// Deprecated: the host name is checked by default; set TLSSkipHostnameVerification to turn
+	// the check off. TLSValidateHostname is ignored.
 	TLSValidateHostname bool
 	// TLSCertFile and TLSKeyFile are the client certificate and key for mutual TLS
 	// authentication. Both or neither; not combinable with token authentication.
@@ -142,6 +154,7 @@ func (c Config) Validate() error {
 }
 
 // clientOptions builds the pulsar-client-go options. The token is handed to the client only.
+// The host name is checked unless TLSSkipHostnameVerification is set, which is logged.
 func (c Config) clientOptions(logger *clientLogger) apulsar.ClientOptions {
 	opts := apulsar.ClientOptions{
 		URL:                        c.URL,
@@ -149,8 +162,14 @@ func (c Config) clientOptions(logger *clientLogger) apulsar.ClientOptions {
 		ConnectionTimeout:          c.ConnectionTimeout,
 		TLSTrustCertsFilePath:      c.TLSTrustCertsFile,
 		TLSAllowInsecureConnection: c.TLSAllowInsecureConnection,
-		TLSValidateHostname:        c.TLSValidateHostname,
+		TLSValidateHostname:        !c.TLSSkipHostnameVerification,
 		Logger:                     logger,
+	}
+	if c.TLSSkipHostnameVerification && c.tls() && !c.TLSAllowInsecureConnection {
+		opts.TLSConfig = c.tlsConfigWithoutHostname()
+		logger.logger.Info("pulsar: TLS hostname verification is OFF (TLSSkipHostnameVerification): any certificate "+
+			"signed by a trusted CA is accepted for any host, and the token goes to whoever presents one",
+			watermill.LogFields{"pulsar_level": "warn", "broker": c.describe()})
 	}
 	switch {
 	case c.AuthToken != "":
@@ -161,6 +180,55 @@ func (c Config) clientOptions(logger *clientLogger) apulsar.ClientOptions {
 		opts.Authentication = apulsar.NewAuthenticationTLS(c.TLSCertFile, c.TLSKeyFile)
 	}
 	return opts
+}
+
+// tlsConfigWithoutHostname is the TLS configuration of TLSSkipHostnameVerification: Go's own
+// verification is off (it always checks the host name), and VerifyConnection checks the chain
+// alone. pulsar-client-go uses a given TLSConfig as is, so the client certificate of mutual TLS
+// is supplied here too. The files are read at each handshake, so rotated ones are picked up.
+func (c Config) tlsConfigWithoutHostname() *tls.Config {
+	tc := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		// The chain is verified in VerifyConnection; only the host name is not, by request.
+		InsecureSkipVerify: true, //nolint:gosec // TLSSkipHostnameVerification, documented as unsafe
+		VerifyConnection:   c.verifyChain,
+	}
+	if c.TLSCertFile != "" {
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			cert, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("pulsar: TLSCertFile %q / TLSKeyFile %q: %w", c.TLSCertFile, c.TLSKeyFile, err)
+			}
+			return &cert, nil
+		}
+	}
+	return tc
+}
+
+// verifyChain checks the broker's certificate chain against TLSTrustCertsFile (the system's
+// CAs when empty), without a host name.
+func (c Config) verifyChain(cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("pulsar: the broker presented no certificate")
+	}
+	opts := x509.VerifyOptions{Intermediates: x509.NewCertPool()}
+	if c.TLSTrustCertsFile != "" {
+		pem, err := os.ReadFile(c.TLSTrustCertsFile)
+		if err != nil {
+			return fmt.Errorf("pulsar: TLSTrustCertsFile %q: %w", c.TLSTrustCertsFile, err)
+		}
+		opts.Roots = x509.NewCertPool()
+		if !opts.Roots.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("pulsar: TLSTrustCertsFile %q holds no PEM certificate", c.TLSTrustCertsFile)
+		}
+	}
+	for _, cert := range cs.PeerCertificates[1:] {
+		opts.Intermediates.AddCert(cert)
+	}
+	if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
+		return fmt.Errorf("pulsar: the broker's certificate: %w", err)
+	}
+	return nil
 }
 
 // Compression names a Pulsar compression codec.

@@ -33,7 +33,7 @@ func TestConfigValidate(t *testing.T) {
 			c.URL = "pulsar+ssl://broker:6651"
 			c.AuthToken = secretToken
 			c.TLSTrustCertsFile = existing
-			c.TLSValidateHostname = true
+			c.TLSSkipHostnameVerification = true
 			c.OperationTimeout = time.Second
 			c.ConnectionTimeout = time.Second
 			c.Tenant = "acme"

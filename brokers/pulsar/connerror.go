@@ -142,9 +142,9 @@ func (c Config) describe() string {
 		if c.TLSTrustCertsFile != "" {
 			trust = c.TLSTrustCertsFile
 		}
-		hostname := "off"
-		if c.TLSValidateHostname {
-			hostname = "on"
+		hostname := "on"
+		if c.TLSSkipHostnameVerification {
+			hostname = "off (TLSSkipHostnameVerification)"
 		}
 		tls = fmt.Sprintf("TLS trusting %s, hostname verification %s", trust, hostname)
 		if c.TLSAllowInsecureConnection {

@@ -15,10 +15,12 @@ func TestDescribeNamesAddressAndMechanisms(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{Config{URL: "pulsar+ssl://broker:6651", AuthToken: "x", TLSTrustCertsFile: "/ca.pem", TLSValidateHostname: true},
+		{Config{URL: "pulsar+ssl://broker:6651", AuthToken: "x", TLSTrustCertsFile: "/ca.pem"},
 			"pulsar+ssl://broker:6651 (token authentication, TLS trusting /ca.pem, hostname verification on)"},
 		{Config{URL: "pulsar+ssl://broker:6651", AuthTokenFile: "/run/token"},
-			"pulsar+ssl://broker:6651 (token authentication (token file /run/token), TLS trusting the system's CAs, hostname verification off)"},
+			"pulsar+ssl://broker:6651 (token authentication (token file /run/token), TLS trusting the system's CAs, hostname verification on)"},
+		{Config{URL: "pulsar+ssl://broker:6651", TLSSkipHostnameVerification: true},
+			"pulsar+ssl://broker:6651 (no authentication, TLS trusting the system's CAs, hostname verification off (TLSSkipHostnameVerification))"},
 		{Config{URL: "pulsar://broker:6650"}, "pulsar://broker:6650 (no authentication, no TLS)"},
 		{Config{URL: "https://u:secret@broker:8443", TLSAllowInsecureConnection: true},
 			"https://u:xxxxx@broker:8443 (no authentication, TLS without certificate verification (TLSAllowInsecureConnection))"},

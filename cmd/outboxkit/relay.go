@@ -73,6 +73,9 @@ at start (after a few retries, each logged), it exits with code 1.`,
 func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate bool) error {
 	logger := a.newLogger(cfg.Log, a.stderr)
 	logger.Info("outboxkit relay starting", "config", cfg)
+	for _, w := range cfg.Warnings() {
+		logger.Warn(w)
+	}
 
 	ctx, stop := signal.NotifyContext(parent, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -259,6 +259,17 @@ func CheckRelay(cfg Config, lookupEnv func(string) (string, bool)) error {
 		"use kafka or pulsar (the quickstart and tests use kfake through the library)", source)
 }
 
+// Warnings returns the unsafe settings of cfg that the relay logs at warn level when it starts:
+// today, Pulsar TLS hostname verification turned off.
+func (c Config) Warnings() []string {
+	var out []string
+	if c.Broker.Broker == brokerconfig.BrokerPulsar && c.Broker.Pulsar.TLSSkipHostnameVerification {
+		out = append(out, "pulsar.tls_skip_hostname_verification is true: TLS hostname verification is OFF, any "+
+			"certificate signed by a trusted CA is accepted for any host, and the token goes to whoever presents one")
+	}
+	return out
+}
+
 // brokerDocument returns the YAML that brokerconfig.Parse reads: the original text with the
 // lines of the CLI's own sections blanked, so brokerconfig's errors keep the file's line
 // numbers. A document written in flow style ({...} on one line) is re-encoded instead.

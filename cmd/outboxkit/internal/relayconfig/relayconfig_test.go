@@ -437,3 +437,22 @@ func TestCheckRelayRefusesKFake(t *testing.T) {
 		})
 	}
 }
+
+// Warnings names Pulsar's hostname verification opt-out, and nothing for a default configuration.
+func TestWarnings(t *testing.T) {
+	doc := base + "broker: pulsar\npulsar:\n  url: pulsar+ssl://p:6651\n"
+	cfg, err := Parse([]byte(doc), nil, Options{Broker: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := cfg.Warnings(); len(w) != 0 {
+		t.Errorf("default configuration: warnings %q", w)
+	}
+	cfg, err = Parse([]byte(doc+"  tls_skip_hostname_verification: true\n"), nil, Options{Broker: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := cfg.Warnings(); len(w) != 1 || !strings.Contains(w[0], "TLS hostname verification is OFF") {
+		t.Errorf("tls_skip_hostname_verification: warnings %q", w)
+	}
+}
