@@ -181,7 +181,7 @@ func (f *Forwarder) cdcSession(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	f.log.Info("cdc: streaming", "slot", f.cdc.slot, "partitions", len(leases))
+	f.log.Info("cdc: streaming", "slot", f.cdc.slot, "partitions", len(leases), "relation", target.String(), "publication", pub)
 	if f.txp != nil {
 		// Every unit is opened, and the cleanup of its last transaction finished, before anything
 		// is read from the table or published; otherwise the session ends (and is started again
