@@ -57,10 +57,14 @@ func relayExactlyOnce(t *testing.T, source string) {
 	if !strings.Contains(res.stdout, "delivery: exactly_once (checkpoints in topic "+checkpoints+")") {
 		t.Errorf("status does not show the delivery mode:\n%s", res.stdout)
 	}
+	var installation string
+	if err := db.QueryRow("SELECT installation_id FROM " + table + "_installation").Scan(&installation); err != nil {
+		t.Fatalf("read the installation made by migrate: %v", err)
+	}
 	units, withCheckpoint := 0, 0
 	for _, line := range strings.Split(res.stdout, "\n") {
 		f := strings.Fields(line)
-		if len(f) < 2 || !strings.HasPrefix(f[0], "outboxkit/"+table+"/default/u") {
+		if len(f) < 2 || !strings.HasPrefix(f[0], "outboxkit/"+installation+"/"+table+"/default/u") {
 			continue
 		}
 		units++
