@@ -111,8 +111,10 @@ type Config struct {
 	// DeadLetterTopic receives dead-lettered events with the reason in Watermill's poison-queue
 	// headers. Default: "outboxkit.dead_letters".
 	DeadLetterTopic string
-	// IsRetriable classifies publish errors; a non-retriable error dead-letters the event at once.
-	// Default: every error is retriable (brokers/kafka.Retriable is a better choice for Kafka).
+	// IsRetriable classifies publish errors; a non-retriable error dead-letters the event at once,
+	// a retriable one after MaxAttempts (unless UnlimitedRetries). Default: the Publisher's own
+	// classifier when it has one (ErrorClassifier: brokers/kafka and brokers/pulsar do, and so do
+	// the decorators of brokers/cloudevents), else every error is retriable.
 	IsRetriable func(error) bool
 
 	// Retention keeps published rows (status published) for this long before pruning them in
@@ -173,7 +175,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.StatsInterval, 10*time.Second)
 	c.setCDCDefaults()
 	if c.IsRetriable == nil {
-		c.IsRetriable = func(error) bool { return true }
+		c.IsRetriable = defaultClassifier(c.Publisher)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

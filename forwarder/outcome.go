@@ -25,3 +25,22 @@ import (
 type OutcomePublisher interface {
 	PublishEach(ctx context.Context, topic string, msgs []*message.Message) []error
 }
+
+// ErrorClassifier is an optional interface of a Config.Publisher that knows its broker's errors:
+// Retriable reports whether err, returned by one of its publish calls, may succeed when the
+// message is sent again (a broker outage, a timeout) or not (a message too large for the broker,
+// an invalid topic, refused credentials). When Config.IsRetriable is nil the forwarder uses the
+// publisher's Retriable (brokers/kafka and brokers/pulsar have one), and takes every error as
+// retriable otherwise. A decorating publisher forwards the classifier of the publisher it wraps.
+type ErrorClassifier interface {
+	Retriable(err error) bool
+}
+
+// defaultClassifier is Config.IsRetriable's default for pub: its own classifier, or every error
+// retriable.
+func defaultClassifier(pub any) func(error) bool {
+	if c, ok := pub.(ErrorClassifier); ok {
+		return c.Retriable
+	}
+	return func(error) bool { return true }
+}

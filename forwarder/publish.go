@@ -8,6 +8,11 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 )
 
+// MetadataHeadersDropped is set on a dead letter sent without the event's own headers (the
+// broker refused it with them); its value is how many headers were dropped. The headers stay in
+// the outbox row for a replay.
+const MetadataHeadersDropped = "outbox_headers_dropped"
+
 // failure is a record whose publish failed, with the publisher's error.
 type failure struct {
 	record record

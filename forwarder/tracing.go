@@ -91,6 +91,10 @@ func (p *tracedPublisher) Publish(topic string, msgs ...*message.Message) error 
 // Close implements message.Publisher.
 func (p *tracedPublisher) Close() error { return p.pub.Close() }
 
+// Retriable implements ErrorClassifier with the wrapped publisher's classifier (every error is
+// retriable when it has none, as Config.IsRetriable's default).
+func (p *tracedPublisher) Retriable(err error) bool { return defaultClassifier(p.pub)(err) }
+
 // PublishEach implements OutcomePublisher.
 func (p *tracedOutcomePublisher) PublishEach(ctx context.Context, topic string, msgs []*message.Message) []error {
 	traced, spans := p.start(topic, msgs)

@@ -62,7 +62,9 @@ type connector interface {
 // binary content mode: a copy of the message with the ce_* attributes and content-type added to
 // its metadata (the message passed in is not modified; its other metadata, payload, UUID and
 // context are kept). The result has PublishEach when pub has it (so the forwarder keeps its
-// per-message outcomes) and Connect when pub has it. Close closes pub.
+// per-message outcomes) and Connect when pub has it. It always has Retriable, the forwarder's
+// error classifier: ErrNotAnEvent is permanent, ErrEarlierMessageInvalid retriable, any other
+// error is classified by pub's Retriable when pub has one. Close closes pub.
 //
 // Publish checks every message before sending any and returns an error wrapping ErrNotAnEvent
 // when one is not an event. PublishEach sends the messages before the first such message, fails
@@ -110,6 +112,28 @@ func (p *publisher) Publish(topic string, msgs ...*message.Message) error {
 
 // Close closes the wrapped publisher.
 func (p *publisher) Close() error { return p.pub.Close() }
+
+// errorClassifier is forwarder.ErrorClassifier, repeated here so that brokers do not import the
+// forwarder.
+type errorClassifier interface {
+	Retriable(err error) bool
+}
+
+// Retriable classifies the errors of the decorator's calls (forwarder.ErrorClassifier):
+// ErrNotAnEvent is permanent, ErrEarlierMessageInvalid retriable, and any other error is
+// classified by the wrapped publisher's Retriable, or retriable when it has none.
+func (p *publisher) Retriable(err error) bool {
+	switch {
+	case errors.Is(err, ErrEarlierMessageInvalid):
+		return true
+	case errors.Is(err, ErrNotAnEvent):
+		return false
+	}
+	if c, ok := p.pub.(errorClassifier); ok {
+		return c.Retriable(err)
+	}
+	return err != nil
+}
 
 // convert returns a copy of msg with the CloudEvents attributes in its metadata.
 func (p *publisher) convert(msg *message.Message) (*message.Message, error) {

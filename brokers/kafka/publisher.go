@@ -421,6 +421,10 @@ func (p *Publisher) record(topic string, msg *message.Message) (*kgo.Record, err
 	return rec, nil
 }
 
+// Retriable classifies the publisher's errors with the package function Retriable. The
+// forwarder uses it when its Config.IsRetriable is not set (forwarder.ErrorClassifier).
+func (p *Publisher) Retriable(err error) bool { return Retriable(err) }
+
 // Close flushes and closes the client. Publish and PublishEach calls in progress finish first;
 // later ones return ErrPublisherClosed. Close is idempotent.
 func (p *Publisher) Close() error {

@@ -93,7 +93,7 @@ func (p *Publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 	}
 	full, err := p.config.FullTopicName(topic)
 	if err != nil {
-		fillNil(errs, fmt.Errorf("pulsar: publish: %w", err))
+		fillNil(errs, fmt.Errorf("%w: %w", ErrInvalidTopic, err))
 		return errs
 	}
 

@@ -21,7 +21,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxkit/outboxkit/brokers/brokerconfig"
-	"github.com/outboxkit/outboxkit/brokers/kafka"
 	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/relayconfig"
 	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/outbox"
@@ -144,9 +143,7 @@ func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate b
 		Logger:    logger,
 	}
 	cfg.Forwarder.Apply(&fcfg)
-	if b := brokers.Broker(); b == brokerconfig.BrokerKafka || b == brokerconfig.BrokerKFake {
-		fcfg.IsRetriable = kafka.Retriable
-	}
+	// IsRetriable stays unset: the broker's publisher classifies its own errors.
 	switch {
 	case fcfg.Source == forwarder.SourceCDC:
 		fcfg.CDC.DSN = cfg.Database.DSN // the stream wakes the relay: no LISTEN

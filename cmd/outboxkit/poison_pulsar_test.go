@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// `outboxkit relay` with broker: pulsar and max_attempts: 3 (no classifier chosen by the CLI:
+// the publisher's own decides): an event over Pulsar's 5 MiB limit ends dead within the budget,
+// and the other keys keep flowing; the later event of its key stays parked behind it, and an
+// operator sees it in `dead-letters list`.
+func TestRelayPulsarDeadLettersOversizedEvent(t *testing.T) {
+	t.Parallel()
+	db := testsupport.OpenPostgres(t)
+	table := testsupport.UniqueName("cli_ppoison")
+	topic := testsupport.UniqueName("cli.ppoison")
+	dropTables(t, db, table)
+	broker := fmt.Sprintf("broker: pulsar\npulsar:\n  url: %s\n", testsupport.PulsarURL(t))
+	cfg := strings.Replace(pgConfig(testsupport.PostgresDSN(t), table, broker), "forwarder:\n",
+		"forwarder:\n  max_attempts: 3\n  max_backoff: 500ms\n  dead_letter_topic: "+topic+".dead\n", 1)
+	dir := writeConfig(t, cfg)
+	if res := cli(t, dir, "migrate"); res.code != 0 {
+		t.Fatalf("migrate: %s", res)
+	}
+
+	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Table: table, MaxPayloadBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := outbox.Event{ID: uuid.Must(uuid.NewV7()), Topic: topic, AggregateType: "order", AggregateID: "order-big",
+		EventType: "OrderPlaced", Payload: make([]byte, 6<<20)}
+	_, _ = rand.Read(big.Payload)
+	events := []outbox.Event{big}
+	for i := range 20 {
+		events = append(events, outbox.Event{ID: uuid.Must(uuid.NewV7()), Topic: topic, AggregateType: "order",
+			AggregateID: fmt.Sprintf("order-%d", i%5), EventType: "OrderPlaced", Payload: []byte(`{}`)})
+	}
+	later := outbox.Event{ID: uuid.Must(uuid.NewV7()), Topic: topic, AggregateType: "order", AggregateID: "order-big",
+		EventType: "OrderPlaced", Payload: []byte(`{}`)}
+	events = append(events, later)
+	tx, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteTx(context.Background(), tx, events...); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	p := startRelay(t, dir)
+	p.waitLog(t, "forwarder started")
+	// The budget: three attempts with backoffs of at most 500 ms, plus the dead letter.
+	deadline := time.Now().Add(30 * time.Second)
+	var dead, left, attempts int
+	for time.Now().Before(deadline) {
+		dead = count(t, db, "SELECT COUNT(*) FROM "+table+" WHERE status = 2 AND event_id = $1", big.ID)
+		left = count(t, db, "SELECT COUNT(*) FROM "+table+" WHERE aggregate_id <> 'order-big'")
+		if dead == 1 && left == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := db.QueryRow("SELECT attempts FROM "+table+" WHERE event_id = $1", big.ID).Scan(&attempts); err != nil {
+		t.Fatal(err)
+	}
+	if dead != 1 || left != 0 {
+		lines := strings.Split(strings.TrimSpace(grepLines(p.log(), big.ID.String())), "\n")
+		t.Fatalf("after 30 s: oversized event dead=%d (attempts %d), %d other rows left, want it dead and none of the other keys left; last relay log line of it:\n%s",
+			dead, attempts, left, lines[len(lines)-1])
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM "+table+" WHERE status = 0 AND event_id = $1", later.ID); n != 1 {
+		t.Errorf("the later event of the dead key is not parked (pending rows with its id: %d)", n)
+	}
+	if attempts > 3 {
+		t.Errorf("the oversized event took %d attempts, max_attempts is 3", attempts)
+	}
+	res := cli(t, dir, "dead-letters", "list")
+	if line := grepLines(res.stdout, big.ID.String()); res.code != 0 || !strings.Contains(line, topic) {
+		t.Errorf("dead-letters list does not show the oversized event: %s", res)
+	}
+	if code := p.stop(t); code != 0 {
+		t.Errorf("relay exited with %d, want 0", code)
+	}
+}
