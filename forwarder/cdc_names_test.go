@@ -25,7 +25,7 @@ func newNamedCDCHarness(t testing.TB, brokers []string, name string) *harness {
 	}
 	tbl := w.Table()
 	t.Cleanup(func() {
-		for _, n := range []string{tbl.Events(), tbl.Leases(), tbl.Relays(), tbl.Migrations(), tbl.KeyLocks(), tbl.CDCSlots()} {
+		for _, n := range tbl.Tables() {
 			_, _ = db.Exec("DROP TABLE IF EXISTS " + n)
 		}
 	})
