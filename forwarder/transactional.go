@@ -8,13 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -460,8 +458,8 @@ func (f *Forwarder) commitUnit(ctx context.Context, n int, leases []lease, recor
 
 // afterAbort sorts the outcome of an aborted transaction: the first failed record of each key
 // is settled (a retry later, parking its key, or a dead letter in the next transaction), the
-// key's later records wait for the next batch; failed dead letters are sent without their
-// payload, or retried later.
+// key's later records wait for the next batch; failed dead letters are handled by
+// afterDeadLetterAbort.
 func (f *Forwarder) afterAbort(pending []record, dead []pendingDead, errs []error, settled []settlement) ([]record, []pendingDead, []settlement) {
 	blocked := map[int64]bool{}
 	var next []record
@@ -475,7 +473,11 @@ func (f *Forwarder) afterAbort(pending []record, dead []pendingDead, errs []erro
 			reason := errs[i].Error()
 			f.metrics.failed.WithLabelValues(r.event.Topic, r.event.TenantID).Inc()
 			if !f.cfg.IsRetriable(errs[i]) || (!f.cfg.UnlimitedRetries && attempts >= f.cfg.MaxAttempts) {
-				nextDead = append(nextDead, pendingDead{record: r, attempts: attempts, reason: reason})
+				// An event past its retry budget has had a dead letter refused before (the
+				// transactions of a batch are too few to try both forms each time): it goes
+				// reduced from the start.
+				reduced := !f.cfg.UnlimitedRetries && attempts > f.cfg.MaxAttempts
+				nextDead = append(nextDead, pendingDead{record: r, attempts: attempts, reason: reason, slim: reduced})
 				continue
 			}
 			settled = append(settled, f.retryLater(r, attempts, reason))
@@ -484,31 +486,38 @@ func (f *Forwarder) afterAbort(pending []record, dead []pendingDead, errs []erro
 		}
 	}
 	for j, d := range dead {
-		err := errs[len(pending)+j]
-		switch {
-		case err == nil:
-			nextDead = append(nextDead, d)
-		case !f.cfg.IsRetriable(err) && !d.slim:
-			d.slim = true
-			nextDead = append(nextDead, d)
-		default:
-			settled = append(settled, f.retryLater(d.record, d.attempts,
-				fmt.Sprintf("%s (dead-lettering to %s failed: %v)", d.reason, f.cfg.DeadLetterTopic, err)))
+		var st *settlement
+		nextDead, st = f.afterDeadLetterAbort(d, errs[len(pending)+j], nextDead)
+		if st != nil {
+			settled = append(settled, *st)
 		}
 	}
 	return next, nextDead, settled
 }
 
-// retryLater is the settlement of a failed attempt retried after the backoff.
-func (f *Forwarder) retryLater(r record, attempts int, reason string) settlement {
-	next := time.Now().Add(f.backoff(attempts))
-	f.log.Info("publish failed, will retry", "event_id", r.event.ID, "topic", r.event.Topic,
-		"aggregate_id", r.event.AggregateID, "attempts", attempts, "next_attempt", next, "error", reason)
-	return settlement{record: r, attempts: attempts, next: next, reason: reason}
+// afterDeadLetterAbort sorts one dead letter of an aborted transaction: kept for the next
+// transaction when it did not fail itself; when the broker refused it (a permanent error, or any
+// error on its last chance, lastDeadLetterChance), sent reduced to the ids and the reason in the
+// next one, and, if it was reduced already, settled dead in the table without a dead letter
+// (deadLetterRefused); otherwise retried later.
+func (f *Forwarder) afterDeadLetterAbort(d pendingDead, err error, nextDead []pendingDead) ([]pendingDead, *settlement) {
+	if err == nil {
+		return append(nextDead, d), nil
+	}
+	if !f.cfg.IsRetriable(err) || f.lastDeadLetterChance(d.attempts) {
+		if !d.slim {
+			d.slim = true
+			return append(nextDead, d), nil
+		}
+		st := f.deadLetterRefused(d.record, d.attempts, d.reason, err)
+		return nextDead, &st
+	}
+	st := f.retryLater(d.record, d.attempts, fmt.Sprintf("%s (dead-lettering to %s failed: %v)", d.reason, f.cfg.DeadLetterTopic, err))
+	return nextDead, &st
 }
 
 // transactionMessages are the messages of one transaction: the records' events, then the dead
-// letters.
+// letters (whole, or reduced when d.slim; see deadLetterMessage).
 func (f *Forwarder) transactionMessages(ctx context.Context, pending []record, dead []pendingDead) ([]string, []*message.Message) {
 	topics := make([]string, 0, len(pending)+len(dead))
 	msgs := toMessages(ctx, pending)
@@ -516,16 +525,8 @@ func (f *Forwarder) transactionMessages(ctx context.Context, pending []record, d
 		topics = append(topics, r.event.Topic)
 	}
 	for _, d := range dead {
-		msg := toMessages(ctx, []record{d.record})[0]
-		msg.Metadata.Set(middleware.ReasonForPoisonedKey, d.reason)
-		msg.Metadata.Set(middleware.PoisonedTopicKey, d.record.event.Topic)
-		msg.Metadata.Set(MetadataAttempts, strconv.Itoa(d.attempts))
-		if d.slim {
-			msg.Metadata.Set(MetadataPayloadDropped, strconv.Itoa(len(msg.Payload)))
-			msg.Payload = nil
-		}
 		topics = append(topics, f.cfg.DeadLetterTopic)
-		msgs = append(msgs, msg)
+		msgs = append(msgs, f.deadLetterMessage(ctx, d.record, d.reason, d.attempts, d.slim))
 	}
 	return topics, msgs
 }
