@@ -1,0 +1,248 @@
+package forwarder
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// The store's golden test: every statement the store and the Admin send, rendered for each
+// database by running a fixed sequence of operations against the real servers through a
+// recording driver, compared with testdata/store_<dialect>.sql. Moving the SQL (forwarder v3:
+// one store package with a dialect adapter per database) must leave these files
+// byte-identical; a change of a statement made on purpose regenerates them
+// (go test ./forwarder -run TestStoreGolden -update-golden) in a commit of its own that says why.
+
+var updateGolden = flag.Bool("update-golden", false, "rewrite testdata/store_<dialect>.sql from the statements sent")
+
+// goldenTable is the fixed table name the golden statements are rendered with.
+const goldenTable = "golden_outbox"
+
+func TestStoreGolden(t *testing.T) {
+	for _, d := range []outbox.Dialect{outbox.Postgres, outbox.MySQL, outbox.SQLite} {
+		t.Run(string(d), func(t *testing.T) {
+			got := renderStoreStatements(t, d)
+			path := filepath.Join("testdata", "store_"+string(d)+".sql")
+			if *updateGolden {
+				if err := os.MkdirAll("testdata", 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update-golden to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("the statements sent differ from %s (diff them: go test ./forwarder -run 'TestStoreGolden/%s' -update-golden && git diff %s):\n%s",
+					path, d, path, firstDifference(string(want), got))
+			}
+		})
+	}
+}
+
+// firstDifference shows the first line where want and got differ.
+func firstDifference(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < max(len(w), len(g)); i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			return "line " + strconv.Itoa(i+1) + ":\nwant: " + wl + "\ngot:  " + gl
+		}
+	}
+	return ""
+}
+
+// goldenDB opens the test database of dialect through the recorder, with the golden table
+// migrated and holding three events.
+func goldenDB(t *testing.T, d outbox.Dialect, rec *recording) (*sql.DB, outbox.Table) {
+	t.Helper()
+	var db *sql.DB
+	var err error
+	switch d {
+	case outbox.Postgres:
+		db, err = openRecording("pgx", testsupport.PostgresDSN(t), rec)
+	case outbox.MySQL:
+		db, err = openRecording("mysql", testsupport.MySQLDSN(t), rec)
+	default:
+		db, err = openRecording("sqlite", "file:"+filepath.Join(t.TempDir(), "golden.db")+"?_pragma=busy_timeout(10000)&_txlock=immediate", rec)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	w, err := outbox.NewWriter(outbox.Config{Dialect: d, Table: goldenTable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := w.Table()
+	drop := func() {
+		for _, n := range table.Tables() {
+			_, _ = db.Exec("DROP TABLE IF EXISTS " + n)
+		}
+	}
+	drop()
+	t.Cleanup(drop)
+	ctx := context.Background()
+	if err := outbox.Migrate(ctx, db, table); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, key := range []string{"k1", "k2", "k1"} {
+		e := outbox.Event{ID: uuid.NewSHA1(uuid.Nil, []byte{byte(i)}), Topic: "golden", AggregateType: "order",
+			AggregateID: key, EventType: "Happened", Payload: []byte("x")}
+		if err := w.WriteTx(ctx, tx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	rec.take() // the migration's and the writer's statements are the outbox package's
+	return db, table
+}
+
+// goldenRun runs the named operations in order and renders what each sent.
+type goldenRun struct {
+	t   *testing.T
+	rec *recording
+	out strings.Builder
+}
+
+func (g *goldenRun) step(name string, op func() error) {
+	g.t.Helper()
+	if err := op(); err != nil {
+		g.t.Fatalf("%s: %v", name, err)
+	}
+	render(&g.out, name, g.rec.take())
+}
+
+func renderStoreStatements(t *testing.T, d outbox.Dialect) string {
+	rec := &recording{}
+	db, table := goldenDB(t, d, rec)
+	ctx := context.Background()
+	g := &goldenRun{t: t, rec: rec}
+	s := &store{table: table, dialect: d, group: "golden", idleTimeout: 5 * time.Second}
+	const owner = "golden-relay"
+	ttl := 10 * time.Second
+	all := allPartitions()
+	var leases []lease
+	var records []record
+
+	g.step("ensureLeaseRows", func() error { return s.ensureLeaseRows(ctx, db) })
+	g.step("heartbeat (acquire)", func() error { _, err := s.heartbeat(ctx, db, owner, ttl, nil); return err })
+	g.step("liveLeases", func() (err error) { leases, err = s.liveLeases(ctx, db, owner, 0, 1); return err })
+	g.step("claim", func() (err error) { records, err = s.claim(ctx, db, all, 100, 1<<20); return err })
+	tenants := &store{table: table, dialect: d, group: "golden", tenants: []string{"a", "b"}}
+	g.step("claim (tenants)", func() error { _, err := tenants.claim(ctx, db, all, 100, 1<<20); return err })
+	if len(records) != 3 {
+		t.Fatalf("claimed %d records, want the 3 written", len(records))
+	}
+	seqs := []int64{records[0].seq, records[1].seq}
+	g.step("acknowledge (fence, ack, fail)", func() error {
+		return s.inLeaseTx(ctx, db, func(tx *sql.Tx) error {
+			if _, err := s.fence(ctx, tx, owner, leases); err != nil {
+				return err
+			}
+			if err := s.ack(ctx, tx, seqs[:1], false); err != nil {
+				return err
+			}
+			return s.fail(ctx, tx, records[2].seq, 1, time.Now(), false, "golden failure")
+		})
+	})
+	g.step("ack (retain)", func() error { return s.ack(ctx, db, seqs[1:], true) })
+	g.step("fail (dead)", func() error { return s.fail(ctx, db, records[2].seq, 2, time.Now(), true, "golden dead") })
+	g.step("prune", func() error { _, err := s.prune(ctx, db, time.Now(), 100); return err })
+	g.step("stats", func() error { _, err := s.stats(ctx, db); return err })
+	g.step("ownedPartitions", func() error { _, err := s.ownedPartitions(ctx, db, owner); return err })
+	g.step("renew", func() error { _, err := s.renew(ctx, db, owner, ttl); return err })
+	g.step("release", func() error { _, err := s.release(ctx, db, owner, all[:2]); return err })
+	g.step("acquire", func() error { _, err := s.acquire(ctx, db, owner, 2, ttl); return err })
+	g.step("lockLeases (skip locked)", func() error {
+		return inTx(ctx, db, func(tx *sql.Tx) error { _, err := s.lockLeases(ctx, tx, all[:4], true); return err })
+	})
+	units := &store{table: table, dialect: d, group: "golden", units: 8, idleTimeout: 5 * time.Second}
+	g.step("heartbeat (units)", func() error { _, err := units.heartbeat(ctx, db, owner, ttl, nil); return err })
+	renderUnitStatements(g, s, db, records)
+	if d == outbox.Postgres {
+		renderCDCStatements(g, s, db, owner, leases, records)
+	}
+	renderAdminStatements(g, db, d, records)
+	g.step("releaseAll", func() error { return s.releaseAll(ctx, db, owner) })
+	return g.out.String()
+}
+
+// renderUnitStatements runs the exactly-once bookkeeping statements.
+func renderUnitStatements(g *goldenRun, s *store, db *sql.DB, records []record) {
+	ctx := context.Background()
+	const unit = "golden/u00"
+	g.step("installationID", func() error { _, err := s.installationID(ctx, db); return err })
+	g.step("ensureUnitRow", func() error { return s.ensureUnitRow(ctx, db, unit) })
+	g.step("cleanedDigest", func() error { _, err := s.cleanedDigest(ctx, db, unit); return err })
+	g.step("markCleaned", func() error {
+		return s.markCleaned(ctx, db, []unitMark{{name: unit, digest: "d0"}, {name: "golden/u01", digest: "d1"}})
+	})
+	cp := checkpoint{Rows: []rowRef{{Seq: records[0].seq, EventID: records[0].event.ID.String()}},
+		Dead: []deadRow{{Seq: records[2].seq, EventID: records[2].event.ID.String(), Attempts: 3, Reason: "golden"}}}
+	g.step("applyCheckpoint", func() error {
+		return inTx(ctx, db, func(tx *sql.Tx) error { _, err := s.applyCheckpoint(ctx, tx, cp, false); return err })
+	})
+}
+
+// renderCDCStatements runs the cdc source's statements (PostgreSQL only).
+func renderCDCStatements(g *goldenRun, s *store, db *sql.DB, owner string, leases []lease, records []record) {
+	ctx := context.Background()
+	all := allPartitions()
+	g.step("cdc admit", func() error { _, _, err := s.admit(ctx, db, records); return err })
+	g.step("cdc transactionsRunning", func() error { _, err := s.transactionsRunning(ctx, db, []string{"1"}); return err })
+	g.step("cdc markRetry", func() error { _, _, err := s.markRetry(ctx, db, owner, leases, records); return err })
+	g.step("cdc markParkedUpTo", func() error { _, err := s.markParkedUpTo(ctx, db, 100); return err })
+	g.step("cdc maxSeq", func() error { _, err := s.maxSeq(ctx, db); return err })
+	g.step("cdc claimRetry", func() error { _, err := s.claimRetry(ctx, db, all, 100, 1<<20); return err })
+	g.step("cdc claimUpTo", func() error { _, err := s.claimUpTo(ctx, db, all, 100, 1<<20, 100); return err })
+	g.step("cdc otherLiveOwners", func() error { _, err := s.otherLiveOwners(ctx, db, owner); return err })
+	g.step("cdc setSlotDrained", func() error { return s.setSlotDrained(ctx, db, "golden_slot", true) })
+	g.step("cdc slotDrained", func() error { _, err := s.slotDrained(ctx, db, "golden_slot"); return err })
+	g.step("cdc ackFenced", func() error {
+		_, err := s.ackFenced(ctx, db, owner, leases, []int64{records[0].seq}, false)
+		return err
+	})
+	g.step("cdc strandedRows", func() error { _, _, err := s.strandedRows(ctx, db, time.Minute); return err })
+}
+
+// renderAdminStatements runs the Admin's statements.
+func renderAdminStatements(g *goldenRun, db *sql.DB, d outbox.Dialect, records []record) {
+	ctx := context.Background()
+	admin, err := NewAdmin(db, d, goldenTable)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	ids := []uuid.UUID{records[2].event.ID}
+	g.step("admin Status", func() error { _, err := admin.Status(ctx); return err })
+	g.step("admin DeadLetters", func() error { _, err := admin.DeadLetters(ctx, 10); return err })
+	g.step("admin Replay", func() error { _, err := admin.Replay(ctx, ids...); return err })
+	g.step("admin Discard", func() error { _, err := admin.Discard(ctx, ids...); return err })
+}

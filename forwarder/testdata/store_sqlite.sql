@@ -1,0 +1,101 @@
+-- ensureLeaseRows
+INSERT OR IGNORE INTO golden_outbox_leases (lease_group, partition_no) VALUES (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?), (?, ?);
+
+-- heartbeat (acquire)
+INSERT INTO golden_outbox_relays (lease_group, owner, heartbeat_at) SELECT ?, ?, (strftime('%Y-%m-%d %H:%M:%f', 'now', ?) || '000') WHERE NOT EXISTS (SELECT 1 FROM golden_outbox_relays WHERE owner <> ? AND heartbeat_at > (strftime('%Y-%m-%d %H:%M:%f', 'now', ?) || '000')) ON CONFLICT (lease_group, owner) DO UPDATE SET heartbeat_at = excluded.heartbeat_at;
+DELETE FROM golden_outbox_relays WHERE lease_group = ? AND heartbeat_at < (strftime('%Y-%m-%d %H:%M:%f', 'now', ?) || '000');
+SELECT COUNT(*) FROM golden_outbox_relays WHERE lease_group = ?;
+SELECT partition_no FROM golden_outbox_leases WHERE lease_group = ? AND owner = ? ORDER BY partition_no;
+SELECT partition_no FROM golden_outbox_leases WHERE lease_group = ? AND (owner IS NULL OR expires_at < (strftime('%Y-%m-%d %H:%M:%f', 'now', ?) || '000')) ORDER BY partition_no LIMIT ?;
+SELECT partition_no, owner, epoch FROM golden_outbox_leases WHERE lease_group = ? AND partition_no IN (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ORDER BY partition_no;
+UPDATE golden_outbox_leases SET owner = ?, epoch = epoch + 1, expires_at = (strftime('%Y-%m-%d %H:%M:%f', 'now', ?) || '000') WHERE lease_group = ? AND (owner IS NULL OR expires_at < (strftime('%Y-%m-%d %H:%M:%f', 'now', ?) || '000')) AND partition_no IN (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- liveLeases
+SELECT partition_no, epoch FROM golden_outbox_leases WHERE lease_group = ? AND owner = ? AND partition_no % ? = ? AND expires_at > (strftime('%Y-%m-%d %H:%M:%f', 'now', ?) || '000') ORDER BY partition_no;
+
+-- claim
+SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, payload, headers, key_hash, created_at, attempts, partition_no FROM (SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, payload, headers, key_hash, created_at, attempts, partition_no, LENGTH(payload) AS bytes, SUM(LENGTH(payload)) OVER (ORDER BY seq) AS running FROM (SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, payload, headers, key_hash, created_at, attempts, partition_no FROM golden_outbox WHERE status = 0 AND partition_no IN (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) AND key_hash NOT IN (SELECT key_hash FROM (SELECT DISTINCT p.key_hash FROM golden_outbox p WHERE p.partition_no IN (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) AND (p.status = 2 OR (p.status = 0 AND p.attempts > 0 AND p.next_attempt_at > ?))) parked) ORDER BY seq LIMIT ?) c) w WHERE running <= ? OR running = bytes ORDER BY seq;
+
+-- claim (tenants)
+SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, payload, headers, key_hash, created_at, attempts, partition_no FROM (SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, payload, headers, key_hash, created_at, attempts, partition_no, LENGTH(payload) AS bytes, SUM(LENGTH(payload)) OVER (ORDER BY seq) AS running FROM (SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, payload, headers, key_hash, created_at, attempts, partition_no FROM golden_outbox WHERE status = 0 AND partition_no IN (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) AND key_hash NOT IN (SELECT key_hash FROM (SELECT DISTINCT p.key_hash FROM golden_outbox p WHERE p.partition_no IN (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) AND (p.status = 2 OR (p.status = 0 AND p.attempts > 0 AND p.next_attempt_at > ?))) parked) AND tenant_id IN (?, ?) ORDER BY seq LIMIT ?) c) w WHERE running <= ? OR running = bytes ORDER BY seq;
+
+-- acknowledge (fence, ack, fail)
+SELECT partition_no, owner, epoch FROM golden_outbox_leases WHERE lease_group = ? AND partition_no IN (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ORDER BY partition_no;
+DELETE FROM golden_outbox WHERE seq IN (?);
+UPDATE golden_outbox SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE seq = ? AND status = 0;
+
+-- ack (retain)
+UPDATE golden_outbox SET status = 1, published_at = ?, next_attempt_at = NULL WHERE seq IN (?);
+
+-- fail (dead)
+UPDATE golden_outbox SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE seq = ? AND status = 0;
+
+-- prune
+DELETE FROM golden_outbox WHERE seq IN (SELECT seq FROM golden_outbox WHERE status = 1 AND published_at < ? LIMIT ?);
+
+-- stats
+SELECT tenant_id, status, COUNT(*), MIN(created_at) FROM golden_outbox WHERE status IN (0, 2) GROUP BY tenant_id, status;
+
+-- ownedPartitions
+SELECT partition_no FROM golden_outbox_leases WHERE lease_group = ? AND owner = ? ORDER BY partition_no;
+
+-- renew
+SELECT partition_no FROM golden_outbox_leases WHERE lease_group = ? AND owner = ? ORDER BY partition_no;
+SELECT partition_no, owner, epoch FROM golden_outbox_leases WHERE lease_group = ? AND partition_no IN (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ORDER BY partition_no;
+UPDATE golden_outbox_leases SET expires_at = (strftime('%Y-%m-%d %H:%M:%f', 'now', ?) || '000') WHERE lease_group = ? AND owner = ? AND partition_no IN (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- release
+SELECT partition_no, owner, epoch FROM golden_outbox_leases WHERE lease_group = ? AND partition_no IN (?, ?) ORDER BY partition_no;
+UPDATE golden_outbox_leases SET owner = NULL, expires_at = ? WHERE lease_group = ? AND owner = ? AND partition_no IN (?, ?);
+
+-- acquire
+SELECT partition_no FROM golden_outbox_leases WHERE lease_group = ? AND (owner IS NULL OR expires_at < (strftime('%Y-%m-%d %H:%M:%f', 'now', ?) || '000')) ORDER BY partition_no LIMIT ?;
+SELECT partition_no, owner, epoch FROM golden_outbox_leases WHERE lease_group = ? AND partition_no IN (?, ?) ORDER BY partition_no;
+UPDATE golden_outbox_leases SET owner = ?, epoch = epoch + 1, expires_at = (strftime('%Y-%m-%d %H:%M:%f', 'now', ?) || '000') WHERE lease_group = ? AND (owner IS NULL OR expires_at < (strftime('%Y-%m-%d %H:%M:%f', 'now', ?) || '000')) AND partition_no IN (?, ?);
+
+-- lockLeases (skip locked)
+SELECT partition_no, owner, epoch FROM golden_outbox_leases WHERE lease_group = ? AND partition_no IN (?, ?, ?, ?) ORDER BY partition_no;
+
+-- heartbeat (units)
+INSERT INTO golden_outbox_relays (lease_group, owner, heartbeat_at) SELECT ?, ?, (strftime('%Y-%m-%d %H:%M:%f', 'now', ?) || '000') WHERE NOT EXISTS (SELECT 1 FROM golden_outbox_relays WHERE owner <> ? AND heartbeat_at > (strftime('%Y-%m-%d %H:%M:%f', 'now', ?) || '000')) ON CONFLICT (lease_group, owner) DO UPDATE SET heartbeat_at = excluded.heartbeat_at;
+DELETE FROM golden_outbox_relays WHERE lease_group = ? AND heartbeat_at < (strftime('%Y-%m-%d %H:%M:%f', 'now', ?) || '000');
+SELECT COUNT(*) FROM golden_outbox_relays WHERE lease_group = ?;
+SELECT partition_no FROM golden_outbox_leases WHERE lease_group = ? AND owner = ? ORDER BY partition_no;
+SELECT partition_no, owner, epoch FROM golden_outbox_leases WHERE lease_group = ? AND partition_no IN (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ORDER BY partition_no;
+UPDATE golden_outbox_leases SET expires_at = (strftime('%Y-%m-%d %H:%M:%f', 'now', ?) || '000') WHERE lease_group = ? AND owner = ? AND partition_no IN (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+
+-- installationID
+SELECT installation_id FROM golden_outbox_installation;
+
+-- ensureUnitRow
+INSERT OR IGNORE INTO golden_outbox_units (unit, cleaned, cleaned_at) VALUES (?, '', ?);
+
+-- cleanedDigest
+SELECT cleaned FROM golden_outbox_units WHERE unit = ?;
+
+-- markCleaned
+UPDATE golden_outbox_units SET cleaned = CASE unit WHEN ? THEN ? WHEN ? THEN ? END, cleaned_at = ? WHERE unit IN (?, ?);
+
+-- applyCheckpoint
+SELECT seq, event_id FROM golden_outbox WHERE seq IN (?, ?);
+UPDATE golden_outbox SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE seq = ? AND status = 0;
+
+-- admin Status
+SELECT topic, SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN created_at END) FROM golden_outbox WHERE status IN (0, 2) GROUP BY topic ORDER BY topic;
+
+-- admin DeadLetters
+SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at FROM golden_outbox WHERE status = 2 ORDER BY seq LIMIT ?;
+
+-- admin Replay
+UPDATE golden_outbox SET status = 0, attempts = 0, next_attempt_at = ?, last_error = NULL WHERE status = 2 AND event_id IN (?);
+
+-- admin Discard
+UPDATE golden_outbox SET next_attempt_at = ? WHERE status = 0 AND next_attempt_at IS NULL AND key_hash IN (SELECT key_hash FROM (SELECT key_hash FROM golden_outbox WHERE status = 2 AND event_id IN (?)) d);
+DELETE FROM golden_outbox WHERE status = 2 AND event_id IN (?);
+
+-- releaseAll
+SELECT partition_no FROM golden_outbox_leases WHERE lease_group = ? AND owner = ? ORDER BY partition_no;
+SELECT partition_no, owner, epoch FROM golden_outbox_leases WHERE lease_group = ? AND partition_no IN (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ORDER BY partition_no;
+UPDATE golden_outbox_leases SET owner = NULL, expires_at = ? WHERE lease_group = ? AND owner = ? AND partition_no IN (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+DELETE FROM golden_outbox_relays WHERE lease_group = ? AND owner = ?;
+
