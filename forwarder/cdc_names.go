@@ -17,8 +17,8 @@ import (
 // relation messages carry the relation's OID and its names as stored (folded), so the stream is
 // matched to the outbox by OID, resolved at the start of every session through the same
 // connection pool the relay's SQL runs on: exactly the relation its queries, and the migration,
-// name. (Comparing the configured spelling with the streamed names ignored every event of a
-// mixed-case table while the slot confirmed past them.)
+// name. (The configured spelling compared with the streamed names would miss every event of a
+// mixed-case table, and the slot would confirm past them.)
 
 // cdcTarget is the outbox table as PostgreSQL resolved it.
 type cdcTarget struct {
