@@ -166,10 +166,6 @@ func (c Config) validateDelivery() []error {
 			errs = append(errs, fmt.Errorf("Delivery %q needs a publisher with transactions (brokers/kafka); %T has none "+
 				"(Pulsar: see docs/exactly-once.md)", c.Delivery, c.Publisher))
 		}
-		if c.Publisher != nil && c.TracerProvider != nil {
-			// Tracing wraps the publisher; the transactional path is not traced yet.
-			errs = append(errs, fmt.Errorf("Delivery %q cannot be traced yet: leave TracerProvider unset", c.Delivery))
-		}
 	default:
 		errs = append(errs, fmt.Errorf("Delivery %q is not %q or %q", c.Delivery, AtLeastOnce, ExactlyOnce))
 	}

@@ -49,7 +49,7 @@ func tracePublisher(pub message.Publisher, tp trace.TracerProvider, system, dead
 		return pub
 	}
 	switch pub.(type) {
-	case *tracedPublisher, *tracedOutcomePublisher:
+	case *tracedPublisher, *tracedOutcomePublisher, *tracedTransactionalPublisher:
 		return pub
 	}
 	t := &tracedPublisher{
@@ -58,10 +58,15 @@ func tracePublisher(pub message.Publisher, tp trace.TracerProvider, system, dead
 		system:          system,
 		deadLetterTopic: deadLetterTopic,
 	}
-	if each, ok := pub.(OutcomePublisher); ok {
-		return &tracedOutcomePublisher{tracedPublisher: t, each: each}
+	each, hasEach := pub.(OutcomePublisher)
+	if !hasEach {
+		return t
 	}
-	return t
+	outcome := &tracedOutcomePublisher{tracedPublisher: t, each: each}
+	if tx, ok := pub.(TransactionalPublisher); ok {
+		return &tracedTransactionalPublisher{tracedOutcomePublisher: outcome, tx: tx}
+	}
+	return outcome
 }
 
 // tracedPublisher traces a plain message.Publisher: one error per call ends every span of it.
@@ -109,6 +114,42 @@ func (p *tracedOutcomePublisher) PublishEach(ctx context.Context, topic string, 
 	return errs
 }
 
+// tracedTransactionalPublisher traces a TransactionalPublisher (that is also an
+// OutcomePublisher, as brokers/kafka's is): CommitUnit gives each message of the transaction a
+// producer span, ended with the message's own error, or the transaction's, or none when it
+// committed. The checkpoint record gets no span: it is the relay's bookkeeping, not an event.
+type tracedTransactionalPublisher struct {
+	*tracedOutcomePublisher
+	tx TransactionalPublisher
+}
+
+// OpenUnit implements TransactionalPublisher.
+func (p *tracedTransactionalPublisher) OpenUnit(ctx context.Context, unit, checkpointTopic string, slot int) ([]byte, error) {
+	return p.tx.OpenUnit(ctx, unit, checkpointTopic, slot)
+}
+
+// CommitUnit implements TransactionalPublisher.
+func (p *tracedTransactionalPublisher) CommitUnit(ctx context.Context, unit string, topics []string, msgs []*message.Message,
+	checkpoint []byte) ([]error, error) {
+	traced := make([]*message.Message, len(msgs))
+	spans := make([]trace.Span, len(msgs))
+	for i, msg := range msgs {
+		traced[i], spans[i] = p.startOne(topics[i], msg)
+	}
+	errs, txErr := p.tx.CommitUnit(ctx, unit, topics, traced, checkpoint)
+	for i, span := range spans {
+		err := txErr
+		if len(errs) == len(msgs) && errs[i] != nil {
+			err = errs[i]
+		}
+		endSpan(span, err)
+	}
+	return errs, txErr
+}
+
+// CloseUnit implements TransactionalPublisher.
+func (p *tracedTransactionalPublisher) CloseUnit(unit string) { p.tx.CloseUnit(unit) }
+
 // start begins a producer span per message and returns copies of the messages carrying the
 // span's context (in their context and as W3C trace headers), leaving the caller's messages
 // untouched: a message published again (after a failed batch) gets a new span, again a child of
@@ -116,17 +157,22 @@ func (p *tracedOutcomePublisher) PublishEach(ctx context.Context, topic string, 
 func (p *tracedPublisher) start(topic string, msgs []*message.Message) ([]*message.Message, []trace.Span) {
 	traced := make([]*message.Message, len(msgs))
 	spans := make([]trace.Span, len(msgs))
-	name := "send " + topic
 	for i, msg := range msgs {
-		ctx, span := p.startSpan(name, topic, msg)
-		c := msg.Copy()
-		c.SetContext(ctx)
-		delete(c.Metadata, outbox.HeaderTraceParent)
-		delete(c.Metadata, outbox.HeaderTraceState)
-		propagation.TraceContext{}.Inject(ctx, propagation.MapCarrier(c.Metadata))
-		traced[i], spans[i] = c, span
+		traced[i], spans[i] = p.startOne(topic, msg)
 	}
 	return traced, spans
+}
+
+// startOne begins the producer span of one message to topic and returns a copy of the message
+// carrying the span's context.
+func (p *tracedPublisher) startOne(topic string, msg *message.Message) (*message.Message, trace.Span) {
+	ctx, span := p.startSpan("send "+topic, topic, msg)
+	c := msg.Copy()
+	c.SetContext(ctx)
+	delete(c.Metadata, outbox.HeaderTraceParent)
+	delete(c.Metadata, outbox.HeaderTraceState)
+	propagation.TraceContext{}.Inject(ctx, propagation.MapCarrier(c.Metadata))
+	return c, span
 }
 
 // startSpan begins the producer span of msg, named name: a child of the writer's span context read from the

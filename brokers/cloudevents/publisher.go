@@ -62,7 +62,8 @@ type connector interface {
 // binary content mode: a copy of the message with the ce_* attributes and content-type added to
 // its metadata (the message passed in is not modified; its other metadata, payload, UUID and
 // context are kept). The result has PublishEach when pub has it (so the forwarder keeps its
-// per-message outcomes) and Connect when pub has it. It always has Retriable, the forwarder's
+// per-message outcomes), Connect when pub has it, and the transactions of exactly-once delivery
+// (forwarder.TransactionalPublisher) when pub has them beside PublishEach (brokers/kafka). It always has Retriable, the forwarder's
 // error classifier: ErrNotAnEvent is permanent, ErrEarlierMessageInvalid retriable, any other
 // error is classified by pub's Retriable when pub has one. Close closes pub.
 //
@@ -80,7 +81,10 @@ func NewPublisher(pub message.Publisher, config Config) (message.Publisher, erro
 	base := &publisher{pub: pub, source: config.Source}
 	each, hasEach := pub.(outcomePublisher)
 	conn, hasConnect := pub.(connector)
+	tx, hasTx := pub.(transactionalPublisher)
 	switch {
+	case hasEach && hasTx && !hasConnect:
+		return &eachTransactionalPublisher{eachPublisher{base, each}, tx}, nil
 	case hasEach && hasConnect:
 		return &eachConnectPublisher{eachPublisher{base, each}, conn}, nil
 	case hasEach:
@@ -248,3 +252,45 @@ type eachConnectPublisher struct {
 
 // Connect calls the wrapped publisher's Connect.
 func (p *eachConnectPublisher) Connect(topic string) error { return p.conn.Connect(topic) }
+
+// transactionalPublisher is forwarder.TransactionalPublisher's own methods, repeated here so that
+// brokers do not import the forwarder.
+type transactionalPublisher interface {
+	OpenUnit(ctx context.Context, unit, checkpointTopic string, slot int) ([]byte, error)
+	CommitUnit(ctx context.Context, unit string, topics []string, msgs []*message.Message, checkpoint []byte) ([]error, error)
+	CloseUnit(unit string)
+}
+
+// eachTransactionalPublisher is the decorator for a publisher with PublishEach and transactions
+// (brokers/kafka): exactly-once delivery publishes CloudEvents too.
+type eachTransactionalPublisher struct {
+	eachPublisher
+	tx transactionalPublisher
+}
+
+// OpenUnit calls the wrapped publisher's OpenUnit.
+func (p *eachTransactionalPublisher) OpenUnit(ctx context.Context, unit, checkpointTopic string, slot int) ([]byte, error) {
+	return p.tx.OpenUnit(ctx, unit, checkpointTopic, slot)
+}
+
+// CommitUnit converts msgs and commits them with the checkpoint (which is not an event and is
+// left as it is) through the wrapped publisher. A message that is not an event fails alone with
+// ErrNotAnEvent, and nothing is committed (the forwarder then dead-letters it and sends the
+// others again).
+func (p *eachTransactionalPublisher) CommitUnit(ctx context.Context, unit string, topics []string, msgs []*message.Message,
+	checkpoint []byte) ([]error, error) {
+	out := make([]*message.Message, len(msgs))
+	for i, msg := range msgs {
+		ce, err := p.convert(msg)
+		if err != nil {
+			errs := make([]error, len(msgs))
+			errs[i] = fmt.Errorf("cloudevents: topic %q: %w", topics[i], err)
+			return errs, fmt.Errorf("cloudevents: transaction of unit %s not sent: %w", unit, errs[i])
+		}
+		out[i] = ce
+	}
+	return p.tx.CommitUnit(ctx, unit, topics, out, checkpoint)
+}
+
+// CloseUnit calls the wrapped publisher's CloseUnit.
+func (p *eachTransactionalPublisher) CloseUnit(unit string) { p.tx.CloseUnit(unit) }

@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
@@ -51,6 +52,8 @@ type eoHarness struct {
 	source forwarder.Source
 	// prefix, when set, is the relays' TransactionalIDPrefix.
 	prefix string
+	// tracer, when set, is the relays' TracerProvider.
+	tracer trace.TracerProvider
 }
 
 // newEOHarnessOn is newEOHarness with the relays on source; with the cdc source their
@@ -165,7 +168,7 @@ func (h *eoHarness) startRelay(id string, wrap func(*Publisher) forwarder.Transa
 		IsRetriable: Retriable,
 		LeaseTTL:    2 * time.Second, HeartbeatInterval: 200 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond,
 		InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, BatchSize: 200,
-		Source: h.source, CDC: h.cdcConfig(proxy.dsn),
+		Source: h.source, CDC: h.cdcConfig(proxy.dsn), TracerProvider: h.tracer, MessagingSystem: "kafka",
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("relay", id),
 	})
 	if err != nil {
@@ -203,6 +206,7 @@ func (h *eoHarness) cdcConfig(dsn string) forwarder.CDCConfig {
 type consumed struct {
 	key, id string
 	n       int
+	headers map[string]string
 }
 
 // readAll reads the topic from the start with the given isolation until idle for idle after
@@ -230,8 +234,9 @@ func (h *eoHarness) readAll(topic string, committed bool, want int, timeout time
 		n := 0
 		fetches.EachRecord(func(r *kgo.Record) {
 			n++
-			c := consumed{key: string(r.Key)}
+			c := consumed{key: string(r.Key), headers: map[string]string{}}
 			for _, hd := range r.Headers {
+				c.headers[hd.Key] = string(hd.Value)
 				if hd.Key == outbox.MetadataEventID {
 					c.id = string(hd.Value)
 				}
