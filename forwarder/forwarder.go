@@ -37,7 +37,7 @@ type Forwarder struct {
 	txp          TransactionalPublisher
 	units        txUnits
 	installation string
-	cdc   *cdcState // nil unless Source is SourceCDC
+	cdc          *cdcState // nil unless Source is SourceCDC
 }
 
 // New validates config and returns a Forwarder. It touches neither the database nor the broker.
