@@ -80,9 +80,12 @@ func (f *Forwarder) deadLetter(ctx context.Context, r record, reason string, att
 
 // lastDeadLetterChance reports whether a dead letter that fails with a retriable error at
 // this attempt has had its chances: its event has failed MaxAttempts times more than the retry
-// budget, so the failure is taken as final. UnlimitedRetries retries it without limit.
+// budget, so the failure is taken as final. This holds with UnlimitedRetries too, which is
+// about the event's retriable failures: a dead letter is only sent for an event already judged
+// dead, and a broker may refuse one with an error it calls retriable (a Kafka transaction
+// cannot tell whose record it refused), which must not loop forever.
 func (f *Forwarder) lastDeadLetterChance(attempts int) bool {
-	return !f.cfg.UnlimitedRetries && attempts >= 2*f.cfg.MaxAttempts
+	return attempts >= 2*f.cfg.MaxAttempts
 }
 
 // deadLetterRefused is the settlement of an event that can be neither published nor

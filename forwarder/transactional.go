@@ -474,9 +474,10 @@ func (f *Forwarder) afterAbort(pending []record, dead []pendingDead, errs []erro
 			f.metrics.failed.WithLabelValues(r.event.Topic, r.event.TenantID).Inc()
 			if !f.cfg.IsRetriable(errs[i]) || (!f.cfg.UnlimitedRetries && attempts >= f.cfg.MaxAttempts) {
 				// An event past its retry budget has had a dead letter refused before (the
-				// transactions of a batch are too few to try both forms each time): it goes
-				// reduced from the start.
-				reduced := !f.cfg.UnlimitedRetries && attempts > f.cfg.MaxAttempts
+				// transactions of a batch are too few to try both forms each time), or retried
+				// without limit: its dead letter goes reduced from the start, so that one refused
+				// even reduced ends dead (afterDeadLetterAbort) instead of looping.
+				reduced := attempts > f.cfg.MaxAttempts
 				nextDead = append(nextDead, pendingDead{record: r, attempts: attempts, reason: reason, slim: reduced})
 				continue
 			}

@@ -83,12 +83,12 @@ func (h *eoHarness) startEither(delivery forwarder.Delivery, id string) *prometh
 	if delivery == forwarder.ExactlyOnce {
 		return h.startRelay(id+"-eo", nil).metrics
 	}
-	return h.startAtLeastOnce(id + "-alo")
+	return h.startDirect(id+"-alo", delivery, false)
 }
 
-// startAtLeastOnce runs an at-least-once relay with the harness's settings and returns its
-// metrics.
-func (h *eoHarness) startAtLeastOnce(id string) *prometheus.Registry {
+// startDirect runs a relay of the delivery mode on the harness's database pool, with
+// MaxAttempts 3 and UnlimitedRetries as given, and returns its metrics.
+func (h *eoHarness) startDirect(id string, delivery forwarder.Delivery, unlimited bool) *prometheus.Registry {
 	h.t.Helper()
 	reg := prometheus.NewRegistry()
 	pub, err := NewPublisher(Config{Brokers: h.brokers, MessageMaxBytes: h.maxBytes}, nil)
@@ -97,7 +97,8 @@ func (h *eoHarness) startAtLeastOnce(id string) *prometheus.Registry {
 	}
 	f, err := forwarder.New(forwarder.Config{
 		DB: h.db, Dialect: outbox.Postgres, Table: h.writer.Table().Events(), Publisher: pub, RelayID: id,
-		DeadLetterTopic: h.topic + "-dlq", IsRetriable: Retriable, MaxAttempts: 3, Metrics: reg,
+		DeadLetterTopic: h.topic + "-dlq", IsRetriable: Retriable, MaxAttempts: 3, Metrics: reg, UnlimitedRetries: unlimited,
+		Delivery: delivery, CheckpointTopic: h.checkpoint, TransactionalIDPrefix: h.prefix,
 		LeaseTTL: 2 * time.Second, HeartbeatInterval: 200 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond,
 		InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("relay", id),
@@ -174,19 +175,26 @@ func (h *eoHarness) deadLetterHeaders(committed bool, id uuid.UUID) map[string]s
 // ids and the reason (here the dead-letter topic's max.message.bytes is below any dead letter):
 // the row ends dead in the table with a reason saying the dead letter could not be published,
 // counted (dead_letter_refused_total) and listed among the dead letters, instead of being
-// retried forever; the other keys flow. On both delivery modes.
+// retried forever; the other keys flow. On both delivery modes, also with UnlimitedRetries
+// (which retries retriable errors without end, not refusals).
 func TestRefusedDeadLetterEndsDeadInTable(t *testing.T) {
 	for _, delivery := range []forwarder.Delivery{forwarder.AtLeastOnce, forwarder.ExactlyOnce} {
-		t.Run(string(delivery), func(t *testing.T) { refusedDeadLetterEndsDeadInTable(t, delivery) })
+		t.Run(string(delivery), func(t *testing.T) { refusedDeadLetterEndsDeadInTable(t, delivery, false) })
+		t.Run(string(delivery)+"/unlimited_retries", func(t *testing.T) { refusedDeadLetterEndsDeadInTable(t, delivery, true) })
 	}
 }
 
-func refusedDeadLetterEndsDeadInTable(t *testing.T, delivery forwarder.Delivery) {
+func refusedDeadLetterEndsDeadInTable(t *testing.T, delivery forwarder.Delivery, unlimited bool) {
 	h := newEOHarness(t)
 	h.maxBytes = 64 << 10
 	h.createTinyTopic(h.topic+"-dlq", 300)
 	keys := eoKeys(5)
-	metrics := h.startEither(delivery, "refused")
+	var metrics *prometheus.Registry
+	if unlimited {
+		metrics = h.startDirect("refused-unlimited", delivery, true)
+	} else {
+		metrics = h.startEither(delivery, "refused")
+	}
 	h.write(keys, 0, 3)
 	big := outbox.Event{ID: uuid.Must(uuid.NewV7()), Topic: h.topic, AggregateType: "order", AggregateID: keys[0],
 		EventType: "OrderChanged", Payload: []byte(strings.Repeat("p", 100<<10))}
