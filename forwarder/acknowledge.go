@@ -12,10 +12,25 @@ import (
 // The end of every batch: the rows the broker acknowledged are deleted (or marked) and the
 // failures settled, fenced by the leases' epochs.
 
+// outcome is what a delivery did to its records, handed from the pipeline to the
+// acknowledgement and on to the source: the records acknowledged (their rows deleted or marked
+// published), the failures settled (a retry later, or dead), and the rows left to the new owners
+// of partitions lost meanwhile. Records in none of them (the later records of a key that failed,
+// held back) stay pending, untouched.
+type outcome struct {
+	acked   []record
+	settled []settlement
+	fenced  int
+}
+
+// allAcknowledged reports whether every one of n delivered records was acknowledged.
+func (o outcome) allAcknowledged(n int) bool { return o.fenced == 0 && len(o.acked) == n }
+
 // acknowledge deletes (or marks) the published records and writes the settlements of the failed
 // ones, in one short transaction that first fences the leases: the rows of partitions this relay
-// lost meanwhile are left to their new owner and counted. It returns the partitions lost.
-func (f *Forwarder) acknowledge(ctx context.Context, worker int, leases []lease, acked []record, settled []settlement) (map[int]int, error) {
+// lost meanwhile are left to their new owner and counted. It returns what it wrote and the
+// partitions lost.
+func (f *Forwarder) acknowledge(ctx context.Context, worker int, leases []lease, acked []record, settled []settlement) (outcome, map[int]int, error) {
 	return f.acknowledgeUnits(ctx, worker, leases, acked, settled, nil)
 }
 
@@ -23,27 +38,27 @@ func (f *Forwarder) acknowledge(ctx context.Context, worker int, leases []lease,
 // the checkpoints of marks as cleaned, for the units whose partitions this relay still owns, so
 // that the next opening of a unit does not apply its checkpoint again.
 func (f *Forwarder) acknowledgeUnits(ctx context.Context, worker int, leases []lease, acked []record, settled []settlement,
-	marks []unitMark) (map[int]int, error) {
+	marks []unitMark) (outcome, map[int]int, error) {
 	ackCtx, cancelAck := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 	defer cancelAck()
-	var kept []record
-	var lost map[int]int
 	if f.cfg.Source == SourceCDC && len(settled) == 0 && len(marks) == 0 {
 		return f.acknowledgeAll(ackCtx, worker, leases, acked)
 	}
+	var o outcome
+	var lost map[int]int
 	err := f.store.inLeaseTx(ackCtx, f.cfg.DB, func(tx *sql.Tx) error {
 		owned, err := f.store.fence(ackCtx, tx, f.cfg.RelayID, leases)
 		if err != nil {
 			return err
 		}
-		kept, lost = kept[:0], map[int]int{}
+		o, lost = outcome{}, map[int]int{}
 		seqs := make([]int64, 0, len(acked))
 		for _, r := range acked {
 			if !owned[r.partition] {
 				lost[r.partition]++
 				continue
 			}
-			kept = append(kept, r)
+			o.acked = append(o.acked, r)
 			seqs = append(seqs, r.seq)
 		}
 		if err := f.store.ack(ackCtx, tx, seqs, f.cfg.Retention > 0); err != nil {
@@ -57,14 +72,15 @@ func (f *Forwarder) acknowledgeUnits(ctx context.Context, worker int, leases []l
 			if err := f.store.fail(ackCtx, tx, st.record.seq, st.attempts, st.next, st.dead, st.reason); err != nil {
 				return err
 			}
+			o.settled = append(o.settled, st)
 		}
 		return f.store.markCleaned(ackCtx, tx, f.ownedUnitMarks(marks, owned))
 	})
 	if err != nil {
-		return nil, fmt.Errorf("acknowledge %d published and %d failed rows: %w", len(acked), len(settled), err)
+		return outcome{}, nil, fmt.Errorf("acknowledge %d published and %d failed rows: %w", len(acked), len(settled), err)
 	}
-	f.acknowledged(worker, kept, lost)
-	return lost, nil
+	o.fenced = f.acknowledged(worker, o.acked, lost)
+	return o, lost, nil
 }
 
 // ownedUnitMarks keeps the marks of the units all of whose partitions are owned.
@@ -86,9 +102,9 @@ func (f *Forwarder) ownedUnitMarks(marks []unitMark, owned map[int]bool) []unitM
 // (store.ackFenced) instead of a transaction of five round trips: what the cdc source's parts
 // mostly are (PostgreSQL only). The polling source could use it on PostgreSQL too; its
 // figures were measured with the transaction and it keeps it.
-func (f *Forwarder) acknowledgeAll(ctx context.Context, worker int, leases []lease, acked []record) (map[int]int, error) {
+func (f *Forwarder) acknowledgeAll(ctx context.Context, worker int, leases []lease, acked []record) (outcome, map[int]int, error) {
 	if len(acked) == 0 {
-		return map[int]int{}, nil
+		return outcome{}, map[int]int{}, nil
 	}
 	seqs := make([]int64, len(acked))
 	for i, r := range acked {
@@ -96,33 +112,35 @@ func (f *Forwarder) acknowledgeAll(ctx context.Context, worker int, leases []lea
 	}
 	owned, err := f.store.ackFenced(ctx, f.cfg.DB, f.cfg.RelayID, leases, seqs, f.cfg.Retention > 0)
 	if err != nil {
-		return nil, fmt.Errorf("acknowledge %d published rows: %w", len(acked), err)
+		return outcome{}, nil, fmt.Errorf("acknowledge %d published rows: %w", len(acked), err)
 	}
-	kept, lost := acked[:0:0], map[int]int{}
+	var o outcome
+	lost := map[int]int{}
 	for _, r := range acked {
 		if !owned[r.partition] {
 			lost[r.partition]++
 			continue
 		}
-		kept = append(kept, r)
+		o.acked = append(o.acked, r)
 	}
-	f.acknowledged(worker, kept, lost)
-	return lost, nil
+	o.fenced = f.acknowledged(worker, o.acked, lost)
+	return o, lost, nil
 }
 
 // acknowledged counts what an acknowledgement kept and what it left to the partitions' new
-// owners.
-func (f *Forwarder) acknowledged(worker int, kept []record, lost map[int]int) {
-	if len(lost) > 0 {
-		rows := 0
-		for _, n := range lost {
-			rows += n
-		}
+// owners, and returns the number of rows left.
+func (f *Forwarder) acknowledged(worker int, kept []record, lost map[int]int) int {
+	rows := 0
+	for _, n := range lost {
+		rows += n
+	}
+	if rows > 0 {
 		f.metrics.fencedRows.Add(float64(rows))
 		f.log.Warn("lost the lease of partitions during a batch: their rows are left to the new owner",
 			"worker", worker, "partitions", len(lost), "rows", rows)
 	}
 	f.observeAcked(kept)
+	return rows
 }
 
 func (f *Forwarder) observeAcked(acked []record) {

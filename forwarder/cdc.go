@@ -46,7 +46,7 @@ func (f *Forwarder) setupCDC(table outbox.Table) error {
 		return fmt.Errorf("forwarder: %w", err)
 	}
 	f.cdc = &cdcState{table: table, slot: slot, metrics: m}
-	f.store.share = func(int) int {
+	f.share.target = func(int) int {
 		if f.cdc.streaming.Load() {
 			return outbox.Partitions
 		}

@@ -7,9 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -138,7 +135,8 @@ func (f *Forwarder) cdcDeliver(ctx context.Context, worker int, leases []lease, 
 	f.inflight.read(worker)
 	held := f.inflight.hold(worker, leases)
 	defer f.inflight.end(held)
-	before := f.unsettledCount(records)
+	var o outcome
+	var err error
 	if f.txp != nil {
 		whole := f.wholeUnitLeases(held)
 		for _, r := range records {
@@ -146,19 +144,17 @@ func (f *Forwarder) cdcDeliver(ctx context.Context, worker int, leases []lease, 
 				return fmt.Errorf("%w: transactional unit %d is not leased whole", errLeasesLost, r.partition%units)
 			}
 		}
-		if err := f.deliverTransactional(ctx, worker, held, records); err != nil {
-			return err
-		}
-	} else if err := f.deliver(ctx, worker, held, records); err != nil {
-		return err
+		o, err = f.deliverTransactional(ctx, worker, held, records)
+	} else {
+		o, err = f.deliver(ctx, worker, held, records)
 	}
-	if f.unsettledCount(records) == before {
-		return nil // every record acknowledged: nothing left pending to mark
+	if err != nil || o.allAcknowledged(len(records)) {
+		return err // every record acknowledged: nothing left pending to mark
 	}
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 	defer cancel()
 	// The rows of a partition lost meanwhile were counted as fenced by the acknowledgement.
-	_, _, err := f.markForRetry(mctx, worker, held, records)
+	_, _, err = f.markForRetry(mctx, worker, held, records)
 	return err
 }
 
@@ -213,31 +209,6 @@ func leasesOf(leases []lease, records []record, units int) []lease {
 		}
 	}
 	return out
-}
-
-// unsettledCount sums the counters deliver increments when a record is left pending: failed
-// attempts of the records' topics and tenants, and rows fenced off. Unchanged across a deliver,
-// every record was acknowledged. (Another worker's failures on the same topic only cause a
-// needless marking.)
-func (f *Forwarder) unsettledCount(records []record) float64 {
-	read := func(c prometheus.Counter) float64 {
-		var m dto.Metric
-		if c.Write(&m) != nil {
-			return -1
-		}
-		return m.GetCounter().GetValue()
-	}
-	type label struct{ topic, tenant string }
-	seen := map[label]bool{}
-	total := read(f.metrics.fencedRows)
-	for _, r := range records {
-		l := label{r.event.Topic, r.event.TenantID}
-		if !seen[l] {
-			seen[l] = true
-			total += read(f.metrics.failed.WithLabelValues(l.topic, l.tenant))
-		}
-	}
-	return total
 }
 
 // cdcPoll claims one batch from the table with claim (over every partition) and delivers it; it

@@ -37,7 +37,9 @@ type Forwarder struct {
 	txp          TransactionalPublisher
 	units        txUnits
 	installation string
-	cdc          *cdcState // nil unless Source is SourceCDC
+	// share is how this relay shares the partitions with the others of its lease group.
+	share sharePolicy
+	cdc   *cdcState // nil unless Source is SourceCDC
 }
 
 // New validates config and returns a Forwarder. It touches neither the database nor the broker.
@@ -64,7 +66,8 @@ func New(config Config) (*Forwarder, error) {
 		txp: txp,
 		cfg: config,
 		store: &store{table: table, dialect: config.Dialect, group: config.LeaseGroup, tenants: config.Tenants,
-			idleTimeout: max(time.Second, config.LeaseTTL/2), units: units},
+			idleTimeout: max(time.Second, config.LeaseTTL/2)},
+		share:    sharePolicy{units: units},
 		metrics:  m,
 		inflight: newInflight(config.Workers),
 		log:      config.Logger.With("component", "outboxkit.forwarder", "relay", config.RelayID, "table", table.Events()),
@@ -212,7 +215,7 @@ func fanOut(ctx context.Context, in <-chan struct{}, outs []chan struct{}) {
 func (f *Forwarder) heartbeat(ctx context.Context) (int, error) {
 	var releasing []int
 	rebalanced := false
-	owned, err := f.store.heartbeat(ctx, f.cfg.DB, f.cfg.RelayID, f.cfg.LeaseTTL, func(surplus []int) []int {
+	owned, err := f.store.heartbeat(ctx, f.cfg.DB, f.cfg.RelayID, f.cfg.LeaseTTL, f.share, func(surplus []int) []int {
 		rebalanced = true
 		releasing = f.inflight.rebalance(surplus)
 		return releasing
@@ -382,15 +385,17 @@ func (f *Forwarder) relayBatch(ctx context.Context, worker int) (int, error) {
 	}
 	f.metrics.batchSize.Observe(float64(len(records)))
 	if f.txp != nil {
-		return len(records), f.deliverTransactional(ctx, worker, leases, records)
+		_, err = f.deliverTransactional(ctx, worker, leases, records)
+	} else {
+		_, err = f.deliver(ctx, worker, leases, records)
 	}
-	return len(records), f.deliver(ctx, worker, leases, records)
+	return len(records), err
 }
 
 // deliver publishes claimed records of the given leases, settles the failures (retry, park or
 // dead-letter) and acknowledges the outcome in one short transaction fenced by the leases'
-// epochs. Every source of records (the polling claim, the CDC stream) ends here.
-func (f *Forwarder) deliver(ctx context.Context, worker int, leases []lease, records []record) error {
+// epochs, and returns it. Every source of records (the polling claim, the CDC stream) ends here.
+func (f *Forwarder) deliver(ctx context.Context, worker int, leases []lease, records []record) (outcome, error) {
 	publishCtx, cancelPublish := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.LeaseTTL)
 	started := time.Now()
 	acked, failed := f.publish(publishCtx, records)
@@ -401,6 +406,6 @@ func (f *Forwarder) deliver(ctx context.Context, worker int, leases []lease, rec
 	}
 	cancelPublish()
 
-	_, err := f.acknowledge(ctx, worker, leases, acked, settled)
-	return err
+	o, _, err := f.acknowledge(ctx, worker, leases, acked, settled)
+	return o, err
 }

@@ -247,7 +247,8 @@ func (e errOtherRelay) Error() string {
 // heartbeat renews this relay's presence and leases and rebalances the partitions. It returns
 // how many partitions the relay owns afterwards. Of the partitions above its share, it releases
 // those releasable returns (all of them when releasable is nil).
-func (s *store) heartbeat(ctx context.Context, db *sql.DB, owner string, ttl time.Duration, releasable func([]int) []int) (int, error) {
+func (s *store) heartbeat(ctx context.Context, db *sql.DB, owner string, ttl time.Duration, policy sharePolicy,
+	releasable func([]int) []int) (int, error) {
 	registered, err := s.registerRelay(ctx, db, owner, ttl)
 	if err != nil {
 		return 0, err
@@ -269,23 +270,12 @@ func (s *store) heartbeat(ctx context.Context, db *sql.DB, owner string, ttl tim
 		s.group).Scan(&relays); err != nil {
 		return 0, fmt.Errorf("count relays: %w", err)
 	}
-	relays = max(relays, 1)
-	share := (outbox.Partitions + relays - 1) / relays
-	if s.units > 0 {
-		share = (s.units + relays - 1) / relays * (outbox.Partitions / s.units)
-	}
-	if s.share != nil {
-		share = s.share(relays)
-	}
-
+	share := policy.share(relays)
 	owned, err := s.renew(ctx, db, owner, ttl)
 	if err != nil {
 		return 0, err
 	}
-	var partial []int
-	if s.units > 0 {
-		owned, partial = s.wholeUnits(owned)
-	}
+	owned, partial := policy.whole(owned)
 	switch {
 	case len(owned) > share || len(partial) > 0:
 		surplus := partial
@@ -302,7 +292,7 @@ func (s *store) heartbeat(ctx context.Context, db *sql.DB, owner string, ttl tim
 		}
 		return len(owned) - released, nil
 	case len(owned) < share:
-		taken, err := s.acquire(ctx, db, owner, share-len(owned), ttl)
+		taken, err := s.acquire(ctx, db, owner, share-len(owned), ttl, policy)
 		if err != nil {
 			return len(owned), err
 		}
@@ -441,10 +431,10 @@ func (s *store) release(ctx context.Context, db *sql.DB, owner string, partition
 // acquire takes up to n free or expired partitions and increments their epochs, which fences
 // the previous owner. Candidates locked by another transaction are skipped, so acquiring never
 // waits.
-func (s *store) acquire(ctx context.Context, db *sql.DB, owner string, n int, ttl time.Duration) (int, error) {
+func (s *store) acquire(ctx context.Context, db *sql.DB, owner string, n int, ttl time.Duration, policy sharePolicy) (int, error) {
 	now, nowArg := s.dbTime(0)
 	limit := n
-	if s.units > 0 {
+	if policy.units > 0 {
 		limit = outbox.Partitions // whole units are picked below
 	}
 	candidates, err := queryInts(ctx, db, s.q("SELECT partition_no FROM "+s.table.Leases()+
@@ -453,8 +443,8 @@ func (s *store) acquire(ctx context.Context, db *sql.DB, owner string, n int, tt
 	if err != nil {
 		return 0, fmt.Errorf("find free leases: %w", err)
 	}
-	if s.units > 0 {
-		candidates, _ = s.wholeUnits(candidates)
+	if policy.units > 0 {
+		candidates, _ = policy.whole(candidates)
 		candidates = candidates[:min(len(candidates), n)]
 	}
 	if len(candidates) == 0 {
@@ -472,9 +462,9 @@ func (s *store) acquire(ctx context.Context, db *sql.DB, owner string, n int, tt
 				parts = append(parts, p)
 			}
 		}
-		if s.units > 0 {
+		if policy.units > 0 {
 			// A unit some of whose rows another transaction holds is left whole.
-			if parts, _ = s.wholeUnits(parts); len(parts) == 0 {
+			if parts, _ = policy.whole(parts); len(parts) == 0 {
 				return nil
 			}
 		}
@@ -492,25 +482,6 @@ func (s *store) acquire(ctx context.Context, db *sql.DB, owner string, n int, tt
 		return 0, fmt.Errorf("take leases: %w", err)
 	}
 	return int(taken), nil
-}
-
-// wholeUnits splits partitions into those of the transactional units (exactly-once delivery)
-// all of whose partitions are listed, ordered unit by unit, and the others. A unit u holds the
-// partitions p with p % s.units == u, so all of them belong to one worker.
-func (s *store) wholeUnits(partitions []int) (whole, partial []int) {
-	per := outbox.Partitions / s.units
-	byUnit := map[int][]int{}
-	for _, p := range partitions {
-		byUnit[p%s.units] = append(byUnit[p%s.units], p)
-	}
-	for u := range s.units {
-		if len(byUnit[u]) == per {
-			whole = append(whole, byUnit[u]...)
-		} else {
-			partial = append(partial, byUnit[u]...)
-		}
-	}
-	return whole, partial
 }
 
 func (s *store) ownedPartitions(ctx context.Context, q querier, owner string) ([]int, error) {

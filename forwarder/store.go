@@ -39,12 +39,6 @@ type store struct {
 	tenants []string
 	// idleTimeout bounds how long a transaction locking lease rows may stay idle (inLeaseTx).
 	idleTimeout time.Duration
-	// units, when not 0, is the number of transactional units of exactly-once delivery: leases
-	// are then taken and given up a whole unit at a time (see wholeUnits).
-	units int
-	// share, when set, gives the number of partitions the relay aims at instead of an equal
-	// share among the live relays (the cdc source: all of them while streaming, none otherwise).
-	share func(relays int) int
 }
 
 // record is one claimed outbox row.

@@ -153,7 +153,7 @@ func renderStoreStatements(t *testing.T, d outbox.Dialect) string {
 	var records []record
 
 	g.step("ensureLeaseRows", func() error { return s.ensureLeaseRows(ctx, db) })
-	g.step("heartbeat (acquire)", func() error { _, err := s.heartbeat(ctx, db, owner, ttl, nil); return err })
+	g.step("heartbeat (acquire)", func() error { _, err := s.heartbeat(ctx, db, owner, ttl, sharePolicy{}, nil); return err })
 	g.step("liveLeases", func() (err error) { leases, err = s.liveLeases(ctx, db, owner, 0, 1); return err })
 	g.step("claim", func() (err error) { records, err = s.claim(ctx, db, all, 100, 1<<20); return err })
 	tenants := &store{table: table, dialect: d, group: "golden", tenants: []string{"a", "b"}}
@@ -180,12 +180,14 @@ func renderStoreStatements(t *testing.T, d outbox.Dialect) string {
 	g.step("ownedPartitions", func() error { _, err := s.ownedPartitions(ctx, db, owner); return err })
 	g.step("renew", func() error { _, err := s.renew(ctx, db, owner, ttl); return err })
 	g.step("release", func() error { _, err := s.release(ctx, db, owner, all[:2]); return err })
-	g.step("acquire", func() error { _, err := s.acquire(ctx, db, owner, 2, ttl); return err })
+	g.step("acquire", func() error { _, err := s.acquire(ctx, db, owner, 2, ttl, sharePolicy{}); return err })
 	g.step("lockLeases (skip locked)", func() error {
 		return inTx(ctx, db, func(tx *sql.Tx) error { _, err := s.lockLeases(ctx, tx, all[:4], true); return err })
 	})
-	units := &store{table: table, dialect: d, group: "golden", units: 8, idleTimeout: 5 * time.Second}
-	g.step("heartbeat (units)", func() error { _, err := units.heartbeat(ctx, db, owner, ttl, nil); return err })
+	g.step("heartbeat (units)", func() error {
+		_, err := s.heartbeat(ctx, db, owner, ttl, sharePolicy{units: 8}, nil)
+		return err
+	})
 	renderUnitStatements(g, s, db, records)
 	if d == outbox.Postgres {
 		renderCDCStatements(g, s, db, owner, leases, records)

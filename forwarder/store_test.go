@@ -262,7 +262,7 @@ func TestStoreAckDeletesOrRetainsAndPrunes(t *testing.T) {
 
 func (fx *storeFixture) heartbeat(owner string, ttl time.Duration) int {
 	fx.t.Helper()
-	n, err := fx.store.heartbeat(fx.ctx, fx.db, owner, ttl, nil)
+	n, err := fx.store.heartbeat(fx.ctx, fx.db, owner, ttl, sharePolicy{}, nil)
 	if err != nil {
 		fx.t.Fatalf("heartbeat of %s: %v", owner, err)
 	}
@@ -365,12 +365,12 @@ func TestStoreSQLiteAllowsOneRelay(t *testing.T) {
 	}
 	const ttl = time.Second
 	fx.heartbeat("A", ttl)
-	_, err := fx.store.heartbeat(fx.ctx, fx.db, "B", ttl, nil)
+	_, err := fx.store.heartbeat(fx.ctx, fx.db, "B", ttl, sharePolicy{}, nil)
 	if err == nil || !strings.Contains(err.Error(), `relay "A" is running on this SQLite database`) {
 		t.Fatalf("a second relay on one SQLite database: %v", err)
 	}
 	other := &store{table: fx.store.table, dialect: outbox.SQLite, group: "tenants:x"}
-	if _, err := other.heartbeat(fx.ctx, fx.db, "C", ttl, nil); err == nil {
+	if _, err := other.heartbeat(fx.ctx, fx.db, "C", ttl, sharePolicy{}, nil); err == nil {
 		t.Fatal("a relay of another lease group was accepted beside a running one")
 	}
 	if err := fx.store.releaseAll(fx.ctx, fx.db, "A"); err != nil {

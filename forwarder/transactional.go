@@ -19,7 +19,7 @@ import (
 
 // Exactly-once delivery (docs/exactly-once.md). The partitions are grouped into
 // Config.TransactionalUnits units (unit u holds the partitions p with p % units == u), each
-// with a stable name (unitName), leased whole (store.wholeUnits). A batch is published per unit
+// with a stable name (unitName), leased whole (sharePolicy.whole). A batch is published per unit
 // in one broker transaction
 // holding its events, its dead letters and a checkpoint listing its rows; only after the commit
 // are the rows deleted (or marked), in the usual fenced acknowledgement. Opening a unit fences
@@ -80,10 +80,10 @@ type unitOutcome struct {
 }
 
 // deliverTransactional is deliver for ExactlyOnce: a transaction per unit of the batch, units
-// in parallel, then one fenced acknowledgement of the committed rows. A unit is used only while
-// the worker leases all of its partitions; the rows of a unit leased in part wait (the
-// heartbeat gives such partitions up, so that a relay can take the unit whole).
-func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases []lease, records []record) error {
+// in parallel, then one fenced acknowledgement of the committed rows, whose outcome it returns.
+// A unit is used only while the worker leases all of its partitions; the rows of a unit leased
+// in part wait (the heartbeat gives such partitions up, so that a relay can take the unit whole).
+func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases []lease, records []record) (outcome, error) {
 	unitLeases := f.wholeUnitLeases(leases)
 	byUnit := map[int][]record{}
 	for _, r := range records {
@@ -132,9 +132,9 @@ func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases
 	}
 	if len(acked) == 0 && len(settled) == 0 {
 		if len(errs) > 0 {
-			return fmt.Errorf("exactly-once delivery: %v", errs)
+			return outcome{}, fmt.Errorf("exactly-once delivery: %v", errs)
 		}
-		return nil
+		return outcome{}, nil
 	}
 	var marks []unitMark
 	for i, o := range outcomes {
@@ -142,7 +142,7 @@ func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases
 			marks = append(marks, unitMark{unit: jobs[i].unit, name: f.unitName(jobs[i].unit), digest: checkpointDigest(o.checkpoint)})
 		}
 	}
-	lost, err := f.acknowledgeUnits(ctx, worker, leases, acked, settled, marks)
+	result, lost, err := f.acknowledgeUnits(ctx, worker, leases, acked, settled, marks)
 	if err != nil {
 		// The commits stand; their rows are cleaned up by the next opening of each unit.
 		for i, o := range outcomes {
@@ -150,7 +150,7 @@ func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases
 				f.closeUnit(jobs[i].unit)
 			}
 		}
-		return err
+		return outcome{}, err
 	}
 	lostUnits := map[int]bool{}
 	for p := range lost {
@@ -165,9 +165,9 @@ func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("exactly-once delivery: %v", errs)
+		return result, fmt.Errorf("exactly-once delivery: %v", errs)
 	}
-	return nil
+	return result, nil
 }
 
 // errUnitLost: a unit's leases moved to another relay while this one opened it; nothing of the
