@@ -23,6 +23,8 @@ import (
 type payload struct {
 	Key string `json:"key"`
 	Seq int64  `json:"seq"`
+	// Pad makes a poison event larger than the broker accepts.
+	Pad string `json:"pad,omitempty"`
 }
 
 // delivery is one message read from the broker.

@@ -2,6 +2,7 @@ package faultinject
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -224,9 +225,10 @@ func TestResultErrNamesEveryBrokenGuarantee(t *testing.T) {
 		t.Fatalf("duplicates alone are allowed, got %v", err)
 	}
 	err := Result{Lost: 1, Phantoms: 2, OrderViolations: 3, EffectViolations: 4, DeadlocksLogged: 5,
-		SlowTakeovers: 6, Stalled: 7}.Err()
+		SlowTakeovers: 6, Stalled: 7, PoisonStuck: 8, PoisonPending: 2, PoisonOverBudget: 9, MaxAttempts: 3}.Err()
 	for _, want := range []string{"1 committed events lost", "2 phantom", "3 per-key order", "4 events without exactly one effect",
-		"5 deadlocks", "6 paused relays kept their partitions", "7 events stalled"} {
+		"5 deadlocks", "6 paused relays kept their partitions", "7 events stalled",
+		"8 poison events neither published nor dead-lettered (2 still pending)", "9 poison events dead-lettered after more than 3 attempts"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Err() = %v, want it to mention %q", err, want)
 		}
@@ -253,5 +255,90 @@ func TestLockTroubleIsRecognized(t *testing.T) {
 	}
 	if n, samples, err := scanLockTrouble([]string{path, filepath.Join(dir, "absent.log")}); err != nil || n != 2 || len(samples) != 2 {
 		t.Fatalf("scan: %d lines %v, %v; want 2", n, samples, err)
+	}
+}
+
+// The deployment shapes of issue 19: the same run and ledger on shapes users build besides the
+// one above (one service, a generated lower-case table, every payload under the broker's limit).
+// Each is small (about 1,200-1,500 events, fewer kills) to keep CI short.
+
+// TestFaultInjectionTwoInstallationsExactlyOnce: two services on one PostgreSQL database, each
+// in its own schema reached through its DSN's search_path, both with the default table name
+// outbox_events, lease group and transactional-id prefix, both exactly once into the same Kafka
+// and the same topic; two relays each, SIGKILLed and SIGSTOPped in turn, connections cut. The
+// ledger tells the services apart by event id (their keys differ too): nothing lost, no
+// phantom, per-key order, no duplicate for the read_committed consumer. Before installations
+// had an identity of their own, each relay fenced the other's units and applied the other's
+// checkpoint cleanup to its own table: events lost.
+func TestFaultInjectionTwoInstallationsExactlyOnce(t *testing.T) {
+	res := runFaultsWith(t, Kafka, outbox.Postgres, false, "exactly_once", 0, func(c *Config) {
+		c.Installations, c.Relays, c.Events, c.Kills, c.Pauses = 2, 2, 1500, 4, 2
+	})
+	if res.Duplicates != 0 {
+		t.Fatalf("a read_committed consumer saw %d duplicates under exactly-once delivery", res.Duplicates)
+	}
+}
+
+// TestFaultInjectionCDCNames: the cdc run on tables named as users write them: a mixed-case
+// name (PostgreSQL folds the unquoted OrdersOutbox<n> to ordersoutbox<n>, the name the stream
+// reports) and a schema-qualified mixed-case one (ShopApp<n>.OrdersOutbox, exactly once); 300
+// more events after the faults. Before the decoder matched relations as PostgreSQL resolves the configured name, the stream
+// of a mixed-case table published nothing.
+func TestFaultInjectionCDCNames(t *testing.T) {
+	n := time.Now().UnixNano() % 1e6
+	for _, tc := range []struct{ name, table, delivery string }{
+		{"mixed_case", fmt.Sprintf("OrdersOutbox%d", n), "at_least_once"},
+		{"schema_qualified", fmt.Sprintf("ShopApp%d.OrdersOutbox", n), "exactly_once"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := runFaultsWith(t, Kafka, outbox.Postgres, false, tc.delivery, 0, func(c *Config) {
+				c.Source, c.Table, c.Events, c.Kills, c.Pauses = "cdc", tc.table, 1200, 3, 1
+				// A relay's start and a takeover catch up on pending rows: the calm events
+				// can only arrive through the stream.
+				c.CalmEvents = 300
+			})
+			if tc.delivery == "exactly_once" && res.Duplicates != 0 {
+				t.Fatalf("a read_committed consumer saw %d duplicates under exactly-once delivery", res.Duplicates)
+			}
+		})
+	}
+}
+
+// TestFaultInjectionPoisonEvents: three events over the broker's limit (2 MiB of random text
+// for Kafka's 1 MiB, 8 MiB for Pulsar's 5 MiB) committed among 1,200 others on live keys, with
+// max_attempts 3, relays SIGKILLed and SIGSTOPped: each poison event ends dead (status 2)
+// within 3 attempts, and every other event arrives, in per-key order, also the later events of
+// the poison's own key. Before the classifier travelled with the publisher, Pulsar's relay
+// retried a too-large event forever and its key stayed blocked.
+func TestFaultInjectionPoisonEvents(t *testing.T) {
+	for _, kind := range []string{Kafka, Pulsar} {
+		t.Run(kind, func(t *testing.T) {
+			if kind == Pulsar && os.Getenv(envPulsar) == "0" {
+				t.Skipf("%s=0", envPulsar)
+			}
+			const poison = 3
+			res := runFaultsWith(t, kind, outbox.Postgres, false, "", 0, func(c *Config) {
+				c.PoisonEvents, c.MaxAttempts, c.Events, c.Kills, c.Pauses = poison, 3, 1200, 3, 1
+				c.DrainTimeout = 90 * time.Second
+			})
+			if res.Poison != poison || res.PoisonDead+res.PoisonPublished != poison || res.PoisonStuck != 0 || res.PoisonOverBudget != 0 {
+				t.Fatalf("poison events: %d committed, %d dead, %d published, %d stuck, %d over budget; want %d, all dead or published within %d attempts",
+					res.Poison, res.PoisonDead, res.PoisonPublished, res.PoisonStuck, res.PoisonOverBudget, poison, res.MaxAttempts)
+			}
+		})
+	}
+}
+
+// The installations' DSNs carry search_path as a startup option pgx understands (a space as
+// %20: pgx does not read "+" as one).
+func TestWithSearchPath(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"postgres://u:p@h:1/db?sslmode=disable": "postgres://u:p@h:1/db?sslmode=disable&options=-c%20search_path%3Dsvc_a",
+		"postgres://u:p@h:1/db":                 "postgres://u:p@h:1/db?options=-c%20search_path%3Dsvc_a",
+		"host=h dbname=db":                      "host=h dbname=db options='-c search_path=svc_a'",
+	} {
+		if got := withSearchPath(dsn, "svc_a"); got != want {
+			t.Errorf("withSearchPath(%q) = %q, want %q", dsn, got, want)
+		}
 	}
 }

@@ -12,9 +12,9 @@ import (
 // leaseGroup is the lease group of the relays (the CLI's default).
 const leaseGroup = "default"
 
-// leaseOwners returns the owner of every partition of the relays' lease group ("" for none).
-func (e *env) leaseOwners(ctx context.Context) (map[int]string, error) {
-	rows, err := e.db.QueryContext(ctx, e.q("SELECT partition_no, owner FROM "+e.table.Leases()+" WHERE lease_group = ?"), leaseGroup)
+// leaseOwners returns the owner of every partition of installation in's lease group ("" for none).
+func (e *env) leaseOwners(ctx context.Context, in *installation) (map[int]string, error) {
+	rows, err := in.db.QueryContext(ctx, e.q("SELECT partition_no, owner FROM "+in.table.Leases()+" WHERE lease_group = ?"), leaseGroup)
 	if err != nil {
 		return nil, fmt.Errorf("faultinject: read leases: %w", err)
 	}
@@ -41,14 +41,14 @@ func owned(owners map[int]string, id string) []int {
 	return parts
 }
 
-// pauseRelay SIGSTOPs a relay for length, then SIGCONTs it, and measures how long its
+// pauseRelay SIGSTOPs a relay of installation in for length, then SIGCONTs it, and measures how long its
 // partitions took to move to other relays. slot -1 picks the running relay owning the most
 // partitions. For up to catchFor it first waits for a moment when the relay is inside a batch
 // as far as the database can tell (one of its connections inside a statement or a
 // transaction), so that the pause falls mid-batch.
-func (e *env) pauseRelay(ctx context.Context, slot int, length, catchFor time.Duration) (Pause, error) {
+func (e *env) pauseRelay(ctx context.Context, in *installation, slot int, length, catchFor time.Duration) (Pause, error) {
 	for attempt := 0; ; attempt++ {
-		p, ok, err := e.tryPause(ctx, slot, length, catchFor)
+		p, ok, err := e.tryPause(ctx, in, slot, length, catchFor)
 		if err != nil || ok {
 			return p, err
 		}
@@ -63,14 +63,15 @@ func (e *env) pauseRelay(ctx context.Context, slot int, length, catchFor time.Du
 	}
 }
 
-func (e *env) tryPause(ctx context.Context, slot int, length, catchFor time.Duration) (Pause, bool, error) {
-	owners, err := e.leaseOwners(ctx)
+func (e *env) tryPause(ctx context.Context, in *installation, slot int, length, catchFor time.Duration) (Pause, bool, error) {
+	rl := in.rl
+	owners, err := e.leaseOwners(ctx, in)
 	if err != nil {
 		return Pause{}, false, err
 	}
 	victim, most := -1, 0
-	for _, i := range e.rl.running() {
-		id, _ := e.rl.relayID(i)
+	for _, i := range rl.running() {
+		id, _ := rl.relayID(i)
 		if n := len(owned(owners, id)); (slot < 0 || slot == i) && n > most {
 			victim, most = i, n
 		}
@@ -78,7 +79,7 @@ func (e *env) tryPause(ctx context.Context, slot int, length, catchFor time.Dura
 	if victim < 0 {
 		return Pause{}, false, nil
 	}
-	_, pid := e.rl.relayID(victim)
+	_, pid := rl.relayID(victim)
 	caught := "idle"
 	for until := time.Now().Add(catchFor); time.Now().Before(until) && caught == "idle"; {
 		conns, err := e.connections(ctx, []int{pid})
@@ -97,19 +98,19 @@ func (e *env) tryPause(ctx context.Context, slot int, length, catchFor time.Dura
 			time.Sleep(3 * time.Millisecond)
 		}
 	}
-	id, ok := e.rl.sigstop(victim)
+	id, ok := rl.sigstop(victim)
 	if !ok {
 		return Pause{}, false, nil // it exited meanwhile (a kill): pick again
 	}
 	p := Pause{Slot: victim, RelayID: id, Caught: caught, Long: length > 3*e.cfg.LeaseTTL, stoppedAt: time.Now()}
 	defer func() {
-		e.rl.sigcont(victim)
+		rl.sigcont(victim)
 		p.resumedAt = time.Now()
 	}()
 	end := p.stoppedAt.Add(length)
 	var mine []int
 	for time.Now().Before(end) {
-		if owners, err = e.leaseOwners(ctx); err != nil {
+		if owners, err = e.leaseOwners(ctx, in); err != nil {
 			return p, true, err
 		}
 		if mine == nil {
@@ -138,7 +139,7 @@ func (e *env) tryPause(ctx context.Context, slot int, length, catchFor time.Dura
 		case <-time.After(max(wait, 0)):
 		}
 	}
-	e.rl.sigcont(victim)
+	rl.sigcont(victim)
 	p.resumedAt = time.Now()
 	p.Length = p.resumedAt.Sub(p.stoppedAt)
 	return p, true, nil
@@ -162,7 +163,7 @@ func RunPause(ctx context.Context, cfg Config) (Result, error) {
 	}
 	cfg.setDefaults()
 	start := time.Now()
-	res := Result{Broker: cfg.Broker.Kind, Database: string(cfg.Dialect), Delivery: cfg.delivery(), Source: cfg.source(), Seed: cfg.Seed, TakeoverBound: cfg.TakeoverBound()}
+	res := newResult(cfg)
 	e, err := newEnv(ctx, cfg)
 	defer e.close()
 	if err != nil {
@@ -173,7 +174,7 @@ func RunPause(ctx context.Context, cfg Config) (Result, error) {
 	// Wait until every relay owns partitions and events flow.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		owners, err := e.leaseOwners(ctx)
+		owners, err := e.leaseOwners(ctx, e.insts[0])
 		if err != nil {
 			return res, err
 		}
@@ -199,7 +200,7 @@ func RunPause(ctx context.Context, cfg Config) (Result, error) {
 		}
 	}
 	e.logf("%d relays share the partitions and events flow; pausing one for %s", cfg.Relays, 3*cfg.LeaseTTL)
-	p, err := e.pauseRelay(ctx, -1, 3*cfg.LeaseTTL, 3*time.Second)
+	p, err := e.pauseRelay(ctx, e.insts[0], -1, 3*cfg.LeaseTTL, 3*time.Second)
 	if err != nil {
 		return res, err
 	}
@@ -227,7 +228,7 @@ func RunPause(ctx context.Context, cfg Config) (Result, error) {
 		return res, err
 	}
 	res.WriteDuration = e.writeDuration
-	if owners, err := e.leaseOwners(ctx); err == nil {
+	if owners, err := e.leaseOwners(ctx, e.insts[0]); err == nil {
 		shares := map[string]int{}
 		for _, o := range owners {
 			shares[o]++

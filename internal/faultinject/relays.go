@@ -16,9 +16,10 @@ import (
 // relays supervises several `outboxkit relay` processes like an orchestrator would: a process
 // that exits is started again (after a short pause), kill SIGKILLs one of them, sigstop and
 // sigcont pause and resume one. Every start gets a relay id of its own (relay_id in its
-// configuration, "fault-<slot>-<start>"), so the leases table says which process owns what.
+// configuration, "fault-<slot>-<start>", after the installation's prefix when the run has
+// several), so the leases table says which process owns what.
 type relays struct {
-	bin, logDir string
+	bin, logDir, idPrefix string
 	// writeConfig writes the configuration of one start of a relay to path.
 	writeConfig func(path, relayID string) error
 
@@ -39,9 +40,9 @@ type relays struct {
 	rng    *rand.Rand
 }
 
-func startRelays(bin, logDir string, n int, seed uint64, writeConfig func(path, relayID string) error) *relays {
+func startRelays(bin, logDir, idPrefix string, n int, seed uint64, writeConfig func(path, relayID string) error) *relays {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &relays{bin: bin, logDir: logDir, writeConfig: writeConfig,
+	r := &relays{bin: bin, logDir: logDir, idPrefix: idPrefix, writeConfig: writeConfig,
 		procs: make([]*os.Process, n), ids: make([]string, n), killed: make([]bool, n), paused: make([]bool, n),
 		slotRuns: make([]int, n), ctx: ctx, cancel: cancel, rng: rand.New(rand.NewPCG(seed, 7))}
 	for i := range n {
@@ -72,7 +73,7 @@ func (r *relays) supervise(i int) {
 		}
 		r.mu.Lock()
 		r.slotRuns[i]++
-		id := fmt.Sprintf("fault-%d-%d", i, r.slotRuns[i])
+		id := fmt.Sprintf("fault-%s%d-%d", r.idPrefix, i, r.slotRuns[i])
 		r.mu.Unlock()
 		if err := r.writeConfig(configPath, id); err != nil {
 			fmt.Fprintf(logFile, "faultinject: write config: %v\n", err)

@@ -10,6 +10,9 @@
 //	go run ./internal/cmd/faultinject -size large -broker kafka
 //	go run ./internal/cmd/faultinject -db mysql
 //	go run ./internal/cmd/faultinject -scenario pause -db mysql
+//	go run ./internal/cmd/faultinject -installations 2 -delivery exactly_once -relays 2
+//	go run ./internal/cmd/faultinject -source cdc -table ShopApp.OrdersOutbox
+//	go run ./internal/cmd/faultinject -broker pulsar -poison 5 -no-broker-restart
 //
 // The dedicated broker is started through scripts/services.sh (start-kafka / start-pulsar) with
 // its own ports and state directory, and stopped at the end unless -keep-broker is given.
@@ -60,6 +63,14 @@ func run() int {
 		binary     = flag.String("outboxkit", "", "outboxkit binary (default: build ./cmd/outboxkit)")
 		keep       = flag.Bool("keep", false, "keep the tables, relay config and logs")
 		keepBroker = flag.Bool("keep-broker", false, "leave the dedicated broker running")
+		insts      = flag.Int("installations", 1, "services sharing the database and the broker, each in a schema of its own (search_path) with the default table outbox_events (postgres)")
+		table      = flag.String("table", "", "the outbox table as database.table names it, e.g. OrdersOutbox or ShopApp.OrdersOutbox (default: a generated name)")
+		poison     = flag.Int("poison", 0, "events over the broker's message limit among the writes, each must end dead-lettered within -max-attempts")
+		poisonSize = flag.Int("poison-bytes", 0, "payload size of a poison event (default 2 MiB for kafka, 8 MiB for pulsar)")
+		calm       = flag.Int("calm-events", 0, "events committed after every fault is over, the relays left alone (their steady path must carry them)")
+		drain      = flag.Duration("drain-timeout", 0, "bound of the wait for the last events after the writes (default 3m, 10m with -size large)")
+		attempts   = flag.Int("max-attempts", 0, "the relays' forwarder.max_attempts (default 1000; 3 with -poison)")
+		pulsarPort = flag.Int("pulsar-port", faultinject.DefaultPulsarPort, "port of the dedicated Pulsar (its HTTP and bookie ports: -pulsar-port+1, +2, unless it is the default)")
 		kafkaPort  = flag.Int("kafka-port", faultinject.DefaultKafkaPort, "port of the dedicated Kafka (with -kafka-port+1 for its controller); another one than the tests' lets a run go on beside them")
 	)
 	flag.Parse()
@@ -77,7 +88,11 @@ func run() int {
 	}
 	cfg := faultinject.Config{Dialect: dialect, DSN: *dsn, Delivery: *delivery, Source: *source, Binary: *binary, Relays: *relays, RollbackShare: *rollback,
 		NoBrokerRestart: *noRestart, NoDBCut: *noCut, NoPauses: *noPauses, Pauses: *pauses, LeaseTTL: *leaseTTL,
-		Seed: *seed, Keep: *keep, BrokerDowntime: *downtime, Logf: log.Printf}
+		Seed: *seed, Keep: *keep, BrokerDowntime: *downtime, Logf: log.Printf,
+		CalmEvents: *calm, Installations: *insts, Table: *table, PoisonEvents: *poison, PoisonBytes: *poisonSize, MaxAttempts: *attempts}
+	if *poison > 0 && *attempts == 0 {
+		cfg.MaxAttempts = 3
+	}
 	switch *size {
 	case "small":
 		cfg.Events, cfg.Keys, cfg.Writers, cfg.Kills, cfg.Rate = 3000, 200, 4, 6, 300
@@ -87,6 +102,9 @@ func run() int {
 	default:
 		fmt.Fprintf(os.Stderr, "faultinject: -size %q: want small or large\n", *size)
 		return 2
+	}
+	if *drain > 0 {
+		cfg.DrainTimeout = *drain
 	}
 	for _, o := range []struct {
 		dst *int
@@ -107,6 +125,9 @@ func run() int {
 	}
 	cfg.Broker = faultinject.Broker{Kind: *broker, RepoRoot: root, StateDir: *stateDir,
 		KafkaPort: *kafkaPort, KafkaControllerPort: *kafkaPort + 1}
+	if *pulsarPort != faultinject.DefaultPulsarPort {
+		cfg.Broker.PulsarPort, cfg.Broker.PulsarHTTPPort, cfg.Broker.PulsarBookiePort = *pulsarPort, *pulsarPort+1, *pulsarPort+2
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -141,7 +162,8 @@ func run() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fmt.Println("OK: no loss, no phantom, per-key order held, one effect per event, no deadlock logged, paused relays taken over in time")
+	fmt.Println("OK: no loss, no phantom, per-key order held, one effect per event, no deadlock logged, paused relays taken over in time" +
+		poisonOK(res))
 	return 0
 }
 
@@ -150,4 +172,12 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// poisonOK is the end of the OK line for a run with poison events.
+func poisonOK(res faultinject.Result) string {
+	if res.Poison == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d poison events dead-lettered within %d attempts (%d published)", res.Poison, res.MaxAttempts, res.PoisonPublished)
 }

@@ -1,0 +1,125 @@
+package faultinject
+
+import (
+	"context"
+	"fmt"
+)
+
+// analyze fills the checks of res from the deliveries and the database: the ledger of the
+// events (delivered, lost, phantoms, order, duplicates), the rows left in every installation's
+// table, the poison events, and the effects.
+func (e *env) analyze(ctx context.Context, res *Result) error {
+	out, deliveries := e.out, e.rec.deliveries
+	res.Committed, res.RolledBack, res.Uncertain = len(out.committed), len(out.rolledBack), len(out.uncertain)
+	res.Messages = len(deliveries)
+	sample := func(format string, args ...any) {
+		if len(res.Samples) < 5 {
+			res.Samples = append(res.Samples, fmt.Sprintf(format, args...))
+		}
+	}
+	seen := map[string]bool{}
+	phantom := map[string]bool{}
+	last := map[string]int64{}
+	lastAt := map[string]delivery{}
+	for _, d := range deliveries {
+		if d.bad != "" {
+			res.Undecodable++
+			sample("message %q: %s", d.id, d.bad)
+			continue
+		}
+		if seen[d.id] {
+			res.Duplicates++
+			continue
+		}
+		seen[d.id] = true
+		switch {
+		case out.committed[d.id]:
+			res.Delivered++
+		case out.poison[d.id]:
+			res.PoisonPublished++ // the broker took it after all: published, checked for order
+		case out.uncertain[d.id]:
+			// The commit's outcome is unknown: it may legitimately have committed.
+		default:
+			if !phantom[d.id] {
+				phantom[d.id] = true
+				res.Phantoms++
+				sample("phantom %s (key %s seq %d, rolled back: %v)", d.id, d.key, d.seq, out.rolledBack[d.id])
+			}
+			continue
+		}
+		if d.seq <= last[d.key] {
+			res.OrderViolations++
+			prev := lastAt[d.key]
+			sample("key %s: seq %d (%s, %s) arrived after seq %d (%s, %s)", d.key, d.seq, d.where,
+				d.at.Format("15:04:05.000"), last[d.key], prev.where, prev.at.Format("15:04:05.000"))
+		}
+		if d.seq > last[d.key] {
+			last[d.key], lastAt[d.key] = d.seq, d
+		}
+	}
+	if len(e.insts) > 1 {
+		res.LostBy = make([]int, len(e.insts))
+	}
+	for id := range out.committed {
+		if !seen[id] {
+			res.Lost++
+			if res.LostBy != nil {
+				res.LostBy[out.installation[id]]++
+			}
+			sample("lost %s (installation %d)", id, out.installation[id])
+		}
+	}
+
+	if err := e.countRows(ctx, res); err != nil {
+		return err
+	}
+	if err := e.checkPoison(ctx, res, seen); err != nil {
+		return err
+	}
+	rows, err := e.db.QueryContext(ctx, "SELECT event_id, COUNT(*) FROM "+e.effectsTable+" GROUP BY event_id")
+	if err != nil {
+		return fmt.Errorf("faultinject: read effects: %w", err)
+	}
+	defer rows.Close()
+	effectsOf := map[string]int{}
+	for rows.Next() {
+		var id string
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			return err
+		}
+		effectsOf[id] = n
+		res.Effects += n
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for id := range out.committed {
+		if effectsOf[id] != 1 {
+			res.EffectViolations++
+			sample("event %s has %d effects", id, effectsOf[id])
+		}
+	}
+	for id, n := range effectsOf {
+		if !out.committed[id] && !out.uncertain[id] {
+			res.EffectViolations++
+			sample("effect for uncommitted event %s (%d)", id, n)
+		}
+	}
+	return nil
+}
+
+// countRows counts the rows left dead and pending in every installation's outbox table.
+func (e *env) countRows(ctx context.Context, res *Result) error {
+	for _, in := range e.insts {
+		var dead, pending int
+		if err := in.db.QueryRowContext(ctx, "SELECT COALESCE(SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), 0), "+
+			"COALESCE(SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), 0) FROM "+in.table.Events()).
+			Scan(&dead, &pending); err != nil {
+			return fmt.Errorf("faultinject: count outbox rows of installation %d: %w", in.index, err)
+		}
+		res.DeadLettered += dead
+		res.Pending += pending
+	}
+	return nil
+}

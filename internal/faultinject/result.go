@@ -1,0 +1,220 @@
+package faultinject
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Pause is one SIGSTOP/SIGCONT of a relay.
+type Pause struct {
+	Slot    int           // relay slot
+	RelayID string        // the paused process's relay id
+	Length  time.Duration // from SIGSTOP to SIGCONT
+	Owned   int           // partitions it owned at SIGSTOP
+	// Caught says what the relay was doing at SIGSTOP, as the database saw its connections:
+	// "in a transaction", "in a statement", or "idle" (no batch caught in the time allowed).
+	Caught string
+	// TakenOver says whether every partition it owned had another owner before SIGCONT;
+	// Takeover is the time from SIGSTOP until then.
+	TakenOver bool
+	Takeover  time.Duration
+	// Long marks a pause longer than 3 x LeaseTTL, whose takeover must be within the bound.
+	Long bool
+
+	stoppedAt, resumedAt time.Time
+}
+
+func (p Pause) String() string {
+	s := fmt.Sprintf("%s (slot %d, %d partitions, %s) for %s: ", p.RelayID, p.Slot, p.Owned, p.Caught,
+		p.Length.Round(100*time.Millisecond))
+	if p.TakenOver {
+		return s + "taken over after " + p.Takeover.Round(10*time.Millisecond).String()
+	}
+	return s + "not taken over"
+}
+
+// Result is what a run measured.
+type Result struct {
+	Broker   string
+	Database string
+	Delivery string
+	Source   string
+	Seed     uint64
+	// Installations and OutboxTable are the deployment shape (Config.Installations, the table as
+	// the relays were configured with it).
+	Installations int
+	OutboxTable   string
+
+	Committed  int // events in committed transactions
+	RolledBack int // events in transactions rolled back on purpose
+	Uncertain  int // events whose commit returned an error (outcome unknown; excluded from checks)
+	// WriterAborts counts transactions that failed before COMMIT (a lost connection, a
+	// deadlock); their events count as rolled back.
+	WriterAborts int
+	// WriterDeadlocks counts writer transactions the database aborted as a deadlock or a lock
+	// wait timeout (reported, not a broken guarantee: the application would retry them).
+	WriterDeadlocks int
+
+	Messages        int   // messages read from the topic, duplicates included
+	Delivered       int   // distinct committed events delivered
+	Lost            int   // committed events never delivered
+	LostBy          []int // Lost per installation (with several)
+	Phantoms        int   // distinct rolled-back or unknown events delivered
+	OrderViolations int   // first deliveries whose per-key sequence went backwards
+	Duplicates      int   // deliveries beyond the first of an event
+	Undecodable     int   // messages without an event id or with a bad payload
+	DeadLettered    int   // rows left dead in the outbox
+	Pending         int   // rows left pending in the outbox
+
+	// Poison counts the committed poison events (Config.PoisonEvents); they are not in
+	// Committed, Delivered or Lost. Each must be dead-lettered (PoisonDead: its row dead) or,
+	// if the broker took it after all, published (PoisonPublished); PoisonStuck counts those
+	// neither published nor dead at the end (PoisonPending of them still pending), and
+	// PoisonOverBudget the dead ones that took more than MaxAttempts attempts.
+	Poison, PoisonDead, PoisonPublished, PoisonStuck, PoisonPending, PoisonOverBudget int
+	// HeldBehindDead counts the events that waited behind a dead poison event of their key
+	// until the run discarded it (then they must arrive like any other).
+	HeldBehindDead int
+	// MaxAttempts is the relays' retry budget (forwarder.max_attempts).
+	MaxAttempts int
+
+	Effects          int // effect rows written through the inbox
+	InboxDuplicates  uint64
+	EffectViolations int // committed events with no effect or more than one
+	// DeadlocksLogged counts the lines of the relays' logs reporting a deadlock (PostgreSQL
+	// 40P01, MySQL 1213) or a lock wait timeout (MySQL 1205).
+	DeadlocksLogged int
+	DeadlockSamples []string
+
+	Kills          int
+	RelaySelfExits int // relay exits not caused by a kill (e.g. broker down at start)
+	BrokerRestarts int
+	DBCuts         int // relay connections terminated
+	Pauses         []Pause
+	// TakeoverBound is the bound the long pauses' takeovers are held to; SlowTakeovers counts
+	// the long pauses whose partitions were not all taken over within it.
+	TakeoverBound time.Duration
+	SlowTakeovers int
+	// Stalled counts (RunPause) events committed while a relay was paused, early enough for
+	// the others to relay them, that had not arrived when it was resumed.
+	Stalled int
+
+	WriteDuration time.Duration
+	Duration      time.Duration
+	Samples       []string // a few examples of what went wrong
+}
+
+// Err reports a broken guarantee: a lost event, a phantom, an order violation, an event without
+// exactly one effect, a poison event neither published nor dead-lettered within its budget, an undecodable message, a deadlock logged by a relay, a paused relay whose
+// partitions were not taken over in time, or events stalled behind a paused relay.
+func (r Result) Err() error {
+	var errs []string
+	if r.Lost > 0 {
+		errs = append(errs, fmt.Sprintf("%d committed events lost", r.Lost))
+	}
+	if r.Phantoms > 0 {
+		errs = append(errs, fmt.Sprintf("%d phantom events", r.Phantoms))
+	}
+	if r.OrderViolations > 0 {
+		errs = append(errs, fmt.Sprintf("%d per-key order violations", r.OrderViolations))
+	}
+	if r.EffectViolations > 0 {
+		errs = append(errs, fmt.Sprintf("%d events without exactly one effect", r.EffectViolations))
+	}
+	if r.Delivery == "exactly_once" && r.Duplicates > 0 {
+		errs = append(errs, fmt.Sprintf("%d duplicates under exactly-once delivery", r.Duplicates))
+	}
+	if r.PoisonStuck > 0 {
+		errs = append(errs, fmt.Sprintf("%d poison events neither published nor dead-lettered (%d still pending)", r.PoisonStuck, r.PoisonPending))
+	}
+	if r.PoisonOverBudget > 0 {
+		errs = append(errs, fmt.Sprintf("%d poison events dead-lettered after more than %d attempts", r.PoisonOverBudget, r.MaxAttempts))
+	}
+	if r.Undecodable > 0 {
+		errs = append(errs, fmt.Sprintf("%d undecodable messages", r.Undecodable))
+	}
+	if r.DeadlocksLogged > 0 {
+		errs = append(errs, fmt.Sprintf("%d deadlocks or lock wait timeouts logged by the relays (%s)",
+			r.DeadlocksLogged, strings.Join(r.DeadlockSamples, "; ")))
+	}
+	if r.SlowTakeovers > 0 {
+		errs = append(errs, fmt.Sprintf("%d paused relays kept their partitions longer than %s", r.SlowTakeovers, r.TakeoverBound))
+	}
+	if r.Stalled > 0 {
+		errs = append(errs, fmt.Sprintf("%d events stalled behind the paused relay", r.Stalled))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	if len(r.Samples) > 0 {
+		errs = append(errs, "e.g. "+strings.Join(r.Samples, "; "))
+	}
+	return errors.New("faultinject: " + strings.Join(errs, ", "))
+}
+
+// Table renders the result as an aligned two-column table.
+func (r Result) Table() string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
+	row("broker", r.Broker)
+	row("database", r.Database)
+	row("delivery", r.Delivery)
+	row("source", r.Source)
+	if r.Installations > 1 || r.OutboxTable != "" {
+		row("installations / table", fmt.Sprintf("%d / %s", r.Installations, r.OutboxTable))
+	}
+	row("events committed", r.Committed)
+	row("events rolled back", r.RolledBack)
+	row("commit outcome unknown", r.Uncertain)
+	row("writer tx aborted (connection lost, deadlock)", r.WriterAborts)
+	row("writer deadlocks / lock wait timeouts", r.WriterDeadlocks)
+	row("messages consumed", r.Messages)
+	row("delivered (distinct)", r.Delivered)
+	row("lost", r.Lost)
+	if r.LostBy != nil {
+		row("lost per installation", fmt.Sprint(r.LostBy))
+	}
+	row("phantoms", r.Phantoms)
+	row("order violations", r.OrderViolations)
+	row("duplicates", r.Duplicates)
+	row("effects", r.Effects)
+	row("events without exactly 1 effect", r.EffectViolations)
+	row("inbox duplicates skipped", r.InboxDuplicates)
+	row("dead-lettered / pending rows", fmt.Sprintf("%d / %d", r.DeadLettered, r.Pending))
+	if r.Poison > 0 {
+		row("poison events: dead / published / stuck (pending)", fmt.Sprintf("%d: %d / %d / %d (%d)", r.Poison,
+			r.PoisonDead, r.PoisonPublished, r.PoisonStuck, r.PoisonPending))
+		row("poison dead after > max_attempts", fmt.Sprintf("%d (max_attempts %d)", r.PoisonOverBudget, r.MaxAttempts))
+		row("events held behind them until discarded", r.HeldBehindDead)
+	}
+	row("deadlocks logged (relays)", r.DeadlocksLogged)
+	row("relay SIGKILLs", r.Kills)
+	row("relay self-exits (restarted)", r.RelaySelfExits)
+	row("broker restarts", r.BrokerRestarts)
+	row("relay DB connections cut", r.DBCuts)
+	long := 0
+	for _, p := range r.Pauses {
+		if p.Long {
+			long++
+		}
+	}
+	row("relay pauses (SIGSTOP/SIGCONT)", fmt.Sprintf("%d (%d longer than 3x lease TTL)", len(r.Pauses), long))
+	for i, p := range r.Pauses {
+		row(fmt.Sprintf("  pause %d", i+1), p)
+	}
+	if r.TakeoverBound > 0 {
+		row("takeover bound / slow takeovers", fmt.Sprintf("%s / %d", r.TakeoverBound, r.SlowTakeovers))
+	}
+	if r.Stalled > 0 {
+		row("events stalled behind the paused relay", r.Stalled)
+	}
+	row("write phase", r.WriteDuration.Round(100*time.Millisecond))
+	row("total", r.Duration.Round(100*time.Millisecond))
+	row("seed", r.Seed)
+	_ = tw.Flush()
+	return b.String()
+}
