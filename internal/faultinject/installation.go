@@ -150,35 +150,10 @@ func (e *env) createTables(ctx context.Context, in *installation) error {
 	return err
 }
 
-// dropTables drops the tables of a single installation (a run with several drops their schemas).
+// dropTables drops the tables of a single installation (a run with several drops their
+// schemas): every table the migrations create (outbox.Table.Tables) and the business table.
 func (e *env) dropTables(in *installation) {
-	for _, t := range []string{in.table.Events(), in.table.Leases(), in.table.Relays(), in.table.Migrations(),
-		in.table.KeyLocks(), in.table.CDCSlots(), in.keysTable} {
-		_, _ = e.db.Exec("DROP TABLE IF EXISTS " + t)
-	}
-	// Tables a newer schema version adds are found by their prefix (PostgreSQL).
-	if e.cfg.Dialect != outbox.Postgres {
-		return
-	}
-	var schema sql.NullString
-	name := strings.ToLower(in.table.Events())
-	if s, n, ok := strings.Cut(name, "."); ok {
-		schema, name = sql.NullString{String: s, Valid: true}, n
-	}
-	rows, err := e.db.Query(`SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) FROM pg_tables
-		WHERE schemaname = coalesce($1, current_schema()) AND tablename LIKE $2`, schema, strings.ReplaceAll(name, "_", `\_`)+`\_%`)
-	if err != nil {
-		return
-	}
-	var left []string
-	for rows.Next() {
-		var t string
-		if rows.Scan(&t) == nil {
-			left = append(left, t)
-		}
-	}
-	_ = rows.Close()
-	for _, t := range left { // quoted by quote_ident
+	for _, t := range append(in.table.Tables(), in.keysTable) {
 		_, _ = e.db.Exec("DROP TABLE IF EXISTS " + t)
 	}
 }
