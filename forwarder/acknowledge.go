@@ -41,7 +41,7 @@ func (f *Forwarder) acknowledgeUnits(ctx context.Context, worker int, leases []l
 	marks []unitMark) (outcome, map[int]int, error) {
 	ackCtx, cancelAck := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 	defer cancelAck()
-	if f.cfg.Source == SourceCDC && len(settled) == 0 && len(marks) == 0 {
+	if f.ackInOneStatement && len(settled) == 0 && len(marks) == 0 {
 		return f.acknowledgeAll(ackCtx, worker, leases, acked)
 	}
 	var o outcome

@@ -117,12 +117,10 @@ func (f *Forwarder) cdcSession(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	if f.txp != nil {
-		// Runs last, once the pipeline has stopped: a relay that streams again later (after
-		// standing by, or reconnecting) opens its units afresh, since another relay may have
-		// opened (fenced) them meanwhile.
-		defer f.closeAllUnits()
-	}
+	// Runs last, once the stream's workers have stopped: a relay that streams again later (after
+	// standing by, or reconnecting) opens exactly-once units afresh, since another relay may have
+	// opened (fenced) them meanwhile.
+	defer f.pipeline.stop()
 	target, err := resolveTable(ctx, f.cfg.DB, f.cdc.table)
 	if err != nil {
 		return err
@@ -182,15 +180,14 @@ func (f *Forwarder) cdcSession(ctx context.Context) error {
 		return err
 	}
 	f.log.Info("cdc: streaming", "slot", f.cdc.slot, "partitions", len(leases), "relation", target.String(), "publication", pub)
-	if f.txp != nil {
-		// Every unit is opened, and the cleanup of its last transaction finished, before anything
-		// is read from the table or published; otherwise the session ends (and is started again
-		// after HeartbeatInterval). A unit opened later, by whichever batch locks it first, would
-		// filter only that batch by the cleanup's rows: a stream part and a retry batch that read
-		// their rows before that opening could both hold rows of the unit's last transaction.
-		if err := f.openLeasedUnits(ctx, 0, leases); err != nil {
-			return fmt.Errorf("cdc: open every transactional unit before streaming: %w", err)
-		}
+	// The pipeline readies every lease before anything is read from the table or published;
+	// otherwise the session ends (and is started again after HeartbeatInterval). With
+	// exactly-once delivery, that opens every unit and finishes the cleanup of its last
+	// transaction: a unit opened later, by whichever batch locks it first, would filter only that
+	// batch by the cleanup's rows, and a stream part and a retry batch that read their rows
+	// before that opening could both hold rows of the unit's last transaction.
+	if _, err := f.pipeline.ready(ctx, 0, leases); err != nil {
+		return fmt.Errorf("cdc: ready the leases before streaming: %w", err)
 	}
 	if err := f.drainIfNeeded(ctx); err != nil {
 		return err

@@ -123,31 +123,13 @@ func (f *Forwarder) admitVisible(ctx context.Context, b cdcBatch) (map[int64]boo
 // are in disjoint partitions, queued behind each other's commit on the same rows. A record of
 // a partition left out would count as fenced off, so every record's partition is in the set.
 //
-// With ExactlyOnce, the leases held are those of the records' whole units, and deliver is the
-// transactional one: a record whose unit is not leased whole would be neither published nor
-// left to the retry path, so it stops the part instead.
+// The pipeline says which leases to hold (with ExactlyOnce, those of the records' whole units)
+// and delivers.
 func (f *Forwarder) cdcDeliver(ctx context.Context, worker int, leases []lease, records []record) error {
-	units := 0
-	if f.txp != nil {
-		units = f.cfg.TransactionalUnits
-	}
-	leases = leasesOf(leases, records, units)
 	f.inflight.read(worker)
-	held := f.inflight.hold(worker, leases)
+	held := f.inflight.hold(worker, f.pipeline.scope(leases, records))
 	defer f.inflight.end(held)
-	var o outcome
-	var err error
-	if f.txp != nil {
-		whole := f.wholeUnitLeases(held)
-		for _, r := range records {
-			if _, ok := whole[r.partition%units]; !ok {
-				return fmt.Errorf("%w: transactional unit %d is not leased whole", errLeasesLost, r.partition%units)
-			}
-		}
-		o, err = f.deliverTransactional(ctx, worker, held, records)
-	} else {
-		o, err = f.deliver(ctx, worker, held, records)
-	}
+	o, err := f.pipeline.deliver(ctx, worker, held, records)
 	if err != nil || o.allAcknowledged(len(records)) {
 		return err // every record acknowledged: nothing left pending to mark
 	}

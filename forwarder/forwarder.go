@@ -32,6 +32,12 @@ type Forwarder struct {
 	inflight *inflight
 	metrics  *metrics
 	log      *slog.Logger
+	// source feeds pipeline, chosen by New from Config.Source and Config.Delivery.
+	source   source
+	pipeline pipeline
+	// ackInOneStatement has batches whose records were all acknowledged acknowledged in one
+	// statement (acknowledgeAll; PostgreSQL): set for the cdc source.
+	ackInOneStatement bool
 	// txp, units and installation serve ExactlyOnce delivery (transactional.go); txp is nil
 	// otherwise. installation is the table's identity, read at start.
 	txp          TransactionalPublisher
@@ -56,26 +62,18 @@ func New(config Config) (*Forwarder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("forwarder: %w", err)
 	}
-	var txp TransactionalPublisher
-	units := 0
-	if config.Delivery == ExactlyOnce {
-		txp = config.Publisher.(TransactionalPublisher) // checked by Validate
-		units = config.TransactionalUnits
-	}
 	f := &Forwarder{
-		txp: txp,
 		cfg: config,
 		store: &store{table: table, dialect: config.Dialect, group: config.LeaseGroup, tenants: config.Tenants,
 			idleTimeout: max(time.Second, config.LeaseTTL/2)},
-		share:    sharePolicy{units: units},
 		metrics:  m,
 		inflight: newInflight(config.Workers),
 		log:      config.Logger.With("component", "outboxkit.forwarder", "relay", config.RelayID, "table", table.Events()),
 	}
-	if config.Source == SourceCDC {
-		if err := f.setupCDC(table); err != nil {
-			return nil, err
-		}
+	// The wiring: the only place (beside validation) that reads Delivery and Source.
+	f.pipeline = newPipeline(f)
+	if f.source, err = newSource(f, table); err != nil {
+		return nil, err
 	}
 	return f, nil
 }
@@ -90,24 +88,13 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	if err := f.start(ctx); err != nil {
 		return err
 	}
-	if f.txp != nil {
-		f.log.Info("forwarder started", "workers", f.cfg.Workers, "lease_group", f.cfg.LeaseGroup,
-			"installation", f.installation, "transactional_id_prefix", f.cfg.TransactionalIDPrefix)
-	} else {
-		f.log.Info("forwarder started", "workers", f.cfg.Workers, "lease_group", f.cfg.LeaseGroup)
-	}
+	f.log.Info("forwarder started", append([]any{"workers", f.cfg.Workers, "lease_group", f.cfg.LeaseGroup,
+		"source", f.cfg.Source}, f.pipeline.logAttrs()...)...)
 
 	var wg sync.WaitGroup
 	loops := []func(context.Context){f.heartbeatLoop, f.statsLoop}
 	if f.cfg.Retention > 0 {
 		loops = append(loops, f.pruneLoop)
-	}
-	wakes := make([]chan struct{}, f.cfg.Workers)
-	for i := range wakes {
-		wakes[i] = make(chan struct{}, 1)
-	}
-	if f.cfg.Wakeups != nil {
-		loops = append(loops, func(ctx context.Context) { fanOut(ctx, f.cfg.Wakeups, wakes) })
 	}
 	// The heartbeat outlives the workers: a batch still in flight when ctx is cancelled must not
 	// see its leases expire and be taken over (its acknowledgement would be refused, and the
@@ -116,20 +103,10 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	for _, loop := range loops {
 		wg.Go(func() { loop(loopCtx) })
 	}
-	var workers sync.WaitGroup
-	if f.cdc != nil {
-		workers.Go(func() { f.cdcLoop(ctx) })
-	} else {
-		for i := range f.cfg.Workers {
-			workers.Go(func() { f.workerLoop(ctx, i, wakes[i]) })
-		}
-	}
-	workers.Wait()
+	f.source.run(ctx)
 	stopLoops()
 	wg.Wait()
-	if f.txp != nil {
-		f.closeAllUnits()
-	}
+	f.pipeline.stop()
 
 	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -147,8 +124,8 @@ func (f *Forwarder) start(ctx context.Context) error {
 	var err error
 	wait := 500 * time.Millisecond
 	for attempt := 1; attempt <= startAttempts; attempt++ {
-		if err = f.store.ensureLeaseRows(ctx, f.cfg.DB); err == nil && f.txp != nil {
-			err = f.resolveInstallation(ctx)
+		if err = f.store.ensureLeaseRows(ctx, f.cfg.DB); err == nil {
+			err = f.pipeline.start(ctx)
 		}
 		if err == nil {
 			var owned int
@@ -188,25 +165,6 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	case <-t.C:
 		return true
-	}
-}
-
-func fanOut(ctx context.Context, in <-chan struct{}, outs []chan struct{}) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-in:
-			if !ok {
-				return
-			}
-			for _, out := range outs {
-				select {
-				case out <- struct{}{}:
-				default:
-				}
-			}
-		}
 	}
 }
 
@@ -291,105 +249,6 @@ func (f *Forwarder) pruneLoop(ctx context.Context) {
 			return
 		}
 	}
-}
-
-// workerLoop claims and relays batches, polling adaptively: at once after a full batch;
-// MinPollInterval after a partial one, ignoring wake-ups meanwhile so that a steady trickle of
-// commits is relayed in batches rather than one claim per commit; and, while idle, backing off
-// to MaxPollInterval unless a wake-up comes first.
-func (f *Forwarder) workerLoop(ctx context.Context, worker int, wake <-chan struct{}) {
-	interval := f.cfg.MinPollInterval
-	for ctx.Err() == nil {
-		n, err := f.relayBatch(ctx, worker)
-		wakeable := false
-		switch {
-		case err != nil:
-			if ctx.Err() == nil {
-				f.log.Warn("relaying a batch failed; its rows stay pending", "worker", worker, "error", err)
-			}
-			interval = min(max(interval*2, 100*time.Millisecond), f.cfg.MaxPollInterval)
-		case n >= f.cfg.BatchSize:
-			interval = f.cfg.MinPollInterval
-			continue
-		case n > 0:
-			interval = f.cfg.MinPollInterval
-		default:
-			interval = min(interval*2, f.cfg.MaxPollInterval)
-			wakeable = true
-		}
-		timer := time.NewTimer(interval)
-		if wakeable {
-			select {
-			case <-ctx.Done():
-			case <-wake:
-			case <-timer.C:
-			}
-		} else {
-			select {
-			case <-ctx.Done():
-			case <-timer.C:
-			}
-		}
-		timer.Stop()
-	}
-}
-
-// ackTimeout bounds the acknowledgement transaction of one batch.
-const ackTimeout = 30 * time.Second
-
-// relayBatch runs one claim-publish-acknowledge cycle for the worker's partitions and returns the
-// number of rows claimed. No database transaction is open while the broker is called: the
-// leases and rows are read without locks, and the acknowledgement is one short transaction
-// fenced by the lease epochs (see lease.go), which drops the acknowledgements of partitions
-// this relay lost meanwhile. A batch that has begun is finished even after Run's context is
-// cancelled, so shutdown leaves nothing half done; its publish is bounded by LeaseTTL, after
-// which another relay may own the rows anyway.
-func (f *Forwarder) relayBatch(ctx context.Context, worker int) (int, error) {
-	if ctx.Err() != nil {
-		return 0, nil
-	}
-	db := f.cfg.DB
-	f.inflight.read(worker)
-	leases, err := f.store.liveLeases(ctx, db, f.cfg.RelayID, worker, f.cfg.Workers)
-	leases = f.inflight.hold(worker, leases)
-	defer f.inflight.end(leases)
-	if err != nil || len(leases) == 0 {
-		return 0, err
-	}
-	if f.txp != nil {
-		// Units are opened (and their last checkpoint cleaned up) as soon as they are leased,
-		// before anything is claimed: a takeover finishes the cleanup first, and no batch waits
-		// for a producer to be initialized.
-		_ = f.openLeasedUnits(ctx, worker, leases) // logged; the unit's batch opens it again
-	}
-	partitions := make([]int, 0, len(leases))
-	for _, l := range leases {
-		partitions = append(partitions, l.partition)
-	}
-	if f.txp != nil {
-		// Only the partitions of units leased whole can be published: the rows of a unit
-		// leased in part wait until the heartbeat has settled its owner.
-		partitions = partitions[:0]
-		for _, ls := range f.wholeUnitLeases(leases) {
-			for _, l := range ls {
-				partitions = append(partitions, l.partition)
-			}
-		}
-		if len(partitions) == 0 {
-			return 0, nil
-		}
-	}
-	records, err := f.store.claim(ctx, db, partitions, f.cfg.BatchSize, f.cfg.MaxBatchBytes)
-	if err != nil || len(records) == 0 {
-		return 0, err
-	}
-	f.metrics.batchSize.Observe(float64(len(records)))
-	if f.txp != nil {
-		_, err = f.deliverTransactional(ctx, worker, leases, records)
-	} else {
-		_, err = f.deliver(ctx, worker, leases, records)
-	}
-	return len(records), err
 }
 
 // deliver publishes claimed records of the given leases, settles the failures (retry, park or

@@ -1,0 +1,264 @@
+package forwarder
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// The transactional units of exactly-once delivery: their state, their opening (which fences
+// the unit's earlier sessions and finishes the cleanup of its last checkpoint) and closing.
+
+// txUnits are the transactional units of a forwarder, by unit number.
+type txUnits struct {
+	mu    sync.Mutex
+	units map[int]*txUnit
+	txn   atomic.Int64 // numbers the checkpoints this forwarder writes
+}
+
+// txUnit is the state of one unit. A batch holds mu while it uses the unit (opens it, commits
+// its transaction, acknowledges the rows): with polling only the worker serving the unit's
+// partitions uses it, with the cdc source its stream worker and the retry path may both have
+// rows of it, and a unit runs one transaction at a time.
+type txUnit struct {
+	mu   sync.Mutex
+	open bool
+	// cleaned is the last checkpoint whose rows are known to be acknowledged.
+	cleaned []byte
+	// recovered lists the rows of the checkpoint found when the unit was last opened: rows of a
+	// batch claimed before the opening that must not be published again.
+	recovered map[int64]bool
+	// foreignLogged is when a refused checkpoint of another installation was last logged.
+	foreignLogged time.Time
+}
+
+func (u *txUnits) get(unit int) *txUnit {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.units == nil {
+		u.units = map[int]*txUnit{}
+	}
+	t := u.units[unit]
+	if t == nil {
+		t = &txUnit{}
+		u.units[unit] = t
+	}
+	return t
+}
+
+// errUnitLost: a unit's leases moved to another relay while this one opened it; nothing of the
+// unit may be published.
+var errUnitLost = errors.New("the leases of the transactional unit moved to another relay")
+
+// openLeasedUnits closes the worker's units it no longer leases whole and opens, in parallel,
+// those it leases whole that are not open. Failures are logged and returned (errUnitLost for a
+// unit whose leases moved); the polling workers go on, and their next batch tries again.
+func (f *Forwarder) openLeasedUnits(ctx context.Context, worker int, leases []lease) error {
+	f.closeUnitsNotIn(worker, leases)
+	openCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.LeaseTTL)
+	defer cancel()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	for n, ls := range f.wholeUnitLeases(leases) {
+		u := f.units.get(n)
+		u.mu.Lock()
+		open := u.open
+		u.mu.Unlock()
+		if open {
+			continue // the usual case, before every polling batch: no goroutine for it
+		}
+		wg.Go(func() {
+			u.mu.Lock()
+			defer u.mu.Unlock()
+			if u.open {
+				return
+			}
+			lost, err := f.openUnit(openCtx, n, ls, u)
+			if lost {
+				err = fmt.Errorf("unit %s: %w", f.unitName(n), errUnitLost)
+			}
+			if err == nil {
+				return
+			}
+			if ctx.Err() == nil {
+				f.log.Warn("opening a transactional unit failed; it is opened again before its next transaction", "unit", f.unitName(n), "error", err)
+			}
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// wholeUnitLeases groups leases by unit, keeping the units leased whole.
+func (f *Forwarder) wholeUnitLeases(leases []lease) map[int][]lease {
+	byUnit := map[int][]lease{}
+	for _, l := range leases {
+		u := l.partition % f.cfg.TransactionalUnits
+		byUnit[u] = append(byUnit[u], l)
+	}
+	for u, ls := range byUnit {
+		if len(ls) != outbox.Partitions/f.cfg.TransactionalUnits {
+			delete(byUnit, u)
+		}
+	}
+	return byUnit
+}
+
+// closeUnit closes a unit: its next use opens it again, which recovers. The caller holds the
+// unit's mu, or no batch can be using the unit: with polling, only the worker serving the unit
+// uses it (closeUnitsNotIn runs in that worker); with the cdc source, closeAllUnits runs after
+// the stream's workers and retry path have stopped.
+func (f *Forwarder) closeUnit(unit int) {
+	u := f.units.get(unit)
+	if u.open {
+		f.txp.CloseUnit(f.unitName(unit))
+		u.open = false
+	}
+}
+
+// closeUnitsNotIn closes the open units of the worker that it no longer leases whole.
+func (f *Forwarder) closeUnitsNotIn(worker int, leases []lease) {
+	owned := map[int]int{}
+	for _, l := range leases {
+		owned[l.partition%f.cfg.TransactionalUnits]++
+	}
+	perUnit := outbox.Partitions / f.cfg.TransactionalUnits
+	f.units.mu.Lock()
+	var stale []int
+	for n, u := range f.units.units {
+		if n%f.cfg.Workers == worker && u.open && owned[n] != perUnit {
+			stale = append(stale, n)
+		}
+	}
+	f.units.mu.Unlock()
+	for _, p := range stale {
+		f.closeUnit(p)
+	}
+}
+
+// closeAllUnits closes every open unit (at shutdown, after the workers stopped).
+func (f *Forwarder) closeAllUnits() {
+	f.units.mu.Lock()
+	var open []int
+	for p, u := range f.units.units {
+		if u.open {
+			open = append(open, p)
+		}
+	}
+	f.units.mu.Unlock()
+	for _, p := range open {
+		f.closeUnit(p)
+	}
+}
+
+// openUnit opens a unit and finishes the cleanup of its last checkpoint, fenced by the leases
+// of all its partitions. lost reports that one of them has moved meanwhile: the unit is closed
+// again and nothing may be published. A checkpoint of another installation is refused
+// (errForeignCheckpoint): the unit stays closed and its rows pending.
+func (f *Forwarder) openUnit(ctx context.Context, n int, leases []lease, u *txUnit) (lost bool, err error) {
+	unit := f.unitName(n)
+	last, err := f.txp.OpenUnit(ctx, unit, f.cfg.CheckpointTopic, n)
+	if err != nil {
+		return false, fmt.Errorf("open transactional unit %s: %w", unit, err)
+	}
+	u.open = true
+	f.metrics.unitsOpened.Inc()
+	u.recovered = nil
+	var cp checkpoint
+	cleanup := last != nil && !bytes.Equal(last, u.cleaned)
+	if cleanup {
+		if cp, err = f.ownCheckpoint(unit, last, u); err != nil {
+			f.closeUnit(n)
+			return false, err
+		}
+	}
+	// The leases are checked after the producer was initialized even when there is nothing to
+	// clean up: a relay whose leases moved while it was stopped has just fenced the unit's
+	// rightful owner in Kafka, and must not publish (the owner opens the unit again).
+	ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+	defer cancel()
+	applied, mismatched := false, 0
+	err = f.store.inLeaseTx(ackCtx, f.cfg.DB, func(tx *sql.Tx) error {
+		owned, err := f.store.fence(ackCtx, tx, f.cfg.RelayID, leases)
+		if err != nil || len(owned) != len(leases) {
+			lost = err == nil
+			return err
+		}
+		if err := f.store.ensureUnitRow(ackCtx, tx, unit); err != nil || !cleanup {
+			return err
+		}
+		applied, mismatched, err = f.cleanUpCheckpoint(ackCtx, tx, unit, cp, last)
+		return err
+	})
+	if err != nil || lost {
+		f.closeUnit(n)
+		if err != nil {
+			return false, fmt.Errorf("check the leases of unit %s and clean up its last checkpoint: %w", unit, err)
+		}
+		return true, nil
+	}
+	if !cleanup {
+		return false, nil
+	}
+	u.cleaned = last
+	if !applied {
+		return false, nil // acknowledged by the relay that committed it: its rows are settled
+	}
+	u.recovered = cp.rows()
+	f.metrics.recoveredRows.Add(float64(len(cp.Rows) + len(cp.Dead)))
+	f.log.Info("opened a transactional unit and finished the cleanup of its last transaction", "unit", unit,
+		"published_rows", len(cp.Rows), "dead_rows", len(cp.Dead), "written_by", cp.Relay, "txn", cp.Txn)
+	if mismatched > 0 {
+		f.log.Warn("rows named by a unit's last checkpoint hold other events: left as they are", "unit", unit,
+			"rows", mismatched, "written_by", cp.Relay, "txn", cp.Txn)
+	}
+	return false, nil
+}
+
+// errForeignCheckpoint: a unit's last checkpoint was written by another installation (two
+// installations share a transactional-id prefix). Its rows are not this table's.
+var errForeignCheckpoint = errors.New("the unit's last checkpoint was written by another installation")
+
+// ownCheckpoint decodes a unit's last checkpoint and refuses it when another installation
+// wrote it, loudly: counted, and logged at error (at most once a minute per unit).
+func (f *Forwarder) ownCheckpoint(unit string, data []byte, u *txUnit) (checkpoint, error) {
+	cp, err := decodeCheckpoint(unit, data)
+	if err != nil || cp.Installation == "" || cp.Installation == f.installation {
+		return cp, err // format 1 names no installation: applied as before (docs/exactly-once.md)
+	}
+	f.metrics.foreignCheckpoints.Inc()
+	if time.Since(u.foreignLogged) > time.Minute {
+		u.foreignLogged = time.Now()
+		f.log.Error("refusing the last checkpoint of a transactional unit: another installation wrote it; "+
+			"its events wait until the installations use different transactional_id_prefix values",
+			"unit", unit, "checkpoint_installation", cp.Installation, "this_installation", f.installation,
+			"written_by", cp.Relay, "txn", cp.Txn)
+	}
+	return cp, fmt.Errorf("unit %s: %w (%s; this installation is %s)", unit, errForeignCheckpoint, cp.Installation, f.installation)
+}
+
+// cleanUpCheckpoint applies a unit's last checkpoint in the opening's transaction, unless the
+// units table says its rows were acknowledged already (then a replay done since is kept), and
+// records that they now are.
+func (f *Forwarder) cleanUpCheckpoint(ctx context.Context, tx *sql.Tx, unit string, cp checkpoint, data []byte) (applied bool, mismatched int, err error) {
+	digest := checkpointDigest(data)
+	cleaned, err := f.store.cleanedDigest(ctx, tx, unit)
+	if err != nil || cleaned == digest {
+		return false, 0, err
+	}
+	if mismatched, err = f.store.applyCheckpoint(ctx, tx, cp, f.cfg.Retention > 0); err != nil {
+		return false, 0, err
+	}
+	return true, mismatched, f.store.markCleaned(ctx, tx, []unitMark{{name: unit, digest: digest}})
+}

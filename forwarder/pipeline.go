@@ -1,0 +1,102 @@
+package forwarder
+
+import (
+	"context"
+	"fmt"
+)
+
+// pipeline is a delivery mode: it publishes the records a source hands it and acknowledges the
+// outcome through the one fenced acknowledgement. New picks one from Config.Delivery
+// (newPipeline); the sources and the Forwarder's loops use it without knowing which.
+type pipeline interface {
+	// start prepares the pipeline before the first lease is taken.
+	start(ctx context.Context) error
+	// ready prepares a worker's leases for publishing and returns those whose records may be
+	// published now. An error is logged by the pipeline; the leases returned are usable anyway.
+	ready(ctx context.Context, worker int, leases []lease) ([]lease, error)
+	// scope returns the leases a delivery of records must hold and fence, out of leases (all of
+	// the relay's).
+	scope(leases []lease, records []record) []lease
+	// deliver publishes records under leases, settles the failures and acknowledges the outcome.
+	deliver(ctx context.Context, worker int, leases []lease, records []record) (outcome, error)
+	// stop releases what the pipeline holds once no delivery runs.
+	stop()
+	// logAttrs are the pipeline's attributes for the forwarder's start-up log line.
+	logAttrs() []any
+}
+
+// newPipeline returns the pipeline of the configured delivery. It and New's choice of source
+// are the only readers of Config.Delivery and Config.Source outside validation.
+func newPipeline(f *Forwarder) pipeline {
+	if f.cfg.Delivery == ExactlyOnce {
+		f.txp = f.cfg.Publisher.(TransactionalPublisher) // checked by Validate
+		f.share.units = f.cfg.TransactionalUnits
+		return exactlyOnce{f}
+	}
+	return atLeastOnce{f}
+}
+
+// atLeastOnce publishes each batch and acknowledges what the broker acknowledged
+// (forwarder.go's deliver).
+type atLeastOnce struct{ f *Forwarder }
+
+func (atLeastOnce) start(context.Context) error { return nil }
+
+func (atLeastOnce) ready(_ context.Context, _ int, leases []lease) ([]lease, error) {
+	return leases, nil
+}
+
+func (atLeastOnce) scope(leases []lease, records []record) []lease {
+	return leasesOf(leases, records, 0)
+}
+
+func (p atLeastOnce) deliver(ctx context.Context, worker int, leases []lease, records []record) (outcome, error) {
+	return p.f.deliver(ctx, worker, leases, records)
+}
+
+func (atLeastOnce) stop() {}
+
+func (atLeastOnce) logAttrs() []any { return []any{"delivery", AtLeastOnce} }
+
+// exactlyOnce publishes each batch in Kafka transactions, one per transactional unit, with a
+// checkpoint (transactional.go).
+type exactlyOnce struct{ f *Forwarder }
+
+// start reads the table's installation identity, which names the units.
+func (p exactlyOnce) start(ctx context.Context) error { return p.f.resolveInstallation(ctx) }
+
+// ready opens the units the worker leases whole and returns their leases: the rows of a unit
+// leased in part wait until the heartbeat has settled its owner.
+func (p exactlyOnce) ready(ctx context.Context, worker int, leases []lease) ([]lease, error) {
+	err := p.f.openLeasedUnits(ctx, worker, leases)
+	var whole []lease
+	for _, ls := range p.f.wholeUnitLeases(leases) {
+		whole = append(whole, ls...)
+	}
+	return whole, err
+}
+
+// scope returns the leases of every partition of the records' units.
+func (p exactlyOnce) scope(leases []lease, records []record) []lease {
+	return leasesOf(leases, records, p.f.cfg.TransactionalUnits)
+}
+
+// deliver publishes the records in transactions of their units. A record whose unit is not
+// leased whole (some of its partitions are being given up) could be neither published nor left
+// to a retry, so it stops the delivery with errLeasesLost.
+func (p exactlyOnce) deliver(ctx context.Context, worker int, leases []lease, records []record) (outcome, error) {
+	units := p.f.cfg.TransactionalUnits
+	whole := p.f.wholeUnitLeases(leases)
+	for _, r := range records {
+		if _, ok := whole[r.partition%units]; !ok {
+			return outcome{}, fmt.Errorf("%w: transactional unit %d is not leased whole", errLeasesLost, r.partition%units)
+		}
+	}
+	return p.f.deliverTransactional(ctx, worker, leases, records)
+}
+
+func (p exactlyOnce) stop() { p.f.closeAllUnits() }
+
+func (p exactlyOnce) logAttrs() []any {
+	return []any{"delivery", ExactlyOnce, "installation", p.f.installation, "transactional_id_prefix", p.f.cfg.TransactionalIDPrefix}
+}
