@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,6 +39,13 @@ type templateData struct {
 	// DROP INDEX, which, unlike CREATE INDEX, does not look in the table's schema.
 	Schema          string
 	KeyLockSlotList []int
+	// What the any-writer trigger (docs/writers.md) computes and checks the way outbox.Writer
+	// does: the relay partitions, the advisory-lock namespace (PostgreSQL), the key-lock slots
+	// (MySQL), the reserved header names and prefixes, the limits of validate.go.
+	Partitions, KeyLockSlots, MaxTextField, MaxHeadersBytes int
+	AdvisoryNamespace                                       int32
+	ReservedHeaders                                         []string
+	ReservedPrefixes                                        []string
 }
 
 // Migrations returns the schema migrations of the table, in version order.
@@ -52,7 +62,28 @@ func Migrations(table Table) ([]Migration, error) {
 	for s := range keyLockSlots {
 		data.KeyLockSlotList = append(data.KeyLockSlotList, s)
 	}
+	if err := data.addWriterRules(); err != nil {
+		return nil, err
+	}
 	return LoadMigrations(migrationFiles, path.Join("migrations", string(table.dialect)), data)
+}
+
+// sqlLiteralSafe matches the reserved header names and prefixes rendered into SQL string literals.
+var sqlLiteralSafe = regexp.MustCompile(`^[a-z_]+$`)
+
+// addWriterRules fills in the constants the any-writer trigger shares with outbox.Writer, so the
+// database and Go compute and refuse the same things.
+func (d *templateData) addWriterRules() error {
+	d.Partitions, d.KeyLockSlots, d.AdvisoryNamespace = Partitions, keyLockSlots, AdvisoryNamespace
+	d.MaxTextField, d.MaxHeadersBytes = maxTextField, MaxHeadersBytes
+	d.ReservedHeaders = slices.Sorted(maps.Keys(reservedMetadata))
+	d.ReservedPrefixes = []string{reservedPrefixWatermill, reservedPrefixOutbox}
+	for _, name := range slices.Concat(d.ReservedHeaders, d.ReservedPrefixes) {
+		if !sqlLiteralSafe.MatchString(name) {
+			return fmt.Errorf("outbox: reserved header %q cannot be rendered into a migration", name)
+		}
+	}
+	return nil
 }
 
 // LoadMigrations reads the migration files of dir in fsys, renders each one as a text/template
