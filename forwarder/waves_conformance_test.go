@@ -1,0 +1,67 @@
+package forwarder_test
+
+import (
+	"testing"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/outboxkit/outboxkit/brokers/kafka"
+	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/outcometest"
+	"github.com/outboxkit/outboxkit/internal/testsupport"
+)
+
+// wavesOnlyPublisher hides every method of a publisher but Publish, Close and Retriable: a plain
+// Watermill publisher with a classifier, which the forwarder publishes through the waves.
+type wavesOnlyPublisher struct {
+	pub message.Publisher
+}
+
+func (p wavesOnlyPublisher) Publish(topic string, msgs ...*message.Message) error {
+	return p.pub.Publish(topic, msgs...)
+}
+func (p wavesOnlyPublisher) Close() error             { return p.pub.Close() }
+func (p wavesOnlyPublisher) Retriable(err error) bool { return kafka.Retriable(err) }
+
+// TestWavesOutcomeConformance runs forwarder/outcometest against the waves, the forwarder's
+// path for a plain message.Publisher (exposed by export_test.go's WavesPublisher), over
+// brokers/kafka's Publisher reduced to Publish on the real Kafka.
+func TestWavesOutcomeConformance(t *testing.T) {
+	brokers := testsupport.KafkaBrokers(t)
+	newPublisher := func(t *testing.T) outcometest.Publisher {
+		pub, err := kafka.NewPublisher(kafka.Config{Brokers: brokers}, nil)
+		if err != nil {
+			t.Fatalf("new kafka publisher: %v", err)
+		}
+		return forwarder.NewWavesPublisher(wavesOnlyPublisher{pub})
+	}
+	broker := outcometest.Broker{
+		NewTopic: func(t *testing.T) string {
+			topic := testsupport.UniqueName("outcometest")
+			testsupport.CreateKafkaTopic(t, brokers, topic)
+			return topic
+		},
+		ReadTopic: func(t *testing.T, topic string) []outcometest.Received {
+			var got []outcometest.Received
+			for _, r := range testsupport.ReadKafkaTopic(t, brokers, topic) {
+				id := ""
+				for _, h := range r.Headers {
+					if h.Key == "_watermill_message_uuid" {
+						id = string(h.Value)
+					}
+				}
+				got = append(got, outcometest.Received{UUID: id, Key: string(r.Key)})
+			}
+			return got
+		},
+	}
+	features := outcometest.Features{
+		OversizedPayload: kafka.DefaultMessageMaxBytes + 1,
+		// A wave whose Publish call failed is sent again one message at a time: the innocent
+		// messages of the call reach the broker twice.
+		DuplicatesOnFailure: true,
+		// Publish takes no context, and publishWaves does not look at ctx between waves.
+		SendsAfterCancel: true,
+	}
+	outcometest.TestOutcomePublisher(t, features, newPublisher, broker)
+}
