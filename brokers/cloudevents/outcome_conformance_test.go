@@ -3,10 +3,13 @@ package cloudevents_test
 import (
 	"testing"
 
+	"github.com/ThreeDotsLabs/watermill/message"
+
 	"github.com/outboxkit/outboxkit/brokers/cloudevents"
 	"github.com/outboxkit/outboxkit/brokers/kafka"
 	"github.com/outboxkit/outboxkit/forwarder/outcometest"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // TestOutcomeConformance runs forwarder/outcometest against the CloudEvents decorator around
@@ -40,8 +43,16 @@ func TestOutcomeConformance(t *testing.T) {
 		},
 		ReadTopic: func(t *testing.T, topic string) []outcometest.Received { return readCloudEvents(t, brokers, topic) },
 	}
-	outcometest.TestOutcomePublisher(t, outcometest.Features{OversizedPayload: kafka.DefaultMessageMaxBytes + 1},
-		newPublisher, broker)
+	features := outcometest.Features{OversizedPayload: kafka.DefaultMessageMaxBytes + 1, Refusals: []outcometest.Refusal{{
+		// A message without an event type cannot be a CloudEvent (ErrNotAnEvent).
+		Name:  "NotAnEvent",
+		Spoil: func(msg *message.Message) { delete(msg.Metadata, outbox.MetadataEventType) },
+		KnownDeviation: "PublishEach cuts the call at the first message that is not an event: every later message " +
+			"of the call, of any key, fails with the retriable ErrEarlierMessageInvalid, a later message that is not " +
+			"an event included (its own permanent ErrNotAnEvent comes only on the next call); the decorator does not " +
+			"know the wrapped publisher's key to hold back only the refused message's key",
+	}}}
+	outcometest.TestOutcomePublisher(t, features, newPublisher, broker)
 }
 
 // readCloudEvents reads topic back and checks that every record is a CloudEvent whose ce_id is

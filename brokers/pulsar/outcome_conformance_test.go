@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	apulsar "github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/outboxkit/outboxkit/brokers/pulsar"
@@ -35,8 +36,13 @@ func TestOutcomeConformance(t *testing.T) {
 				}
 				return pub
 			}
-			outcometest.TestOutcomePublisher(t, outcometest.Features{OversizedPayload: v.oversized},
-				newPublisher, pulsarBroker(url))
+			features := outcometest.Features{OversizedPayload: v.oversized, Refusals: []outcometest.Refusal{{
+				// The property carrying the message UUID is the publisher's: a message setting it
+				// to something else is invalid.
+				Name:  "ReservedUUIDProperty",
+				Spoil: func(msg *message.Message) { msg.Metadata.Set(pulsar.UUIDProperty, "not-"+msg.UUID) },
+			}}}
+			outcometest.TestOutcomePublisher(t, features, newPublisher, pulsarBroker(url))
 		})
 	}
 }

@@ -2,6 +2,7 @@ package outcometest
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"testing"
 	"time"
@@ -40,27 +41,46 @@ func TestManyKeysInterleaved(t *testing.T, tc TestContext) {
 	checkOnce(t, b, at)
 }
 
-// TestOversizedFailsAlone publishes two oversized messages among good ones: one the first of
-// the call (key d), one in the middle of its key (key a), with keys b and c beside them. Each
-// oversized message fails with an error the publisher's classifier calls permanent; the later
-// messages of its key fail with retriable errors (held back, not at fault) and are not on the
-// broker; the earlier message of key a and every message of b and c are acknowledged.
-func TestOversizedFailsAlone(t *testing.T, tc TestContext) {
-	if tc.Features.OversizedPayload == 0 {
-		t.Skip("Features.OversizedPayload is 0: the publisher has no size limit to refuse a message with")
+// TestRefusedFailsAlone publishes two messages the publisher must refuse (oversized, when
+// Features.OversizedPayload is set, then each of Features.Refusals, in subtests) among good
+// ones: one the first of the call (key d), one in the middle of its key (key a), with keys b and
+// c beside them. Each refused message fails with an error the publisher's classifier calls
+// permanent; the later messages of its key fail with retriable errors (held back, not at fault)
+// and are not on the broker; the earlier message of key a and every message of b and c are
+// acknowledged.
+func TestRefusedFailsAlone(t *testing.T, tc TestContext) {
+	refusals := tc.Features.Refusals
+	if size := tc.Features.OversizedPayload; size > 0 {
+		oversized := Refusal{Name: "Oversized", Spoil: func(msg *message.Message) {
+			msg.Payload = make([]byte, size)
+			_, _ = rand.Read(msg.Payload) // incompressible: a compressing publisher must not shrink it below the limit
+		}}
+		refusals = append([]Refusal{oversized}, refusals...)
+	}
+	if len(refusals) == 0 {
+		t.Skip("Features.OversizedPayload is 0 and Features.Refusals is empty: no message for the publisher to refuse")
+	}
+	for _, r := range refusals {
+		t.Run(r.Name, func(t *testing.T) { refusedAlone(t, tc, r) })
+	}
+}
+
+// refusedAlone is a subtest of TestRefusedFailsAlone.
+func refusedAlone(t *testing.T, tc TestContext, r Refusal) {
+	if r.KnownDeviation != "" {
+		t.Skip("known deviation from the contract: " + r.KnownDeviation)
 	}
 	pub, topic := newPublisher(t, tc), tc.Broker.NewTopic(t)
 	retriable := classifier(t, tc, pub)
 	b := &batch{}
-	big := tc.Features.OversizedPayload
-	for _, m := range []struct {
-		key  string
-		size int
-	}{{"d", big}, {"a", 0}, {"b", 0}, {"c", 0}, {"a", big}, {"b", 0}, {"c", 0}, {"a", 0}, {"d", 0}, {"b", 0}, {"a", 0}, {"c", 0}} {
-		b.add(m.key, m.size)
+	for _, key := range []string{"d", "a", "b", "c", "a", "b", "c", "a", "d", "b", "a", "c"} {
+		b.add(key)
+	}
+	refused := map[string]int{"d": 0, "a": 4}
+	for _, i := range refused {
+		r.Spoil(b.msgs[i])
 	}
 	errs := publish(context.Background(), t, tc, pub, topic, b)
-	refused := map[string]int{"d": 0, "a": 4}
 	for i, err := range errs {
 		key := b.keys[i]
 		first, hasRefusal := refused[key]
@@ -68,25 +88,17 @@ func TestOversizedFailsAlone(t *testing.T, tc TestContext) {
 		case !hasRefusal || i < first:
 			if err != nil {
 				t.Errorf("contract violation (a permanent refusal is the message's own): message %d (key %s) is innocent "+
-					"and failed with the oversized message of another key or before its own key's refusal: %v", i, key, err)
+					"and failed with the refused message of another key or before its own key's refusal: %v", i, key, err)
 			}
-		case i == first:
-			if err == nil {
-				t.Errorf("message %d (key %s, %d bytes, oversized) was acknowledged: Features.OversizedPayload is not "+
-					"above the publisher's limit", i, key, big)
-			} else if retriable(err) {
-				t.Errorf("contract violation (a permanent refusal is its own outcome): message %d (key %s) is oversized, "+
-					"but the classifier calls its error retriable, so the forwarder would retry it until its attempts "+
-					"run out instead of dead-lettering it: %v", i, key, err)
-			}
-		default:
-			if err == nil {
-				continue // reported by checkGapless
-			}
-			if !retriable(err) {
-				t.Errorf("contract violation (a permanent refusal is the message's own): message %d (key %s) was held back "+
-					"behind its key's oversized message, but its error is permanent, as if it were at fault: %v", i, key, err)
-			}
+		case i == first && err == nil:
+			t.Errorf("message %d (key %s, refused: %s) was acknowledged: it is not a message the publisher refuses", i, key, r.Name)
+		case i == first && retriable(err):
+			t.Errorf("contract violation (a permanent refusal is its own outcome): message %d (key %s) is refused (%s), "+
+				"but the classifier calls its error retriable, so the forwarder would retry it until its attempts "+
+				"run out instead of dead-lettering it: %v", i, key, r.Name, err)
+		case i > first && err != nil && !retriable(err):
+			t.Errorf("contract violation (a permanent refusal is the message's own): message %d (key %s) was held back "+
+				"behind its key's refused message, but its error is permanent, as if it were at fault: %v", i, key, err)
 		}
 	}
 	checkGapless(t, b, errs)
@@ -136,7 +148,7 @@ func retriableFailure(t *testing.T, tc TestContext, b *batch, withCtx func(took 
 	for round := range 2 { // the first round connects, the second one is timed
 		warmUp := &batch{}
 		for _, key := range b.keys {
-			warmUp.add(fmt.Sprintf("warm-up%d-%s", round, key), 0)
+			warmUp.add(fmt.Sprintf("warm-up%d-%s", round, key))
 		}
 		start := time.Now()
 		checkAllAcked(t, warmUp, publish(context.Background(), t, tc, pub, topic, warmUp))

@@ -25,7 +25,7 @@ func TestConcurrentCalls(t *testing.T, tc TestContext) {
 	for g := range calls {
 		calls[g].b = interleaved(fmt.Sprintf("goroutine%d", g), 4, 15)
 		wg.Go(func() {
-			calls[g].errs, calls[g].returned = call(context.Background(), pub, topic, calls[g].b, tc.Features.CallTimeout)
+			calls[g].errs, calls[g].returned = call(context.Background(), pub, topic, calls[g].b, tc.Features.callTimeout())
 		})
 	}
 	wg.Wait()
@@ -33,7 +33,7 @@ func TestConcurrentCalls(t *testing.T, tc TestContext) {
 	for g, c := range calls {
 		if !c.returned {
 			t.Fatalf("contract violation (ctx bounds the call): the concurrent call of goroutine %d has not returned after %s",
-				g, tc.Features.CallTimeout)
+				g, tc.Features.callTimeout())
 		}
 		checkCount(t, c.b, c.errs)
 		checkAllAcked(t, c.b, c.errs)
@@ -59,7 +59,7 @@ func TestCloseWhileInFlight(t *testing.T, tc TestContext) {
 		wg.Go(func() {
 			for n := range callsEach {
 				b := interleaved(fmt.Sprintf("w%d-%d", g, n), 5, 40)
-				errs, ok := call(context.Background(), pub, topic, b, tc.Features.CallTimeout)
+				errs, ok := call(context.Background(), pub, topic, b, tc.Features.callTimeout())
 				results[g] = append(results[g], outcome{b, errs, ok})
 				firstReturned <- struct{}{}
 				if !ok || closed.Load() {
@@ -70,12 +70,12 @@ func TestCloseWhileInFlight(t *testing.T, tc TestContext) {
 	}
 	select {
 	case <-firstReturned:
-	case <-time.After(tc.Features.CallTimeout):
-		t.Fatalf("contract violation (ctx bounds the call): no call returned within %s", tc.Features.CallTimeout)
+	case <-time.After(tc.Features.callTimeout()):
+		t.Fatalf("contract violation (ctx bounds the call): no call returned within %s", tc.Features.callTimeout())
 	}
 	closed.Store(true)
-	closeWithin(t, pub, tc.Features.CallTimeout)
-	waitWithin(t, &wg, tc.Features.CallTimeout)
+	closeWithin(t, pub, tc.Features.callTimeout())
+	waitWithin(t, &wg, tc.Features.callTimeout())
 	checkCloseOutcomes(t, tc, topic, results, retriable)
 
 	after := interleaved("after-close", 2, 3)
@@ -97,7 +97,7 @@ func checkCloseOutcomes(t *testing.T, tc TestContext, topic string, results [][]
 		for n, c := range calls {
 			if !c.returned {
 				t.Errorf("contract violation (Close while in flight): call %d of goroutine %d has not returned %s after Close",
-					n, g, tc.Features.CallTimeout)
+					n, g, tc.Features.callTimeout())
 				continue
 			}
 			checkCount(t, c.b, c.errs)
