@@ -235,14 +235,20 @@ func (tg target) waitUntilBlocked(t *testing.T, pid int64) {
 	t.Helper()
 	q := "SELECT cardinality(pg_blocking_pids($1::int)) > 0"
 	if tg.dialect == outbox.MySQL {
-		// A row lock taken inside a trigger is not listed as a LOCK WAIT in innodb_trx: a
-		// statement of these sessions still running after 300 ms waits for a lock.
-		q = "SELECT COUNT(*) > 0 FROM information_schema.processlist WHERE id = ? AND info IS NOT NULL AND time_ms > 300"
+		// A row lock wait inside a trigger is not listed in innodb_trx (seen on MariaDB 10.11): a
+		// statement of these sessions, which take milliseconds, still running after a second
+		// waits for a lock.
+		q = "SELECT EXISTS (SELECT 1 FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT') " +
+			"OR EXISTS (SELECT 1 FROM information_schema.processlist WHERE id = ? AND info IS NOT NULL AND time_ms > 1000)"
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var blocked bool
-		if err := tg.db.QueryRow(q, pid).Scan(&blocked); err != nil {
+		args := []any{pid}
+		if tg.dialect == outbox.MySQL {
+			args = append(args, pid)
+		}
+		if err := tg.db.QueryRow(q, args...).Scan(&blocked); err != nil {
 			t.Fatal(err)
 		}
 		if blocked {
