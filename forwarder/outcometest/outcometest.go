@@ -20,8 +20,9 @@
 //   - concurrent calls, and Close while calls are in flight (every call returns, with outcomes
 //     that are true of the broker; later calls fail, retriably).
 //
-// A broker test passes a PublisherConstructor and a Broker: how to make a fresh topic, and how
-// to read a topic back (ids and keys in the broker's order per key). With CI=true a missing
+// A broker test passes Features (what the publisher must refuse, what it is allowed to do), a
+// PublisherConstructor and a Broker: how to make a fresh topic, and how to read a topic back
+// (ids and keys in the broker's order per key). With CI=true a missing
 // broker must fail the test, never skip it (internal/testsupport does this).
 package outcometest
 
@@ -145,8 +146,6 @@ func TestOutcomePublisher(t *testing.T, features Features, newPublisher Publishe
 		t.Run(c.name, func(t *testing.T) { c.run(t, tc) })
 	}
 }
-
-// Key generation and messages.
 
 // aggregateType is the aggregate type of the suite's events.
 const aggregateType = "outcometest"
