@@ -112,3 +112,81 @@ func BenchmarkAnyWriterTriggerPerRow(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSQLWriterBesideGoWriter compares the write cost of a plain-SQL writer (the INSERT of
+// docs/writers.md, one statement per transaction, the trigger doing the hash, the checks and the
+// lock) with outbox.Writer's, on the same table, alternately, with 1 and 10 events per
+// transaction (10 events of 10 keys: one multi-row INSERT on PostgreSQL, ten single-row INSERTs on
+// MariaDB, as docs/writers.md advises for order). It reports µs per transaction for each writer.
+func BenchmarkSQLWriterBesideGoWriter(b *testing.B) {
+	for _, d := range sqlDialects {
+		for _, perTx := range []int{1, 10} {
+			b.Run(fmt.Sprintf("%s/events=%d", d, perTx), func(b *testing.B) {
+				tg := newSQLTarget(b, d)
+				ctx := context.Background()
+				payload := []byte(strings.Repeat("x", 256))
+				goTx := func() time.Duration {
+					events := make([]outbox.Event, perTx)
+					for i := range events {
+						events[i] = outbox.Event{Topic: "orders.events", AggregateType: "order",
+							AggregateID: fmt.Sprintf("o-%d", i), EventType: "OrderPlaced", Payload: payload}
+					}
+					start := time.Now()
+					tx, err := tg.db.BeginTx(ctx, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := tg.writer.WriteTx(ctx, tx, events...); err != nil {
+						b.Fatal(err)
+					}
+					if err := tx.Commit(); err != nil {
+						b.Fatal(err)
+					}
+					return time.Since(start)
+				}
+				sqlTx := func() time.Duration {
+					events := make([]sqlEvent, perTx)
+					for i := range events {
+						events[i] = newSQLEvent("", "order", fmt.Sprintf("o-%d", i), i)
+						events[i].payload = payload
+					}
+					start := time.Now()
+					tx, err := tg.db.BeginTx(ctx, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if d == outbox.Postgres {
+						err = tg.insertSQL(ctx, tx, events...)
+					} else {
+						for _, e := range events {
+							if err = tg.insertSQL(ctx, tx, e); err != nil {
+								break
+							}
+						}
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := tx.Commit(); err != nil {
+						b.Fatal(err)
+					}
+					return time.Since(start)
+				}
+				var goTime, sqlTime time.Duration
+				i := 0
+				for b.Loop() {
+					if i++; i%2 == 0 {
+						goTime += goTx()
+						sqlTime += sqlTx()
+					} else {
+						sqlTime += sqlTx()
+						goTime += goTx()
+					}
+				}
+				n := float64(b.N)
+				b.ReportMetric(float64(goTime.Microseconds())/n, "µs/tx-go")
+				b.ReportMetric(float64(sqlTime.Microseconds())/n, "µs/tx-sql")
+			})
+		}
+	}
+}
