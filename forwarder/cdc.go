@@ -22,10 +22,12 @@ import (
 
 // cdcState is a forwarder's cdc source.
 type cdcState struct {
-	table     outbox.Table
-	slot      string
-	metrics   *cdcMetrics
-	streaming atomic.Bool
+	table outbox.Table
+	// slot and publication are named at start, from the table's installation (cdcSource.start).
+	slot, publication string
+	vecs              *cdcMetricVecs
+	metrics           *cdcMetrics // vecs' metrics of the slot, from start on
+	streaming         atomic.Bool
 	// lastDelivered is when the stream last delivered rows of the table (Unix nanoseconds; the
 	// stream's start counts): the stall check's clock (cdc_stall.go).
 	lastDelivered atomic.Int64
@@ -37,15 +39,11 @@ type cdcState struct {
 }
 
 func (f *Forwarder) setupCDC(table outbox.Table) error {
-	slot, err := table.Slot(f.cfg.LeaseGroup)
+	v, err := newCDCMetrics(f.cfg.Metrics, table.Events())
 	if err != nil {
 		return fmt.Errorf("forwarder: %w", err)
 	}
-	m, err := newCDCMetrics(f.cfg.Metrics, table.Events(), slot)
-	if err != nil {
-		return fmt.Errorf("forwarder: %w", err)
-	}
-	f.cdc = &cdcState{table: table, slot: slot, metrics: m}
+	f.cdc = &cdcState{table: table, vecs: v}
 	f.share.target = func(int) int {
 		if f.cdc.streaming.Load() {
 			return outbox.Partitions

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/outboxkit/outboxkit/outbox"
@@ -13,6 +12,9 @@ import (
 
 // SlotStatus is one replication slot of the cdc source, as PostgreSQL reports it.
 type SlotStatus struct {
+	// Publication is the publication the table's slots stream (outbox.Table.Publication of the
+	// table's installation): the same for every slot of the table.
+	Publication string
 	// Name of the slot (outbox.Table.Slot of its lease group).
 	Name string
 	// LeaseGroup is the group the slot belongs to when it is the one asked about ("" otherwise).
@@ -46,13 +48,22 @@ func (a *Admin) Slots(ctx context.Context, leaseGroups ...string) ([]SlotStatus,
 		return nil, nil
 	}
 	table := a.store.table
-	prefix, err := slotPrefix(table)
+	id, err := a.store.installationID(ctx, a.db)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("forwarder: %w", err)
 	}
+	asked := make([]string, len(leaseGroups))
+	for i, g := range leaseGroups {
+		if asked[i], err = table.Slot(id, g); err != nil {
+			return nil, fmt.Errorf("forwarder: %w", err)
+		}
+	}
+	// This outbox's slots: those its slot table records (created by its relays) and those asked
+	// about. Another outbox's slots with the same table name (in another schema or database) are
+	// not listed.
 	rows, err := a.db.QueryContext(ctx, "SELECT slot_name, active, COALESCE(active_pid, 0), COALESCE(wal_status, ''),"+
 		" COALESCE(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint FROM pg_replication_slots"+
-		" WHERE slot_name LIKE $1 || '%' ORDER BY slot_name", prefix)
+		" WHERE slot_name = ANY($1) OR slot_name IN (SELECT slot_name FROM "+table.CDCSlots()+") ORDER BY slot_name", asked)
 	if err != nil {
 		return nil, fmt.Errorf("forwarder: read the replication slots of %s: %w", table, err)
 	}
@@ -80,11 +91,8 @@ func (a *Admin) Slots(ctx context.Context, leaseGroups ...string) ([]SlotStatus,
 			return nil, fmt.Errorf("forwarder: %w", err)
 		}
 	}
-	for _, g := range leaseGroups {
-		name, err := table.Slot(g)
-		if err != nil {
-			return nil, fmt.Errorf("forwarder: %w", err)
-		}
+	for i, g := range leaseGroups {
+		name := asked[i]
 		found := false
 		for i := range out {
 			if out[i].Name == name {
@@ -95,19 +103,14 @@ func (a *Admin) Slots(ctx context.Context, leaseGroups ...string) ([]SlotStatus,
 			out = append(out, SlotStatus{Name: name, LeaseGroup: g, Missing: true})
 		}
 	}
+	pub, err := table.Publication(id)
+	if err != nil {
+		return nil, fmt.Errorf("forwarder: %w", err)
+	}
 	for i := range out {
-		out[i].Waiting, out[i].OldestWaiting = waiting, oldest
+		out[i].Waiting, out[i].OldestWaiting, out[i].Publication = waiting, oldest, pub
 	}
 	return out, nil
-}
-
-// slotPrefix is the common beginning of the table's slot names ("obk_<table>_").
-func slotPrefix(table outbox.Table) (string, error) {
-	name, err := table.Slot("")
-	if err != nil {
-		return "", fmt.Errorf("forwarder: %w", err)
-	}
-	return name[:strings.LastIndexByte(name, '_')+1], nil
 }
 
 // ErrSlotActive is returned by DropSlot for a slot a relay streams, unless asked to terminate it.
@@ -122,7 +125,11 @@ func (a *Admin) DropSlot(ctx context.Context, leaseGroup string, terminate bool)
 	if a.store.dialect != outbox.Postgres {
 		return "", fmt.Errorf("forwarder: replication slots need the postgres dialect, the table is %s", a.store.dialect)
 	}
-	name, err := a.store.table.Slot(leaseGroup)
+	id, err := a.store.installationID(ctx, a.db)
+	if err != nil {
+		return "", fmt.Errorf("forwarder: %w", err)
+	}
+	name, err := a.store.table.Slot(id, leaseGroup)
 	if err != nil {
 		return "", fmt.Errorf("forwarder: %w", err)
 	}

@@ -81,9 +81,14 @@ func (c Config) validateSource() []error {
 			c.CDC.StatusInterval, c.CDC.RetryInterval, c.CDC.StallAfter))
 	}
 	if c.Dialect == outbox.Postgres {
+		// The names' lengths do not depend on the installation, read only at start.
+		const anyInstallation = "00000000-0000-0000-0000-000000000000"
 		table, err := outbox.NewTable(c.Dialect, c.Table)
 		if err == nil {
-			_, err = table.Slot(c.LeaseGroup)
+			_, err = table.Slot(anyInstallation, c.LeaseGroup)
+		}
+		if err == nil {
+			_, err = table.Publication(anyInstallation)
 		}
 		if err != nil {
 			errs = append(errs, err)

@@ -2,6 +2,7 @@ package forwarder
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -17,45 +18,71 @@ type cdcMetrics struct {
 	stalled, strandedRows, strandedAge prometheus.Gauge
 	slotLost, skipped, takeovers       prometheus.Counter
 	// receiveLag: commit (its timestamp in the WAL) to its arrival on the stream.
-	receiveLag prometheus.Histogram
+	receiveLag prometheus.Observer
 }
 
-func newCDCMetrics(reg prometheus.Registerer, table, slot string) (*cdcMetrics, error) {
-	labels := prometheus.Labels{"table": table, "slot": slot}
-	gauge := func(name, help string) prometheus.Gauge {
-		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "outboxkit", Subsystem: "cdc", Name: name, Help: help, ConstLabels: labels})
-	}
-	counter := func(name, help string) prometheus.Counter {
-		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "outboxkit", Subsystem: "cdc", Name: name, Help: help, ConstLabels: labels})
-	}
-	m := &cdcMetrics{
-		lagBytes: gauge("slot_lag_bytes", "WAL bytes between the server's end of WAL (as last reported on the stream) and the position this relay confirmed."),
-		lagSeconds: gauge("slot_lag_seconds",
-			"Age of the commit of the last transaction taken from the stream when it was taken (0 while the stream is caught up)."),
-		streaming: gauge("streaming", "1 while this relay streams the slot, 0 while it stands by."),
-		stalled: gauge("stalled", "1 while the stream has delivered none of the table's rows for CDC.StallAfter although pending rows "+
-			"not on the retry path are older than that (stranded); 0 otherwise (docs/cdc.md, Stalls)."),
-		strandedRows: gauge("stranded_rows", "Pending rows not on the retry path older than CDC.StallAfter, counted while the stream delivers none "+
-			"of the table's rows (0 while it delivers)."),
-		strandedAge: gauge("stranded_oldest_seconds", "Age of the oldest stranded row (0 when there is none)."),
-		slotLost: counter("slot_lost_total",
-			"Times the slot was found missing or invalidated after this relay had used it; the table was drained and the slot recreated."),
-		skipped: counter("skipped_rows_total",
-			"Streamed rows left to the retry path because their key was parked (a failed, replayed or dead event)."),
-		takeovers: counter("walsender_terminations_total",
-			"Walsenders of a stalled relay (no live lease) this relay terminated to take the slot over."),
-		receiveLag: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "outboxkit", Subsystem: "cdc", Name: "receive_lag_seconds",
-			Help: "Time from a transaction's commit (the commit timestamp PostgreSQL writes to the WAL, so the database server's clock) to this relay receiving its commit on the stream: " +
-				"the part of commit-to-ack latency spent before the relay sees the event (the walsender's decoding and sending).",
-			ConstLabels: labels, Buckets: receiveLagBuckets}),
-	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.lagBytes, m.lagSeconds, m.streaming, m.stalled, m.strandedRows, m.strandedAge, m.slotLost, m.skipped, m.takeovers, m.receiveLag} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register cdc metrics of slot %s: %w", slot, err)
+// cdcMetricVecs are the cdc metrics, registered by New and labelled with the slot once the
+// source knows it (at start: the slot's name includes the installation, read from the table).
+type cdcMetricVecs struct {
+	gauges     map[string]*prometheus.GaugeVec
+	counters   map[string]*prometheus.CounterVec
+	receiveLag *prometheus.HistogramVec
+}
+
+// cdcMetricHelp is the help of each cdc gauge and counter, by name.
+var cdcMetricHelp = map[string]string{
+	"slot_lag_bytes":   "WAL bytes between the server's end of WAL (as last reported on the stream) and the position this relay confirmed.",
+	"slot_lag_seconds": "Age of the commit of the last transaction taken from the stream when it was taken (0 while the stream is caught up).",
+	"streaming":        "1 while this relay streams the slot, 0 while it stands by.",
+	"stalled": "1 while the stream has delivered none of the table's rows for CDC.StallAfter although pending rows " +
+		"not on the retry path are older than that (stranded); 0 otherwise (docs/cdc.md, Stalls).",
+	"stranded_rows": "Pending rows not on the retry path older than CDC.StallAfter, counted while the stream delivers none " +
+		"of the table's rows (0 while it delivers).",
+	"stranded_oldest_seconds":      "Age of the oldest stranded row (0 when there is none).",
+	"slot_lost_total":              "Times the slot was found missing or invalidated after this relay had used it; the table was drained and the slot recreated.",
+	"skipped_rows_total":           "Streamed rows left to the retry path because their key was parked (a failed, replayed or dead event).",
+	"walsender_terminations_total": "Walsenders of a stalled relay (no live lease) this relay terminated to take the slot over.",
+}
+
+func newCDCMetrics(reg prometheus.Registerer, table string) (*cdcMetricVecs, error) {
+	labels := prometheus.Labels{"table": table}
+	v := &cdcMetricVecs{gauges: map[string]*prometheus.GaugeVec{}, counters: map[string]*prometheus.CounterVec{}}
+	var all []prometheus.Collector
+	for name, help := range cdcMetricHelp {
+		if strings.HasSuffix(name, "_total") {
+			v.counters[name] = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "outboxkit", Subsystem: "cdc", Name: name,
+				Help: help, ConstLabels: labels}, []string{"slot"})
+			all = append(all, v.counters[name])
+		} else {
+			v.gauges[name] = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "outboxkit", Subsystem: "cdc", Name: name,
+				Help: help, ConstLabels: labels}, []string{"slot"})
+			all = append(all, v.gauges[name])
 		}
 	}
-	return m, nil
+	v.receiveLag = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "outboxkit", Subsystem: "cdc", Name: "receive_lag_seconds",
+		Help: "Time from a transaction's commit (the commit timestamp PostgreSQL writes to the WAL, so the database server's clock) to this relay receiving its commit on the stream: " +
+			"the part of commit-to-ack latency spent before the relay sees the event (the walsender's decoding and sending).",
+		ConstLabels: labels, Buckets: receiveLagBuckets}, []string{"slot"})
+	all = append(all, v.receiveLag)
+	if reg == nil {
+		return v, nil
+	}
+	for _, c := range all {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register cdc metrics of table %s: %w", table, err)
+		}
+	}
+	return v, nil
+}
+
+// forSlot returns the metrics of slot.
+func (v *cdcMetricVecs) forSlot(slot string) *cdcMetrics {
+	g := func(name string) prometheus.Gauge { return v.gauges[name].WithLabelValues(slot) }
+	c := func(name string) prometheus.Counter { return v.counters[name].WithLabelValues(slot) }
+	return &cdcMetrics{
+		lagBytes: g("slot_lag_bytes"), lagSeconds: g("slot_lag_seconds"), streaming: g("streaming"),
+		stalled: g("stalled"), strandedRows: g("stranded_rows"), strandedAge: g("stranded_oldest_seconds"),
+		slotLost: c("slot_lost_total"), skipped: c("skipped_rows_total"), takeovers: c("walsender_terminations_total"),
+		receiveLag: v.receiveLag.WithLabelValues(slot),
+	}
 }

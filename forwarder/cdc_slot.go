@@ -52,7 +52,7 @@ func replicationConnect(ctx context.Context, dsn string) (*pgconn.PgConn, error)
 // check reports them).
 func (f *Forwarder) ensurePublication(ctx context.Context, target cdcTarget) (string, error) {
 	table := f.cdc.table
-	pub := foldedName(table.Publication())
+	pub := f.cdc.publication // lower case: the name in SQL is unquoted
 	c, err := readPublication(ctx, f.cfg.DB, pub, target)
 	if err != nil {
 		return "", err
@@ -60,7 +60,7 @@ func (f *Forwarder) ensurePublication(ctx context.Context, target cdcTarget) (st
 	// Both names are validated identifiers (outbox.Table), resolved by PostgreSQL as target was.
 	switch {
 	case !c.exists:
-		_, err := f.cfg.DB.ExecContext(ctx, "CREATE PUBLICATION "+table.Publication()+" FOR TABLE "+table.Events()+" WITH (publish = 'insert')")
+		_, err := f.cfg.DB.ExecContext(ctx, "CREATE PUBLICATION "+pub+" FOR TABLE "+table.Events()+" WITH (publish = 'insert')")
 		if err != nil && pgCode(err) != pgDuplicateObject {
 			return "", fmt.Errorf("cdc: create publication %s on %s: %w", pub, target, err)
 		}
@@ -69,7 +69,7 @@ func (f *Forwarder) ensurePublication(ctx context.Context, target cdcTarget) (st
 		return "", fmt.Errorf("cdc: publication %s does not publish inserts: recreate it WITH (publish = 'insert')", pub)
 	case !c.covers:
 		f.log.Warn("cdc: the publication does not cover the table (dropped and recreated?); adding it", "publication", pub, "relation", target.String())
-		if _, err := f.cfg.DB.ExecContext(ctx, "ALTER PUBLICATION "+table.Publication()+" ADD TABLE "+table.Events()); err != nil {
+		if _, err := f.cfg.DB.ExecContext(ctx, "ALTER PUBLICATION "+pub+" ADD TABLE "+table.Events()); err != nil {
 			return "", fmt.Errorf("cdc: add table %s to publication %s: %w", target, pub, err)
 		}
 	case c.filtered:

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -68,7 +69,8 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 func TestCDCStalledStreamIsReported(t *testing.T) {
 	h := newCDCHarness(t, kfakeBrokers(t))
 	table := h.writer.Table()
-	if _, err := h.db.Exec("CREATE PUBLICATION " + table.Publication() + " FOR TABLE " + table.Events() +
+	pub := testsupport.CDCPublication(t, h.db, table)
+	if _, err := h.db.Exec("CREATE PUBLICATION " + pub + " FOR TABLE " + table.Events() +
 		" WHERE (seq < 0) WITH (publish = 'insert')"); err != nil {
 		t.Fatal(err)
 	}
@@ -80,10 +82,7 @@ func TestCDCStalledStreamIsReported(t *testing.T) {
 	const bound = 10 * time.Second // 2 s of StallAfter, and at most 2/3 s more for the check, with room
 	h.start(cfg)
 	h.waitForStream()
-	slot, err := table.Slot("default")
-	if err != nil {
-		t.Fatal(err)
-	}
+	slot := testsupport.CDCSlot(t, h.db, table, "default")
 	keys := keysNamed("s", 10)
 	for n := range 5 {
 		var events []outbox.Event
@@ -106,7 +105,7 @@ func TestCDCStalledStreamIsReported(t *testing.T) {
 	checkStrandedStatus(t, h, slot, 50, cfg.CDC.StallAfter)
 
 	// The remedy docs/cdc.md gives: fix the publication, drop the slot; the relay drains the table.
-	if _, err := h.db.Exec("ALTER PUBLICATION " + table.Publication() + " SET TABLE " + table.Events()); err != nil {
+	if _, err := h.db.Exec("ALTER PUBLICATION " + pub + " SET TABLE " + table.Events()); err != nil {
 		t.Fatal(err)
 	}
 	admin, err := forwarder.NewAdmin(h.db, outbox.Postgres, table.Events())

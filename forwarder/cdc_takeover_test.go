@@ -82,10 +82,7 @@ func TestCDCTakesOverAStalledStreamer(t *testing.T) {
 	stop()
 
 	table := h.writer.Table()
-	slot, err := table.Slot("default")
-	if err != nil {
-		t.Fatal(err)
-	}
+	slot := testsupport.CDCSlot(t, h.db, table, "default")
 	ctx := context.Background()
 	cfg, err := pgconn.ParseConfig(testsupport.PostgresDSN(t))
 	if err != nil {
@@ -98,7 +95,7 @@ func TestCDCTakesOverAStalledStreamer(t *testing.T) {
 	}
 	defer ghost.Close(ctx)
 	if err := pglogrepl.StartReplication(ctx, ghost, slot, 0, pglogrepl.StartReplicationOptions{
-		Mode: pglogrepl.LogicalReplication, PluginArgs: []string{"proto_version '2'", "publication_names '" + table.Publication() + "'"},
+		Mode: pglogrepl.LogicalReplication, PluginArgs: []string{"proto_version '2'", "publication_names '" + testsupport.CDCPublication(t, h.db, table) + "'"},
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -231,10 +231,7 @@ func TestCDCSlotDroppedWhileRunning(t *testing.T) {
 	cfg.Metrics = reg
 	h.start(cfg)
 	h.waitForStream()
-	slot, err := h.writer.Table().Slot("default")
-	if err != nil {
-		t.Fatal(err)
-	}
+	slot := testsupport.CDCSlot(t, h.db, h.writer.Table(), "default")
 	keys := keysNamed("d", 20)
 	const perKey = 30
 	dropped := make(chan error, 1)
@@ -326,10 +323,7 @@ func TestCDCIdleSlotKeepsAdvancing(t *testing.T) {
 	if err := h.db.QueryRow("SELECT pg_current_wal_lsn()::text").Scan(&target); err != nil {
 		t.Fatal(err)
 	}
-	slot, err := h.writer.Table().Slot("default")
-	if err != nil {
-		t.Fatal(err)
-	}
+	slot := testsupport.CDCSlot(t, h.db, h.writer.Table(), "default")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var passed bool

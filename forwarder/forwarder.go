@@ -128,6 +128,9 @@ func (f *Forwarder) start(ctx context.Context) error {
 			err = f.pipeline.start(ctx)
 		}
 		if err == nil {
+			err = f.source.start(ctx)
+		}
+		if err == nil {
 			var owned int
 			if owned, err = f.heartbeat(ctx); err == nil {
 				f.metrics.ownedPartitions.Set(float64(owned))

@@ -20,30 +20,9 @@ import (
 // (made by the migration) and, per transactional unit, the last checkpoint whose rows are
 // acknowledged.
 
-// errNoInstallation: the table was migrated by a version without the installation table.
-var errNoInstallation = errors.New("the outbox has no installation identity: run outboxkit migrate (outbox.Migrate) with this version")
-
 // installationID reads the identity the migration made for the outbox table.
 func (s *store) installationID(ctx context.Context, q querier) (string, error) {
-	var id string
-	err := q.QueryRowContext(ctx, "SELECT installation_id FROM "+s.table.Installation()).Scan(&id)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return "", fmt.Errorf("read the installation of %s: %w", s.table, errNoInstallation)
-	case err != nil:
-		if missingTable(err) {
-			return "", fmt.Errorf("read the installation of %s: %w (%v)", s.table, errNoInstallation, err)
-		}
-		return "", fmt.Errorf("read the installation of %s: %w", s.table, err)
-	}
-	return id, nil
-}
-
-// missingTable reports whether err says a table does not exist (PostgreSQL 42P01, MySQL 1146,
-// SQLite "no such table").
-func missingTable(err error) bool {
-	msg := err.Error()
-	return strings.Contains(msg, "42P01") || strings.Contains(msg, "Error 1146") || strings.Contains(msg, "no such table")
+	return outbox.ReadInstallation(ctx, q, s.table)
 }
 
 // checkpointDigest identifies a checkpoint by its bytes, for the units table.

@@ -12,6 +12,8 @@ import (
 // claim (pollingSource) or a PostgreSQL logical replication slot (cdcSource, cdc.go). New picks
 // it from Config.Source.
 type source interface {
+	// start prepares the source before the first lease is taken.
+	start(ctx context.Context) error
 	run(ctx context.Context)
 }
 
@@ -35,6 +37,8 @@ func (s cdcSource) run(ctx context.Context) { s.f.cdcLoop(ctx) }
 // pollingSource runs Workers claim loops, each over its own share of the leased partitions,
 // woken by Config.Wakeups.
 type pollingSource struct{ f *Forwarder }
+
+func (pollingSource) start(context.Context) error { return nil }
 
 func (s pollingSource) run(ctx context.Context) {
 	f := s.f

@@ -74,18 +74,39 @@ func (t Table) Tables() []string {
 // Channel is the PostgreSQL LISTEN/NOTIFY channel a commit into the table notifies.
 func (t Table) Channel() string { return "outboxkit_" + strings.ReplaceAll(t.name, ".", "_") }
 
-// Publication is the PostgreSQL publication the CDC relay reads: the inserts into the table.
-func (t Table) Publication() string { return "outboxkit_" + strings.ReplaceAll(t.name, ".", "_") }
+// Publication is the PostgreSQL publication the CDC relay of installation (the table's
+// identity, [ReadInstallation]) reads, the inserts into the table:
+// "outboxkit_<table>_<8 hex digits of the installation's hash>", checked like every other
+// identifier. Publications are per database: the installation in the name keeps two outboxes
+// with the same table name (in two schemas) apart. Installation "" gives the name used before
+// installations existed (schema v5), for upgrades.
+func (t Table) Publication(installation string) (string, error) {
+	name := "outboxkit_" + strings.ToLower(strings.ReplaceAll(t.name, ".", "_"))
+	if installation != "" {
+		name += fmt.Sprintf("_%08x", uint32(AdvisoryKey("publication:"+installation)))
+	}
+	if err := checkIdentifier(name, maxIdentifierPart); err != nil {
+		return "", fmt.Errorf("outbox: publication of table %s: %w", t.name, err)
+	}
+	return name, nil
+}
 
 // CDCSlots (PostgreSQL) records the CDC relay's replication slots and whether the rows committed
 // before each slot existed have been drained.
 func (t Table) CDCSlots() string { return t.name + "_cdc_slots" }
 
-// Slot names the logical replication slot of a lease group of the CDC relay:
-// "obk_<table>_<8 hex digits of the group's hash>", in lower case (slot names allow only a-z,
-// 0-9 and _), checked like every other identifier.
-func (t Table) Slot(group string) (string, error) {
-	name := fmt.Sprintf("obk_%s_%08x", strings.ToLower(strings.ReplaceAll(t.name, ".", "_")), uint32(AdvisoryKey("slot:"+group)))
+// Slot names the logical replication slot of a lease group of the CDC relay of installation
+// (the table's identity, [ReadInstallation]): "obk_<table>_<8 hex digits of the installation's
+// and the group's hash>", in lower case (slot names allow only a-z, 0-9 and _), checked like
+// every other identifier. Slots are per cluster: the installation in the hash keeps two outboxes
+// with the same table name (in two schemas or databases) apart. Installation "" gives the name
+// used before installations existed (schema v5), for upgrades.
+func (t Table) Slot(installation, group string) (string, error) {
+	key := "slot:" + group
+	if installation != "" {
+		key = "slot:" + installation + "/" + group
+	}
+	name := fmt.Sprintf("obk_%s_%08x", strings.ToLower(strings.ReplaceAll(t.name, ".", "_")), uint32(AdvisoryKey(key)))
 	if err := checkIdentifier(name, maxIdentifierPart); err != nil {
 		return "", fmt.Errorf("outbox: replication slot of lease group %q: %w", group, err)
 	}

@@ -44,7 +44,10 @@ func printSlots(w io.Writer, slots []forwarder.SlotStatus) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	// Waiting is the table's, the same on every slot: said once.
+	if p := slots[0].Publication; p != "" {
+		fmt.Fprintf(w, "publication: %s\n", p)
+	}
+	// Waiting and the publication are the table's, the same on every slot: said once.
 	if s := slots[0]; s.Waiting > 0 && s.OldestWaiting > forwarder.DefaultCDCStallAfter {
 		_, err := fmt.Fprintf(w, "STALLED? %d pending rows not on the retry path, the oldest waiting for %s (over %s): "+
 			"a slot far behind (LAG) is still catching up; otherwise the stream does not deliver them "+
@@ -104,6 +107,8 @@ type slotStatusJSON struct {
 	// WaitingRows and OldestWaitingSeconds: forwarder.SlotStatus.Waiting and OldestWaiting.
 	WaitingRows          int64   `json:"waiting_rows"`
 	OldestWaitingSeconds float64 `json:"oldest_waiting_seconds"`
+	// Publication: forwarder.SlotStatus.Publication.
+	Publication string `json:"publication"`
 }
 
 func (a *app) slotsCommand() *cobra.Command {
@@ -115,7 +120,8 @@ func (a *app) slotsCommand() *cobra.Command {
 (with forwarder.source cdc, the slot of the configured lease group is listed as MISSING when it
 does not exist):
 whether a relay streams it, its wal_status ("lost": invalidated by max_slot_wal_keep_size),
-the WAL it pins (LAG) and whether the table was drained into it. A STALLED? line follows when
+the WAL it pins (LAG) and whether the table was drained into it, then the publication the slots
+stream (its name includes the table's installation). A STALLED? line follows when
 pending rows not on the retry path have waited longer than 30s (forwarder.DefaultCDCStallAfter):
 a slot far behind is still catching up; otherwise the stream does not deliver them (docs/cdc.md).
 
@@ -149,7 +155,7 @@ a slot far behind is still catching up; otherwise the stream does not deliver th
 			for _, s := range slots {
 				out = append(out, slotStatusJSON{Name: s.Name, LeaseGroup: s.LeaseGroup, Missing: s.Missing, Active: s.Active,
 					ActivePID: s.ActivePID, WALStatus: s.WALStatus, LagBytes: s.LagBytes, Drained: s.Drained,
-					WaitingRows: s.Waiting, OldestWaitingSeconds: s.OldestWaiting.Seconds()})
+					WaitingRows: s.Waiting, OldestWaitingSeconds: s.OldestWaiting.Seconds(), Publication: s.Publication})
 			}
 			enc := json.NewEncoder(a.stdout)
 			enc.SetIndent("", "  ")

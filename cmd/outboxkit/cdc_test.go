@@ -53,11 +53,12 @@ func TestRelayCDC(t *testing.T) {
 	table := testsupport.UniqueName("cli_cdc")
 	topic := testsupport.UniqueName("cli.cdc")
 	dropTables(t, db, table)
-	_, slot := cdcTable(t, db, table)
+	tbl := cdcTable(t, db, table)
 	dir := writeConfig(t, pgConfig(dsn, table, fmt.Sprintf("broker: kafka\nkafka:\n  brokers: [%s]\n", strings.Join(brokers, ", "))))
 	env := []string{"OUTBOXKIT_FORWARDER_SOURCE=cdc"}
 	p := startRelayWithEnv(t, dir, env, "--migrate")
 	p.waitLog(t, "cdc: streaming")
+	slot := testsupport.CDCSlot(t, db, tbl, "default") // named after the installation made by --migrate
 	ids := writeEvents(t, db, table, topic, 5)
 	consume(t, brokers, topic, ids)
 
@@ -69,6 +70,9 @@ func TestRelayCDC(t *testing.T) {
 	var slots []slotStatusJSON
 	if err := json.Unmarshal([]byte(res.stdout), &slots); res.code != 0 || err != nil {
 		t.Fatalf("cdc slots --json: %v: %s", err, res)
+	}
+	if pub := testsupport.CDCPublication(t, db, tbl); len(slots) != 1 || slots[0].Publication != pub {
+		t.Fatalf("cdc slots --json = %+v, want one slot of the publication %s", slots, pub)
 	}
 	if len(slots) != 1 || slots[0].Name != slot || slots[0].LeaseGroup != "default" || !slots[0].Active ||
 		slots[0].ActivePID == 0 || slots[0].Missing || slots[0].WALStatus != "reserved" || !slots[0].Drained {
@@ -112,21 +116,22 @@ func TestCDCSlotsNeedsPostgres(t *testing.T) {
 // cdcTable returns the outbox table named table on PostgreSQL and the name of its default lease
 // group's slot; the slot (its walsender ended first), the publication and the slots table are
 // dropped with the test.
-func cdcTable(t *testing.T, db *sql.DB, table string) (outbox.Table, string) {
+func cdcTable(t *testing.T, db *sql.DB, table string) outbox.Table {
 	t.Helper()
 	tbl, err := outbox.NewTable(outbox.Postgres, table)
 	if err != nil {
 		t.Fatal(err)
 	}
-	slot, err := tbl.Slot("default")
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		_, _ = db.Exec("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL", slot)
+		// The slot's name includes the table's installation: read while the table exists.
+		if id, err := outbox.ReadInstallation(context.Background(), db, tbl); err == nil {
+			if slot, err := tbl.Slot(id, "default"); err == nil {
+				_, _ = db.Exec("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL", slot)
+			}
+		}
 		testsupport.DropCDCObjects(t, db, tbl)
 	})
-	return tbl, slot
+	return tbl
 }
 
 // The slot lines end with a STALLED? line when pending rows not on the retry path have waited

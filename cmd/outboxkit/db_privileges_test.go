@@ -22,7 +22,7 @@ var relayGrants = map[string][]string{
 
 // cdcGrants are the privileges docs/security.md adds for forwarder.source cdc, beside the
 // REPLICATION attribute, pg_signal_backend and a publication created by the owner.
-var cdcGrants = map[string][]string{"_cdc_slots": {"DELETE", "INSERT", "SELECT", "UPDATE"}}
+var cdcGrants = map[string][]string{"_cdc_slots": {"DELETE", "INSERT", "SELECT", "UPDATE"}, "_installation": {"SELECT"}}
 
 // `outboxkit relay` runs as a PostgreSQL role that holds exactly the privileges of
 // docs/security.md (checked in information_schema) and nothing more, and events flow.
@@ -65,9 +65,9 @@ func testRelayWithLeastPrivileges(t *testing.T, cdc bool) {
 	var env []string
 	if cdc {
 		maps.Copy(grants, cdcGrants)
-		tbl, _ := cdcTable(t, db, table)
+		tbl := cdcTable(t, db, table)
 		stmts = append(stmts, "ALTER ROLE "+role+" REPLICATION", "GRANT pg_signal_backend TO "+role,
-			"CREATE PUBLICATION "+tbl.Publication()+" FOR TABLE "+table+" WITH (publish = 'insert')")
+			"CREATE PUBLICATION "+testsupport.CDCPublication(t, db, tbl)+" FOR TABLE "+table+" WITH (publish = 'insert')")
 		env = append(env, "OUTBOXKIT_FORWARDER_SOURCE=cdc")
 	}
 	for suffix, privs := range grants {

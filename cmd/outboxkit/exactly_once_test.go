@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // TestRelayExactlyOnce: `outboxkit relay` with forwarder.delivery exactly_once relays a backlog
@@ -29,9 +30,9 @@ func relayExactlyOnce(t *testing.T, source string) {
 	topic := testsupport.UniqueName("cli.eo")
 	const checkpoints = "outboxkit-test.checkpoints" // shared by the tests, as in brokers/kafka
 	dropTables(t, db, table)
-	slot := ""
+	var tbl outbox.Table
 	if source == "cdc" {
-		_, slot = cdcTable(t, db, table)
+		tbl = cdcTable(t, db, table)
 	}
 	config := pgConfig(testsupport.PostgresDSN(t), table, fmt.Sprintf("broker: kafka\nkafka:\n  brokers: [%s]\n", strings.Join(brokers, ", ")))
 	config = strings.Replace(config, "forwarder:\n", "forwarder:\n  source: "+source+"\n  delivery: exactly_once\n  checkpoint_topic: "+checkpoints+"\n", 1)
@@ -75,7 +76,9 @@ func relayExactlyOnce(t *testing.T, source string) {
 	if units != 8 || withCheckpoint == 0 {
 		t.Errorf("status lists %d units (want 8), %d with a checkpoint (want at least 1):\n%s", units, withCheckpoint, res.stdout)
 	}
-	if slot != "" && grepLines(res.stdout, slot) == "" {
-		t.Errorf("status does not show the slot %s:\n%s", slot, res.stdout)
+	if source == "cdc" {
+		if slot := testsupport.CDCSlot(t, db, tbl, "default"); grepLines(res.stdout, slot) == "" {
+			t.Errorf("status does not show the slot %s:\n%s", slot, res.stdout)
+		}
 	}
 }

@@ -13,7 +13,15 @@ import (
 func dropCDCSlot(db *sql.DB, table outbox.Table) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	slot, err := table.Slot("default")
+	id, err := outbox.ReadInstallation(ctx, db, table)
+	if err != nil {
+		return
+	}
+	slot, err := table.Slot(id, "default")
+	if err != nil {
+		return
+	}
+	pub, err := table.Publication(id)
 	if err != nil {
 		return
 	}
@@ -26,5 +34,5 @@ func dropCDCSlot(db *sql.DB, table outbox.Table) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	_, _ = db.ExecContext(ctx, "DROP PUBLICATION IF EXISTS "+table.Publication())
+	_, _ = db.ExecContext(ctx, "DROP PUBLICATION IF EXISTS "+pub)
 }

@@ -16,12 +16,12 @@ func DropCDCObjects(t testing.TB, db *sql.DB, table outbox.Table) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	prefix, err := table.Slot("")
+	prefix, err := table.Slot("", "")
 	if err != nil {
 		t.Error(err)
 		return
 	}
-	prefix = prefix[:len(prefix)-8] // obk_<table>_, then the lease group's hash
+	prefix = prefix[:len(prefix)-8] // obk_<table>_, then the hash of the installation and the lease group
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		_, err := db.ExecContext(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "+
@@ -39,11 +39,60 @@ func DropCDCObjects(t testing.TB, db *sql.DB, table outbox.Table) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	for _, q := range []string{"DROP PUBLICATION IF EXISTS " + table.Publication(), "DROP TABLE IF EXISTS " + table.CDCSlots()} {
+	legacy, err := table.Publication("")
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	// The table's publications: the one of each installation ("<legacy>_<8 hex>") and the legacy one.
+	rows, err := db.QueryContext(ctx, "SELECT pubname FROM pg_publication WHERE pubname = $1 OR pubname ~ ('^' || $1 || '_[0-9a-f]{8}$')", legacy)
+	if err != nil {
+		t.Errorf("list the test's publications: %v", err)
+		return
+	}
+	var drops []string
+	for rows.Next() {
+		var pub string
+		if rows.Scan(&pub) == nil {
+			drops = append(drops, "DROP PUBLICATION IF EXISTS "+pub)
+		}
+	}
+	rows.Close()
+	for _, q := range append(drops, "DROP TABLE IF EXISTS "+table.CDCSlots()) {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			t.Errorf("%s: %v", q, err)
 		}
 	}
+}
+
+// CDCSlot returns the name of table's replication slot of lease group group, which includes the
+// table's installation identity (read from the database).
+func CDCSlot(t testing.TB, db *sql.DB, table outbox.Table, group string) string {
+	t.Helper()
+	id, err := outbox.ReadInstallation(context.Background(), db, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot, err := table.Slot(id, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slot
+}
+
+// CDCPublication returns the name of table's publication, which includes the table's
+// installation identity (read from the database).
+func CDCPublication(t testing.TB, db *sql.DB, table outbox.Table) string {
+	t.Helper()
+	id, err := outbox.ReadInstallation(context.Background(), db, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := table.Publication(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub
 }
 
 // WaitForCDCStream waits up to 60 s until a relay streams table's slot of the default lease
@@ -52,10 +101,7 @@ func DropCDCObjects(t testing.TB, db *sql.DB, table outbox.Table) {
 // returns the walsender's process id.
 func WaitForCDCStream(t testing.TB, db *sql.DB, table outbox.Table, notPID int) int {
 	t.Helper()
-	slot, err := table.Slot("default")
-	if err != nil {
-		t.Fatal(err)
-	}
+	slot := CDCSlot(t, db, table, "default")
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var pid int

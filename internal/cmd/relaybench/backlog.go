@@ -263,7 +263,11 @@ func drain(db *sql.DB, d database, o options, relay string, size, keys int) (sam
 	s := sample{events: got, seconds: elapsed.Seconds(), cpu: cpu, rssMiB: rss, cores: cores}
 	if relay == relayCDC {
 		// After the relay: the two never compete for the machine.
-		if s.decodeRate, err = decodeCeiling(ctx, d, table, ceilingSlot, end, o.events); err != nil {
+		_, pub, err := cdcNames(ctx, db, table)
+		if err != nil {
+			return s, err
+		}
+		if s.decodeRate, err = decodeCeiling(ctx, d, pub, ceilingSlot, end, o.events); err != nil {
 			return sample{}, err
 		}
 	}

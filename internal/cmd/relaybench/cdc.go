@@ -39,16 +39,30 @@ func isExactlyOnce(relay string) bool {
 	return relay == relayExactlyOnce || relay == relayCDCExactlyOnce
 }
 
+// cdcNames returns the relay's slot of the default lease group and its publication, both named
+// after the table's installation.
+func cdcNames(ctx context.Context, db outbox.RowQuerier, table outbox.Table) (slot, pub string, err error) {
+	id, err := outbox.ReadInstallation(ctx, db, table)
+	if err != nil {
+		return "", "", err
+	}
+	if slot, err = table.Slot(id, "default"); err != nil {
+		return "", "", err
+	}
+	pub, err = table.Publication(id)
+	return slot, pub, err
+}
+
 // cdcSettings prepares a table for the cdc relay: the write side without key locks or notify
 // trigger (what source cdc allows), the publication, and the slot, marked drained.
 func cdcSettings(ctx context.Context, db *sql.DB, table outbox.Table) error {
-	slot, err := table.Slot("default")
+	slot, pub, err := cdcNames(ctx, db, table)
 	if err != nil {
 		return err
 	}
 	for _, q := range []string{
 		"DROP TRIGGER IF EXISTS " + table.Events() + "_notify ON " + table.Events(),
-		"CREATE PUBLICATION " + table.Publication() + " FOR TABLE " + table.Events() + " WITH (publish = 'insert')",
+		"CREATE PUBLICATION " + pub + " FOR TABLE " + table.Events() + " WITH (publish = 'insert')",
 		"SELECT 1 FROM pg_create_logical_replication_slot('" + slot + "', 'pgoutput')",
 		"INSERT INTO " + table.CDCSlots() + " (slot_name, drained_at) VALUES ('" + slot + "', now())",
 	} {
@@ -62,7 +76,7 @@ func cdcSettings(ctx context.Context, db *sql.DB, table outbox.Table) error {
 // copySlot copies the table's slot for pg_recvlogical, before the relay consumes it, and returns
 // the copy's name and the WAL position the backlog ends at.
 func copySlot(ctx context.Context, db *sql.DB, table outbox.Table) (string, string, error) {
-	slot, err := table.Slot("default")
+	slot, _, err := cdcNames(ctx, db, table)
 	if err != nil {
 		return "", "", err
 	}
@@ -77,13 +91,13 @@ func copySlot(ctx context.Context, db *sql.DB, table outbox.Table) (string, stri
 
 // decodeCeiling runs pg_recvlogical (pgoutput, protocol 2, binary, as the relay asks) on slot
 // up to end and returns how many rows per second it decoded.
-func decodeCeiling(ctx context.Context, d database, table outbox.Table, slot, end string, rows int) (float64, error) {
+func decodeCeiling(ctx context.Context, d database, pub, slot, end string, rows int) (float64, error) {
 	dsn, err := url.Parse(d.dsn)
 	if err != nil {
 		return 0, fmt.Errorf("the PostgreSQL DSN must be a URL for pg_recvlogical: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, "pg_recvlogical", "-d", dsn.String(), "--slot", slot, "--start", "--endpos", end,
-		"--no-loop", "-o", "proto_version=2", "-o", "publication_names="+table.Publication(), "-o", "binary=true", "-f", "-")
+		"--no-loop", "-o", "proto_version=2", "-o", "publication_names="+pub, "-o", "binary=true", "-f", "-")
 	var stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 	began := time.Now()
@@ -95,7 +109,7 @@ func decodeCeiling(ctx context.Context, d database, table outbox.Table, slot, en
 
 // dropCDC removes the table's slots and publication.
 func dropCDC(db *sql.DB, table outbox.Table) {
-	slot, err := table.Slot("default")
+	slot, pub, err := cdcNames(context.Background(), db, table)
 	if err != nil {
 		return
 	}
@@ -108,7 +122,7 @@ func dropCDC(db *sql.DB, table outbox.Table) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	_, _ = db.Exec("DROP PUBLICATION IF EXISTS " + table.Publication())
+	_, _ = db.Exec("DROP PUBLICATION IF EXISTS " + pub)
 	_, _ = db.Exec("DROP TABLE IF EXISTS " + table.CDCSlots())
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,7 +43,12 @@ func runCDCCeiling(ctx context.Context, d database, name string, o options) erro
 	if err != nil {
 		return fmt.Errorf("outbox table %q: %w", name, err)
 	}
-	slot, err := table.Slot("default")
+	db, err := sql.Open(d.driver, d.dsn)
+	if err != nil {
+		return err
+	}
+	slot, pub, err := cdcNames(ctx, db, table)
+	_ = db.Close()
 	if err != nil {
 		return err
 	}
@@ -68,7 +74,7 @@ func runCDCCeiling(ctx context.Context, d database, name string, o options) erro
 	// decoding ahead while the relay waits for go would be a head start.
 	if err := pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{
 		Mode: pglogrepl.LogicalReplication,
-		PluginArgs: []string{"proto_version '2'", "publication_names '" + table.Publication() + "'",
+		PluginArgs: []string{"proto_version '2'", "publication_names '" + pub + "'",
 			"binary 'true'", "messages 'false'"},
 	}); err != nil {
 		return fmt.Errorf("start streaming slot %s: %w", slot, err)

@@ -1,0 +1,112 @@
+package forwarder
+
+import (
+	"context"
+	"fmt"
+)
+
+// The names the cdc source makes in the database cluster. Replication slots are per cluster and
+// publications per database, so their names carry the table's installation identity
+// (outbox.Table.Slot, outbox.Table.Publication): two outboxes with the same table name, in two
+// schemas or two databases of one cluster, never share a slot or a publication. (When they did,
+// each one's streamer took the other's slot over and the stream carried the other's rows: events
+// stayed pending.)
+
+// start names the slot and the publication from the table's installation, binds the metrics to
+// the slot, and retires the names an earlier version made for this table.
+func (s cdcSource) start(ctx context.Context) error {
+	f := s.f
+	id, err := f.store.installationID(ctx, f.cfg.DB)
+	if err != nil {
+		return err
+	}
+	slot, err := f.cdc.table.Slot(id, f.cfg.LeaseGroup)
+	if err != nil {
+		return fmt.Errorf("forwarder: %w", err)
+	}
+	pub, err := f.cdc.table.Publication(id)
+	if err != nil {
+		return fmt.Errorf("forwarder: %w", err)
+	}
+	f.cdc.slot, f.cdc.publication = slot, pub
+	if f.cdc.metrics == nil {
+		f.cdc.metrics = f.cdc.vecs.forSlot(slot)
+	}
+	if err := f.retireLegacyCDCNames(ctx); err != nil {
+		f.log.Warn("cdc: could not retire the replication slot or publication of an earlier version; retried at the next start",
+			"error", err)
+	}
+	return nil
+}
+
+// retireLegacyCDCNames drops the slot of the lease group named as before installations existed,
+// if this table's slot table recorded it (so it is this outbox's, not another's with the same
+// table name) and no relay streams it: left alone, it would pin WAL forever. The new slot is
+// created, and the table drained, as for a lost slot. The table is taken out of the old
+// publication, which is dropped once it covers no table.
+func (f *Forwarder) retireLegacyCDCNames(ctx context.Context) error {
+	legacy, err := f.cdc.table.Slot("", f.cfg.LeaseGroup)
+	if err != nil {
+		return err
+	}
+	var ours bool
+	if err := f.cfg.DB.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM "+f.cdc.table.CDCSlots()+
+		" WHERE slot_name = $1)", legacy).Scan(&ours); err != nil {
+		return fmt.Errorf("cdc: read the slot table: %w", err)
+	}
+	if !ours {
+		return nil
+	}
+	st, err := readSlot(ctx, f.cfg.DB, legacy)
+	if err != nil {
+		return err
+	}
+	if st.activePID != 0 {
+		f.log.Warn("cdc: a relay of an earlier version streams this table's slot of before installations; stop it",
+			"legacy_slot", legacy, "pid", st.activePID, "slot", f.cdc.slot)
+		return nil
+	}
+	if st.exists {
+		if err := dropSlot(ctx, f.cfg.DB, legacy); err != nil {
+			return err
+		}
+		f.log.Warn("cdc: dropped this table's replication slot of an earlier version (named without the installation); "+
+			"the new slot is created and the table drained", "legacy_slot", legacy, "slot", f.cdc.slot)
+	}
+	if _, err := f.cfg.DB.ExecContext(ctx, "DELETE FROM "+f.cdc.table.CDCSlots()+" WHERE slot_name = $1", legacy); err != nil {
+		return fmt.Errorf("cdc: forget slot %s: %w", legacy, err)
+	}
+	return f.retireLegacyPublication(ctx)
+}
+
+// retireLegacyPublication takes the table out of the publication named before installations
+// existed, and drops that publication once it covers no table.
+func (f *Forwarder) retireLegacyPublication(ctx context.Context) error {
+	pub, err := f.cdc.table.Publication("")
+	if err != nil {
+		return err
+	}
+	target, err := resolveTable(ctx, f.cfg.DB, f.cdc.table)
+	if err != nil {
+		return err
+	}
+	c, err := readPublication(ctx, f.cfg.DB, pub, target)
+	if err != nil || !c.exists {
+		return err
+	}
+	if c.covers {
+		if _, err := f.cfg.DB.ExecContext(ctx, "ALTER PUBLICATION "+pub+" DROP TABLE "+f.cdc.table.Events()); err != nil {
+			return fmt.Errorf("cdc: take table %s out of publication %s: %w", target, pub, err)
+		}
+	}
+	var tables int
+	if err := f.cfg.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM pg_publication_tables WHERE pubname = $1", pub).Scan(&tables); err != nil {
+		return fmt.Errorf("cdc: read publication %s: %w", pub, err)
+	}
+	if tables == 0 {
+		if _, err := f.cfg.DB.ExecContext(ctx, "DROP PUBLICATION IF EXISTS "+pub); err != nil {
+			return fmt.Errorf("cdc: drop publication %s: %w", pub, err)
+		}
+	}
+	return nil
+}
