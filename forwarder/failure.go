@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -37,7 +35,7 @@ func (f *Forwarder) settle(ctx context.Context, r record, publishErr error) sett
 	f.metrics.failed.WithLabelValues(r.event.Topic, r.event.TenantID).Inc()
 	reason := publishErr.Error()
 	retriable := f.cfg.IsRetriable(publishErr)
-	if !retriable || (!f.cfg.UnlimitedRetries && attempts >= f.cfg.MaxAttempts) {
+	if f.retry.dead(attempts, publishErr) {
 		reduced, final, dlqErr := f.deadLetter(ctx, r, reason, attempts)
 		switch {
 		case dlqErr == nil:
@@ -57,7 +55,7 @@ func (f *Forwarder) settle(ctx context.Context, r record, publishErr error) sett
 }
 
 // deadLetter publishes r's dead letter to the dead-letter topic, whole first. A dead letter the
-// broker refuses (a permanent error, or any error on its last chance, lastDeadLetterChance) is
+// broker refuses (a permanent error, or any error on its last chance: retryPolicy.finalDeadLetterError) is
 // sent again reduced to the ids and the reason (deadLetterMessage); the payload and headers stay
 // in the outbox row for a replay. It reports whether the dead letter went reduced, and, on
 // error, whether the error is final: the reduced dead letter was refused too, permanently or on
@@ -67,25 +65,14 @@ func (f *Forwarder) deadLetter(ctx context.Context, r record, reason string, att
 	if err == nil {
 		return false, false, nil
 	}
-	last := f.lastDeadLetterChance(attempts)
-	if f.cfg.IsRetriable(err) && !last {
+	if !f.retry.finalDeadLetterError(attempts, err) {
 		return false, false, err
 	}
 	err2 := f.publishAlone(ctx, f.cfg.DeadLetterTopic, f.deadLetterMessage(ctx, r, reason, attempts, true))
 	if err2 == nil {
 		return true, false, nil
 	}
-	return true, last || !f.cfg.IsRetriable(err2), errors.Join(err, err2)
-}
-
-// lastDeadLetterChance reports whether a dead letter that fails with a retriable error at
-// this attempt has had its chances: its event has failed MaxAttempts times more than the retry
-// budget, so the failure is taken as final. This holds with UnlimitedRetries too, which is
-// about the event's retriable failures: a dead letter is only sent for an event already judged
-// dead, and a broker may refuse one with an error it calls retriable (a Kafka transaction
-// cannot tell whose record it refused), which must not loop forever.
-func (f *Forwarder) lastDeadLetterChance(attempts int) bool {
-	return attempts >= 2*f.cfg.MaxAttempts
+	return true, f.retry.finalDeadLetterError(attempts, err2), errors.Join(err, err2)
 }
 
 // deadLetterRefused is the settlement of an event that can be neither published nor
@@ -130,17 +117,8 @@ func (f *Forwarder) deadLetterMessage(ctx context.Context, r record, reason stri
 
 // retryLater is the settlement of a failed attempt retried after the backoff.
 func (f *Forwarder) retryLater(r record, attempts int, reason string) settlement {
-	next := time.Now().Add(f.backoff(attempts))
+	next := time.Now().Add(f.retry.backoff(attempts))
 	f.log.Info("publish failed, will retry", "event_id", r.event.ID, "topic", r.event.Topic,
 		"aggregate_id", r.event.AggregateID, "attempts", attempts, "next_attempt", next, "error", reason)
 	return settlement{record: r, attempts: attempts, next: next, reason: reason}
-}
-
-// backoff is InitialBackoff * BackoffMultiplier^(attempts-1), capped at MaxBackoff, spread by
-// ±BackoffJitter so retries of many events do not arrive together.
-func (f *Forwarder) backoff(attempts int) time.Duration {
-	d := float64(f.cfg.InitialBackoff) * math.Pow(f.cfg.BackoffMultiplier, float64(attempts-1))
-	d = math.Min(d, float64(f.cfg.MaxBackoff))
-	d *= 1 + f.cfg.BackoffJitter*(2*rand.Float64()-1)
-	return time.Duration(d)
 }

@@ -45,6 +45,8 @@ type Forwarder struct {
 	installation string
 	// share is how this relay shares the partitions with the others of its lease group.
 	share sharePolicy
+	// retry decides the fate of a failed attempt on every path.
+	retry retryPolicy
 	cdc   *cdcState // nil unless Source is SourceCDC
 }
 
@@ -70,6 +72,7 @@ func New(config Config) (*Forwarder, error) {
 		inflight: newInflight(config.Workers),
 		log:      config.Logger.With("component", "outboxkit.forwarder", "relay", config.RelayID, "table", table.Events()),
 	}
+	f.retry = retryPolicyOf(config)
 	// The wiring: the only place (beside validation) that reads Delivery and Source.
 	f.pipeline = newPipeline(f)
 	if f.source, err = newSource(f, table); err != nil {

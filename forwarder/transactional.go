@@ -219,12 +219,12 @@ func (f *Forwarder) afterAbort(pending []record, dead []pendingDead, errs []erro
 			attempts := r.attempts + 1
 			reason := errs[i].Error()
 			f.metrics.failed.WithLabelValues(r.event.Topic, r.event.TenantID).Inc()
-			if !f.cfg.IsRetriable(errs[i]) || (!f.cfg.UnlimitedRetries && attempts >= f.cfg.MaxAttempts) {
+			if f.retry.dead(attempts, errs[i]) {
 				// An event past its retry budget has had a dead letter refused before (the
 				// transactions of a batch are too few to try both forms each time), or retried
 				// without limit: its dead letter goes reduced from the start, so that one refused
 				// even reduced ends dead (afterDeadLetterAbort) instead of looping.
-				reduced := attempts > f.cfg.MaxAttempts
+				reduced := f.retry.pastBudget(attempts)
 				nextDead = append(nextDead, pendingDead{record: r, attempts: attempts, reason: reason, slim: reduced})
 				continue
 			}
@@ -245,14 +245,14 @@ func (f *Forwarder) afterAbort(pending []record, dead []pendingDead, errs []erro
 
 // afterDeadLetterAbort sorts one dead letter of an aborted transaction: kept for the next
 // transaction when it did not fail itself; when the broker refused it (a permanent error, or any
-// error on its last chance, lastDeadLetterChance), sent reduced to the ids and the reason in the
+// error on its last chance: retryPolicy.finalDeadLetterError), sent reduced to the ids and the reason in the
 // next one, and, if it was reduced already, settled dead in the table without a dead letter
 // (deadLetterRefused); otherwise retried later.
 func (f *Forwarder) afterDeadLetterAbort(d pendingDead, err error, nextDead []pendingDead) ([]pendingDead, *settlement) {
 	if err == nil {
 		return append(nextDead, d), nil
 	}
-	if !f.cfg.IsRetriable(err) || f.lastDeadLetterChance(d.attempts) {
+	if f.retry.finalDeadLetterError(d.attempts, err) {
 		if !d.slim {
 			d.slim = true
 			return append(nextDead, d), nil

@@ -1,0 +1,58 @@
+package forwarder
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+var errPermanent = errors.New("permanent")
+
+func testPolicy(unlimited bool) retryPolicy {
+	return retryPolicy{maxAttempts: 3, unlimited: unlimited, retriable: func(err error) bool { return !errors.Is(err, errPermanent) },
+		initial: 100 * time.Millisecond, maxBackoff: time.Second, multiplier: 2, jitter: 0.2}
+}
+
+// TestRetryPolicyDecidesEveryPath: the one rule of a failed attempt, used by the at-least-once
+// and the exactly-once paths alike.
+func TestRetryPolicyDecidesEveryPath(t *testing.T) {
+	retriable := errors.New("timeout")
+	for _, tc := range []struct {
+		name      string
+		unlimited bool
+		attempts  int
+		err       error
+		dead      bool
+	}{
+		{"a permanent error is dead at once", false, 1, errPermanent, true},
+		{"a permanent error is dead with unlimited retries too", true, 1, errPermanent, true},
+		{"a retriable error is retried within the budget", false, 2, retriable, false},
+		{"a retriable error is dead after the last attempt", false, 3, retriable, true},
+		{"unlimited retries never end a retriable error", true, 1000, retriable, false},
+	} {
+		if got := testPolicy(tc.unlimited).dead(tc.attempts, tc.err); got != tc.dead {
+			t.Errorf("%s: dead(%d, %v) = %v", tc.name, tc.attempts, tc.err, got)
+		}
+	}
+	p := testPolicy(true)
+	if p.finalDeadLetterError(5, retriable) || !p.finalDeadLetterError(6, retriable) || !p.finalDeadLetterError(1, errPermanent) {
+		t.Error("a refused dead letter must be final on a permanent error or after 2 x MaxAttempts, also with unlimited retries")
+	}
+	if p.pastBudget(3) || !p.pastBudget(4) {
+		t.Error("pastBudget must hold from MaxAttempts + 1 on")
+	}
+}
+
+// TestRetryPolicyBackoffGrowsWithinItsBounds: exponential from InitialBackoff, capped at
+// MaxBackoff, spread by at most the jitter either way.
+func TestRetryPolicyBackoffGrowsWithinItsBounds(t *testing.T) {
+	p := testPolicy(false)
+	for attempts, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 3: 400 * time.Millisecond, 10: time.Second} {
+		for range 100 {
+			got := p.backoff(attempts)
+			if got < time.Duration(float64(want)*0.8) || got > time.Duration(float64(want)*1.2) {
+				t.Fatalf("backoff(%d) = %v, want %v ± 20 %%", attempts, got, want)
+			}
+		}
+	}
+}
