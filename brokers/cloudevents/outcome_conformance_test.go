@@ -47,10 +47,6 @@ func TestOutcomeConformance(t *testing.T) {
 		// A message without an event type cannot be a CloudEvent (ErrNotAnEvent).
 		Name:  "NotAnEvent",
 		Spoil: func(msg *message.Message) { delete(msg.Metadata, outbox.MetadataEventType) },
-		KnownDeviation: "PublishEach cuts the call at the first message that is not an event: every later message " +
-			"of the call, of any key, fails with the retriable ErrEarlierMessageInvalid, a later message that is not " +
-			"an event included (its own permanent ErrNotAnEvent comes only on the next call); the decorator does not " +
-			"know the wrapped publisher's key to hold back only the refused message's key",
 	}}}
 	outcometest.TestOutcomePublisher(t, features, newPublisher, broker)
 }

@@ -68,9 +68,9 @@ type connector interface {
 // error is classified by pub's Retriable when pub has one. Close closes pub.
 //
 // Publish checks every message before sending any and returns an error wrapping ErrNotAnEvent
-// when one is not an event. PublishEach sends the messages before the first such message, fails
-// that one with ErrNotAnEvent and the later ones with ErrEarlierMessageInvalid, which keeps the
-// failures gapless per key.
+// when one is not an event. PublishEach fails such a message alone with ErrNotAnEvent and the
+// later messages of its key with ErrEarlierMessageInvalid, which keeps the failures gapless per
+// key, and sends the others.
 func NewPublisher(pub message.Publisher, config Config) (message.Publisher, error) {
 	if pub == nil {
 		return nil, errors.New("cloudevents: wrapped publisher is nil")
@@ -204,33 +204,43 @@ type eachPublisher struct {
 }
 
 // PublishEach converts msgs and publishes them through the wrapped publisher's PublishEach. It
-// returns len(msgs) errors, as forwarder.OutcomePublisher requires: the messages from the first
-// one that is not an event on are not sent (see NewPublisher).
+// returns len(msgs) errors, as forwarder.OutcomePublisher requires: a message that is not an
+// event fails alone with ErrNotAnEvent, the later messages of its key (its aggregate id, the key
+// of every outboxkit broker; all later messages after a nil one, whose key is unknown) fail with
+// ErrEarlierMessageInvalid without being sent, and every other message is sent.
 func (p *eachPublisher) PublishEach(ctx context.Context, topic string, msgs []*message.Message) []error {
+	errs := make([]error, len(msgs))
 	out := make([]*message.Message, 0, len(msgs))
-	var bad error
-	for _, msg := range msgs {
+	sent := make([]int, 0, len(msgs))
+	refused := map[string]bool{}
+	holdAll := false
+	for i, msg := range msgs {
+		if holdAll || (msg != nil && refused[msg.Metadata.Get(outbox.MetadataAggregateID)]) {
+			errs[i] = fmt.Errorf("cloudevents: topic %q: message %s: %w", topic, msg.UUID, ErrEarlierMessageInvalid)
+			continue
+		}
 		ce, err := p.convert(msg)
 		if err != nil {
-			bad = fmt.Errorf("cloudevents: topic %q: %w", topic, err)
-			break
+			errs[i] = fmt.Errorf("cloudevents: topic %q: %w", topic, err)
+			if msg == nil {
+				holdAll = true
+			} else {
+				refused[msg.Metadata.Get(outbox.MetadataAggregateID)] = true
+			}
+			continue
 		}
-		out = append(out, ce)
+		out, sent = append(out, ce), append(sent, i)
 	}
-	if bad == nil {
-		return p.each.PublishEach(ctx, topic, out)
+	if len(out) == 0 {
+		return errs
 	}
-	errs := make([]error, len(msgs))
-	if len(out) > 0 {
-		copy(errs, p.each.PublishEach(ctx, topic, out))
-	}
-	errs[len(out)] = bad
-	for i := len(out) + 1; i < len(msgs); i++ {
-		id := ""
-		if msgs[i] != nil {
-			id = msgs[i].UUID
+	results := p.each.PublishEach(ctx, topic, out)
+	for j, i := range sent {
+		if len(results) != len(out) {
+			errs[i] = fmt.Errorf("cloudevents: the wrapped publisher returned %d outcomes for %d messages", len(results), len(out))
+			continue
 		}
-		errs[i] = fmt.Errorf("cloudevents: topic %q: message %s: %w", topic, id, ErrEarlierMessageInvalid)
+		errs[i] = results[j]
 	}
 	return errs
 }

@@ -235,44 +235,46 @@ func TestPublishRefusesWhatIsNotAnEvent(t *testing.T) {
 	}
 }
 
-func TestPublishEachCutsAtTheFirstMessageThatIsNotAnEvent(t *testing.T) {
+// A message that is not an event fails alone with ErrNotAnEvent; the later messages of its key
+// (its aggregate id) fail with ErrEarlierMessageInvalid, unsent; every other message is sent, and
+// the wrapped publisher's outcomes are passed through.
+func TestPublishEachFailsOnlyTheKeyOfAMessageThatIsNotAnEvent(t *testing.T) {
 	rec := &eachRecorder{}
 	pub := newPublisher(t, rec).(interface {
 		PublishEach(ctx context.Context, topic string, msgs []*message.Message) []error
 	})
-	ok1, failing := testEvent(t).ToMessage(), testEvent(t).ToMessage()
+	event := func(id string) *message.Message {
+		e := testEvent(t)
+		e.AggregateID = id
+		return e.ToMessage()
+	}
+	ok1, failing := event("a"), event("a")
 	failing.Payload = []byte("fail")
-	bad := message.NewMessage(watermill.NewUUID(), []byte("x"))
-	after := testEvent(t).ToMessage()
+	bad := event("b")
+	delete(bad.Metadata, outbox.MetadataEventType)
+	afterBad, otherKey := event("b"), event("c")
 
-	errs := pub.PublishEach(context.Background(), "orders", []*message.Message{ok1, failing, bad, after, nil})
-	if len(errs) != 5 {
-		t.Fatalf("%d errors for 5 messages", len(errs))
+	errs := pub.PublishEach(context.Background(), "orders", []*message.Message{ok1, failing, bad, afterBad, otherKey, nil})
+	if len(errs) != 6 {
+		t.Fatalf("%d errors for 6 messages", len(errs))
 	}
-	if errs[0] != nil || !errors.Is(errs[1], errBroker) {
-		t.Errorf("the wrapped publisher's outcomes not passed through: %v, %v", errs[0], errs[1])
+	if errs[0] != nil || !errors.Is(errs[1], errBroker) || errs[4] != nil {
+		t.Errorf("the wrapped publisher's outcomes not passed through: %v, %v, %v", errs[0], errs[1], errs[4])
 	}
-	if !errors.Is(errs[2], cloudevents.ErrNotAnEvent) {
-		t.Errorf("message 2: %v, want ErrNotAnEvent", errs[2])
+	if !errors.Is(errs[2], cloudevents.ErrNotAnEvent) || !errors.Is(errs[5], cloudevents.ErrNotAnEvent) {
+		t.Errorf("messages 2 and 5: %v, %v, want ErrNotAnEvent", errs[2], errs[5])
 	}
-	for i := 3; i < 5; i++ {
-		if !errors.Is(errs[i], cloudevents.ErrEarlierMessageInvalid) {
-			t.Errorf("message %d: %v, want ErrEarlierMessageInvalid", i, errs[i])
-		}
+	if !errors.Is(errs[3], cloudevents.ErrEarlierMessageInvalid) {
+		t.Errorf("message 3, a later one of the refused message's key: %v, want ErrEarlierMessageInvalid", errs[3])
 	}
-	if len(rec.got) != 2 || rec.got[0].UUID != ok1.UUID || rec.got[0].Metadata.Get(cloudevents.AttrType) != "OrderPlaced" {
-		t.Errorf("the wrapped publisher got %d messages, want the 2 before the bad one, converted", len(rec.got))
+	if rec.calls != 1 || len(rec.got) != 3 || rec.got[0].UUID != ok1.UUID || rec.got[2].UUID != otherKey.UUID ||
+		rec.got[0].Metadata.Get(cloudevents.AttrType) != "OrderPlaced" {
+		t.Errorf("the wrapped publisher got %d messages in %d calls, want ok1, failing and the other key's, converted", len(rec.got), rec.calls)
 	}
 
-	// All events: one call with all of them.
+	// After a nil message (its key unknown), nothing more is sent.
 	rec.got, rec.calls = nil, 0
-	errs = pub.PublishEach(context.Background(), "orders", []*message.Message{ok1, after})
-	if len(errs) != 2 || errs[0] != nil || errs[1] != nil || rec.calls != 1 || len(rec.got) != 2 {
-		t.Errorf("errors %v, %d calls, %d messages", errs, rec.calls, len(rec.got))
-	}
-	// The first message bad: nothing reaches the wrapped publisher.
-	rec.got, rec.calls = nil, 0
-	errs = pub.PublishEach(context.Background(), "orders", []*message.Message{bad, ok1})
+	errs = pub.PublishEach(context.Background(), "orders", []*message.Message{nil, ok1})
 	if rec.calls != 0 || !errors.Is(errs[0], cloudevents.ErrNotAnEvent) || !errors.Is(errs[1], cloudevents.ErrEarlierMessageInvalid) {
 		t.Errorf("errors %v, %d calls", errs, rec.calls)
 	}
