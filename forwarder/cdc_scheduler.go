@@ -1,0 +1,276 @@
+package forwarder
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+)
+
+// streamScheduler is the delivering side of one stream session (cdc_pipeline.go): it hands the
+// stream's batches, split by worker, to Workers goroutines as parts, confirms the slot position
+// of the batches whose parts are all done, in order, and keeps a reading of the leases for the
+// parts. Its state belongs to the goroutine running streamLoop; the workers only receive parts
+// on their queues and report on done.
+type streamScheduler struct {
+	f      *Forwarder
+	reader *cdcReader
+	queues []chan cdcPart
+	done   chan cdcDone // each worker has at most one part
+	exited chan struct{}
+	stop   context.CancelFunc // ends the workers' context
+
+	pending   []*pendingBatch // consecutive numbers from pending[0].number
+	next      uint64
+	confirmed pglogrepl.LSN
+	firstErr  error
+	reading   atomic.Pointer[leaseReading]
+	busy      []bool
+	inFlight  int
+	// waiting[w] are worker w's next parts, in stream order; only the last one grows.
+	waiting [][]cdcPart
+}
+
+// streamLoop runs the pipeline until ctx ends or a part or the stream fails.
+func (f *Forwarder) streamLoop(ctx context.Context, reader *cdcReader, batches <-chan cdcBatch, readErr chan error) error {
+	s := f.newStreamScheduler(ctx, reader)
+	defer s.stopWorkers()
+	// Beside the workers: the retry path, the stall check and the background reads of the leases.
+	bgErr := make(chan error, 2)
+	bgCtx, stopBackground := context.WithCancel(ctx)
+	var background sync.WaitGroup
+	background.Go(func() { f.retryLoop(bgCtx, bgErr) })
+	f.cdc.lastDelivered.Store(time.Now().UnixNano())
+	background.Go(func() { f.stallLoop(bgCtx) })
+	refresh := make(chan struct{}, 1)
+	background.Go(func() { s.refreshLeases(bgCtx, refresh, bgErr) })
+	defer func() {
+		stopBackground()
+		background.Wait() // a retry pass in progress finishes its publish and acknowledgement
+	}()
+	for s.firstErr == nil {
+		select {
+		case <-ctx.Done():
+			s.drain()
+			return ctx.Err()
+		case err := <-readErr:
+			readErr <- err // for the session's stop
+			s.drain()
+			return err
+		case d := <-s.done:
+			s.settle(d)
+		case err := <-bgErr:
+			s.firstErr = err
+		case b := <-s.intake(batches):
+			if err := s.take(ctx, b, refresh); err != nil {
+				s.drain()
+				return err
+			}
+		}
+	}
+	s.drain()
+	return s.firstErr
+}
+
+// newStreamScheduler starts the workers of a session. They outlive ctx until stopWorkers: a
+// part that has begun is finished (published and acknowledged) even when the session ends.
+func (f *Forwarder) newStreamScheduler(ctx context.Context, reader *cdcReader) *streamScheduler {
+	workers := f.cfg.Workers
+	s := &streamScheduler{f: f, reader: reader, queues: make([]chan cdcPart, workers), done: make(chan cdcDone, workers),
+		exited: make(chan struct{}, workers), busy: make([]bool, workers), waiting: make([][]cdcPart, workers)}
+	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stop = stop
+	for w := range s.queues {
+		s.queues[w] = make(chan cdcPart, 1)
+		go func() {
+			defer func() { s.exited <- struct{}{} }()
+			for part := range s.queues[w] {
+				s.done <- cdcDone{w, part.batches, f.streamBatch(wctx, w, part.leases, part.b)}
+			}
+		}()
+	}
+	return s
+}
+
+// stopWorkers closes the workers' queues and waits until they have exited.
+func (s *streamScheduler) stopWorkers() {
+	for _, q := range s.queues {
+		close(q)
+	}
+	for range s.queues {
+		<-s.exited
+	}
+	s.stop()
+}
+
+// intake is the channel to take the next batch from, or nil while none may be taken: a batch is
+// taken while a worker is idle (it gets its rows at once) and no worker has a full part waiting.
+// While every worker is busy, the reader keeps accumulating, so a busy stream goes out in large
+// parts.
+func (s *streamScheduler) intake(batches <-chan cdcBatch) <-chan cdcBatch {
+	if s.inFlight == len(s.queues) {
+		return nil
+	}
+	for w := range s.waiting {
+		if n := len(s.waiting[w]); n > 1 || n == 1 && (len(s.waiting[w][0].b.records) >= s.f.cfg.BatchSize ||
+			s.waiting[w][0].b.bytes >= s.f.cfg.MaxBatchBytes) {
+			return nil
+		}
+	}
+	return batches
+}
+
+// take splits batch b among the workers' parts and hands them out.
+func (s *streamScheduler) take(ctx context.Context, b cdcBatch, refresh chan<- struct{}) error {
+	m := s.f.cdc.metrics
+	if len(b.records) > 0 {
+		s.f.cdc.lastDelivered.Store(time.Now().UnixNano())
+	}
+	switch {
+	case len(b.records) > 0 && !b.commitTime.IsZero():
+		m.lagSeconds.Set(max(0, time.Since(b.commitTime).Seconds()))
+	case len(b.records) == 0:
+		m.lagSeconds.Set(0)
+	}
+	var leases []lease
+	if len(b.records) > 0 {
+		var err error
+		if leases, err = s.leases(ctx, refresh); err != nil {
+			return err
+		}
+	}
+	p := &pendingBatch{number: s.next, confirm: b.confirm, walEnd: b.walEnd}
+	s.next++
+	s.pending = append(s.pending, p)
+	for w, rows := range splitByWorker(b, len(s.queues)) {
+		if len(rows.records) > 0 {
+			p.parts++
+			s.add(w, p.number, leases, rows)
+			s.dispatch(w)
+		}
+	}
+	s.advance() // a batch without rows (an idle confirm) completes here
+	return nil
+}
+
+// leases returns the reading of the leases for a batch: read now when there is none or it is
+// older than leaseCacheTTL, and refreshed in the background once it is half that old.
+func (s *streamScheduler) leases(ctx context.Context, refresh chan<- struct{}) ([]lease, error) {
+	r := s.reading.Load()
+	switch {
+	case r == nil || time.Since(r.at) > leaseCacheTTL:
+		at := time.Now()
+		ls, err := s.f.allLeases(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r = &leaseReading{ls, at}
+		s.reading.Store(r)
+	case time.Since(r.at) > leaseCacheTTL/2:
+		select {
+		case refresh <- struct{}{}:
+		default: // one is under way
+		}
+	}
+	return r.leases, nil
+}
+
+// refreshLeases reads the leases whenever asked on refresh, until ctx ends or a read fails
+// (reported on errs).
+func (s *streamScheduler) refreshLeases(ctx context.Context, refresh <-chan struct{}, errs chan<- error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-refresh:
+		}
+		at := time.Now()
+		leases, err := s.f.allLeases(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				errs <- err
+			}
+			return
+		}
+		s.reading.Store(&leaseReading{leases, at})
+	}
+}
+
+// advance confirms the batches that are complete, in order.
+func (s *streamScheduler) advance() {
+	for len(s.pending) > 0 && s.pending[0].parts == 0 && s.firstErr == nil {
+		p := s.pending[0]
+		s.pending = s.pending[1:]
+		if p.confirm > s.confirmed {
+			s.confirmed = p.confirm
+			s.reader.confirmed.Store(uint64(s.confirmed))
+		}
+		if p.walEnd > s.confirmed {
+			s.f.cdc.metrics.lagBytes.Set(float64(p.walEnd - s.confirmed))
+		} else {
+			s.f.cdc.metrics.lagBytes.Set(0)
+		}
+	}
+}
+
+// dispatch hands worker w its next part if it is idle. After a failure nothing more is
+// published: the stream restarts from the confirmed position.
+func (s *streamScheduler) dispatch(w int) {
+	if s.busy[w] || len(s.waiting[w]) == 0 || s.firstErr != nil {
+		return
+	}
+	part := s.waiting[w][0]
+	s.waiting[w] = s.waiting[w][1:]
+	s.busy[w] = true
+	s.inFlight++
+	s.f.cdc.partsInFlight.Add(1)
+	s.queues[w] <- part // never blocks: the worker is idle
+}
+
+// settle records a finished part.
+func (s *streamScheduler) settle(d cdcDone) {
+	s.busy[d.worker] = false
+	s.inFlight--
+	s.f.cdc.partsInFlight.Add(-1)
+	if d.err != nil && s.firstErr == nil {
+		s.firstErr = d.err
+	}
+	for _, n := range d.batches {
+		if len(s.pending) > 0 && n >= s.pending[0].number && n-s.pending[0].number < uint64(len(s.pending)) {
+			s.pending[n-s.pending[0].number].parts--
+		}
+	}
+	s.advance()
+	s.dispatch(d.worker)
+}
+
+// drain waits for the parts in flight (not for those still waiting: their batches are not
+// confirmed, and the stream replays them).
+func (s *streamScheduler) drain() {
+	for s.inFlight > 0 {
+		s.settle(<-s.done)
+	}
+}
+
+// add appends worker w's rows of batch n to its next part, or starts a new one when they do not
+// fit.
+func (s *streamScheduler) add(w int, n uint64, leases []lease, rows cdcBatch) {
+	for _, r := range rows.records {
+		rows.bytes += int64(len(r.event.Payload))
+	}
+	q := s.waiting[w]
+	if k := len(q) - 1; k >= 0 && len(q[k].b.records)+len(rows.records) <= s.f.cfg.BatchSize &&
+		q[k].b.bytes+rows.bytes <= s.f.cfg.MaxBatchBytes {
+		last := &q[k]
+		last.b.records = append(last.b.records, rows.records...)
+		last.b.xids = append(last.b.xids, rows.xids...)
+		last.b.bytes += rows.bytes // the part keeps its first reading of the leases: the older epochs
+		if last.batches[len(last.batches)-1] != n {
+			last.batches = append(last.batches, n)
+		}
+		return
+	}
+	s.waiting[w] = append(q, cdcPart{batches: []uint64{n}, leases: leases, b: rows})
+}
