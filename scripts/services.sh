@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Brings up every real service outboxkit's tests talk to, on loopback ports:
 #   PostgreSQL 15 and MariaDB (Debian packages), Apache Kafka 4 in KRaft mode and
-#   Apache Pulsar standalone (jars from Maven Central, resolved into Maven's local cache).
+#   Apache Pulsar standalone (jars from Maven Central, resolved into Maven's local cache), and a
+#   NATS server with JetStream (built with `go build` from the Go module proxy, scripts/services/nats.sh).
 # Safe to run again: a service that already answers is left alone.
 #
 #   scripts/services.sh [up]      install what is missing, start everything, print addresses
 #   scripts/services.sh env       print the environment variables the tests read
 #   scripts/services.sh down      stop everything this script started
 #   scripts/services.sh restart-kafka | restart-pulsar
+#   scripts/services.sh restart-nats | start-nats | stop-nats
 #   scripts/services.sh start-kafka | stop-kafka | start-pulsar | stop-pulsar
 #                                 start or stop that one service only (with other ports and
 #                                 SERVICES_STATE_DIR, a dedicated broker, e.g. for fault tests)
@@ -223,6 +225,8 @@ source "$here/services/monitoring.sh"
 # --- Pulsar -----------------------------------------------------------------------------------
 # shellcheck source=services/pulsar.sh
 source "$here/services/pulsar.sh"
+# shellcheck source=services/nats.sh
+source "$here/services/nats.sh"
 # shellcheck source=services/tls.sh
 source "$here/services/tls.sh"
 # shellcheck source=services/kafka-secure.sh
@@ -238,6 +242,7 @@ export OUTBOXKIT_KAFKA_BROKERS='127.0.0.1:$KAFKA_PORT'
 export OUTBOXKIT_PULSAR_URL='pulsar://127.0.0.1:$PULSAR_PORT'
 export OUTBOXKIT_PULSAR_HTTP='http://127.0.0.1:$PULSAR_HTTP_PORT'
 EOF
+  print_nats_env
   print_kafka_secure_env
   print_pulsar_secure_env
 }
@@ -253,12 +258,14 @@ main() {
     timed mariadb start_mariadb
     timed kafka start_kafka
     timed pulsar start_pulsar
+    timed nats start_nats
     log "logs in $SERVICES_LOG_DIR"
     ;;
   env) print_env ;;
   down)
     stop_pidfile "$SERVICES_STATE_DIR/kafka/kafka.pid"
     stop_pidfile "$SERVICES_STATE_DIR/pulsar/pulsar.pid"
+    stop_nats
     stop_pidfile "$KAFKA_SECURE_DIR/kafka.pid"
     stop_pidfile "$PULSAR_SECURE_DIR/pulsar.pid"
     [ -f "$SERVICES_STATE_DIR/mariadb/mysqld.pid" ] && stop_pidfile "$SERVICES_STATE_DIR/mariadb/mysqld.pid"
@@ -268,6 +275,9 @@ main() {
     ;;
   restart-kafka) stop_pidfile "$SERVICES_STATE_DIR/kafka/kafka.pid" && start_kafka ;;
   restart-pulsar) stop_pidfile "$SERVICES_STATE_DIR/pulsar/pulsar.pid" && start_pulsar ;;
+  restart-nats) stop_nats && start_nats ;;
+  start-nats) start_nats ;;
+  stop-nats) stop_nats ;;
   start-kafka) start_kafka ;;
   stop-kafka) stop_pidfile "$SERVICES_STATE_DIR/kafka/kafka.pid" ;;
   start-pulsar) start_pulsar ;;
@@ -280,7 +290,7 @@ main() {
   stop-pulsar-secure) stop_pulsar_secure ;;
   restart-pulsar-secure) restart_pulsar_secure ;;
   *)
-    echo "usage: $0 [up|env|down|restart-kafka|restart-pulsar|start-kafka|stop-kafka|start-pulsar|stop-pulsar|start-kafka-secure|stop-kafka-secure|restart-kafka-secure|kafka-secure-grant TOPIC [USER]|start-pulsar-secure|stop-pulsar-secure|restart-pulsar-secure]" >&2
+    echo "usage: $0 [up|env|down|restart-kafka|restart-pulsar|restart-nats|start-nats|stop-nats|start-kafka|stop-kafka|start-pulsar|stop-pulsar|start-kafka-secure|stop-kafka-secure|restart-kafka-secure|kafka-secure-grant TOPIC [USER]|start-pulsar-secure|stop-pulsar-secure|restart-pulsar-secure]" >&2
     exit 2
     ;;
   esac
