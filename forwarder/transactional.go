@@ -41,33 +41,16 @@ type unitOutcome struct {
 // A unit is used only while the worker leases all of its partitions; the rows of a unit leased
 // in part wait (the heartbeat gives such partitions up, so that a relay can take the unit whole).
 func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases []lease, records []record) (outcome, error) {
-	unitLeases := f.wholeUnitLeases(leases)
-	byUnit := map[int][]record{}
-	for _, r := range records {
-		u := r.partition % f.cfg.TransactionalUnits
-		byUnit[u] = append(byUnit[u], r)
-	}
-	publishCtx, cancelPublish := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.LeaseTTL)
-	started := time.Now()
-	type job struct {
-		unit    int
-		leases  []lease
-		records []record
-	}
-	var jobs []job
-	for u, recs := range byUnit {
-		if ls, whole := unitLeases[u]; whole {
-			jobs = append(jobs, job{u, ls, recs})
-		}
-	}
+	jobs := f.unitJobs(leases, records)
 	// The units are locked in ascending order (two batches sharing units cannot deadlock) until
 	// their rows are acknowledged.
-	slices.SortFunc(jobs, func(a, b job) int { return a.unit - b.unit })
 	for _, j := range jobs {
 		u := f.units.get(j.unit)
 		u.mu.Lock()
 		defer u.mu.Unlock()
 	}
+	publishCtx, cancelPublish := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.LeaseTTL)
+	started := time.Now()
 	outcomes := make([]unitOutcome, len(jobs))
 	var wg sync.WaitGroup
 	for i, j := range jobs {
@@ -80,11 +63,15 @@ func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases
 	var acked []record
 	var settled []settlement
 	var errs []error
+	var marks []unitMark
 	for i, o := range outcomes {
 		acked = append(acked, o.acked...)
 		settled = append(settled, o.settled...)
 		if o.err != nil {
 			errs = append(errs, fmt.Errorf("unit %d: %w", jobs[i].unit, o.err))
+		}
+		if o.checkpoint != nil {
+			marks = append(marks, unitMark{unit: jobs[i].unit, name: f.unitName(jobs[i].unit), digest: checkpointDigest(o.checkpoint)})
 		}
 	}
 	if len(acked) == 0 && len(settled) == 0 {
@@ -93,38 +80,60 @@ func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases
 		}
 		return outcome{}, nil
 	}
-	var marks []unitMark
-	for i, o := range outcomes {
-		if o.checkpoint != nil {
-			marks = append(marks, unitMark{unit: jobs[i].unit, name: f.unitName(jobs[i].unit), digest: checkpointDigest(o.checkpoint)})
-		}
-	}
 	result, lost, err := f.acknowledgeUnits(ctx, worker, leases, acked, settled, marks)
+	f.afterUnitsAcknowledged(jobs, outcomes, lost, err)
 	if err != nil {
-		// The commits stand; their rows are cleaned up by the next opening of each unit.
-		for i, o := range outcomes {
-			if o.checkpoint != nil {
-				f.closeUnit(jobs[i].unit)
-			}
-		}
 		return outcome{}, err
 	}
+	if len(errs) > 0 {
+		return result, fmt.Errorf("exactly-once delivery: %v", errs)
+	}
+	return result, nil
+}
+
+// unitJob is one unit's share of a batch: its leases and records.
+type unitJob struct {
+	unit    int
+	leases  []lease
+	records []record
+}
+
+// unitJobs groups records by transactional unit, in ascending unit order, keeping the units
+// leased whole.
+func (f *Forwarder) unitJobs(leases []lease, records []record) []unitJob {
+	unitLeases := f.wholeUnitLeases(leases)
+	byUnit := map[int][]record{}
+	for _, r := range records {
+		u := r.partition % f.cfg.TransactionalUnits
+		byUnit[u] = append(byUnit[u], r)
+	}
+	var jobs []unitJob
+	for u, recs := range byUnit {
+		if ls, whole := unitLeases[u]; whole {
+			jobs = append(jobs, unitJob{u, ls, recs})
+		}
+	}
+	slices.SortFunc(jobs, func(a, b unitJob) int { return a.unit - b.unit })
+	return jobs
+}
+
+// afterUnitsAcknowledged keeps the units' state true after the acknowledgement of their
+// transactions: when it failed, the units that committed are closed (the commits stand, and the
+// next opening of each cleans up their rows); the units whose partitions were lost meanwhile are
+// closed; the others remember their checkpoint as cleaned.
+func (f *Forwarder) afterUnitsAcknowledged(jobs []unitJob, outcomes []unitOutcome, lost map[int]int, ackErr error) {
 	lostUnits := map[int]bool{}
 	for p := range lost {
 		lostUnits[p%f.cfg.TransactionalUnits] = true
 	}
 	for i, o := range outcomes {
 		switch u := jobs[i].unit; {
-		case lostUnits[u]:
+		case ackErr != nil && o.checkpoint != nil, lostUnits[u]:
 			f.closeUnit(u)
-		case o.checkpoint != nil:
+		case ackErr == nil && o.checkpoint != nil:
 			f.units.get(u).cleaned = o.checkpoint
 		}
 	}
-	if len(errs) > 0 {
-		return result, fmt.Errorf("exactly-once delivery: %v", errs)
-	}
-	return result, nil
 }
 
 // pendingDead is a record to dead-letter in the next transaction.
