@@ -12,39 +12,34 @@ import (
 // (Config.FullTopicName refused it). Retriable reports false for it.
 var ErrInvalidTopic = errors.New("pulsar: invalid topic name")
 
-// permanentResults are the pulsar-client-go result codes that sending the same message again
-// cannot change: the message itself (too big, invalid, not encodable), the topic (a bad name, a
-// terminated topic) or the client's credentials (refused authentication or authorization; an
-// operator has to act, the relay keeps the other keys flowing meanwhile).
+// permanentResults are the pulsar-client-go result codes that blame the message or its topic,
+// which sending the same message again cannot change: too big, invalid, not matching its schema,
+// a bad topic name, a terminated topic. What an operator fixes (refused authentication or
+// authorization, the client's configuration) is retriable, as in brokers/kafka: the same message
+// succeeds once the permission or the setting is right, and dead-lettering every event of a topic
+// for a missing grant would punish innocent events. Bounded retry still dead-letters them after
+// MaxAttempts, unless UnlimitedRetries.
 var permanentResults = map[apulsar.Result]bool{
-	apulsar.MessageTooBig:                  true,
-	apulsar.InvalidMessage:                 true,
-	apulsar.SchemaFailure:                  true,
-	apulsar.CryptoError:                    true,
-	apulsar.InvalidTopicName:               true,
-	apulsar.TopicTerminated:                true,
-	apulsar.AuthenticationError:            true,
-	apulsar.AuthorizationError:             true,
-	apulsar.ErrorGettingAuthenticationData: true,
-	apulsar.InvalidConfiguration:           true,
-	apulsar.InvalidURL:                     true,
-	apulsar.OperationNotSupported:          true,
-	apulsar.UnsupportedVersionError:        true,
+	apulsar.MessageTooBig:    true,
+	apulsar.InvalidMessage:   true,
+	apulsar.SchemaFailure:    true,
+	apulsar.InvalidTopicName: true,
+	apulsar.TopicTerminated:  true,
 }
 
 // permanentServerErrors are the names of the broker's answers (pulsar-client-go passes some of
 // them on as plain text, for example when it creates a producer) that mean the same as
 // permanentResults.
 var permanentServerErrors = []string{
-	"AuthenticationError", "AuthorizationError", "InvalidTopicName", "TopicTerminatedError",
-	"Invalid topic name", "Invalid short topic name", "Invalid topic domain",
+	"InvalidTopicName", "TopicTerminatedError", "Invalid topic name", "Invalid short topic name", "Invalid topic domain",
 }
 
 // Retriable reports whether a publish error of this package may succeed when the message is
 // sent again. Permanent: a message too big for the broker (pulsar.ErrMessageTooLarge, the
 // broker's MessageTooBig), an invalid message (a nil message, the UUID property overwritten), a
-// bad topic name (ErrInvalidTopic, InvalidTopicName), a terminated topic, and a refused
-// authentication or authorization. Everything else is retriable: connection failures,
+// schema failure, a bad topic name (ErrInvalidTopic, InvalidTopicName) and a terminated topic.
+// Everything else is retriable: a refused authentication or authorization and the client's
+// configuration (an operator fixes them; see permanentResults), connection failures,
 // timeouts, a full producer queue, a busy producer, a topic not found (it may be being created),
 // a closed publisher, and the messages failed only because an earlier message of their key did
 // (ErrEarlierMessageFailed, ErrAcknowledgedAfterFailure). Retriable(nil) is false.
