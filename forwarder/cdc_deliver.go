@@ -130,6 +130,7 @@ func (f *Forwarder) cdcDeliver(ctx context.Context, worker int, leases []lease, 
 	held := f.inflight.hold(worker, f.pipeline.scope(leases, records))
 	defer f.inflight.end(held)
 	o, err := f.pipeline.deliver(ctx, worker, held, records)
+	f.delivered(o, err)
 	if err != nil || o.allAcknowledged(len(records)) {
 		return err // every record acknowledged: nothing left pending to mark
 	}

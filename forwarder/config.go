@@ -129,6 +129,10 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// StatsInterval is how often the pending-rows gauges are refreshed. Default: 10s.
 	StatsInterval time.Duration
+	// PublishStallAfter is how long every delivery may fail (the broker unreachable, or refusing
+	// everything) before the forwarder says so: a warning, outboxkit_forwarder_publish_stalled
+	// set to 1, and an info line when publishing recovers. Default: 1m.
+	PublishStallAfter time.Duration
 
 	// Metrics, when set, receives the forwarder's Prometheus metrics.
 	Metrics prometheus.Registerer
@@ -173,6 +177,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.LeaseTTL, 10*time.Second)
 	setDefault(&c.HeartbeatInterval, c.LeaseTTL/4)
 	setDefault(&c.StatsInterval, 10*time.Second)
+	setDefault(&c.PublishStallAfter, time.Minute)
 	c.setCDCDefaults()
 	if c.IsRetriable == nil {
 		c.IsRetriable = defaultClassifier(c.Publisher)
@@ -226,7 +231,7 @@ func (c Config) Validate() error {
 		{"MaxAttempts", float64(c.MaxAttempts)}, {"InitialBackoff", float64(c.InitialBackoff)},
 		{"MaxBackoff", float64(c.MaxBackoff)}, {"LeaseTTL", float64(c.LeaseTTL)},
 		{"HeartbeatInterval", float64(c.HeartbeatInterval)}, {"StatsInterval", float64(c.StatsInterval)},
-		{"PruneInterval", float64(c.PruneInterval)},
+		{"PruneInterval", float64(c.PruneInterval)}, {"PublishStallAfter", float64(c.PublishStallAfter)},
 	}
 	for _, p := range positive {
 		if p.value <= 0 {

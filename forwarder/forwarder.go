@@ -47,7 +47,9 @@ type Forwarder struct {
 	share sharePolicy
 	// retry decides the fate of a failed attempt on every path.
 	retry retryPolicy
-	cdc   *cdcState // nil unless Source is SourceCDC
+	// progress says when publishing makes no progress (progress.go).
+	progress progressWatch
+	cdc      *cdcState // nil unless Source is SourceCDC
 }
 
 // New validates config and returns a Forwarder. It touches neither the database nor the broker.
@@ -95,7 +97,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		"source", f.cfg.Source}, f.pipeline.logAttrs()...)...)
 
 	var wg sync.WaitGroup
-	loops := []func(context.Context){f.heartbeatLoop, f.statsLoop}
+	loops := []func(context.Context){f.heartbeatLoop, f.statsLoop, f.progressLoop}
 	if f.cfg.Retention > 0 {
 		loops = append(loops, f.pruneLoop)
 	}

@@ -10,13 +10,13 @@ import (
 // metrics are the forwarder's Prometheus metrics. Counters carry the topic and the tenant ("" for
 // events without one).
 type metrics struct {
-	relayed, failed, deadLettered *prometheus.CounterVec
-	deadLetterRefused             *prometheus.CounterVec
-	batchSize, publishSeconds     prometheus.Histogram
-	commitToAck                   *prometheus.HistogramVec
-	pending, oldestAge, dead      *prometheus.GaugeVec
-	ownedPartitions               prometheus.Gauge
-	fencedRows, gapViolations     prometheus.Counter
+	relayed, failed, deadLettered   *prometheus.CounterVec
+	deadLetterRefused               *prometheus.CounterVec
+	batchSize, publishSeconds       prometheus.Histogram
+	commitToAck                     *prometheus.HistogramVec
+	pending, oldestAge, dead        *prometheus.GaugeVec
+	ownedPartitions, publishStalled prometheus.Gauge
+	fencedRows, gapViolations       prometheus.Counter
 	// Exactly-once delivery.
 	txCommitted, txAborted, unitsOpened, recoveredRows, foreignCheckpoints prometheus.Counter
 }
@@ -55,6 +55,9 @@ func newMetrics(reg prometheus.Registerer, table string) (*metrics, error) {
 		dead:      gauge("dead_rows", "Dead-lettered rows kept in the table for an operator."),
 		ownedPartitions: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "outboxkit", Subsystem: "forwarder",
 			Name: "owned_partitions", Help: "Partitions this relay currently leases.", ConstLabels: labels}),
+		publishStalled: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "outboxkit", Subsystem: "forwarder",
+			Name: "publish_stalled", ConstLabels: labels,
+			Help: "1 while every delivery has failed for PublishStallAfter (the broker unreachable or refusing everything) and events wait; 0 otherwise."}),
 		fencedRows: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "outboxkit", Subsystem: "forwarder",
 			Name: "fenced_rows_total", ConstLabels: labels,
 			Help: "Rows whose acknowledgement was refused because their partition's lease had moved to another relay; the new owner publishes them again."}),
@@ -75,7 +78,7 @@ func newMetrics(reg prometheus.Registerer, table string) (*metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.relayed, m.failed, m.deadLettered, m.deadLetterRefused, m.batchSize, m.publishSeconds,
-		m.commitToAck, m.pending, m.oldestAge, m.dead, m.ownedPartitions, m.fencedRows, m.gapViolations,
+		m.commitToAck, m.pending, m.oldestAge, m.dead, m.ownedPartitions, m.publishStalled, m.fencedRows, m.gapViolations,
 		m.txCommitted, m.txAborted, m.unitsOpened, m.recoveredRows, m.foreignCheckpoints} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError

@@ -135,7 +135,8 @@ func (f *Forwarder) relayBatch(ctx context.Context, worker int) (int, error) {
 		return 0, err
 	}
 	f.metrics.batchSize.Observe(float64(len(records)))
-	_, err = f.pipeline.deliver(ctx, worker, leases, records)
+	o, err := f.pipeline.deliver(ctx, worker, leases, records)
+	f.delivered(o, err)
 	return len(records), err
 }
 

@@ -1,5 +1,5 @@
 // Package relayconfig loads the outboxkit CLI's configuration file: the database, forwarder,
-// http and log sections, plus the broker part (broker, kafka, pulsar, kfake) that
+// http and log sections, plus the broker part (broker, kafka, pulsar, nats, kfake) that
 // brokers/brokerconfig parses, with environment overrides, defaults and validation. Every error
 // names the bad key by its YAML path; the DSN password and broker secrets never appear in errors.
 package relayconfig
@@ -81,6 +81,7 @@ type Forwarder struct {
 	Retention             time.Duration
 	PruneInterval         time.Duration
 	LeaseTTL              time.Duration
+	PublishStallAfter     time.Duration
 	Tenants               []string
 	LeaseGroup            string
 	RelayID               string
@@ -173,6 +174,7 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), opts Options) (Co
 					{key: "retention", target: &f.Retention},
 					{key: "prune_interval", target: &f.PruneInterval, positive: true},
 					{key: "lease_ttl", target: &f.LeaseTTL, positive: true},
+					{key: "publish_stall_after", target: &f.PublishStallAfter, positive: true},
 					{key: "tenants", target: &f.Tenants},
 					{key: "lease_group", target: &f.LeaseGroup},
 					{key: "relay_id", target: &f.RelayID},
@@ -191,11 +193,11 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), opts Options) (Co
 				if err == nil {
 					err = cfg.Log.parse(level, format)
 				}
-			case "broker", "kafka", "pulsar", "kfake", "format", "cloudevents":
+			case "broker", "kafka", "pulsar", "nats", "kfake", "format", "cloudevents":
 				err = checkKnownKeys(v, k.Value, brokerFieldType(k.Value))
 				brokerNodes = append(brokerNodes, k)
 			default:
-				err = fmt.Errorf("%s: unknown section (line %d; allowed: database, forwarder, http, log, broker, format, cloudevents, kafka, pulsar, kfake)", k.Value, k.Line)
+				err = fmt.Errorf("%s: unknown section (line %d; allowed: database, forwarder, http, log, broker, format, cloudevents, kafka, pulsar, nats, kfake)", k.Value, k.Line)
 			}
 			if err != nil {
 				return Config{}, err
@@ -230,12 +232,19 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), opts Options) (Co
 		if cfg.Broker, err = brokerconfig.Parse(brokerYAML, lookupEnv); err != nil {
 			return Config{}, err
 		}
-		if cfg.Forwarder.Delivery == string(forwarder.ExactlyOnce) && cfg.Broker.Broker == "pulsar" {
-			return Config{}, fmt.Errorf("forwarder.delivery: %q needs broker kafka (or kfake), not %q: Pulsar transactions cannot fence "+
-				"a paused relay's commit (docs/exactly-once.md)", cfg.Forwarder.Delivery, cfg.Broker.Broker)
+		if reason, refused := exactlyOnceRefused[cfg.Broker.Broker]; refused && cfg.Forwarder.Delivery == string(forwarder.ExactlyOnce) {
+			return Config{}, fmt.Errorf("forwarder.delivery: %q needs broker kafka (or kfake), not %q: %s (docs/exactly-once.md)",
+				cfg.Forwarder.Delivery, cfg.Broker.Broker, reason)
 		}
 	}
 	return cfg, nil
+}
+
+// exactlyOnceRefused gives, per broker without the exactly-once delivery mode, why.
+var exactlyOnceRefused = map[string]string{
+	brokerconfig.BrokerPulsar: "Pulsar transactions cannot fence a paused relay's commit",
+	brokerconfig.BrokerNATS: "JetStream has no transaction spanning the records and a checkpoint, and its " +
+		"duplicate window only bounds duplicates in time",
 }
 
 // CheckRelay returns an error if cfg, loaded with Options.Broker, cannot serve the relay command:
@@ -548,6 +557,7 @@ func (f Forwarder) Apply(c *forwarder.Config) {
 	c.Retention = f.Retention
 	c.PruneInterval = f.PruneInterval
 	c.LeaseTTL = f.LeaseTTL
+	c.PublishStallAfter = f.PublishStallAfter
 	c.Tenants = slices.Clone(f.Tenants)
 	c.LeaseGroup = f.LeaseGroup
 	c.RelayID = f.RelayID
