@@ -1,6 +1,6 @@
 // Package brokerconfig builds the outboxkit publisher and subscribers of the broker chosen by
 // configuration (a YAML file with environment overrides): broker: kafka | pulsar | kfake is the
-// whole switch, and format: cloudevents makes the published messages CloudEvents.
+// whole switch (or nats), and format: cloudevents makes the published messages CloudEvents.
 package brokerconfig
 
 import (
@@ -16,18 +16,21 @@ import (
 
 	"github.com/outboxkit/outboxkit/brokers/cloudevents"
 	"github.com/outboxkit/outboxkit/brokers/kafka"
+	"github.com/outboxkit/outboxkit/brokers/nats"
 )
 
 // Broker names accepted by Config.Broker.
 const (
 	BrokerKafka  = "kafka"
 	BrokerPulsar = "pulsar"
+	// BrokerNATS is NATS JetStream (brokers/nats).
+	BrokerNATS = "nats"
 	// BrokerKFake starts an in-process Kafka-protocol cluster (franz-go's kfake) and talks to it
 	// with the Kafka adapter: for tests and demos, nothing is persisted.
 	BrokerKFake = "kfake"
 )
 
-var allowedBrokers = []string{BrokerKafka, BrokerPulsar, BrokerKFake}
+var allowedBrokers = []string{BrokerKafka, BrokerPulsar, BrokerNATS, BrokerKFake}
 
 // Message formats accepted by Config.Format.
 const (
@@ -45,13 +48,15 @@ var allowedFormats = []string{FormatWatermill, FormatCloudEvents}
 // Config is the broker configuration: which broker, and one section per broker. Only the
 // section of the chosen broker is used and validated (the kafka section also serves kfake).
 type Config struct {
-	// Broker is kafka, pulsar or kfake. Required.
+	// Broker is kafka, pulsar, nats or kfake. Required.
 	Broker string `yaml:"broker"`
 	// Kafka configures the Kafka adapter (broker: kafka, and broker: kfake except brokers,
 	// tls and sasl).
 	Kafka kafka.Config `yaml:"kafka"`
 	// Pulsar configures the Pulsar adapter (broker: pulsar).
 	Pulsar PulsarConfig `yaml:"pulsar"`
+	// NATS configures the NATS JetStream adapter (broker: nats).
+	NATS nats.Config `yaml:"nats"`
 	// KFake configures the in-process cluster (broker: kfake).
 	KFake KFakeConfig `yaml:"kfake"`
 	// Format is the format of the published messages: watermill (the default) or cloudevents.
@@ -116,6 +121,8 @@ func (c *Config) SetDefaults() {
 		c.Kafka.SetDefaults()
 	case BrokerPulsar:
 		c.Pulsar.setDefaults()
+	case BrokerNATS:
+		c.NATS.SetDefaults()
 	}
 	if c.KFake.Partitions == 0 {
 		c.KFake.Partitions = DefaultKFakePartitions
@@ -156,6 +163,10 @@ func (c Config) Validate() error {
 		if err := c.Pulsar.validate(); err != nil {
 			return fmt.Errorf("pulsar.%w", err)
 		}
+	case BrokerNATS:
+		if err := c.NATS.Validate(); err != nil {
+			return fmt.Errorf("nats.%w", err)
+		}
 	default:
 		return fmt.Errorf("broker: unknown value %q (allowed: %s)", c.Broker, strings.Join(allowedBrokers, ", "))
 	}
@@ -185,6 +196,8 @@ func (c Config) LogValue() slog.Value {
 		attrs = append(attrs, slog.Any("kafka", c.Kafka.LogValue()), slog.Int("kfake.partitions", c.KFake.Partitions))
 	case BrokerPulsar:
 		attrs = append(attrs, slog.Any("pulsar", c.Pulsar.LogValue()))
+	case BrokerNATS:
+		attrs = append(attrs, slog.Any("nats", c.NATS.LogValue()))
 	}
 	attrs = append(attrs, slog.String("format", c.Format))
 	if c.Format == FormatCloudEvents {

@@ -22,7 +22,7 @@ type envBinding struct {
 // override wins over the YAML file; an empty variable counts as set only for strings.
 func (c *Config) envBindings() []envBinding {
 	k, p := &c.Kafka, &c.Pulsar
-	return []envBinding{
+	return append([]envBinding{
 		{EnvBroker, "broker", &c.Broker, false},
 		{"OUTBOXKIT_FORMAT", "format", &c.Format, false},
 		{"OUTBOXKIT_CLOUDEVENTS_SOURCE", "cloudevents.source", &c.CloudEvents.Source, false},
@@ -86,7 +86,7 @@ func (c *Config) envBindings() []envBinding {
 		{"OUTBOXKIT_PULSAR_CONSUMER_NAME", "pulsar.consumer_name", &p.ConsumerName, false},
 		{"OUTBOXKIT_PULSAR_DEAD_LETTER_MAX_DELIVERIES", "pulsar.dead_letter.max_deliveries", &deadLetterField{p, true}, false},
 		{"OUTBOXKIT_PULSAR_DEAD_LETTER_TOPIC", "pulsar.dead_letter.topic", &deadLetterField{p, false}, false},
-	}
+	}, c.natsEnvBindings()...)
 }
 
 // deadLetterField sets a field of the optional pulsar.dead_letter section, creating it.

@@ -58,6 +58,6 @@ func ExampleParse() {
 	fmt.Println(cfg.Pulsar.LogValue().Group()[1])
 	// Output:
 	// kafka.compression: unknown value "brotli" (allowed: none, gzip, snappy, lz4, zstd)
-	// broker: unknown value "rabbitmq" (allowed: kafka, pulsar, kfake)
+	// broker: unknown value "rabbitmq" (allowed: kafka, pulsar, nats, kfake)
 	// auth_token=[REDACTED]
 }

@@ -13,6 +13,7 @@ import (
 	apulsar "github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/outboxkit/outboxkit/brokers/brokerconfig"
+	"github.com/outboxkit/outboxkit/brokers/nats"
 	"github.com/outboxkit/outboxkit/brokers/pulsar"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 )
@@ -53,6 +54,24 @@ var scenarioCases = []scenarioCase{
 		},
 		verifyKeys: pulsarKeys,
 	},
+	{
+		name: "nats",
+		yaml: func(t *testing.T) string {
+			return fmt.Sprintf("broker: nats\nnats:\n  urls: [%q]\n  partitions: 4\n", testsupport.NATSURL(t))
+		},
+		verifyKeys: natsKeys,
+	},
+}
+
+// natsKeys reads the topic's stream and checks that each message is on its key's partition
+// subject (the NATS subscriber does not expose the subject).
+func natsKeys(t *testing.T, cfg brokerconfig.Config, topic string, want map[string]string) {
+	for _, m := range readNATSStream(t, cfg.NATS.URLs[0], topic) {
+		id := m.Header.Get(nats.UUIDHeader)
+		if subject := cfg.NATS.Subject(topic, want[id]); m.Subject != subject {
+			t.Errorf("nats message %s: subject %s, want %s", id, m.Subject, subject)
+		}
+	}
 }
 
 // pulsarKeys reads the topic from the start with pulsar-client-go and checks every message's
