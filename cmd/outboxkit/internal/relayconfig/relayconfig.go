@@ -81,6 +81,7 @@ type Forwarder struct {
 	Retention             time.Duration
 	PruneInterval         time.Duration
 	LeaseTTL              time.Duration
+	PublishStallAfter     time.Duration
 	Tenants               []string
 	LeaseGroup            string
 	RelayID               string
@@ -173,6 +174,7 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), opts Options) (Co
 					{key: "retention", target: &f.Retention},
 					{key: "prune_interval", target: &f.PruneInterval, positive: true},
 					{key: "lease_ttl", target: &f.LeaseTTL, positive: true},
+					{key: "publish_stall_after", target: &f.PublishStallAfter, positive: true},
 					{key: "tenants", target: &f.Tenants},
 					{key: "lease_group", target: &f.LeaseGroup},
 					{key: "relay_id", target: &f.RelayID},
@@ -555,6 +557,7 @@ func (f Forwarder) Apply(c *forwarder.Config) {
 	c.Retention = f.Retention
 	c.PruneInterval = f.PruneInterval
 	c.LeaseTTL = f.LeaseTTL
+	c.PublishStallAfter = f.PublishStallAfter
 	c.Tenants = slices.Clone(f.Tenants)
 	c.LeaseGroup = f.LeaseGroup
 	c.RelayID = f.RelayID
