@@ -1,9 +1,10 @@
 // Command switch-broker publishes a few keyed events through the outbox and the forwarder and
 // consumes them back, on whichever broker its configuration file names. The program is the same
-// for Kafka, Pulsar and the in-process kfake cluster: only the configuration differs.
+// for Kafka, Pulsar, NATS JetStream and the in-process kfake cluster: only the configuration differs.
 //
 //	go run ./examples/switch-broker -config examples/switch-broker/kafka.yaml
 //	go run ./examples/switch-broker -config examples/switch-broker/pulsar.yaml
+//	go run ./examples/switch-broker -config examples/switch-broker/nats.yaml
 //	go run ./examples/switch-broker -config examples/switch-broker/kfake.yaml   # nothing to start
 //
 // The outbox is an SQLite database in a temporary directory, so the broker is the only moving
@@ -119,8 +120,11 @@ func run(ctx context.Context, out io.Writer, opts options) error {
 		return fmt.Errorf("broker configuration %s: %w", opts.ConfigPath, err)
 	}
 	topic, group := "accounts", cfg.Kafka.ConsumerGroup
-	if cfg.Broker == brokerconfig.BrokerPulsar {
+	switch cfg.Broker {
+	case brokerconfig.BrokerPulsar:
 		group = cfg.Pulsar.SubscriptionName
+	case brokerconfig.BrokerNATS:
+		group = cfg.NATS.ConsumerGroup
 	}
 	if opts.Unique {
 		suffix := "_" + randomHex(4)

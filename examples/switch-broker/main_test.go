@@ -16,8 +16,8 @@ const wantSummary = `per key, in order:
   acct-2: AccountOpened, MoneyDeposited, AccountClosed
 all 6 events delivered through `
 
-// TestSwitchBroker runs the same program with the folder's three configuration files (the real
-// Kafka and Pulsar, addresses from the environment overrides, and kfake) and checks that each
+// TestSwitchBroker runs the same program with the folder's configuration files (the real Kafka,
+// Pulsar and NATS, addresses from the environment overrides, and kfake) and checks that each
 // delivers the same events in the same per-key order.
 func TestSwitchBroker(t *testing.T) {
 	cases := []struct {
@@ -29,6 +29,9 @@ func TestSwitchBroker(t *testing.T) {
 		}},
 		{"pulsar.yaml", "pulsar", func(t *testing.T) map[string]string {
 			return map[string]string{"OUTBOXKIT_PULSAR_URL": testsupport.PulsarURL(t)}
+		}},
+		{"nats.yaml", "nats", func(t *testing.T) map[string]string {
+			return map[string]string{"OUTBOXKIT_NATS_URLS": testsupport.NATSURL(t)}
 		}},
 		{"kfake.yaml", "kfake", func(*testing.T) map[string]string { return nil }},
 	}
