@@ -6,6 +6,7 @@
 package natsserver
 
 import (
+	"crypto/tls"
 	"net"
 	"strconv"
 	"testing"
@@ -20,6 +21,8 @@ type Options struct {
 	MaxPayload int32
 	// Username and Password, or Token, require authentication.
 	Username, Password, Token string
+	// TLS, when set, makes the server require TLS with this configuration.
+	TLS *tls.Config
 }
 
 // Server is an in-process NATS server with JetStream.
@@ -48,6 +51,9 @@ func Start(t testing.TB, o Options) *Server {
 		Password:               o.Password,
 		Authorization:          o.Token,
 		DisableJetStreamBanner: true,
+	}
+	if o.TLS != nil {
+		s.opts.TLS, s.opts.TLSConfig, s.opts.TLSTimeout = true, o.TLS, 5
 	}
 	s.start()
 	t.Cleanup(s.Stop)
