@@ -12,8 +12,8 @@ import (
 // each one's streamer took the other's slot over and the stream carried the other's rows: events
 // stayed pending.)
 
-// start names the slot and the publication from the table's installation, binds the metrics to
-// the slot, and retires the names an earlier version made for this table.
+// start names the slot and the publication from the table's installation and binds the metrics
+// to the slot. (Each session retires the names an earlier version made: ensureSlot.)
 func (s cdcSource) start(ctx context.Context) error {
 	f := s.f
 	id, err := f.store.installationID(ctx, f.cfg.DB)
@@ -32,18 +32,15 @@ func (s cdcSource) start(ctx context.Context) error {
 	if f.cdc.metrics == nil {
 		f.cdc.metrics = f.cdc.vecs.forSlot(slot)
 	}
-	if err := f.retireLegacyCDCNames(ctx); err != nil {
-		f.log.Warn("cdc: could not retire the replication slot or publication of an earlier version; retried at the next start",
-			"error", err)
-	}
 	return nil
 }
 
 // retireLegacyCDCNames drops the slot of the lease group named as before installations existed,
-// if this table's slot table recorded it (so it is this outbox's, not another's with the same
-// table name) and no relay streams it: left alone, it would pin WAL forever. The new slot is
-// created, and the table drained, as for a lost slot. The table is taken out of the old
-// publication, which is dropped once it covers no table.
+// if this table's slot table recorded it and it is a slot of this database (so it is this
+// outbox's, not another's with the same table name) and no relay streams it: left alone, it would
+// pin WAL forever. The new slot is created, and the table drained, as for a lost slot. The table
+// is taken out of the old publication, which is dropped once it covers no table. The slot table
+// forgets the old slot last, so that a step that failed is tried again at the next session.
 func (f *Forwarder) retireLegacyCDCNames(ctx context.Context) error {
 	legacy, err := f.cdc.table.Slot("", f.cfg.LeaseGroup)
 	if err != nil {
@@ -56,6 +53,14 @@ func (f *Forwarder) retireLegacyCDCNames(ctx context.Context) error {
 	}
 	if !ours {
 		return nil
+	}
+	var elsewhere bool
+	if err := f.cfg.DB.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1"+
+		" AND database IS DISTINCT FROM current_database())", legacy).Scan(&elsewhere); err != nil {
+		return fmt.Errorf("cdc: read slot %s: %w", legacy, err)
+	}
+	if elsewhere {
+		return nil // another database's outbox of the same table name (in an older version)
 	}
 	st, err := readSlot(ctx, f.cfg.DB, legacy)
 	if err != nil {
@@ -73,10 +78,13 @@ func (f *Forwarder) retireLegacyCDCNames(ctx context.Context) error {
 		f.log.Warn("cdc: dropped this table's replication slot of an earlier version (named without the installation); "+
 			"the new slot is created and the table drained", "legacy_slot", legacy, "slot", f.cdc.slot)
 	}
+	if err := f.retireLegacyPublication(ctx); err != nil {
+		return err
+	}
 	if _, err := f.cfg.DB.ExecContext(ctx, "DELETE FROM "+f.cdc.table.CDCSlots()+" WHERE slot_name = $1", legacy); err != nil {
 		return fmt.Errorf("cdc: forget slot %s: %w", legacy, err)
 	}
-	return f.retireLegacyPublication(ctx)
+	return nil
 }
 
 // retireLegacyPublication takes the table out of the publication named before installations

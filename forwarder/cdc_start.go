@@ -14,6 +14,12 @@ import (
 // metric) when the slot was in use: by this relay earlier, or invalidated by
 // max_slot_wal_keep_size (wal_status lost).
 func (f *Forwarder) ensureSlot(ctx context.Context, conn *pgconn.PgConn) error {
+	// At every session, not only at start: an old relay streaming the old slot during a rolling
+	// upgrade is stopped later, and its slot must not pin WAL from then on.
+	if err := f.retireLegacyCDCNames(ctx); err != nil {
+		f.log.Warn("cdc: could not retire the replication slot or publication of an earlier version; retried at the next session",
+			"error", err)
+	}
 	st, err := readSlot(ctx, f.cfg.DB, f.cdc.slot)
 	if err != nil {
 		return err

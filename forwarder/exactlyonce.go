@@ -148,8 +148,17 @@ func (f *Forwarder) resolveInstallation(ctx context.Context) error {
 	if f.cfg.TransactionalIDPrefix == "" {
 		f.cfg.TransactionalIDPrefix = defaultTransactionalIDPrefix(id, f.store.table.Events(), f.cfg.LeaseGroup)
 	}
+	// The units table keys its rows by unit name (VARCHAR(191) on MySQL, which would cut a longer
+	// one, and the cleanup marks would then never match).
+	if name := f.unitName(f.cfg.TransactionalUnits - 1); len(name) > maxUnitName {
+		return fmt.Errorf("forwarder: transactional unit name %q is %d bytes, over the limit of %d: "+
+			"set a shorter TransactionalIDPrefix (transactional_id_prefix) or lease group", name, len(name), maxUnitName)
+	}
 	return nil
 }
+
+// maxUnitName bounds a transactional unit's name: the key of the units table.
+const maxUnitName = 191
 
 // defaultTransactionalIDPrefix names the units of one installation, table and lease group.
 func defaultTransactionalIDPrefix(installation, table, group string) string {

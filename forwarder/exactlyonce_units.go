@@ -37,6 +37,11 @@ type txUnit struct {
 	recovered map[int64]bool
 	// foreignLogged is when a refused checkpoint of another installation was last logged.
 	foreignLogged time.Time
+	// foreign is set while the unit's last checkpoint is another installation's (refused at
+	// foreignAt): its rows are not claimed (exactlyOnce.ready), and it is opened again, which
+	// fences the other installation's producer, at most every foreignRetry.
+	foreign   bool
+	foreignAt time.Time
 }
 
 func (u *txUnits) get(unit int) *txUnit {
@@ -70,10 +75,10 @@ func (f *Forwarder) openLeasedUnits(ctx context.Context, worker int, leases []le
 	for n, ls := range f.wholeUnitLeases(leases) {
 		u := f.units.get(n)
 		u.mu.Lock()
-		open := u.open
+		skip := u.open || (u.foreign && time.Since(u.foreignAt) < foreignRetry)
 		u.mu.Unlock()
-		if open {
-			continue // the usual case, before every polling batch: no goroutine for it
+		if skip {
+			continue // open: the usual case, before every polling batch, with no goroutine for it
 		}
 		wg.Go(func() {
 			u.mu.Lock()
@@ -198,7 +203,7 @@ func (f *Forwarder) openUnit(ctx context.Context, n int, leases []lease, u *txUn
 		if err := f.store.ensureUnitRow(ackCtx, tx, unit); err != nil || !cleanup {
 			return err
 		}
-		applied, mismatched, err = f.cleanUpCheckpoint(ackCtx, tx, unit, cp, last)
+		applied, mismatched, err = f.cleanUpCheckpoint(ackCtx, tx, unit, u, cp, last)
 		return err
 	})
 	if err != nil || lost {
@@ -208,6 +213,7 @@ func (f *Forwarder) openUnit(ctx context.Context, n int, leases []lease, u *txUn
 		}
 		return true, nil
 	}
+	u.foreign = false
 	if !cleanup {
 		return false, nil
 	}
@@ -226,36 +232,54 @@ func (f *Forwarder) openUnit(ctx context.Context, n int, leases []lease, u *txUn
 	return false, nil
 }
 
+// foreignRetry is how often a unit whose last checkpoint is another installation's is opened
+// again to see whether that changed.
+const foreignRetry = 30 * time.Second
+
 // errForeignCheckpoint: a unit's last checkpoint was written by another installation (two
 // installations share a transactional-id prefix). Its rows are not this table's.
 var errForeignCheckpoint = errors.New("the unit's last checkpoint was written by another installation")
 
 // ownCheckpoint decodes a unit's last checkpoint and refuses it when another installation
-// wrote it, loudly: counted, and logged at error (at most once a minute per unit).
+// wrote it (refuseForeign).
 func (f *Forwarder) ownCheckpoint(unit string, data []byte, u *txUnit) (checkpoint, error) {
 	cp, err := decodeCheckpoint(unit, data)
 	if err != nil || cp.Installation == "" || cp.Installation == f.installation {
-		return cp, err // format 1 names no installation: applied as before (docs/exactly-once.md)
+		return cp, err // format 1 names no installation: see cleanUpCheckpoint
 	}
+	return cp, f.refuseForeign(unit, u, cp, cp.Installation)
+}
+
+// refuseForeign refuses a unit's last checkpoint written by another installation, loudly:
+// counted, and logged at error level (at most once a minute per unit). Its events wait.
+func (f *Forwarder) refuseForeign(unit string, u *txUnit, cp checkpoint, installation string) error {
 	f.metrics.foreignCheckpoints.Inc()
+	u.foreign, u.foreignAt = true, time.Now()
 	if time.Since(u.foreignLogged) > time.Minute {
 		u.foreignLogged = time.Now()
 		f.log.Error("refusing the last checkpoint of a transactional unit: another installation wrote it; "+
 			"its events wait until the installations use different transactional_id_prefix values",
-			"unit", unit, "checkpoint_installation", cp.Installation, "this_installation", f.installation,
+			"unit", unit, "checkpoint_installation", installation, "this_installation", f.installation,
 			"written_by", cp.Relay, "txn", cp.Txn)
 	}
-	return cp, fmt.Errorf("unit %s: %w (%s; this installation is %s)", unit, errForeignCheckpoint, cp.Installation, f.installation)
+	return fmt.Errorf("unit %s: %w (%s; this installation is %s)", unit, errForeignCheckpoint, installation, f.installation)
 }
 
 // cleanUpCheckpoint applies a unit's last checkpoint in the opening's transaction, unless the
 // units table says its rows were acknowledged already (then a replay done since is kept), and
 // records that they now are.
-func (f *Forwarder) cleanUpCheckpoint(ctx context.Context, tx *sql.Tx, unit string, cp checkpoint, data []byte) (applied bool, mismatched int, err error) {
+func (f *Forwarder) cleanUpCheckpoint(ctx context.Context, tx *sql.Tx, unit string, u *txUnit, cp checkpoint,
+	data []byte) (applied bool, mismatched int, err error) {
 	digest := checkpointDigest(data)
 	cleaned, err := f.store.cleanedDigest(ctx, tx, unit)
 	if err != nil || cleaned == digest {
 		return false, 0, err
+	}
+	if cp.Installation == "" && cleaned != "" {
+		// Format 1 names no installation. It is this installation's only if written before its
+		// relays were upgraded, that is, before they cleaned a checkpoint of their own on this
+		// unit; after that, it is another installation's, of an older version, sharing the prefix.
+		return false, 0, f.refuseForeign(unit, u, cp, "(an older version's, format 1)")
 	}
 	if mismatched, err = f.store.applyCheckpoint(ctx, tx, cp, f.cfg.Retention > 0); err != nil {
 		return false, 0, err

@@ -28,8 +28,8 @@ type OutcomePublisher interface {
 
 // ErrorClassifier is an optional interface of a Config.Publisher that knows its broker's errors:
 // Retriable reports whether err, returned by one of its publish calls, may succeed when the
-// message is sent again (a broker outage, a timeout) or not (a message too large for the broker,
-// an invalid topic, refused credentials). When Config.IsRetriable is nil the forwarder uses the
+// message is sent again (a broker outage, a timeout, a missing permission an operator grants) or
+// not (a message too large for the broker, an invalid topic). When Config.IsRetriable is nil the forwarder uses the
 // publisher's Retriable (brokers/kafka and brokers/pulsar have one), and takes every error as
 // retriable otherwise. A decorating publisher forwards the classifier of the publisher it wraps.
 type ErrorClassifier interface {

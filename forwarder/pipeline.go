@@ -66,12 +66,20 @@ type exactlyOnce struct{ f *Forwarder }
 func (p exactlyOnce) start(ctx context.Context) error { return p.f.resolveInstallation(ctx) }
 
 // ready opens the units the worker leases whole and returns their leases: the rows of a unit
-// leased in part wait until the heartbeat has settled its owner.
+// leased in part wait until the heartbeat has settled its owner, and so do those of a unit whose
+// last checkpoint is another installation's (refused: claiming them would only open the unit
+// again and again, fencing the other installation, while the worker's other units wait).
 func (p exactlyOnce) ready(ctx context.Context, worker int, leases []lease) ([]lease, error) {
 	err := p.f.openLeasedUnits(ctx, worker, leases)
 	var whole []lease
-	for _, ls := range p.f.wholeUnitLeases(leases) {
-		whole = append(whole, ls...)
+	for n, ls := range p.f.wholeUnitLeases(leases) {
+		u := p.f.units.get(n)
+		u.mu.Lock()
+		foreign := u.foreign
+		u.mu.Unlock()
+		if !foreign {
+			whole = append(whole, ls...)
+		}
 	}
 	return whole, err
 }

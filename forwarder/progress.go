@@ -17,14 +17,19 @@ type progressWatch struct {
 	stalled      bool
 }
 
-// delivered records a delivery's outcome: some record acknowledged is progress; nothing
-// acknowledged and a failure (err, or a failed record) is not.
+// delivered records a delivery's outcome: a record acknowledged, or dead-lettered (the broker
+// took its dead letter), is progress; nothing of that and a failure (err, or a record to retry)
+// is not.
 func (f *Forwarder) delivered(o outcome, err error) {
 	w := &f.progress
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	progressed := len(o.acked) > 0
+	for _, st := range o.settled {
+		progressed = progressed || st.dead
+	}
 	switch {
-	case len(o.acked) > 0:
+	case progressed:
 		if w.stalled {
 			f.log.Info("publishing recovered", "after", time.Since(w.failingSince).Round(time.Second))
 			f.metrics.publishStalled.Set(0)
