@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -107,6 +108,19 @@ func (f *Forwarder) takeOverStalled(ctx context.Context) bool {
 	return done
 }
 
+// newCDCReader is the reader of a session's stream of target on conn.
+func (f *Forwarder) newCDCReader(conn *pgconn.PgConn, target cdcTarget) *cdcReader {
+	reader := &cdcReader{conn: conn, decoder: newCDCDecoder(target), batchSize: f.cfg.BatchSize,
+		maxBytes: f.cfg.MaxBatchBytes, statusInterval: f.cfg.CDC.StatusInterval, receiveLag: f.cdc.metrics.receiveLag}
+	if len(f.cfg.Tenants) > 0 {
+		reader.tenants = map[string]bool{}
+		for _, t := range f.cfg.Tenants {
+			reader.tenants[t] = true
+		}
+	}
+	return reader
+}
+
 // cdcSession opens the replication connection, makes sure the publication and the slot exist,
 // streams until ctx ends or the stream fails, and returns why it stopped.
 func (f *Forwarder) cdcSession(ctx context.Context) error {
@@ -145,14 +159,7 @@ func (f *Forwarder) cdcSession(ctx context.Context) error {
 	f.cdc.streaming.Store(true)
 	f.cdc.metrics.streaming.Set(1)
 
-	reader := &cdcReader{conn: conn, decoder: newCDCDecoder(target), batchSize: f.cfg.BatchSize,
-		maxBytes: f.cfg.MaxBatchBytes, statusInterval: f.cfg.CDC.StatusInterval, receiveLag: f.cdc.metrics.receiveLag}
-	if len(f.cfg.Tenants) > 0 {
-		reader.tenants = map[string]bool{}
-		for _, t := range f.cfg.Tenants {
-			reader.tenants[t] = true
-		}
-	}
+	reader := f.newCDCReader(conn, target)
 	batches := make(chan cdcBatch)
 	readCtx, stopReading := context.WithCancel(ctx)
 	readErr := make(chan error, 1)
