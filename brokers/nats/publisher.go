@@ -30,9 +30,10 @@ type Publisher struct {
 	// closeMu is held for reading by every publish call and for writing by Close; closing is
 	// closed first, so the calls in flight stop waiting and Close does not wait for their
 	// acknowledgements.
-	closeMu sync.RWMutex
-	closed  bool
-	closing chan struct{}
+	closeMu   sync.RWMutex
+	closed    bool
+	closing   chan struct{}
+	closeOnce sync.Once
 
 	streams *streams
 }
@@ -93,17 +94,7 @@ func (p *Publisher) Connect(topic string) error {
 // Close stops the calls in flight (their messages without an acknowledgement fail with
 // ErrPublisherClosed), waits for them to return and closes the connection. Idempotent.
 func (p *Publisher) Close() error {
-	p.closeMu.RLock()
-	closed := p.closed
-	p.closeMu.RUnlock()
-	if closed {
-		return nil
-	}
-	select {
-	case <-p.closing:
-	default:
-		close(p.closing)
-	}
+	p.closeOnce.Do(func() { close(p.closing) })
 	p.closeMu.Lock()
 	defer p.closeMu.Unlock()
 	if p.closed {
