@@ -78,7 +78,8 @@ type Config struct {
 	// on the publishing side is the same either way. At most 1024.
 	Partitions int `yaml:"partitions"`
 	// Replicas is the replica count of the streams this package creates. Default 1; 3 or 5 on
-	// a cluster (JetStream refuses more than 1 on a single server: a permanent error).
+	// a cluster (JetStream refuses more than 1 on a single server: the stream cannot be created
+	// and publishes fail, retriably, until the setting is fixed).
 	Replicas int `yaml:"replicas"`
 	// DuplicateWindow is the duplicate window of the streams this package creates: JetStream
 	// drops a message whose Nats-Msg-Id (the event id) it stored within this window. Default 2m

@@ -3,7 +3,6 @@ package nats
 import (
 	"context"
 	"errors"
-	"strings"
 
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -21,31 +20,29 @@ var (
 	ErrInvalidMessage = errors.New("nats: invalid message")
 	// ErrStreamMismatch marks a topic whose stream exists with other subjects than this
 	// configuration needs (Config.Partitions changed, or two topics map to one stream name).
-	// Permanent: an operator has to act.
+	// Retriable: an operator fixes the stream, the same message then succeeds.
 	ErrStreamMismatch = errors.New("nats: stream does not hold the topic's subjects")
 )
 
-// permanentCodes are the JetStream API error codes that sending the same message again cannot
-// change: the message is too large for the stream (max_msg_size), the subject is stored by
-// another stream than the topic's (Nats-Expected-Stream), or the stream configuration this
-// package asks for is refused (for example replicas above 1 on a single server).
+// permanentCodes are the JetStream API error codes that blame the message, which sending it
+// again cannot change: larger than the stream's max_msg_size.
 var permanentCodes = map[jetstream.ErrorCode]bool{
 	jetstream.JSErrCodeStreamMessageExceedsMaximum: true,
-	10060: true, // JSStreamNotMatchErr: expected stream does not match
-	10052: true, // JSStreamInvalidConfigF
-	10074: true, // JSStreamReplicasNotSupportedErr
-	10065: true, // JSStreamSubjectOverlapErr
 }
 
 // Retriable reports whether a publish error of this package may succeed when the message is
-// sent again. Permanent: a message above the server's max_payload (nats.ErrMaxPayload) or the
-// stream's max_msg_size, a bad subject (ErrInvalidTopic, nats.ErrBadSubject), an invalid
-// message (ErrInvalidMessage, nats.ErrBadHeaderMsg), a stream that does not hold the topic's
-// subjects or whose configuration the server refuses, and a permissions violation. Retriable:
+// sent again. Permanent, blaming the message or its topic: a message above the server's
+// max_payload (nats.ErrMaxPayload) or the stream's max_msg_size, a bad subject (ErrInvalidTopic,
+// nats.ErrBadSubject), an invalid message (ErrInvalidMessage, nats.ErrBadHeaderMsg). Retriable:
 // timeouts (no acknowledgement within PublishTimeout, context deadlines), "no responders" (no
 // stream answered yet, for example while it is being created or recovered), connection loss and
-// reconnection, a closed publisher, a missing stream, and the messages failed only because an
-// earlier message of their key did. Retriable(nil) is false.
+// reconnection, a closed publisher, a missing stream, the messages failed only because an earlier
+// message of their key did, and what an operator fixes, as in brokers/kafka and brokers/pulsar: a
+// permissions violation, a stream that exists with other subjects (ErrStreamMismatch) or captures
+// the subject under another name, a stream configuration the server refuses (replicas above 1 on
+// a single server). Dead-lettering every event of a topic for a missing grant would punish
+// innocent events; bounded retry still dead-letters them after the forwarder's MaxAttempts.
+// Retriable(nil) is false.
 //
 // The forwarder dead-letters an event at once on a permanent error, and after its last attempt
 // on a retriable one.
@@ -58,7 +55,7 @@ func Retriable(err error) bool {
 			return true
 		}
 	}
-	for _, permanent := range []error{ErrInvalidTopic, ErrInvalidMessage, ErrStreamMismatch, natsgo.ErrMaxPayload,
+	for _, permanent := range []error{ErrInvalidTopic, ErrInvalidMessage, natsgo.ErrMaxPayload,
 		natsgo.ErrBadSubject, natsgo.ErrBadHeaderMsg, natsgo.ErrInvalidMsg, jetstream.ErrStreamMessageExceedsMaximum} {
 		if errors.Is(err, permanent) {
 			return false
@@ -68,5 +65,5 @@ func Retriable(err error) bool {
 	if errors.As(err, &apiErr) {
 		return !permanentCodes[apiErr.ErrorCode]
 	}
-	return !strings.Contains(strings.ToLower(err.Error()), "permissions violation")
+	return true
 }
