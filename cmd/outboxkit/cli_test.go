@@ -360,13 +360,16 @@ func relayScenario(t *testing.T, broker string, kafkaAddrs func(logged []string)
 	}
 	consume(t, kafkaAddrs(logged), topic, ids)
 
-	code, body := httpGet(t, "http://"+httpAddr+"/healthz")
-	if code != http.StatusOK || strings.TrimSpace(body) != "ok" {
-		t.Errorf("/healthz = %d %q, want 200 ok", code, body)
+	for _, probe := range []string{"/healthz", "/livez", "/readyz"} {
+		code, body := httpGet(t, "http://"+httpAddr+probe)
+		if code != http.StatusOK || strings.TrimSpace(body) != "ok" {
+			t.Errorf("%s = %d %q, want 200 ok", probe, code, body)
+		}
 	}
 	// The relayed counter is updated right after the broker's ack, which the consumer above saw;
 	// scrape until it shows every event (bounded).
 	var metrics string
+	var code int
 	want := fmt.Sprintf(`outboxkit_forwarder_relayed_total{table=%q,tenant="",topic=%q} %d`, table, topic, len(ids))
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		code, metrics = httpGet(t, "http://"+httpAddr+"/metrics")
@@ -378,8 +381,8 @@ func relayScenario(t *testing.T, broker string, kafkaAddrs func(logged []string)
 	if !strings.Contains(metrics, want) {
 		t.Errorf("/metrics lacks %q:\n%s", want, grepLines(metrics, "outboxkit_forwarder_relayed_total"))
 	}
-	if !strings.Contains(metrics, "go_goroutines") {
-		t.Errorf("/metrics lacks the Go runtime metrics")
+	if !strings.Contains(metrics, "go_goroutines") || !strings.Contains(metrics, "go_build_info{") {
+		t.Errorf("/metrics lacks the Go runtime metrics or go_build_info")
 	}
 	if code := p.stop(t); code != 0 {
 		t.Fatalf("relay exited with %d after SIGTERM, want 0; its log:\n%s", code, p.log())
@@ -614,8 +617,14 @@ func TestUnreachableDatabase(t *testing.T) {
 		p := startRelay(t, dir)
 		// The HTTP endpoint is up while the forwarder retries the database: /healthz says 503.
 		httpAddr := p.waitLog(t, "serving /metrics and /healthz")["addr"].(string)
-		if code, body := httpGet(t, "http://"+httpAddr+"/healthz"); code != http.StatusServiceUnavailable {
-			t.Errorf("/healthz with the database down = %d %q, want 503", code, body)
+		for _, probe := range []string{"/healthz", "/readyz"} {
+			if code, body := httpGet(t, "http://"+httpAddr+probe); code != http.StatusServiceUnavailable {
+				t.Errorf("%s with the database down = %d %q, want 503", probe, code, body)
+			}
+		}
+		// Liveness never looks at a dependency: an orchestrator must not restart the relay for it.
+		if code, body := httpGet(t, "http://"+httpAddr+"/livez"); code != http.StatusOK {
+			t.Errorf("/livez with the database down = %d %q, want 200", code, body)
 		}
 		code := p.wait(t)
 		log := p.log()
@@ -761,6 +770,18 @@ func TestHelp(t *testing.T) {
 			if !strings.Contains(res.stdout, "--"+f+" ") {
 				t.Errorf("%v --help does not mention --%s:\n%s", n.path, f, res.stdout)
 			}
+		}
+	}
+}
+
+// outboxkit version and --version print the module version, the VCS revision when built in a
+// git checkout, and the Go version.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		res := cli(t, t.TempDir(), args...)
+		if out := strings.TrimSpace(res.stdout); res.code != 0 || !strings.HasPrefix(out, "outboxkit ") || !strings.Contains(out, " go1.") {
+			t.Errorf("%v: %s, want \"outboxkit <version> ... go1.x\"", args, res)
 		}
 	}
 }

@@ -5,6 +5,7 @@
 //	outboxkit migrate --config outboxkit.yaml [--print]
 //	outboxkit status --config outboxkit.yaml [--json]
 //	outboxkit dead-letters list|replay|discard ...
+//	outboxkit version (or --version)
 //
 // Exit codes: 0 success, 1 runtime failure (database or broker unreachable, ...), 2 usage or
 // configuration error. See docs/cli.md.
@@ -127,6 +128,9 @@ Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.`,
 	root.PersistentFlags().StringVarP(&a.configPath, "config", "c", "outboxkit.yaml",
 		"path of the YAML configuration file (database, forwarder, http, log and broker sections)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
-	root.AddCommand(a.relayCommand(), a.migrateCommand(), a.statusCommand(), a.deadLettersCommand(), a.cdcCommand())
+	root.Version = buildVersion()
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.AddCommand(a.relayCommand(), a.migrateCommand(), a.statusCommand(), a.deadLettersCommand(), a.cdcCommand(),
+		a.versionCommand())
 	return root
 }

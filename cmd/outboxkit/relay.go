@@ -44,7 +44,9 @@ it polls (forwarder.min_poll_interval .. forwarder.max_poll_interval).
 
 Unless http.listen is "", it serves on that address (default 127.0.0.1:9464):
   /metrics   Prometheus metrics (outboxkit_forwarder_*, Go and process metrics)
-  /healthz   200 while the relay runs and the database answers a ping, 503 otherwise
+  /livez     200 while the process serves (a liveness probe: never looks at a dependency)
+  /readyz    200 while the relay runs and the database answers a ping, 503 otherwise
+  /healthz   the same as /readyz (kept for existing probes)
 
 SIGTERM or SIGINT stops it cleanly: in-flight batches finish, leases are released, and the
 process exits with code 0. A second signal kills it at once. If the database cannot be reached
@@ -132,7 +134,8 @@ func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate b
 	logger.Info("broker ready", "broker", brokers.Broker(), "addrs", brokers.Addrs())
 
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewBuildInfoCollector()) // go_build_info{path, version, checksum}
 
 	fcfg := forwarder.Config{
 		DB:        db,
@@ -180,7 +183,7 @@ func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate b
 	return nil
 }
 
-// serveHTTP serves /metrics and /healthz on addr until the returned function is called. The
+// serveHTTP serves /metrics, /livez, /readyz and /healthz on addr until the returned function is called. The
 // listener is opened before it returns, so a taken port fails the relay at once.
 func serveHTTP(addr string, registry *prometheus.Registry, db *sql.DB, running *atomic.Bool, logger *slog.Logger) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
@@ -189,7 +192,13 @@ func serveHTTP(addr string, registry *prometheus.Registry, db *sql.DB, running *
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	// Liveness: the process serves. It never looks at a dependency, so an orchestrator does not
+	// restart every relay during a database or broker outage (the relay rides those out itself).
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	ready := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if !running.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -204,7 +213,11 @@ func serveHTTP(addr string, registry *prometheus.Registry, db *sql.DB, running *
 			return
 		}
 		fmt.Fprintln(w, "ok")
-	})
+	}
+	// Readiness: the relay runs and its database answers. /healthz is the same check, kept for
+	// existing probes (as a liveness probe it restarts relays during a database outage).
+	mux.HandleFunc("GET /readyz", ready)
+	mux.HandleFunc("GET /healthz", ready)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {
@@ -213,7 +226,7 @@ func serveHTTP(addr string, registry *prometheus.Registry, db *sql.DB, running *
 			logger.Error("http server stopped", "error", err)
 		}
 	}()
-	logger.Info("serving /metrics and /healthz", "addr", ln.Addr().String())
+	logger.Info("serving /metrics and /healthz", "addr", ln.Addr().String(), "probes", "/livez /readyz")
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
