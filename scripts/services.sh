@@ -2,7 +2,8 @@
 # Brings up every real service outboxkit's tests talk to, on loopback ports:
 #   PostgreSQL 15 and MariaDB (Debian packages), Apache Kafka 4 in KRaft mode and
 #   Apache Pulsar standalone (jars from Maven Central, resolved into Maven's local cache), and a
-#   NATS server with JetStream (built with `go build` from the Go module proxy, scripts/services/nats.sh).
+#   NATS server with JetStream (built with `go build` from the Go module proxy, scripts/services/nats.sh),
+#   and RabbitMQ (Debian package, a node of its own, scripts/services/rabbitmq.sh).
 # Safe to run again: a service that already answers is left alone.
 #
 #   scripts/services.sh [up]      install what is missing, start everything, print addresses
@@ -10,6 +11,7 @@
 #   scripts/services.sh down      stop everything this script started
 #   scripts/services.sh restart-kafka | restart-pulsar
 #   scripts/services.sh restart-nats | start-nats | stop-nats
+#   scripts/services.sh restart-rabbitmq | start-rabbitmq | stop-rabbitmq
 #   scripts/services.sh start-kafka | stop-kafka | start-pulsar | stop-pulsar
 #                                 start or stop that one service only (with other ports and
 #                                 SERVICES_STATE_DIR, a dedicated broker, e.g. for fault tests)
@@ -227,6 +229,8 @@ source "$here/services/monitoring.sh"
 source "$here/services/pulsar.sh"
 # shellcheck source=services/nats.sh
 source "$here/services/nats.sh"
+# shellcheck source=services/rabbitmq.sh
+source "$here/services/rabbitmq.sh"
 # shellcheck source=services/tls.sh
 source "$here/services/tls.sh"
 # shellcheck source=services/kafka-secure.sh
@@ -243,6 +247,7 @@ export OUTBOXKIT_PULSAR_URL='pulsar://127.0.0.1:$PULSAR_PORT'
 export OUTBOXKIT_PULSAR_HTTP='http://127.0.0.1:$PULSAR_HTTP_PORT'
 EOF
   print_nats_env
+  print_rabbitmq_env
   print_kafka_secure_env
   print_pulsar_secure_env
 }
@@ -259,6 +264,7 @@ main() {
     timed kafka start_kafka
     timed pulsar start_pulsar
     timed nats start_nats
+    timed rabbitmq start_rabbitmq
     log "logs in $SERVICES_LOG_DIR"
     ;;
   env) print_env ;;
@@ -266,6 +272,7 @@ main() {
     stop_pidfile "$SERVICES_STATE_DIR/kafka/kafka.pid"
     stop_pidfile "$SERVICES_STATE_DIR/pulsar/pulsar.pid"
     stop_nats
+    stop_rabbitmq
     stop_pidfile "$KAFKA_SECURE_DIR/kafka.pid"
     stop_pidfile "$PULSAR_SECURE_DIR/pulsar.pid"
     [ -f "$SERVICES_STATE_DIR/mariadb/mysqld.pid" ] && stop_pidfile "$SERVICES_STATE_DIR/mariadb/mysqld.pid"
@@ -278,6 +285,9 @@ main() {
   restart-nats) stop_nats && start_nats ;;
   start-nats) start_nats ;;
   stop-nats) stop_nats ;;
+  restart-rabbitmq) stop_rabbitmq && start_rabbitmq ;;
+  start-rabbitmq) start_rabbitmq ;;
+  stop-rabbitmq) stop_rabbitmq ;;
   start-kafka) start_kafka ;;
   stop-kafka) stop_pidfile "$SERVICES_STATE_DIR/kafka/kafka.pid" ;;
   start-pulsar) start_pulsar ;;
@@ -290,7 +300,7 @@ main() {
   stop-pulsar-secure) stop_pulsar_secure ;;
   restart-pulsar-secure) restart_pulsar_secure ;;
   *)
-    echo "usage: $0 [up|env|down|restart-kafka|restart-pulsar|restart-nats|start-nats|stop-nats|start-kafka|stop-kafka|start-pulsar|stop-pulsar|start-kafka-secure|stop-kafka-secure|restart-kafka-secure|kafka-secure-grant TOPIC [USER]|start-pulsar-secure|stop-pulsar-secure|restart-pulsar-secure]" >&2
+    echo "usage: $0 [up|env|down|restart-kafka|restart-pulsar|restart-nats|start-nats|stop-nats|restart-rabbitmq|start-rabbitmq|stop-rabbitmq|start-kafka|stop-kafka|start-pulsar|stop-pulsar|start-kafka-secure|stop-kafka-secure|restart-kafka-secure|kafka-secure-grant TOPIC [USER]|start-pulsar-secure|stop-pulsar-secure|restart-pulsar-secure]" >&2
     exit 2
     ;;
   esac
