@@ -96,14 +96,21 @@ type Config struct {
 
 	// MaxAttempts is how many times an event is tried before it is dead-lettered. Default: 10.
 	MaxAttempts int
-	// InitialBackoff is the wait after the first failure. Default: 500ms.
-	InitialBackoff time.Duration
-	// MaxBackoff caps the exponential backoff. Default: 5m.
-	MaxBackoff time.Duration
-	// BackoffMultiplier grows the backoff per attempt. Default: 2.
-	BackoffMultiplier float64
-	// BackoffJitter spreads each wait by up to this fraction either way. Default: 0.2.
-	BackoffJitter float64
+	// The retry backoff of a failed event, in Watermill's words (as middleware.Retry and
+	// outboxkit's middleware.RetryConfig): InitialInterval × Multiplier^(attempts-1), capped at
+	// MaxInterval, spread by ±RandomizationFactor.
+
+	// InitialInterval is the wait after the first failure. Default: 500ms.
+	InitialInterval time.Duration
+	// MaxInterval caps the exponential backoff. Default: 5m.
+	MaxInterval time.Duration
+	// Multiplier grows the backoff per attempt, at least 1. Default: 2.
+	Multiplier float64
+	// RandomizationFactor spreads each wait over [wait×(1-f), wait×(1+f)], so that the retries of
+	// many events do not arrive together; in [0, 1). Default: 0.2; set DisableJitter for exact waits.
+	RandomizationFactor float64
+	// DisableJitter makes the waits exact (RandomizationFactor 0).
+	DisableJitter bool
 	// UnlimitedRetries retries events that fail with a retriable error (see IsRetriable) without
 	// limit, ignoring MaxAttempts: a broker outage then never fills the dead-letter topic nor
 	// parks keys for good. Only permanent errors dead-letter. Default: false.
@@ -168,10 +175,14 @@ func (c *Config) setDefaults() {
 	setDefault(&c.MinPollInterval, 10*time.Millisecond)
 	setDefault(&c.MaxPollInterval, time.Second)
 	setDefault(&c.MaxAttempts, 10)
-	setDefault(&c.InitialBackoff, 500*time.Millisecond)
-	setDefault(&c.MaxBackoff, 5*time.Minute)
-	setDefault(&c.BackoffMultiplier, 2)
-	setDefault(&c.BackoffJitter, 0.2)
+	setDefault(&c.InitialInterval, 500*time.Millisecond)
+	setDefault(&c.MaxInterval, 5*time.Minute)
+	setDefault(&c.Multiplier, 2)
+	if c.DisableJitter {
+		c.RandomizationFactor = 0
+	} else {
+		setDefault(&c.RandomizationFactor, 0.2)
+	}
 	setDefault(&c.DeadLetterTopic, DefaultDeadLetterTopic)
 	setDefault(&c.PruneInterval, time.Minute)
 	setDefault(&c.LeaseTTL, 10*time.Second)
@@ -228,8 +239,8 @@ func (c Config) Validate() error {
 	}{
 		{"BatchSize", float64(c.BatchSize)}, {"MaxBatchBytes", float64(c.MaxBatchBytes)}, {"Workers", float64(c.Workers)},
 		{"MinPollInterval", float64(c.MinPollInterval)}, {"MaxPollInterval", float64(c.MaxPollInterval)},
-		{"MaxAttempts", float64(c.MaxAttempts)}, {"InitialBackoff", float64(c.InitialBackoff)},
-		{"MaxBackoff", float64(c.MaxBackoff)}, {"LeaseTTL", float64(c.LeaseTTL)},
+		{"MaxAttempts", float64(c.MaxAttempts)}, {"InitialInterval", float64(c.InitialInterval)},
+		{"MaxInterval", float64(c.MaxInterval)}, {"LeaseTTL", float64(c.LeaseTTL)},
 		{"HeartbeatInterval", float64(c.HeartbeatInterval)}, {"StatsInterval", float64(c.StatsInterval)},
 		{"PruneInterval", float64(c.PruneInterval)}, {"PublishStallAfter", float64(c.PublishStallAfter)},
 	}
@@ -247,11 +258,11 @@ func (c Config) Validate() error {
 	if c.MaxPollInterval < c.MinPollInterval {
 		errs = append(errs, fmt.Errorf("MaxPollInterval %v is below MinPollInterval %v", c.MaxPollInterval, c.MinPollInterval))
 	}
-	if c.BackoffMultiplier < 1 {
-		errs = append(errs, fmt.Errorf("BackoffMultiplier %v must be at least 1", c.BackoffMultiplier))
+	if c.Multiplier < 1 {
+		errs = append(errs, fmt.Errorf("Multiplier %v must be at least 1", c.Multiplier))
 	}
-	if c.BackoffJitter < 0 || c.BackoffJitter >= 1 {
-		errs = append(errs, fmt.Errorf("BackoffJitter %v must be in [0, 1)", c.BackoffJitter))
+	if c.RandomizationFactor < 0 || c.RandomizationFactor >= 1 {
+		errs = append(errs, fmt.Errorf("RandomizationFactor %v must be in [0, 1)", c.RandomizationFactor))
 	}
 	if c.HeartbeatInterval >= c.LeaseTTL {
 		errs = append(errs, fmt.Errorf("HeartbeatInterval %v must be shorter than LeaseTTL %v", c.HeartbeatInterval, c.LeaseTTL))

@@ -146,7 +146,7 @@ func (h *harness) config(pub message.Publisher) forwarder.Config {
 	return forwarder.Config{
 		DB: h.db, Dialect: h.dialect, Table: h.writer.Table().Events(), Publisher: pub,
 		LeaseTTL: 2 * time.Second, HeartbeatInterval: 200 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond,
-		InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, BatchSize: 200,
+		InitialInterval: 20 * time.Millisecond, MaxInterval: 200 * time.Millisecond, BatchSize: 200,
 		Logger: quietLogger, Source: h.source, CDC: h.cdcConfig(),
 	}
 }

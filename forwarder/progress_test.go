@@ -54,8 +54,8 @@ func TestPublishStallIsReportedAndItsRecovery(t *testing.T) {
 	var logs logSink
 	reg := prometheus.NewRegistry()
 	f, err := forwarder.New(forwarder.Config{DB: db, Dialect: outbox.SQLite, Publisher: pub, Metrics: reg,
-		PublishStallAfter: 500 * time.Millisecond, UnlimitedRetries: true, InitialBackoff: 20 * time.Millisecond,
-		MaxBackoff: 50 * time.Millisecond, MaxPollInterval: 50 * time.Millisecond,
+		PublishStallAfter: 500 * time.Millisecond, UnlimitedRetries: true, InitialInterval: 20 * time.Millisecond,
+		MaxInterval: 50 * time.Millisecond, MaxPollInterval: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
 		t.Fatal(err)

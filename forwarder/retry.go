@@ -14,7 +14,7 @@ type retryPolicy struct {
 	unlimited   bool
 	retriable   func(error) bool
 	initial     time.Duration
-	maxBackoff  time.Duration
+	maxInterval time.Duration
 	multiplier  float64
 	jitter      float64
 }
@@ -22,7 +22,7 @@ type retryPolicy struct {
 // retryPolicyOf is the retry policy of c (with its defaults set).
 func retryPolicyOf(c Config) retryPolicy {
 	return retryPolicy{maxAttempts: c.MaxAttempts, unlimited: c.UnlimitedRetries, retriable: c.IsRetriable,
-		initial: c.InitialBackoff, maxBackoff: c.MaxBackoff, multiplier: c.BackoffMultiplier, jitter: c.BackoffJitter}
+		initial: c.InitialInterval, maxInterval: c.MaxInterval, multiplier: c.Multiplier, jitter: c.RandomizationFactor}
 }
 
 // dead reports whether an event whose attempt number attempts failed with err is dead-lettered
@@ -50,11 +50,11 @@ func (p retryPolicy) finalDeadLetterError(attempts int, err error) bool {
 	return !p.retriable(err) || p.lastDeadLetterChance(attempts)
 }
 
-// backoff is InitialBackoff * BackoffMultiplier^(attempts-1), capped at MaxBackoff, spread by
-// ±BackoffJitter so retries of many events do not arrive together.
+// backoff is InitialInterval * Multiplier^(attempts-1), capped at MaxInterval, spread by
+// ±RandomizationFactor so retries of many events do not arrive together.
 func (p retryPolicy) backoff(attempts int) time.Duration {
 	d := float64(p.initial) * math.Pow(p.multiplier, float64(attempts-1))
-	d = math.Min(d, float64(p.maxBackoff))
+	d = math.Min(d, float64(p.maxInterval))
 	d *= 1 + p.jitter*(2*rand.Float64()-1)
 	return time.Duration(d)
 }

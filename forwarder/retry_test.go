@@ -10,7 +10,7 @@ var errPermanent = errors.New("permanent")
 
 func testPolicy(unlimited bool) retryPolicy {
 	return retryPolicy{maxAttempts: 3, unlimited: unlimited, retriable: func(err error) bool { return !errors.Is(err, errPermanent) },
-		initial: 100 * time.Millisecond, maxBackoff: time.Second, multiplier: 2, jitter: 0.2}
+		initial: 100 * time.Millisecond, maxInterval: time.Second, multiplier: 2, jitter: 0.2}
 }
 
 // TestRetryPolicyDecidesEveryPath: the one rule of a failed attempt, used by the at-least-once
@@ -43,8 +43,8 @@ func TestRetryPolicyDecidesEveryPath(t *testing.T) {
 	}
 }
 
-// TestRetryPolicyBackoffGrowsWithinItsBounds: exponential from InitialBackoff, capped at
-// MaxBackoff, spread by at most the jitter either way.
+// TestRetryPolicyBackoffGrowsWithinItsBounds: exponential from InitialInterval, capped at
+// MaxInterval, spread by at most the jitter either way.
 func TestRetryPolicyBackoffGrowsWithinItsBounds(t *testing.T) {
 	p := testPolicy(false)
 	for attempts, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 3: 400 * time.Millisecond, 10: time.Second} {
@@ -53,6 +53,34 @@ func TestRetryPolicyBackoffGrowsWithinItsBounds(t *testing.T) {
 			if got < time.Duration(float64(want)*0.8) || got > time.Duration(float64(want)*1.2) {
 				t.Fatalf("backoff(%d) = %v, want %v ± 20 %%", attempts, got, want)
 			}
+		}
+	}
+}
+
+// TestRetryPolicyDisableJitterGivesExactWaits: RandomizationFactor 0 is the default's 0.2 unless
+// DisableJitter says the waits are exact.
+func TestRetryPolicyDisableJitterGivesExactWaits(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want float64
+	}{
+		{Config{}, 0.2},
+		{Config{RandomizationFactor: 0.5}, 0.5},
+		{Config{DisableJitter: true, RandomizationFactor: 0.5}, 0},
+	} {
+		cfg := tc.cfg
+		cfg.setDefaults()
+		p := retryPolicyOf(cfg)
+		if p.jitter != tc.want {
+			t.Errorf("DisableJitter %v, RandomizationFactor %v: jitter %v, want %v", tc.cfg.DisableJitter, tc.cfg.RandomizationFactor, p.jitter, tc.want)
+		}
+	}
+	cfg := Config{DisableJitter: true, InitialInterval: 300 * time.Millisecond}
+	cfg.setDefaults()
+	p := retryPolicyOf(cfg)
+	for range 50 {
+		if got := p.backoff(2); got != 600*time.Millisecond {
+			t.Fatalf("backoff(2) with DisableJitter = %v, want exactly 600ms", got)
 		}
 	}
 }

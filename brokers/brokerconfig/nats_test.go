@@ -221,7 +221,7 @@ func relayNATS(t *testing.T, ctx context.Context, pub message.Publisher, dlq str
 	}
 	fwd, err := forwarder.New(forwarder.Config{
 		DB: db, Dialect: outbox.Postgres, Table: w.Table().Events(), Publisher: pub, DeadLetterTopic: dlq,
-		MaxPollInterval: 200 * time.Millisecond, InitialBackoff: 50 * time.Millisecond, MaxBackoff: time.Second,
+		MaxPollInterval: 200 * time.Millisecond, InitialInterval: 50 * time.Millisecond, MaxInterval: time.Second,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {

@@ -100,7 +100,7 @@ func (h *eoHarness) startDirect(id string, delivery forwarder.Delivery, unlimite
 		DeadLetterTopic: h.topic + "-dlq", IsRetriable: Retriable, MaxAttempts: 3, Metrics: reg, UnlimitedRetries: unlimited,
 		Delivery: delivery, CheckpointTopic: h.checkpoint, TransactionalIDPrefix: h.prefix,
 		LeaseTTL: 2 * time.Second, HeartbeatInterval: 200 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond,
-		InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+		InitialInterval: 20 * time.Millisecond, MaxInterval: 200 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("relay", id),
 	})
 	if err != nil {

@@ -167,7 +167,7 @@ func (h *eoHarness) startRelay(id string, wrap func(*Publisher) forwarder.Transa
 		Delivery: forwarder.ExactlyOnce, CheckpointTopic: h.checkpoint, TransactionalIDPrefix: h.prefix, Metrics: reg, DeadLetterTopic: h.topic + "-dlq",
 		IsRetriable: Retriable,
 		LeaseTTL:    2 * time.Second, HeartbeatInterval: 200 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond,
-		InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, BatchSize: 200,
+		InitialInterval: 20 * time.Millisecond, MaxInterval: 200 * time.Millisecond, BatchSize: 200,
 		Source: h.source, CDC: h.cdcConfig(proxy.dsn), TracerProvider: h.tracer, MessagingSystem: "kafka",
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("relay", id),
 	})

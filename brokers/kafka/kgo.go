@@ -120,7 +120,7 @@ func (kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
 
 // Log implements kgo.Logger.
 func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	fields := watermill.LogFields{"component": "franz-go"}
+	fields := watermill.LogFields{"component": "outboxkit.kafka.client"}
 	for i := 0; i+1 < len(keyvals); i += 2 {
 		fields[fmt.Sprint(keyvals[i])] = keyvals[i+1]
 	}

@@ -71,7 +71,7 @@ func (l *clientLogger) fieldsFor(pulsarLevel string) watermill.LogFields {
 		fields[k] = v
 	}
 	if l.err != nil {
-		fields["err"] = l.err.Error()
+		fields["error"] = l.err.Error()
 	}
 	if pulsarLevel != "" {
 		fields["pulsar_level"] = pulsarLevel

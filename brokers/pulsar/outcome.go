@@ -157,7 +157,7 @@ func (p *Publisher) handOver(parent, ctx context.Context, slot *producerSlot, ca
 		// error concerns the same messages, whose callbacks report it individually.
 		if err := producer.FlushWithCtx(ctx); err != nil {
 			p.logger.Debug("Flush reported an error; per-message results follow",
-				watermill.LogFields{"topic": call.topic, "err": err.Error()})
+				watermill.LogFields{"topic": call.topic, "error": err.Error()})
 		}
 	}
 	slot.sendMu.RUnlock()

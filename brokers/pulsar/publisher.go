@@ -69,7 +69,7 @@ func NewPublisher(config PublisherConfig, logger watermill.LoggerAdapter) (*Publ
 	return &Publisher{
 		config:    config,
 		failures:  failures,
-		logger:    logger.With(watermill.LogFields{"component": "pulsar_publisher"}),
+		logger:    logger.With(watermill.LogFields{"component": "outboxkit.pulsar.publisher"}),
 		client:    client,
 		producers: map[string]*producerSlot{},
 	}, nil
@@ -217,7 +217,7 @@ func (p *Publisher) Close() error {
 		// Every Publish has returned by now (closeMu), so nothing of ours is pending: a
 		// flush error here cannot mean a lost message and is only logged.
 		if err := slot.producer.FlushWithCtx(ctx); err != nil && !errors.Is(err, apulsar.ErrProducerClosed) {
-			p.logger.Info("Flush on close failed", watermill.LogFields{"topic": topic, "err": err.Error()})
+			p.logger.Info("Flush on close failed", watermill.LogFields{"topic": topic, "error": err.Error()})
 		}
 		cancel()
 		slot.producer.Close()

@@ -52,7 +52,7 @@ func NewSubscriber(config SubscriberConfig, logger watermill.LoggerAdapter) (*Su
 	return &Subscriber{
 		config: config,
 		logger: logger.With(watermill.LogFields{
-			"component": "pulsar_subscriber", "subscription": config.SubscriptionName,
+			"component": "outboxkit.pulsar.subscriber", "subscription": config.SubscriptionName,
 		}),
 		client:   client,
 		failures: failures,

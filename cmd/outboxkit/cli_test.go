@@ -97,7 +97,7 @@ func pgConfig(dsn, table, broker string) string {
 forwarder:
   batch_size: 100
   lease_ttl: 2s
-  initial_backoff: 100ms
+  initial_interval: 100ms
   max_poll_interval: 200ms
 http:
   listen: 127.0.0.1:0

@@ -155,8 +155,8 @@ func TestExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"dialect", "dsn", "table", "batch_size", "workers", "max_attempts", "initial_backoff",
-		"max_backoff", "dead_letter_topic", "retention", "prune_interval", "lease_ttl", "tenants", "lease_group",
+	for _, key := range []string{"dialect", "dsn", "table", "batch_size", "workers", "max_attempts", "initial_interval",
+		"max_interval", "dead_letter_topic", "retention", "prune_interval", "lease_ttl", "tenants", "lease_group",
 		"relay_id", "min_poll_interval", "max_poll_interval", "listen", "level", "format"} {
 		if !strings.Contains(string(data), "\n  "+key+":") {
 			t.Errorf("outboxkit.example.yaml does not show %s", key)

@@ -61,7 +61,7 @@ func relayDeadLettersOversizedEvent(t *testing.T, c oversizedCase) {
 	topic := testsupport.UniqueName("cli." + c.name)
 	dropTables(t, db, table)
 	cfg := strings.Replace(pgConfig(testsupport.PostgresDSN(t), table, c.broker), "forwarder:\n",
-		"forwarder:\n  max_attempts: 3\n  max_backoff: 500ms\n  dead_letter_topic: "+topic+".dead\n", 1)
+		"forwarder:\n  max_attempts: 3\n  max_interval: 500ms\n  dead_letter_topic: "+topic+".dead\n", 1)
 	dir := writeConfig(t, cfg)
 	if res := cli(t, dir, "migrate"); res.code != 0 {
 		t.Fatalf("migrate: %s", res)

@@ -110,7 +110,7 @@ func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate b
 		}
 	}
 
-	brokers, err := brokerconfig.Build(ctx, cfg.Broker, watermill.NewSlogLogger(logger.With("component", "broker")))
+	brokers, err := brokerconfig.Build(ctx, cfg.Broker, watermill.NewSlogLogger(logger.With("broker", cfg.Broker.Broker)))
 	if err != nil {
 		return fmt.Errorf("relay: %w", err)
 	}

@@ -192,7 +192,7 @@ func TestRelaySecureKafkaWaitsForACL(t *testing.T) {
 	refused := testsupport.UniqueName(securekafka.RefusedPrefix + "cli")
 	password := b.Password(t, securekafka.RelayUser)
 	conf := strings.Replace(pgConfig(testsupport.PostgresDSN(t), table, secureKafkaYAML(b, b.CAFile)),
-		"forwarder:\n", "forwarder:\n  unlimited_retries: true\n  max_backoff: 1s\n  dead_letter_topic: "+granted+"-dlq\n", 1)
+		"forwarder:\n", "forwarder:\n  unlimited_retries: true\n  max_interval: 1s\n  dead_letter_topic: "+granted+"-dlq\n", 1)
 	dir := writeConfig(t, conf)
 	if strings.Contains(conf, password) {
 		t.Fatal("the configuration file holds the password")

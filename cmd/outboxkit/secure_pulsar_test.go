@@ -100,7 +100,7 @@ func TestRelaySecurePulsarWaitsForPermission(t *testing.T) {
 		t.Fatal(err)
 	}
 	conf := strings.Replace(pgConfig(testsupport.PostgresDSN(t), table, securePulsarYAML(b.URL, b.CAFile, ns, tokenFile)),
-		"forwarder:\n", "forwarder:\n  unlimited_retries: true\n  max_backoff: 1s\n  dead_letter_topic: "+dlq+"\n", 1)
+		"forwarder:\n", "forwarder:\n  unlimited_retries: true\n  max_interval: 1s\n  dead_letter_topic: "+dlq+"\n", 1)
 	dir := writeConfig(t, conf)
 	if res := cli(t, dir, "migrate"); res.code != 0 {
 		t.Fatalf("migrate: %s", res)

@@ -174,7 +174,7 @@ func TestOversizedEventIsDeadLetteredOthersKeepFlowing(t *testing.T) {
 			t.Cleanup(func() { _ = pub.Close() })
 			runForwarder(t, forwarder.Config{DB: db, Dialect: outbox.Postgres, Table: w.Table().Events(),
 				Publisher: pub, IsRetriable: kafka.Retriable, DeadLetterTopic: dlq, MaxAttempts: 5,
-				InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
+				InitialInterval: 20 * time.Millisecond, MaxInterval: 200 * time.Millisecond,
 				MaxPollInterval: 200 * time.Millisecond, Logger: quiet})
 
 			var want []string
@@ -264,7 +264,7 @@ func TestDatabaseCutsAndBrokerOutageDrainTheBacklog(t *testing.T) {
 	t.Cleanup(func() { _ = pub.Close() })
 	runForwarder(t, forwarder.Config{DB: relayDB, Dialect: outbox.Postgres, Table: w.Table().Events(),
 		Publisher: pub, IsRetriable: kafka.Retriable, MaxAttempts: 1000, BatchSize: 50,
-		InitialBackoff: 50 * time.Millisecond, MaxBackoff: time.Second, MaxPollInterval: 200 * time.Millisecond,
+		InitialInterval: 50 * time.Millisecond, MaxInterval: time.Second, MaxPollInterval: 200 * time.Millisecond,
 		Logger: quiet})
 
 	const keys, perKey = 50, 12

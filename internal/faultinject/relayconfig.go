@@ -23,8 +23,8 @@ func writeRelayConfig(path string, cfg Config, s relaySettings) error {
 		db["table"] = s.table
 	}
 	fwd := map[string]any{
-		"batch_size": 250, "workers": 2, "max_attempts": cfg.maxAttempts(), "initial_backoff": "100ms",
-		"max_backoff": "2s", "lease_ttl": cfg.LeaseTTL.String(), "dead_letter_topic": s.dlq,
+		"batch_size": 250, "workers": 2, "max_attempts": cfg.maxAttempts(), "initial_interval": "100ms",
+		"max_interval": "2s", "lease_ttl": cfg.LeaseTTL.String(), "dead_letter_topic": s.dlq,
 		"max_poll_interval": "500ms", "relay_id": s.relayID,
 	}
 	doc := map[string]any{

@@ -105,7 +105,7 @@ func TestBacklogAlertFiresWhenTheBrokerStops(t *testing.T) {
 	relayAddr := freeAddr(t)
 	relay := startRelay(t, ctx, bin, dir, relayAddr, map[string]any{
 		"database": map[string]any{"dialect": "postgres", "dsn": dsn, "table": table.Events()},
-		"forwarder": map[string]any{"unlimited_retries": true, "initial_backoff": "100ms", "max_backoff": "1s",
+		"forwarder": map[string]any{"unlimited_retries": true, "initial_interval": "100ms", "max_interval": "1s",
 			"max_poll_interval": "500ms", "dead_letter_topic": topic + "-dlq", "relay_id": "monitoring-test"},
 		"http":   map[string]any{"listen": relayAddr},
 		"log":    map[string]any{"level": "info"},

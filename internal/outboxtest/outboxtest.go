@@ -94,8 +94,8 @@ func RunForwarder(t testing.TB, ctx context.Context, cfg forwarder.Config) {
 	if cfg.LeaseTTL == 0 {
 		cfg.LeaseTTL = 2 * time.Second
 	}
-	if cfg.InitialBackoff == 0 {
-		cfg.InitialBackoff = 100 * time.Millisecond
+	if cfg.InitialInterval == 0 {
+		cfg.InitialInterval = 100 * time.Millisecond
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

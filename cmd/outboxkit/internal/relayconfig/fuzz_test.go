@@ -22,7 +22,7 @@ func FuzzParse(f *testing.F) {
 		"database:\n  dialect: postgres\n  table: 'outbox\"; DROP TABLE users; --'\nbroker: kfake\n",
 		"database: {dialect: oracle}\nforwarder: {batch_size: -1}\n",
 		"database:\n  dialect: mysql\nforwarder:\n  workerz: 2\n",
-		"database:\n  dialect: sqlite\nforwarder:\n  lease_ttl: 10\n  max_backoff: 1ms\n  initial_backoff: 1s\n",
+		"database:\n  dialect: sqlite\nforwarder:\n  lease_ttl: 10\n  max_interval: 1ms\n  initial_interval: 1s\n",
 		"database:\n  dialect: postgres\nhttp: {listen: ':x'}\nlog: {level: loud, format: xml}\n",
 		"database:\n  dialect: postgres\nforwarder:\n  tenants: [a, a]\n  relay_id: ''\n",
 		"database:\n  dialect: postgres\nbroker: kafka\nkafka: {brokers: [a:1], sasl: {mechanism: PLAIN, username: u}}\n",

@@ -75,8 +75,8 @@ type Forwarder struct {
 	Workers               int
 	MaxAttempts           int
 	UnlimitedRetries      bool
-	InitialBackoff        time.Duration
-	MaxBackoff            time.Duration
+	InitialInterval       time.Duration
+	MaxInterval           time.Duration
 	DeadLetterTopic       string
 	Retention             time.Duration
 	PruneInterval         time.Duration
@@ -168,8 +168,8 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), opts Options) (Co
 					{key: "unlimited_retries", target: &f.UnlimitedRetries},
 					{key: "workers", target: &f.Workers, positive: true},
 					{key: "max_attempts", target: &f.MaxAttempts, positive: true},
-					{key: "initial_backoff", target: &f.InitialBackoff, positive: true},
-					{key: "max_backoff", target: &f.MaxBackoff, positive: true},
+					{key: "initial_interval", target: &f.InitialInterval, positive: true},
+					{key: "max_interval", target: &f.MaxInterval, positive: true},
 					{key: "dead_letter_topic", target: &f.DeadLetterTopic},
 					{key: "retention", target: &f.Retention},
 					{key: "prune_interval", target: &f.PruneInterval, positive: true},
@@ -451,13 +451,13 @@ func (c *Config) validate() error {
 
 // The forwarder's defaults (see forwarder.Config), used for the checks that relate two fields.
 const (
-	defaultMinPoll        = 10 * time.Millisecond
-	defaultMaxPoll        = time.Second
-	defaultInitialBackoff = 500 * time.Millisecond
-	defaultMaxBackoff     = 5 * time.Minute
-	defaultLeaseTTL       = 10 * time.Second
-	maxBatchSize          = 4000
-	maxIDLength           = 191
+	defaultMinPoll         = 10 * time.Millisecond
+	defaultMaxPoll         = time.Second
+	defaultInitialInterval = 500 * time.Millisecond
+	defaultMaxInterval     = 5 * time.Minute
+	defaultLeaseTTL        = 10 * time.Second
+	maxBatchSize           = 4000
+	maxIDLength            = 191
 )
 
 func (f *Forwarder) validate() error {
@@ -495,7 +495,7 @@ func (f *Forwarder) validate() error {
 		path  string
 		value time.Duration
 	}{
-		{"forwarder.initial_backoff", f.InitialBackoff}, {"forwarder.max_backoff", f.MaxBackoff},
+		{"forwarder.initial_interval", f.InitialInterval}, {"forwarder.max_interval", f.MaxInterval},
 		{"forwarder.retention", f.Retention}, {"forwarder.prune_interval", f.PruneInterval},
 		{"forwarder.lease_ttl", f.LeaseTTL}, {"forwarder.min_poll_interval", f.MinPollInterval},
 		{"forwarder.max_poll_interval", f.MaxPollInterval},
@@ -512,9 +512,9 @@ func (f *Forwarder) validate() error {
 	if maxPoll < minPoll {
 		return fmt.Errorf("forwarder.max_poll_interval: %v is below forwarder.min_poll_interval %v", maxPoll, minPoll)
 	}
-	initial, maxB := or(f.InitialBackoff, defaultInitialBackoff), or(f.MaxBackoff, defaultMaxBackoff)
+	initial, maxB := or(f.InitialInterval, defaultInitialInterval), or(f.MaxInterval, defaultMaxInterval)
 	if maxB < initial {
-		return fmt.Errorf("forwarder.max_backoff: %v is below forwarder.initial_backoff %v", maxB, initial)
+		return fmt.Errorf("forwarder.max_interval: %v is below forwarder.initial_interval %v", maxB, initial)
 	}
 	if len(f.LeaseGroup) > maxIDLength {
 		return fmt.Errorf("forwarder.lease_group: must be at most %d bytes, got %d", maxIDLength, len(f.LeaseGroup))
@@ -551,8 +551,8 @@ func (f Forwarder) Apply(c *forwarder.Config) {
 	c.UnlimitedRetries = f.UnlimitedRetries
 	c.Workers = f.Workers
 	c.MaxAttempts = f.MaxAttempts
-	c.InitialBackoff = f.InitialBackoff
-	c.MaxBackoff = f.MaxBackoff
+	c.InitialInterval = f.InitialInterval
+	c.MaxInterval = f.MaxInterval
 	c.DeadLetterTopic = f.DeadLetterTopic
 	c.Retention = f.Retention
 	c.PruneInterval = f.PruneInterval
@@ -575,6 +575,18 @@ type field struct {
 	positive bool
 }
 
+// renamedKey returns the new path of a key an earlier version read, so that an old file fails
+// with the key to write instead of a bare "unknown key".
+func renamedKey(path string) (string, bool) {
+	switch path {
+	case "forwarder.initial_backoff":
+		return "forwarder.initial_interval", true
+	case "forwarder.max_backoff":
+		return "forwarder.max_interval", true
+	}
+	return "", false
+}
+
 // decodeMapping fills fields from the mapping node n found at path. It is a small decoder of
 // its own, rather than yaml.v3's Decode with KnownFields, so that every error (an unknown key,
 // a duplicate, a value of the wrong type) names the key by its YAML path instead of a Go type.
@@ -594,6 +606,9 @@ func decodeMapping(n *yaml.Node, path string, fields []field) error {
 		}
 		seen[k.Value] = true
 		idx := slices.IndexFunc(fields, func(f field) bool { return f.key == k.Value })
+		if to, ok := renamedKey(p); ok && idx < 0 {
+			return fmt.Errorf("%s: renamed %s (line %d; see CHANGELOG.md)", p, to, k.Line)
+		}
 		if idx < 0 {
 			names := make([]string, len(fields))
 			for j, f := range fields {

@@ -36,8 +36,8 @@ forwarder:
   workers: 4
   max_attempts: 7
   unlimited_retries: true
-  initial_backoff: 250ms
-  max_backoff: 1m
+  initial_interval: 250ms
+  max_interval: 1m
   dead_letter_topic: app.dead
   retention: 24h
   prune_interval: 30s
@@ -64,8 +64,8 @@ kafka:
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Forwarder{BatchSize: 200, MaxBatchBytes: 1 << 20, UnlimitedRetries: true, Workers: 4, MaxAttempts: 7, InitialBackoff: 250 * time.Millisecond,
-		MaxBackoff: time.Minute, DeadLetterTopic: "app.dead", Retention: 24 * time.Hour, PruneInterval: 30 * time.Second,
+	want := Forwarder{BatchSize: 200, MaxBatchBytes: 1 << 20, UnlimitedRetries: true, Workers: 4, MaxAttempts: 7, InitialInterval: 250 * time.Millisecond,
+		MaxInterval: time.Minute, DeadLetterTopic: "app.dead", Retention: 24 * time.Hour, PruneInterval: 30 * time.Second,
 		LeaseTTL: 15 * time.Second, Tenants: []string{"acme", ""}, LeaseGroup: "eu", RelayID: "relay-1",
 		MinPollInterval: 5 * time.Millisecond, MaxPollInterval: 2 * time.Second}
 	if fmt.Sprint(cfg.Forwarder) != fmt.Sprint(want) {
@@ -84,8 +84,8 @@ kafka:
 
 	var fc forwarder.Config
 	cfg.Forwarder.Apply(&fc)
-	if fc.BatchSize != 200 || fc.Workers != 4 || fc.MaxAttempts != 7 || fc.InitialBackoff != 250*time.Millisecond ||
-		fc.MaxBackoff != time.Minute || fc.DeadLetterTopic != "app.dead" || fc.Retention != 24*time.Hour ||
+	if fc.BatchSize != 200 || fc.Workers != 4 || fc.MaxAttempts != 7 || fc.InitialInterval != 250*time.Millisecond ||
+		fc.MaxInterval != time.Minute || fc.DeadLetterTopic != "app.dead" || fc.Retention != 24*time.Hour ||
 		fc.PruneInterval != 30*time.Second || fc.LeaseTTL != 15*time.Second || len(fc.Tenants) != 2 ||
 		fc.LeaseGroup != "eu" || fc.RelayID != "relay-1" || fc.MinPollInterval != 5*time.Millisecond ||
 		fc.MaxPollInterval != 2*time.Second || fc.MaxBatchBytes != 1<<20 || !fc.UnlimitedRetries {
@@ -185,27 +185,28 @@ func TestParseErrors(t *testing.T) {
 		{"workers negative", base + "forwarder:\n  workers: -2\n", nil, Options{}, "forwarder.workers: must be positive, got -2"},
 		{"workers too many", base + "forwarder:\n  workers: 65\n", nil, Options{}, "forwarder.workers: must be at most 64"},
 		{"max_attempts negative", base + "forwarder:\n  max_attempts: -3\n", nil, Options{}, "forwarder.max_attempts: must be positive, got -3"},
-		{"duration without unit", base + "forwarder:\n  initial_backoff: 5\n", nil, Options{}, `forwarder.initial_backoff: must be a Go duration such as 500ms, 30s or 5m, got "5"`},
-		{"duration garbage", base + "forwarder:\n  max_backoff: soon\n", nil, Options{}, `forwarder.max_backoff: must be a Go duration`},
+		{"duration without unit", base + "forwarder:\n  initial_interval: 5\n", nil, Options{}, `forwarder.initial_interval: must be a Go duration such as 500ms, 30s or 5m, got "5"`},
+		{"duration garbage", base + "forwarder:\n  max_interval: soon\n", nil, Options{}, `forwarder.max_interval: must be a Go duration`},
 		{"zero batch_size", base + "forwarder:\n  batch_size: 0\n", nil, Options{}, "forwarder.batch_size: must be positive, got 0 (line 6"},
 		{"zero workers", base + "forwarder:\n  workers: 0\n", nil, Options{}, "forwarder.workers: must be positive, got 0"},
 		{"zero max_attempts", base + "forwarder:\n  max_attempts: 0\n", nil, Options{}, "forwarder.max_attempts: must be positive, got 0"},
 		{"negative retention", base + "forwarder:\n  retention: -1h\n", nil, Options{}, "forwarder.retention: must not be negative, got -1h0m0s"},
-		{"zero initial_backoff", base + "forwarder:\n  initial_backoff: 0s\n", nil, Options{}, "forwarder.initial_backoff: must be positive, got 0s"},
-		{"negative max_backoff", base + "forwarder:\n  max_backoff: -1m\n", nil, Options{}, "forwarder.max_backoff: must be positive, got -1m0s"},
+		{"zero initial_interval", base + "forwarder:\n  initial_interval: 0s\n", nil, Options{}, "forwarder.initial_interval: must be positive, got 0s"},
+		{"negative max_interval", base + "forwarder:\n  max_interval: -1m\n", nil, Options{}, "forwarder.max_interval: must be positive, got -1m0s"},
 		{"negative prune_interval", base + "forwarder:\n  prune_interval: -1s\n", nil, Options{}, "forwarder.prune_interval: must be positive, got -1s"},
 		{"zero lease_ttl", base + "forwarder:\n  lease_ttl: 0s\n", nil, Options{}, "forwarder.lease_ttl: must be positive, got 0s"},
 		{"negative min_poll_interval", base + "forwarder:\n  min_poll_interval: -1s\n", nil, Options{}, "forwarder.min_poll_interval: must be positive, got -1s"},
 		{"zero max_poll_interval", base + "forwarder:\n  max_poll_interval: 0ms\n", nil, Options{}, "forwarder.max_poll_interval: must be positive, got 0s"},
 		{"short lease_ttl", base + "forwarder:\n  lease_ttl: 100ms\n", nil, Options{}, "forwarder.lease_ttl: must be at least 1s, got 100ms"},
 		{"max_poll below min_poll", base + "forwarder:\n  min_poll_interval: 2s\n", nil, Options{}, "forwarder.max_poll_interval: 1s is below forwarder.min_poll_interval 2s"},
-		{"max_backoff below initial", base + "forwarder:\n  initial_backoff: 10m\n", nil, Options{}, "forwarder.max_backoff: 5m0s is below forwarder.initial_backoff 10m0s"},
+		{"max_interval below initial", base + "forwarder:\n  initial_interval: 10m\n", nil, Options{}, "forwarder.max_interval: 5m0s is below forwarder.initial_interval 10m0s"},
 		{"lease_group too long", base + "forwarder:\n  lease_group: " + strings.Repeat("g", 192) + "\n", nil, Options{}, "forwarder.lease_group: must be at most 191 bytes, got 192"},
 		{"relay_id too long", base + "forwarder:\n  relay_id: " + strings.Repeat("r", 192) + "\n", nil, Options{}, "forwarder.relay_id: must be at most 191 bytes, got 192"},
 		{"tenants not a list", base + "forwarder:\n  tenants: acme\n", nil, Options{}, `forwarder.tenants: must be a list of strings, got the value "acme"`},
 		{"tenant not a string", base + "forwarder:\n  tenants: [[a]]\n", nil, Options{}, "forwarder.tenants[0]: must be a string, got a list"},
 		{"tenant twice", base + "forwarder:\n  tenants: [a, b, a]\n", nil, Options{}, `forwarder.tenants[2]: "a" is listed twice`},
 		{"unknown forwarder key", base + "forwarder:\n  batchsize: 10\n", nil, Options{}, "forwarder.batchsize: unknown key (line 6; allowed: batch_size,"},
+		{"renamed forwarder key", base + "forwarder:\n  initial_backoff: 1s\n", nil, Options{}, "forwarder.initial_backoff: renamed forwarder.initial_interval (line 6; see CHANGELOG.md)"},
 
 		{"listen without port", base + "http:\n  listen: localhost\n", nil, Options{}, `http.listen: "localhost" is not a host:port address`},
 		{"listen bad port", base + "http:\n  listen: localhost:http9\n", nil, Options{}, `http.listen: "localhost:http9" has an invalid port`},
@@ -323,11 +324,11 @@ func TestParseFlowStyleAndAnchors(t *testing.T) {
 		t.Errorf("flow document: %+v", cfg)
 	}
 	// Aliases are followed in the CLI's own sections.
-	cfg, err = Parse([]byte(base+"forwarder:\n  lease_ttl: &ttl 20s\n  max_backoff: *ttl\n"), nil, Options{})
+	cfg, err = Parse([]byte(base+"forwarder:\n  lease_ttl: &ttl 20s\n  max_interval: *ttl\n"), nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Forwarder.LeaseTTL != 20*time.Second || cfg.Forwarder.MaxBackoff != 20*time.Second {
+	if cfg.Forwarder.LeaseTTL != 20*time.Second || cfg.Forwarder.MaxInterval != 20*time.Second {
 		t.Errorf("aliases: %+v", cfg.Forwarder)
 	}
 }
