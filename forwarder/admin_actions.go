@@ -1,0 +1,165 @@
+package forwarder
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Actions an operator takes on blocked keys and dead letters.
+const (
+	ActionSkip    = "skip"
+	ActionReplay  = "replay"
+	ActionDiscard = "discard"
+)
+
+// ActionEvent is one event an action touches (or, on a dry run, would touch).
+type ActionEvent struct {
+	EventID     uuid.UUID
+	Seq         int64
+	Key         Key
+	Topic       string
+	State       string
+	Fingerprint string
+}
+
+// ActionResult says what an action touched: on a dry run, the events it would touch, with
+// Applied 0 and nothing changed.
+type ActionResult struct {
+	Action string
+	DryRun bool
+	Events []ActionEvent
+	// Applied counts the rows changed: fewer than len(Events) when a relay or another operator
+	// changed some of them between the selection and the change.
+	Applied int64
+}
+
+// actionChunk bounds the events one statement changes.
+const actionChunk = 500
+
+// SkipKeys moves the head of every blocked key matching f out of its key's way: the head
+// becomes skipped (kept in the table with its last error, listed with the dead letters, never
+// published unless replayed), and the later events of the key flow again. Nothing is lost: a
+// skipped event can be replayed (it is then published after the events that overtook it) or
+// discarded. A zero filter skips every blocked key.
+func (a *Admin) SkipKeys(ctx context.Context, f KeyFilter, dryRun bool) (ActionResult, error) {
+	keys, err := a.scanBlockedKeys(ctx, f, 0)
+	if err != nil {
+		return ActionResult{}, err
+	}
+	res := ActionResult{Action: ActionSkip, DryRun: dryRun}
+	for _, k := range keys {
+		res.Events = append(res.Events, actionEvent(k.Head))
+	}
+	if dryRun || len(keys) == 0 {
+		return res, nil
+	}
+	res.Applied, err = a.applyChunks(ctx, res.Events, func(tx *sql.Tx, seqs, hashes []any) (int64, error) {
+		n, err := a.exec(ctx, tx, "UPDATE "+a.store.table.Events()+" SET status = 3, next_attempt_at = NULL WHERE seq IN "+
+			placeholders(len(seqs))+" AND (status = 2 OR (status = 0 AND attempts > 0))", seqs)
+		if err != nil {
+			return 0, err
+		}
+		return n, a.releaseKeys(ctx, tx, hashes)
+	})
+	return res, err
+}
+
+// ReplayDeadLetters makes the dead and skipped events matching f pending again with fresh
+// attempts: a running relay publishes them, then the later events of their keys, in order (a
+// skipped event comes after the events that overtook it). A zero filter replays them all.
+func (a *Admin) ReplayDeadLetters(ctx context.Context, f EventFilter, dryRun bool) (ActionResult, error) {
+	return a.actOnLetters(ctx, ActionReplay, f, dryRun, func(tx *sql.Tx, seqs, _ []any) (int64, error) {
+		// A next attempt time (now): the cdc source leaves keys with one to its retry path,
+		// which publishes them in order (as Admin.Replay does).
+		args := append([]any{a.store.dialect.TimeArg(time.Now())}, seqs...)
+		return a.exec(ctx, tx, "UPDATE "+a.store.table.Events()+" SET status = 0, attempts = 0, next_attempt_at = ?, last_error = NULL"+
+			" WHERE status IN (2, 3) AND seq IN "+placeholders(len(seqs)), args)
+	})
+}
+
+// DiscardDeadLetters deletes the dead and skipped events matching f for good, releasing the
+// later events of their keys. A zero filter discards them all.
+func (a *Admin) DiscardDeadLetters(ctx context.Context, f EventFilter, dryRun bool) (ActionResult, error) {
+	return a.actOnLetters(ctx, ActionDiscard, f, dryRun, func(tx *sql.Tx, seqs, hashes []any) (int64, error) {
+		if err := a.releaseKeys(ctx, tx, hashes); err != nil {
+			return 0, err
+		}
+		return a.exec(ctx, tx, "DELETE FROM "+a.store.table.Events()+" WHERE status IN (2, 3) AND seq IN "+placeholders(len(seqs)), seqs)
+	})
+}
+
+func (a *Admin) actOnLetters(ctx context.Context, action string, f EventFilter, dryRun bool,
+	apply func(tx *sql.Tx, seqs, hashes []any) (int64, error)) (ActionResult, error) {
+	letters, err := a.scanLetters(ctx, f, 0)
+	if err != nil {
+		return ActionResult{}, err
+	}
+	res := ActionResult{Action: action, DryRun: dryRun}
+	for _, l := range letters {
+		res.Events = append(res.Events, actionEvent(l))
+	}
+	if dryRun || len(letters) == 0 {
+		return res, nil
+	}
+	res.Applied, err = a.applyChunks(ctx, res.Events, apply)
+	return res, err
+}
+
+// releaseKeys gives the pending events of the keys (their hashes) that have no next attempt
+// time one (now), so that the cdc source leaves them to its retry path, in order, rather than
+// letting newer events of the key overtake them; the polling source claims them as before.
+func (a *Admin) releaseKeys(ctx context.Context, tx *sql.Tx, hashes []any) error {
+	args := append([]any{a.store.dialect.TimeArg(time.Now())}, hashes...)
+	_, err := a.exec(ctx, tx, "UPDATE "+a.store.table.Events()+" SET next_attempt_at = ? WHERE status = 0 AND next_attempt_at IS NULL"+
+		" AND key_hash IN "+placeholders(len(hashes)), args)
+	return err
+}
+
+// applyChunks runs apply on the events' sequence numbers and distinct key hashes, a chunk per
+// transaction, and sums what it changed.
+func (a *Admin) applyChunks(ctx context.Context, events []ActionEvent, apply func(tx *sql.Tx, seqs, hashes []any) (int64, error)) (int64, error) {
+	var total int64
+	for start := 0; start < len(events); start += actionChunk {
+		chunk := events[start:min(start+actionChunk, len(events))]
+		var seqs, hashes []any
+		seen := map[int64]bool{}
+		for _, e := range chunk {
+			seqs = append(seqs, e.Seq)
+			if h := e.Key.Hash(); !seen[h] {
+				seen[h] = true
+				hashes = append(hashes, h)
+			}
+		}
+		tx, err := a.db.BeginTx(ctx, nil)
+		if err != nil {
+			return total, fmt.Errorf("forwarder: begin: %w", err)
+		}
+		n, err := apply(tx, seqs, hashes)
+		if err != nil {
+			_ = tx.Rollback()
+			return total, err
+		}
+		if err := tx.Commit(); err != nil {
+			return total, fmt.Errorf("forwarder: commit: %w", err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+func (a *Admin) exec(ctx context.Context, tx *sql.Tx, query string, args []any) (int64, error) {
+	res, err := tx.ExecContext(ctx, a.rebind(query), args...)
+	if err != nil {
+		return 0, fmt.Errorf("forwarder: %w", err)
+	}
+	return res.RowsAffected()
+}
+
+func actionEvent(e DeadLetterEntry) ActionEvent {
+	return ActionEvent{EventID: e.EventID, Seq: e.Seq, Topic: e.Topic, State: e.State, Fingerprint: e.Fingerprint,
+		Key: Key{TenantID: e.TenantID, AggregateType: e.AggregateType, AggregateID: e.AggregateID}}
+}

@@ -1,0 +1,260 @@
+package forwarder
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// statusSkipped marks an event an operator skipped (Admin.SkipKeys): kept in the table with its
+// last error, it holds back nothing (the relay parks keys on pending and dead rows only) and is
+// never claimed; it can be replayed or discarded like a dead letter.
+const statusSkipped = 3
+
+// Event states as the Admin reports them.
+const (
+	StatePending   = "pending"
+	StateRetrying  = "retrying"
+	StatePublished = "published"
+	StateDead      = "dead"
+	StateSkipped   = "skipped"
+)
+
+// EventFilter selects events for the Admin's listings and actions. Every field set narrows the
+// selection (they combine with AND); the zero filter selects everything.
+type EventFilter struct {
+	Topic     string
+	EventType string
+	TenantID  string
+	// Key selects the events of one ordering key.
+	Key *Key
+	// EventIDs selects these events only.
+	EventIDs []uuid.UUID
+	// ErrorContains keeps the events whose last error contains it (case-insensitive).
+	ErrorContains string
+	// Group keeps the events whose last error has this fingerprint (see Fingerprint).
+	Group string
+	// Since and Until bound the events' created_at: Since <= created_at < Until (zero: unbounded).
+	Since, Until time.Time
+	// Limit bounds a listing (0: DefaultListLimit); actions ignore it.
+	Limit int
+}
+
+// DefaultListLimit is how many rows a listing returns when its filter sets no limit.
+const DefaultListLimit = 100
+
+// DeadLetterEntry is a dead letter as the filtered listing returns it: dead (it holds back the
+// later events of its key) or skipped (it holds back nothing).
+type DeadLetterEntry struct {
+	DeadLetter
+	State       string
+	Fingerprint string
+}
+
+// EventDetail is one event of the outbox table, whole.
+type EventDetail struct {
+	DeadLetterEntry
+	Payload     []byte
+	Headers     map[string]string
+	KeyHash     int64
+	Partition   int
+	NextAttempt time.Time
+}
+
+// ErrEventNotFound is returned by Admin.Event for an id the outbox table does not hold.
+var ErrEventNotFound = errors.New("no such event in the outbox table")
+
+// listPage is how many rows a filtered listing reads per round trip.
+const listPage = 500
+
+const entryColumns = "seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status"
+
+// FindDeadLetters lists the dead and skipped events matching f, oldest first, up to f.Limit.
+func (a *Admin) FindDeadLetters(ctx context.Context, f EventFilter) ([]DeadLetterEntry, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	return a.scanLetters(ctx, f, limit)
+}
+
+// scanLetters reads the dead and skipped rows matching f a page at a time (seq order), applies
+// the filters SQL does not (error text, fingerprint) and stops at limit (0: no limit).
+func (a *Admin) scanLetters(ctx context.Context, f EventFilter, limit int) ([]DeadLetterEntry, error) {
+	var out []DeadLetterEntry
+	after := int64(-1)
+	for {
+		where, args := a.filterSQL(f, "")
+		args = append(args, after, listPage)
+		rows, err := a.db.QueryContext(ctx, a.rebind("SELECT "+entryColumns+" FROM "+a.store.table.Events()+
+			" WHERE status IN (2, 3)"+where+" AND seq > ? ORDER BY seq LIMIT ?"), args...)
+		if err != nil {
+			return nil, fmt.Errorf("forwarder: list dead letters: %w", err)
+		}
+		page, err := scanEntries(rows)
+		if err != nil {
+			return nil, fmt.Errorf("forwarder: list dead letters: %w", err)
+		}
+		for _, e := range page {
+			after = e.Seq
+			if f.ErrorContains != "" && !containsFold(e.LastError, f.ErrorContains) {
+				continue
+			}
+			if f.Group != "" && e.Fingerprint != f.Group {
+				continue
+			}
+			out = append(out, e)
+			if limit > 0 && len(out) == limit {
+				return out, nil
+			}
+		}
+		if len(page) < listPage {
+			return out, nil
+		}
+	}
+}
+
+// filterSQL returns the SQL conditions of f (each starting with " AND ") and their arguments;
+// alias qualifies the columns ("" for none, "h." for a table aliased h).
+func (a *Admin) filterSQL(f EventFilter, alias string) (string, []any) {
+	var (
+		b    strings.Builder
+		args []any
+	)
+	add := func(cond string, values ...any) {
+		b.WriteString(" AND " + strings.ReplaceAll(cond, "@", alias))
+		args = append(args, values...)
+	}
+	if f.Topic != "" {
+		add("@topic = ?", f.Topic)
+	}
+	if f.EventType != "" {
+		add("@event_type = ?", f.EventType)
+	}
+	if f.TenantID != "" {
+		add("@tenant_id = ?", f.TenantID)
+	}
+	if k := f.Key; k != nil {
+		add("@key_hash = ? AND @tenant_id = ? AND @aggregate_type = ? AND @aggregate_id = ?",
+			k.Hash(), k.TenantID, k.AggregateType, k.AggregateID)
+	}
+	if len(f.EventIDs) > 0 {
+		ids := make([]any, len(f.EventIDs))
+		for i, id := range f.EventIDs {
+			ids[i] = id.String()
+		}
+		add("@event_id IN "+placeholders(len(ids)), ids...)
+	}
+	if !f.Since.IsZero() {
+		add("@created_at >= ?", a.store.dialect.TimeArg(f.Since))
+	}
+	if !f.Until.IsZero() {
+		add("@created_at < ?", a.store.dialect.TimeArg(f.Until))
+	}
+	return b.String(), args
+}
+
+// scanEntries reads rows of entryColumns and closes them.
+func scanEntries(rows *sql.Rows) ([]DeadLetterEntry, error) {
+	defer rows.Close()
+	var out []DeadLetterEntry
+	for rows.Next() {
+		var (
+			e      DeadLetterEntry
+			id     string
+			status int
+		)
+		created, getCreated := outbox.TimeScanner()
+		if err := rows.Scan(&e.Seq, &id, &e.Topic, &e.AggregateType, &e.AggregateID, &e.EventType, &e.TenantID,
+			&e.Attempts, &e.LastError, created, &status); err != nil {
+			return nil, err
+		}
+		if err := fillEntry(&e, id, status, getCreated); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+func fillEntry(e *DeadLetterEntry, id string, status int, getCreated func() (time.Time, error)) error {
+	var err error
+	if e.EventID, err = uuid.Parse(id); err != nil {
+		return fmt.Errorf("row %d: event id %q: %w", e.Seq, id, err)
+	}
+	if e.CreatedAt, err = getCreated(); err != nil {
+		return fmt.Errorf("row %d: created_at: %w", e.Seq, err)
+	}
+	e.State = stateName(status, e.Attempts)
+	e.Fingerprint = Fingerprint(e.LastError)
+	return nil
+}
+
+func stateName(status, attempts int) string {
+	switch {
+	case status == statusDead:
+		return StateDead
+	case status == statusSkipped:
+		return StateSkipped
+	case status == statusPublished:
+		return StatePublished
+	case attempts > 0:
+		return StateRetrying
+	}
+	return StatePending
+}
+
+// Event returns one event of the outbox table with its payload and headers, in whatever state
+// it is; ErrEventNotFound when the table does not hold it (never written, or published and
+// removed).
+func (a *Admin) Event(ctx context.Context, id uuid.UUID) (EventDetail, error) {
+	var (
+		d       EventDetail
+		rawID   string
+		status  int
+		headers []byte
+	)
+	created, getCreated := outbox.TimeScanner()
+	next, getNext := outbox.TimeScanner()
+	err := a.db.QueryRowContext(ctx, a.rebind("SELECT "+entryColumns+", payload, headers, key_hash, partition_no, next_attempt_at FROM "+
+		a.store.table.Events()+" WHERE event_id = ?"), id.String()).Scan(&d.Seq, &rawID, &d.Topic, &d.AggregateType,
+		&d.AggregateID, &d.EventType, &d.TenantID, &d.Attempts, &d.LastError, created, &status,
+		&d.Payload, &headers, &d.KeyHash, &d.Partition, next)
+	if errors.Is(err, sql.ErrNoRows) {
+		return d, fmt.Errorf("forwarder: event %s: %w", id, ErrEventNotFound)
+	}
+	if err != nil {
+		return d, fmt.Errorf("forwarder: read event %s: %w", id, err)
+	}
+	if err := fillEntry(&d.DeadLetterEntry, rawID, status, getCreated); err != nil {
+		return d, fmt.Errorf("forwarder: %w", err)
+	}
+	if d.NextAttempt, err = getNext(); err != nil {
+		return d, fmt.Errorf("forwarder: event %s: next_attempt_at: %w", id, err)
+	}
+	if len(headers) > 0 {
+		if err := json.Unmarshal(headers, &d.Headers); err != nil {
+			return d, fmt.Errorf("forwarder: event %s: headers: %w", id, err)
+		}
+	}
+	return d, nil
+}
+
+// containsFold reports whether s contains sub, ignoring case.
+func containsFold(s, sub string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+}
+
+// rebind turns the ? placeholders of an admin statement into the table's dialect's.
+func (a *Admin) rebind(query string) string { return a.store.dialect.Rebind(query) }
+
+// placeholders returns "(?, ?, ...)" for n values.
+func placeholders(n int) string { return "(?" + strings.Repeat(", ?", n-1) + ")" }
