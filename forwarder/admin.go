@@ -5,11 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -51,8 +51,7 @@ func (a *Admin) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, error
 	if limit <= 0 {
 		return nil, fmt.Errorf("forwarder: DeadLetters: limit must be positive, got %d", limit)
 	}
-	rows, err := a.db.QueryContext(ctx, a.store.q("SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at FROM "+
-		a.store.table.Events()+" WHERE status = 2 ORDER BY seq LIMIT ?"), limit)
+	rows, err := a.store.sql().DeadLetters(limit).Query(ctx, a.db)
 	if err != nil {
 		return nil, fmt.Errorf("forwarder: list dead letters: %w", err)
 	}
@@ -86,9 +85,7 @@ func (a *Admin) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, error
 // A replayed event keeps a next attempt time (now): the CDC source leaves the keys of pending
 // rows with one to its retry path, which publishes them in order (docs/cdc.md).
 func (a *Admin) Replay(ctx context.Context, eventIDs ...uuid.UUID) (int64, error) {
-	now := a.store.dialect.TimeArg(time.Now())
-	return a.update(ctx, "replay", "UPDATE "+a.store.table.Events()+
-		" SET status = 0, attempts = 0, next_attempt_at = ?, last_error = NULL WHERE status = 2 AND event_id IN %s", eventIDs, now)
+	return a.update(ctx, "replay", a.store.sql().Replay, eventIDs)
 }
 
 // Discard deletes dead-lettered events for good, releasing the later events of their keys. It
@@ -98,28 +95,22 @@ func (a *Admin) Replay(ctx context.Context, eventIDs ...uuid.UUID) (int64, error
 // source leaves them to its retry path, in order, rather than letting newer events of the key
 // overtake them; the polling source claims them as before.
 func (a *Admin) Discard(ctx context.Context, eventIDs ...uuid.UUID) (int64, error) {
-	events := a.store.table.Events()
-	now := a.store.dialect.TimeArg(time.Now())
-	if _, err := a.update(ctx, "discard", "UPDATE "+events+" SET next_attempt_at = ? WHERE status = 0 AND next_attempt_at IS NULL"+
-		" AND key_hash IN (SELECT key_hash FROM (SELECT key_hash FROM "+events+" WHERE status = 2 AND event_id IN %s) d)",
-		eventIDs, now); err != nil {
+	if _, err := a.update(ctx, "discard", a.store.sql().MarkKeysOfDead, eventIDs); err != nil {
 		return 0, err
 	}
-	return a.update(ctx, "discard", "DELETE FROM "+events+" WHERE status = 2 AND event_id IN %s", eventIDs)
+	return a.update(ctx, "discard", a.store.sql().Discard, eventIDs)
 }
 
-// update runs query on the ids, whose placeholder list replaces the query's one %s; leading
-// holds the arguments of the placeholders before the list.
-func (a *Admin) update(ctx context.Context, what, query string, ids []uuid.UUID, leading ...any) (int64, error) {
+// update runs the statement of the ids.
+func (a *Admin) update(ctx context.Context, what string, statement func(eventIDs []string) sqlstore.Query, ids []uuid.UUID) (int64, error) {
 	if len(ids) == 0 {
 		return 0, fmt.Errorf("forwarder: %s: no event ids given", what)
 	}
-	args := append([]any(nil), leading...)
-	for _, id := range ids {
-		args = append(args, id.String())
+	args := make([]string, len(ids))
+	for i, id := range ids {
+		args[i] = id.String()
 	}
-	query = strings.Replace(query, "%s", in(len(ids)), 1)
-	res, err := a.db.ExecContext(ctx, a.store.q(query), args...)
+	res, err := statement(args).Exec(ctx, a.db)
 	if err != nil {
 		return 0, fmt.Errorf("forwarder: %s dead letters: %w", what, err)
 	}
@@ -141,10 +132,7 @@ type TopicStatus struct {
 
 // Status returns the backlog per topic.
 func (a *Admin) Status(ctx context.Context) ([]TopicStatus, error) {
-	rows, err := a.db.QueryContext(ctx, "SELECT topic, "+
-		"SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), "+
-		"SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN created_at END) FROM "+
-		a.store.table.Events()+" WHERE status IN (0, 2) GROUP BY topic ORDER BY topic")
+	rows, err := a.store.sql().Status().Query(ctx, a.db)
 	if err != nil {
 		return nil, fmt.Errorf("forwarder: outbox status: %w", err)
 	}

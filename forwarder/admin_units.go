@@ -70,8 +70,7 @@ func (a *Admin) Units(ctx context.Context, r CheckpointReader, q UnitsQuery) ([]
 	if q.Units < 0 || outbox.Partitions%q.Units != 0 {
 		return nil, fmt.Errorf("forwarder: units %d do not divide the %d partitions", q.Units, outbox.Partitions)
 	}
-	rows, err := a.db.QueryContext(ctx, a.store.q("SELECT partition_no, COALESCE(owner, '') FROM "+
-		a.store.table.Leases()+" WHERE lease_group = ?"), q.LeaseGroup)
+	rows, err := a.store.sql().LeaseOwners(q.LeaseGroup).Query(ctx, a.db)
 	if err != nil {
 		return nil, fmt.Errorf("forwarder: read leases: %w", err)
 	}

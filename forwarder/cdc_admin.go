@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // SlotStatus is one replication slot of the cdc source, as PostgreSQL reports it.
@@ -44,7 +42,7 @@ type SlotStatus struct {
 // Slots returns the cdc replication slots of the table (PostgreSQL; nil on other dialects).
 // The slot of each of leaseGroups is listed even when it does not exist (Missing).
 func (a *Admin) Slots(ctx context.Context, leaseGroups ...string) ([]SlotStatus, error) {
-	if a.store.dialect != outbox.Postgres {
+	if !a.store.sql().Replicates() {
 		return nil, nil
 	}
 	table := a.store.table
@@ -61,9 +59,7 @@ func (a *Admin) Slots(ctx context.Context, leaseGroups ...string) ([]SlotStatus,
 	// This outbox's slots: those its slot table records (created by its relays) and those asked
 	// about. Another outbox's slots with the same table name (in another schema or database) are
 	// not listed.
-	rows, err := a.db.QueryContext(ctx, "SELECT slot_name, active, COALESCE(active_pid, 0), COALESCE(wal_status, ''),"+
-		" COALESCE(pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn), 0)::bigint FROM pg_replication_slots"+
-		" WHERE slot_name = ANY($1) OR slot_name IN (SELECT slot_name FROM "+table.CDCSlots()+") ORDER BY slot_name", asked)
+	rows, err := a.store.sql().CDC().Slots(asked).Query(ctx, a.db)
 	if err != nil {
 		return nil, fmt.Errorf("forwarder: read the replication slots of %s: %w", table, err)
 	}
@@ -122,7 +118,7 @@ var ErrSlotActive = errors.New("the replication slot is being streamed")
 // no event (the table is the source of truth) but the next relay drains the whole backlog
 // from the table, in seq order.
 func (a *Admin) DropSlot(ctx context.Context, leaseGroup string, terminate bool) (string, error) {
-	if a.store.dialect != outbox.Postgres {
+	if !a.store.sql().Replicates() {
 		return "", fmt.Errorf("forwarder: replication slots need the postgres dialect, the table is %s", a.store.dialect)
 	}
 	id, err := a.store.installationID(ctx, a.db)
@@ -161,7 +157,7 @@ func (a *Admin) DropSlot(ctx context.Context, leaseGroup string, terminate bool)
 			return name, ctx.Err()
 		}
 	}
-	if _, err := a.db.ExecContext(ctx, "DELETE FROM "+a.store.table.CDCSlots()+" WHERE slot_name = $1", name); err != nil &&
+	if _, err := a.store.sql().CDC().ForgetSlot(name).Exec(ctx, a.db); err != nil &&
 		!errors.Is(err, sql.ErrNoRows) {
 		return name, fmt.Errorf("forwarder: forget the drain state of slot %s: %w", name, err)
 	}

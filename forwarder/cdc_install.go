@@ -47,8 +47,7 @@ func (f *Forwarder) retireLegacyCDCNames(ctx context.Context) error {
 		return err
 	}
 	var ours bool
-	if err := f.cfg.DB.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM "+f.cdc.table.CDCSlots()+
-		" WHERE slot_name = $1)", legacy).Scan(&ours); err != nil {
+	if err := f.store.sql().CDC().SlotRecorded(legacy).QueryRow(ctx, f.cfg.DB).Scan(&ours); err != nil {
 		return fmt.Errorf("cdc: read the slot table: %w", err)
 	}
 	if !ours {
@@ -81,7 +80,7 @@ func (f *Forwarder) retireLegacyCDCNames(ctx context.Context) error {
 	if err := f.retireLegacyPublication(ctx); err != nil {
 		return err
 	}
-	if _, err := f.cfg.DB.ExecContext(ctx, "DELETE FROM "+f.cdc.table.CDCSlots()+" WHERE slot_name = $1", legacy); err != nil {
+	if _, err := f.store.sql().CDC().ForgetSlot(legacy).Exec(ctx, f.cfg.DB); err != nil {
 		return fmt.Errorf("cdc: forget slot %s: %w", legacy, err)
 	}
 	return nil

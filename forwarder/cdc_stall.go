@@ -118,16 +118,9 @@ func (f *Forwarder) slotBehind(ctx context.Context) (int64, error) {
 // strandedRows counts the pending rows of the relay's tenants that are not on the retry path
 // and older than age, and returns the age of the oldest (PostgreSQL).
 func (s *store) strandedRows(ctx context.Context, q querier, age time.Duration) (int64, time.Duration, error) {
-	query := "SELECT COUNT(*), COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - MIN(created_at)), 0)::float8 FROM " + s.table.Events() +
-		" WHERE status = 0 AND next_attempt_at IS NULL AND created_at < clock_timestamp() - make_interval(secs => $1)"
-	args := []any{age.Seconds()}
-	if len(s.tenants) > 0 {
-		query += " AND tenant_id = ANY($2)"
-		args = append(args, s.tenants)
-	}
 	var n int64
 	var oldest float64
-	if err := q.QueryRowContext(ctx, query, args...).Scan(&n, &oldest); err != nil {
+	if err := s.sql().CDC().StrandedRows(age).QueryRow(ctx, q).Scan(&n, &oldest); err != nil {
 		return 0, 0, fmt.Errorf("cdc: count the stranded rows: %w", err)
 	}
 	return n, time.Duration(oldest * float64(time.Second)), nil

@@ -3,10 +3,11 @@ package forwarder
 import (
 	"context"
 	"fmt"
-	"time"
+
+	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 )
 
-// The SQL of the cdc source (PostgreSQL only). A pending row with a next attempt time marks
+// The cdc source's use of the store (PostgreSQL only; the statements are sqlstore.CDC's). A pending row with a next attempt time marks
 // its key as left to the retry path: a failed event, a replayed dead letter, or a later event of
 // such a key that the stream passed on. The stream publishes no event of a marked or dead key;
 // the retry path claims the marked rows in sequence order. The <table>_retry_keys index
@@ -33,9 +34,7 @@ func (s *store) admit(ctx context.Context, q querier, records []record) (admitte
 			parts = append(parts, int64(r.partition))
 		}
 	}
-	rows, err := q.QueryContext(ctx, "SELECT seq, status = 0 AND next_attempt_at IS NULL AND key_hash NOT IN (SELECT p.key_hash FROM "+
-		s.table.Events()+" p WHERE p.partition_no = ANY($2::smallint[]) AND p.key_hash = ANY($3)"+
-		" AND (p.status = 2 OR p.next_attempt_at IS NOT NULL)) FROM "+s.table.Events()+" WHERE seq = ANY($1)", seqs, parts, keys)
+	rows, err := s.sql().CDC().Admit(seqs, parts, keys).Query(ctx, q)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cdc: read which of %d streamed rows are pending: %w", len(records), err)
 	}
@@ -60,16 +59,12 @@ func (s *store) admit(ctx context.Context, q querier, records []record) (admitte
 // other sessions, and releases the lock only after that: once it is gone, the rows are visible.
 func (s *store) transactionsRunning(ctx context.Context, q querier, xids []string) (bool, error) {
 	var running bool
-	err := q.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'transactionid'"+
-		" AND transactionid::text = ANY($1))", xids).Scan(&running)
+	err := s.sql().CDC().TransactionsRunning(xids).QueryRow(ctx, q).Scan(&running)
 	if err != nil {
 		return false, fmt.Errorf("cdc: check whether transactions %v have ended: %w", xids, err)
 	}
 	return running, nil
 }
-
-// retryOrder is the retry path's claim order, before seq: commit order per key (see claimRetry).
-const retryOrder = "COALESCE(commit_lsn, 0)"
 
 // markRetry gives the still pending, unmarked rows among records a next attempt time (now),
 // which leaves them, and their keys, to the retry path, and records their commit positions (the
@@ -86,19 +81,9 @@ func (s *store) markRetry(ctx context.Context, q querier, owner string, leases [
 	for i, r := range records {
 		seqs[i], lsns[i] = r.seq, r.commitLSN
 	}
-	parts := make([]int32, len(leases))
-	epochs := make([]int64, len(leases))
-	for i, l := range leases {
-		parts[i], epochs[i] = int32(l.partition), l.epoch
-	}
 	// The lease rows are locked in partition order before any event row, as everywhere else.
-	rows, err := q.QueryContext(ctx, "WITH owned AS (SELECT l.partition_no FROM "+s.table.Leases()+
-		" l JOIN unnest($3::int[], $4::bigint[]) AS c(p, e) ON l.partition_no = c.p"+
-		" WHERE l.lease_group = $1 AND l.owner = $2 AND l.epoch = c.e ORDER BY l.partition_no FOR UPDATE OF l),"+
-		" marked AS (UPDATE "+s.table.Events()+" e SET next_attempt_at = clock_timestamp(), commit_lsn = NULLIF(m.lsn, 0)"+
-		" FROM unnest($5::bigint[], $6::bigint[]) AS m(seq, lsn) WHERE e.seq = m.seq AND e.status = 0 AND e.next_attempt_at IS NULL"+
-		" AND e.partition_no IN (SELECT partition_no FROM owned) RETURNING 1)"+
-		" SELECT partition_no, (SELECT COUNT(*) FROM marked) FROM owned", s.group, owner, parts, epochs, seqs, lsns)
+	parts, epochs := leaseArrays(leases)
+	rows, err := s.sql().CDC().MarkRetry(owner, parts, epochs, seqs, lsns).Query(ctx, q)
 	if err != nil {
 		return 0, nil, fmt.Errorf("cdc: leave %d rows to the retry path: %w", len(records), err)
 	}
@@ -122,9 +107,7 @@ func (s *store) markRetry(ctx context.Context, q querier, owner string, leases [
 // dead: the later events of parked keys, which the polling source kept behind their key's
 // failure without marking them. Run before a fresh slot's drain.
 func (s *store) markParkedUpTo(ctx context.Context, q querier, horizon int64) (int64, error) {
-	res, err := q.ExecContext(ctx, "UPDATE "+s.table.Events()+" SET next_attempt_at = clock_timestamp()"+
-		" WHERE status = 0 AND next_attempt_at IS NULL AND seq <= $1 AND key_hash IN (SELECT p.key_hash FROM "+
-		s.table.Events()+" p WHERE p.status = 2 OR p.next_attempt_at IS NOT NULL)", horizon)
+	res, err := s.sql().CDC().MarkParkedUpTo(horizon).Exec(ctx, q)
 	if err != nil {
 		return 0, fmt.Errorf("cdc: mark the later events of parked keys up to seq %d: %w", horizon, err)
 	}
@@ -134,7 +117,7 @@ func (s *store) markParkedUpTo(ctx context.Context, q querier, horizon int64) (i
 // maxSeq returns the highest seq in the table (0 when empty).
 func (s *store) maxSeq(ctx context.Context, q querier) (int64, error) {
 	var seq int64
-	if err := q.QueryRowContext(ctx, "SELECT COALESCE(MAX(seq), 0) FROM "+s.table.Events()).Scan(&seq); err != nil {
+	if err := s.sql().CDC().MaxSeq().QueryRow(ctx, q).Scan(&seq); err != nil {
 		return 0, fmt.Errorf("cdc: read the highest seq: %w", err)
 	}
 	return seq, nil
@@ -144,18 +127,16 @@ func (s *store) maxSeq(ctx context.Context, q querier) (int64, error) {
 // rows marked without one first), then seq: commit order per key, also without key locks
 // (claim's rules otherwise).
 func (s *store) claimRetry(ctx context.Context, q querier, partitions []int, limit int, maxBytes int64) ([]record, error) {
-	query, args := s.claimQueryWhere(partitions, limit, maxBytes, retryOrder, "next_attempt_at IS NOT NULL")
-	return s.claimWith(ctx, q, query, args)
+	return s.claimWith(ctx, q, s.sql().CDC().ClaimRetry(partitions, limit, maxBytes))
 }
 
 // claimUpTo claims pending rows up to seq horizon (the drain of a fresh slot).
 func (s *store) claimUpTo(ctx context.Context, q querier, partitions []int, limit int, maxBytes int64, horizon int64) ([]record, error) {
-	query, args := s.claimQueryWhere(partitions, limit, maxBytes, "", "seq <= ?", horizon)
-	return s.claimWith(ctx, q, query, args)
+	return s.claimWith(ctx, q, s.sql().CDC().ClaimUpTo(partitions, limit, maxBytes, horizon))
 }
 
-func (s *store) claimWith(ctx context.Context, q querier, query string, args []any) ([]record, error) {
-	rows, err := q.QueryContext(ctx, query, args...) // claimQueryWhere rebinds
+func (s *store) claimWith(ctx context.Context, q querier, claim sqlstore.Query) ([]record, error) {
+	rows, err := claim.Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("cdc: claim rows: %w", err)
 	}
@@ -166,8 +147,7 @@ func (s *store) claimWith(ctx context.Context, q querier, query string, args []a
 // otherLiveOwners counts the unexpired leases of the group held by relays other than owner.
 func (s *store) otherLiveOwners(ctx context.Context, q querier, owner string) (int, error) {
 	var n int
-	err := q.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+s.table.Leases()+
-		" WHERE lease_group = $1 AND owner IS NOT NULL AND owner <> $2 AND expires_at > clock_timestamp()", s.group, owner).Scan(&n)
+	err := s.sql().CDC().OtherLiveOwners(owner).QueryRow(ctx, q).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("cdc: count other relays' live leases: %w", err)
 	}
@@ -178,8 +158,7 @@ func (s *store) otherLiveOwners(ctx context.Context, q querier, owner string) (i
 // (false also when the slot has no row: a slot created by hand or by an older relay).
 func (s *store) slotDrained(ctx context.Context, q querier, slot string) (bool, error) {
 	var drained bool
-	err := q.QueryRowContext(ctx, "SELECT COALESCE((SELECT drained_at IS NOT NULL FROM "+s.table.CDCSlots()+
-		" WHERE slot_name = $1), false)", slot).Scan(&drained)
+	err := s.sql().CDC().SlotDrained(slot).QueryRow(ctx, q).Scan(&drained)
 	if err != nil {
 		return false, fmt.Errorf("cdc: read the drain state of slot %s: %w", slot, err)
 	}
@@ -188,13 +167,7 @@ func (s *store) slotDrained(ctx context.Context, q querier, slot string) (bool, 
 
 // setSlotDrained records (drained true) or clears (before the slot is created) the drain state.
 func (s *store) setSlotDrained(ctx context.Context, q querier, slot string, drained bool) error {
-	query := "INSERT INTO " + s.table.CDCSlots() + " (slot_name) VALUES ($1)" +
-		" ON CONFLICT (slot_name) DO UPDATE SET created_at = now(), drained_at = NULL"
-	if drained {
-		query = "INSERT INTO " + s.table.CDCSlots() + " (slot_name, drained_at) VALUES ($1, now())" +
-			" ON CONFLICT (slot_name) DO UPDATE SET drained_at = now()"
-	}
-	if _, err := q.ExecContext(ctx, query, slot); err != nil {
+	if _, err := s.sql().CDC().SetSlotDrained(slot, drained).Exec(ctx, q); err != nil {
 		return fmt.Errorf("cdc: record the drain state of slot %s: %w", slot, err)
 	}
 	return nil
@@ -209,22 +182,8 @@ func (s *store) setSlotDrained(ctx context.Context, q querier, slot string, drai
 // trips, one. No transaction is left open between statements, so none can outlive a pause of
 // the relay (what inLeaseTx's idle timeout is for).
 func (s *store) ackFenced(ctx context.Context, q querier, owner string, leases []lease, seqs []int64, retain bool) (map[int]bool, error) {
-	parts := make([]int32, len(leases))
-	epochs := make([]int64, len(leases))
-	for i, l := range leases {
-		parts[i], epochs[i] = int32(l.partition), l.epoch
-	}
-	args := []any{s.group, owner, parts, epochs, seqs}
-	act := "DELETE FROM " + s.table.Events()
-	if retain {
-		act = "UPDATE " + s.table.Events() + " SET status = 1, published_at = $6, next_attempt_at = NULL" // as in ack
-		args = append(args, s.dialect.TimeArg(time.Now()))
-	}
-	rows, err := q.QueryContext(ctx, "WITH owned AS (SELECT l.partition_no FROM "+s.table.Leases()+
-		" l JOIN unnest($3::int[], $4::bigint[]) AS c(p, e) ON l.partition_no = c.p"+
-		" WHERE l.lease_group = $1 AND l.owner = $2 AND l.epoch = c.e ORDER BY l.partition_no FOR UPDATE OF l),"+
-		" acked AS ("+act+" WHERE seq = ANY($5) AND partition_no IN (SELECT partition_no FROM owned) RETURNING 1)"+
-		" SELECT partition_no FROM owned", args...)
+	parts, epochs := leaseArrays(leases)
+	rows, err := s.sql().CDC().AckFenced(owner, parts, epochs, seqs, retain).Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("ack %d rows: %w", len(seqs), err)
 	}
@@ -241,4 +200,15 @@ func (s *store) ackFenced(ctx context.Context, q querier, owner string, leases [
 		return nil, fmt.Errorf("ack %d rows: %w", len(seqs), err)
 	}
 	return owned, nil
+}
+
+// leaseArrays returns the partitions and epochs of leases as the arrays the fenced cdc
+// statements bind.
+func leaseArrays(leases []lease) ([]int32, []int64) {
+	parts := make([]int32, len(leases))
+	epochs := make([]int64, len(leases))
+	for i, l := range leases {
+		parts[i], epochs[i] = int32(l.partition), l.epoch
+	}
+	return parts, epochs
 }

@@ -7,12 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -42,7 +41,7 @@ type unitMark struct {
 // "" if none is recorded.
 func (s *store) cleanedDigest(ctx context.Context, q querier, unit string) (string, error) {
 	var digest string
-	err := q.QueryRowContext(ctx, s.q("SELECT cleaned FROM "+s.table.Units()+" WHERE unit = ?"), unit).Scan(&digest)
+	err := s.sql().CleanedDigest(unit).QueryRow(ctx, q).Scan(&digest)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
@@ -56,16 +55,7 @@ func (s *store) cleanedDigest(ctx context.Context, q querier, unit string) (stri
 // unit), so that markCleaned only updates rows: an update by primary key locks just the row on
 // every database, where an upsert takes gap locks on MySQL that could deadlock relays.
 func (s *store) ensureUnitRow(ctx context.Context, q querier, unit string) error {
-	var query string
-	switch s.dialect {
-	case outbox.Postgres:
-		query = "INSERT INTO " + s.table.Units() + " (unit, cleaned, cleaned_at) VALUES (?, '', ?) ON CONFLICT DO NOTHING"
-	case outbox.MySQL:
-		query = "INSERT IGNORE INTO " + s.table.Units() + " (unit, cleaned, cleaned_at) VALUES (?, '', ?)"
-	default:
-		query = "INSERT OR IGNORE INTO " + s.table.Units() + " (unit, cleaned, cleaned_at) VALUES (?, '', ?)"
-	}
-	if _, err := q.ExecContext(ctx, s.q(query), unit, s.dialect.TimeArg(time.Now())); err != nil {
+	if _, err := s.sql().EnsureUnitRow(unit).Exec(ctx, q); err != nil {
 		return fmt.Errorf("create the cleanup mark of unit %s: %w", unit, err)
 	}
 	return nil
@@ -77,18 +67,11 @@ func (s *store) markCleaned(ctx context.Context, q querier, marks []unitMark) er
 	if len(marks) == 0 {
 		return nil
 	}
-	marks = slices.SortedFunc(slices.Values(marks), func(a, b unitMark) int { return strings.Compare(a.name, b.name) })
-	var cases strings.Builder
-	caseArgs := make([]any, 0, 2*len(marks))
-	names := make([]any, 0, len(marks))
-	for _, m := range marks {
-		cases.WriteString(" WHEN ? THEN ?")
-		caseArgs = append(caseArgs, m.name, m.digest)
-		names = append(names, m.name)
+	rows := make([]sqlstore.UnitMark, len(marks))
+	for i, m := range marks {
+		rows[i] = sqlstore.UnitMark{Unit: m.name, Digest: m.digest}
 	}
-	query := "UPDATE " + s.table.Units() + " SET cleaned = CASE unit" + cases.String() + " END, cleaned_at = ? WHERE unit IN " + in(len(marks))
-	args := append(append(caseArgs, s.dialect.TimeArg(time.Now())), names...)
-	if _, err := q.ExecContext(ctx, s.q(query), args...); err != nil {
+	if _, err := s.sql().MarkCleaned(rows).Exec(ctx, q); err != nil {
 		return fmt.Errorf("record the cleanup of %d transactional units: %w", len(marks), err)
 	}
 	return nil
@@ -100,14 +83,7 @@ func (s *store) eventIDs(ctx context.Context, q querier, seqs []int64) (map[int6
 	if len(seqs) == 0 {
 		return out, nil
 	}
-	query := "SELECT seq, event_id FROM " + s.table.Events() + " WHERE seq IN " + in(len(seqs))
-	args := intArgs(seqs)
-	if s.dialect == outbox.MySQL {
-		table, list := pointLookups(seqs) // point lookups, as in ack
-		query = "SELECT e.seq, e.event_id FROM " + table + " STRAIGHT_JOIN " + s.table.Events() + " e ON e.seq = p.n"
-		args = []any{list}
-	}
-	rows, err := q.QueryContext(ctx, s.q(query), args...)
+	rows, err := s.sql().EventIDs(seqs).Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("read the event ids of %d rows: %w", len(seqs), err)
 	}

@@ -18,28 +18,12 @@ import (
 // heartbeat is younger than ttl; the check and the insert are one statement, so two relays
 // starting together cannot both pass.
 func (s *store) registerRelay(ctx context.Context, db *sql.DB, owner string, ttl time.Duration) (registered bool, err error) {
-	now, nowArg := s.dbTime(0)
-	var query string
-	args := []any{s.group, owner, nowArg}
-	switch s.dialect {
-	case outbox.Postgres:
-		query = "INSERT INTO " + s.table.Relays() + " (lease_group, owner, heartbeat_at) VALUES (?, ?, " + now + ") " +
-			"ON CONFLICT (lease_group, owner) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at"
-	case outbox.MySQL:
-		query = "INSERT INTO " + s.table.Relays() + " (lease_group, owner, heartbeat_at) VALUES (?, ?, " + now + ") " +
-			"ON DUPLICATE KEY UPDATE heartbeat_at = VALUES(heartbeat_at)"
-	default:
-		alive, aliveArg := s.dbTime(-ttl)
-		query = "INSERT INTO " + s.table.Relays() + " (lease_group, owner, heartbeat_at) SELECT ?, ?, " + now +
-			" WHERE NOT EXISTS (SELECT 1 FROM " + s.table.Relays() + " WHERE owner <> ? AND heartbeat_at > " + alive + ")" +
-			" ON CONFLICT (lease_group, owner) DO UPDATE SET heartbeat_at = excluded.heartbeat_at"
-		args = append(args, owner, aliveArg)
-	}
-	res, err := db.ExecContext(ctx, s.q(query), args...)
+	query, exclusive := s.sql().RegisterRelay(owner, ttl)
+	res, err := query.Exec(ctx, db)
 	if err != nil {
 		return false, fmt.Errorf("register relay: %w", err)
 	}
-	if s.dialect != outbox.SQLite {
+	if !exclusive {
 		return true, nil
 	}
 	n, err := res.RowsAffected()
@@ -51,10 +35,8 @@ func (s *store) registerRelay(ctx context.Context, db *sql.DB, owner string, ttl
 
 // otherRelay names a live relay other than owner (SQLite's one-relay check), or "" if none.
 func (s *store) otherRelay(ctx context.Context, db *sql.DB, owner string, ttl time.Duration) (string, error) {
-	alive, aliveArg := s.dbTime(-ttl)
 	var other string
-	err := db.QueryRowContext(ctx, s.q("SELECT owner FROM "+s.table.Relays()+" WHERE owner <> ? AND heartbeat_at > "+alive+
-		" ORDER BY owner LIMIT 1"), owner, aliveArg).Scan(&other)
+	err := s.sql().OtherRelay(owner, ttl).QueryRow(ctx, db).Scan(&other)
 	if err == sql.ErrNoRows {
 		return "", nil
 	}
@@ -87,14 +69,11 @@ func (s *store) heartbeat(ctx context.Context, db *sql.DB, owner string, ttl tim
 		}
 		return 0, errOtherRelay{other}
 	}
-	dead, deadArg := s.dbTime(-ttl)
-	if _, err := db.ExecContext(ctx, s.q("DELETE FROM "+s.table.Relays()+" WHERE lease_group = ? AND heartbeat_at < "+dead),
-		s.group, deadArg); err != nil {
+	if _, err := s.sql().ForgetDeadRelays(ttl).Exec(ctx, db); err != nil {
 		return 0, fmt.Errorf("forget dead relays: %w", err)
 	}
 	var relays int
-	if err := db.QueryRowContext(ctx, s.q("SELECT COUNT(*) FROM "+s.table.Relays()+" WHERE lease_group = ?"),
-		s.group).Scan(&relays); err != nil {
+	if err := s.sql().CountRelays().QueryRow(ctx, db).Scan(&relays); err != nil {
 		return 0, fmt.Errorf("count relays: %w", err)
 	}
 	share := policy.share(relays)
@@ -149,10 +128,7 @@ func (s *store) renew(ctx context.Context, db *sql.DB, owner string, ttl time.Du
 		if len(owned) == 0 {
 			return nil
 		}
-		expires, expiresArg := s.dbTime(ttl)
-		_, err = tx.ExecContext(ctx, s.q("UPDATE "+s.table.Leases()+" SET expires_at = "+expires+
-			" WHERE lease_group = ? AND owner = ? AND partition_no IN "+in(len(owned))),
-			append([]any{expiresArg, s.group, owner}, intArgs(owned)...)...)
+		_, err = s.sql().Renew(owner, ttl, owned).Exec(ctx, tx)
 		return err
 	})
 	if err != nil {
@@ -171,9 +147,7 @@ func (s *store) release(ctx context.Context, db *sql.DB, owner string, partition
 		if _, err := s.lockLeases(ctx, tx, partitions, false); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, s.q("UPDATE "+s.table.Leases()+" SET owner = NULL, expires_at = ?"+
-			" WHERE lease_group = ? AND owner = ? AND partition_no IN "+in(len(partitions))),
-			append([]any{s.dialect.TimeArg(time.Unix(0, 0)), s.group, owner}, intArgs(partitions)...)...)
+		res, err := s.sql().Release(owner, partitions).Exec(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -190,14 +164,11 @@ func (s *store) release(ctx context.Context, db *sql.DB, owner string, partition
 // the previous owner. Candidates locked by another transaction are skipped, so acquiring never
 // waits.
 func (s *store) acquire(ctx context.Context, db *sql.DB, owner string, n int, ttl time.Duration, policy sharePolicy) (int, error) {
-	now, nowArg := s.dbTime(0)
 	limit := n
 	if policy.units > 0 {
 		limit = outbox.Partitions // whole units are picked below
 	}
-	candidates, err := queryInts(ctx, db, s.q("SELECT partition_no FROM "+s.table.Leases()+
-		" WHERE lease_group = ? AND (owner IS NULL OR expires_at < "+now+") ORDER BY partition_no LIMIT ?"),
-		s.group, nowArg, limit)
+	candidates, err := s.sql().FreeLeases(limit).Ints(ctx, db)
 	if err != nil {
 		return 0, fmt.Errorf("find free leases: %w", err)
 	}
@@ -226,10 +197,7 @@ func (s *store) acquire(ctx context.Context, db *sql.DB, owner string, n int, tt
 				return nil
 			}
 		}
-		expires, expiresArg := s.dbTime(ttl)
-		res, err := tx.ExecContext(ctx, s.q("UPDATE "+s.table.Leases()+" SET owner = ?, epoch = epoch + 1, expires_at = "+expires+
-			" WHERE lease_group = ? AND (owner IS NULL OR expires_at < "+now+") AND partition_no IN "+in(len(parts))),
-			append([]any{owner, expiresArg, s.group, nowArg}, intArgs(parts)...)...)
+		res, err := s.sql().Acquire(owner, ttl, parts).Exec(ctx, tx)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,48 @@
+package sqlstore
+
+// The operator's statements (forwarder.Admin): the backlog, and the dead letters to list,
+// replay or discard.
+
+// DeadLetters selects up to limit dead rows, oldest first: seq, event_id, topic,
+// aggregate_type, aggregate_id, event_type, tenant_id, attempts, last_error, created_at.
+func (s Statements) DeadLetters(limit int) Query {
+	return s.q("SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at FROM "+
+		s.table.Events()+" WHERE status = 2 ORDER BY seq LIMIT ?", limit)
+}
+
+// Replay makes the dead rows of the event ids (not empty) pending again with fresh attempts and
+// a next attempt time (now): the cdc source leaves the keys of pending rows with one to its
+// retry path.
+func (s Statements) Replay(eventIDs []string) Query {
+	return s.q("UPDATE "+s.table.Events()+" SET status = 0, attempts = 0, next_attempt_at = ?, last_error = NULL WHERE status = 2 AND event_id IN "+
+		in(len(eventIDs)), append([]any{s.nowArg()}, stringArgs(eventIDs)...)...)
+}
+
+// MarkKeysOfDead gives the unmarked pending rows of the keys of the dead rows of the event ids
+// (not empty) a next attempt time (now), before Discard: the cdc source then leaves them to its
+// retry path, in order, rather than letting newer events of the key overtake them.
+func (s Statements) MarkKeysOfDead(eventIDs []string) Query {
+	events := s.table.Events()
+	return s.q("UPDATE "+events+" SET next_attempt_at = ? WHERE status = 0 AND next_attempt_at IS NULL"+
+		" AND key_hash IN (SELECT key_hash FROM (SELECT key_hash FROM "+events+" WHERE status = 2 AND event_id IN "+in(len(eventIDs))+") d)",
+		append([]any{s.nowArg()}, stringArgs(eventIDs)...)...)
+}
+
+// Discard deletes the dead rows of the event ids (not empty).
+func (s Statements) Discard(eventIDs []string) Query {
+	return s.q("DELETE FROM "+s.table.Events()+" WHERE status = 2 AND event_id IN "+in(len(eventIDs)), stringArgs(eventIDs)...)
+}
+
+// Status selects, per topic: pending, retrying (pending that failed at least once) and dead
+// rows, and the oldest pending created_at.
+func (s Statements) Status() Query {
+	return s.q("SELECT topic, " +
+		"SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), " +
+		"SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN created_at END) FROM " +
+		s.table.Events() + " WHERE status IN (0, 2) GROUP BY topic ORDER BY topic")
+}
+
+// LeaseOwners selects partition_no and owner ("" for none) of every lease row of the group.
+func (s Statements) LeaseOwners(group string) Query {
+	return s.q("SELECT partition_no, COALESCE(owner, '') FROM "+s.table.Leases()+" WHERE lease_group = ?", group)
+}

@@ -1,0 +1,43 @@
+package sqlstore
+
+import (
+	"slices"
+	"strings"
+)
+
+// The statements of exactly-once delivery's bookkeeping: per transactional unit, the digest of
+// the last checkpoint whose rows are acknowledged.
+
+// UnitMark is a unit's checkpoint whose rows an acknowledgement settles.
+type UnitMark struct {
+	Unit   string
+	Digest string
+}
+
+// CleanedDigest selects the digest of the last checkpoint of unit whose rows are acknowledged.
+func (s Statements) CleanedDigest(unit string) Query {
+	return s.q("SELECT cleaned FROM "+s.table.Units()+" WHERE unit = ?", unit)
+}
+
+// EnsureUnitRow creates the units table's row of unit if it is missing, so that MarkCleaned
+// only updates rows: an update by primary key locks just the row on every database, where an
+// upsert takes gap locks on MySQL that could deadlock relays.
+func (s Statements) EnsureUnitRow(unit string) Query {
+	return s.q(s.d.InsertIgnore(s.table.Units(), "unit, cleaned, cleaned_at", "(?, '', ?)"), unit, s.nowArg())
+}
+
+// MarkCleaned records the checkpoints (not empty) whose rows an acknowledgement settles, in one
+// statement, updating the rows in the order of the units' names.
+func (s Statements) MarkCleaned(marks []UnitMark) Query {
+	marks = slices.SortedFunc(slices.Values(marks), func(a, b UnitMark) int { return strings.Compare(a.Unit, b.Unit) })
+	var cases strings.Builder
+	caseArgs := make([]any, 0, 2*len(marks))
+	names := make([]any, 0, len(marks))
+	for _, m := range marks {
+		cases.WriteString(" WHEN ? THEN ?")
+		caseArgs = append(caseArgs, m.Unit, m.Digest)
+		names = append(names, m.Unit)
+	}
+	args := append(append(caseArgs, s.nowArg()), names...)
+	return s.q("UPDATE "+s.table.Units()+" SET cleaned = CASE unit"+cases.String()+" END, cleaned_at = ? WHERE unit IN "+in(len(marks)), args...)
+}
