@@ -29,7 +29,8 @@ and keeps it in the outbox table with status dead; it holds back the later event
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(a.deadLettersListCommand(), a.deadLettersActionCommand(true), a.deadLettersActionCommand(false))
+	cmd.AddCommand(a.deadLettersListCommand(), a.deadLettersShowCommand(), a.deadLettersGroupsCommand(),
+		a.deadLettersActionCommand(true), a.deadLettersActionCommand(false))
 	return cmd
 }
 
@@ -45,25 +46,35 @@ type deadLetterJSON struct {
 	Attempts      int       `json:"attempts"`
 	LastError     string    `json:"last_error"`
 	CreatedAt     time.Time `json:"created_at"`
+	// State is dead (it holds back its key) or skipped (outboxkit keys skip: it holds back nothing).
+	State       string `json:"state"`
+	Fingerprint string `json:"fingerprint"`
 }
 
 func (a *app) deadLettersListCommand() *cobra.Command {
 	var (
-		limit  int
+		flags  filterFlags
 		asJSON bool
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List dead-lettered events, oldest first",
+		Short: "List dead-lettered (and skipped) events, oldest first, with filters",
 		Long: `list prints the dead-lettered events of the outbox table, oldest first: event id, topic,
-aggregate (type/id), event type, tenant, attempts, creation time and the last error (cut to fit
-in the table; --json prints it whole).`,
+aggregate (type/id), event type, tenant, state (dead, or skipped by 'keys skip'), attempts,
+creation time, failure group (the fingerprint of the error, see 'dead-letters groups') and the
+last error (cut to fit in the table; --json prints it whole). The filters combine.`,
 		Example: `  outboxkit dead-letters list --config outboxkit.yaml --limit 20
+  outboxkit dead-letters list --config outboxkit.yaml --topic orders --error "too large" --since 2h
   outboxkit dead-letters list --config outboxkit.yaml --json | jq -r '.[].event_id'`,
 		Args: cobra.NoArgs,
 		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
+			limit := flags.limit
 			if limit <= 0 {
 				return usageErr(fmt.Errorf("--limit: must be positive, got %d", limit))
+			}
+			filter, err := flags.eventFilter(time.Now())
+			if err != nil {
+				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), adminTimeout)
 			defer cancel()
@@ -72,7 +83,7 @@ in the table; --json prints it whole).`,
 				return err
 			}
 			defer db.Close()
-			dead, err := admin.DeadLetters(ctx, limit)
+			dead, err := admin.FindDeadLetters(ctx, filter)
 			if err != nil {
 				return withMigrateHint(fmt.Errorf("list dead letters: %w", err))
 			}
@@ -81,7 +92,8 @@ in the table; --json prints it whole).`,
 				for _, d := range dead {
 					out = append(out, deadLetterJSON{EventID: d.EventID.String(), Seq: d.Seq, Topic: d.Topic,
 						AggregateType: d.AggregateType, AggregateID: d.AggregateID, EventType: d.EventType,
-						TenantID: d.TenantID, Attempts: d.Attempts, LastError: d.LastError, CreatedAt: d.CreatedAt.UTC()})
+						TenantID: d.TenantID, Attempts: d.Attempts, LastError: d.LastError, CreatedAt: d.CreatedAt.UTC(),
+						State: d.State, Fingerprint: d.Fingerprint})
 				}
 				enc := json.NewEncoder(a.stdout)
 				enc.SetIndent("", "  ")
@@ -92,14 +104,14 @@ in the table; --json prints it whole).`,
 				return nil
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "EVENT ID\tTOPIC\tAGGREGATE\tEVENT TYPE\tTENANT\tATTEMPTS\tCREATED\tLAST ERROR")
+			fmt.Fprintln(tw, "EVENT ID\tTOPIC\tAGGREGATE\tEVENT TYPE\tTENANT\tSTATE\tATTEMPTS\tCREATED\tGROUP\tLAST ERROR")
 			for _, d := range dead {
 				tenant := d.TenantID
 				if tenant == "" {
 					tenant = "-"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\t%d\t%s\t%s\n", d.EventID, d.Topic, d.AggregateType, d.AggregateID,
-					d.EventType, tenant, d.Attempts, d.CreatedAt.UTC().Format(time.RFC3339), truncate(d.LastError, 80))
+				fmt.Fprintf(tw, "%s\t%s\t%s/%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", d.EventID, d.Topic, d.AggregateType, d.AggregateID,
+					d.EventType, tenant, d.State, d.Attempts, d.CreatedAt.UTC().Format(time.RFC3339), d.Fingerprint, truncate(d.LastError, 80))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -110,15 +122,16 @@ in the table; --json prints it whole).`,
 			return nil
 		}),
 	}
-	cmd.Flags().IntVar(&limit, "limit", 100, "list at most this many dead letters (oldest first)")
+	flags.register(cmd.Flags(), true)
+	cmd.Flags().IntVar(&flags.limit, "limit", 100, "list at most this many dead letters (oldest first)")
 	cmd.Flags().BoolVar(&asJSON, "json", false,
-		"print a JSON array of {event_id, seq, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, last_error, created_at}")
+		"print a JSON array of {event_id, seq, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, last_error, created_at, state, fingerprint}")
 	return cmd
 }
 
 // deadLettersActionCommand is `replay` (replay true) or `discard`.
 func (a *app) deadLettersActionCommand(replay bool) *cobra.Command {
-	var all, yes bool
+	var all, yes, dryRun bool
 	verb, past := "discard", "discarded"
 	short := "Delete dead-lettered events for good, releasing the later events of their keys"
 	long := `discard deletes the given dead-lettered events from the outbox table for good; the later
@@ -145,7 +158,7 @@ publishes them, then the later events of their keys, in order. Ids that are not 
 			if !all && len(args) == 0 {
 				return usageErr(fmt.Errorf("%s needs at least one event id (or --all)", verb))
 			}
-			if all && !replay && !yes {
+			if all && !replay && !yes && !dryRun {
 				return usageErr(errors.New("discard --all deletes every dead letter for good: add --yes to confirm"))
 			}
 			_, err := parseEventIDs(args)
@@ -160,6 +173,13 @@ publishes them, then the later events of their keys, in order. Ids that are not 
 				return err
 			}
 			defer db.Close()
+			if dryRun {
+				res, err := runAction(ctx, admin, verb, forwarder.EventFilter{EventIDs: ids}, true)
+				if err != nil {
+					return withMigrateHint(fmt.Errorf("%s --dry-run: %w", verb, err))
+				}
+				return printAction(a.stdout, res)
+			}
 			act := admin.Discard
 			if replay {
 				act = admin.Replay
@@ -184,6 +204,7 @@ publishes them, then the later events of their keys, in order. Ids that are not 
 		}),
 	}
 	cmd.Flags().BoolVar(&all, "all", false, verb+" every dead letter of the outbox table")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the dead letters it would "+verb+" (dead or skipped) and change nothing")
 	if !replay {
 		cmd.Flags().BoolVar(&yes, "yes", false, "confirm discard --all (required with --all)")
 	}

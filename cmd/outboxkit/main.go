@@ -130,7 +130,7 @@ Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
 	root.Version = buildVersion()
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(a.relayCommand(), a.migrateCommand(), a.statusCommand(), a.deadLettersCommand(), a.cdcCommand(),
+	root.AddCommand(a.relayCommand(), a.migrateCommand(), a.statusCommand(), a.deadLettersCommand(), a.keysCommand(), a.cdcCommand(),
 		a.versionCommand())
 	return root
 }

@@ -1,0 +1,177 @@
+// Package adminapi is the relay's admin HTTP API: JSON views of forwarder.Admin (backlog,
+// relays and leases, slots, units, blocked keys, dead letters) and its actions, behind bearer
+// tokens with a read and a write scope. The CLI prints the same JSON views.
+package adminapi
+
+import (
+	"time"
+
+	"github.com/outboxkit/outboxkit/forwarder"
+)
+
+// KeyView is an ordering key.
+type KeyView struct {
+	TenantID      string `json:"tenant_id"`
+	AggregateType string `json:"aggregate_type"`
+	AggregateID   string `json:"aggregate_id"`
+}
+
+// EventView is an event of the outbox table as the listings show it.
+type EventView struct {
+	EventID     string    `json:"event_id"`
+	Seq         int64     `json:"seq"`
+	Topic       string    `json:"topic"`
+	Key         KeyView   `json:"key"`
+	EventType   string    `json:"event_type"`
+	State       string    `json:"state"`
+	Attempts    int       `json:"attempts"`
+	LastError   string    `json:"last_error"`
+	Fingerprint string    `json:"fingerprint"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// EventDetailView is one event, whole.
+type EventDetailView struct {
+	EventView
+	KeyHash     int64             `json:"key_hash"`
+	Partition   int               `json:"partition"`
+	NextAttempt *time.Time        `json:"next_attempt,omitempty"`
+	Headers     map[string]string `json:"headers"`
+	// Payload is the payload as text when it is valid UTF-8, else PayloadBase64 holds it.
+	Payload       *string `json:"payload,omitempty"`
+	PayloadBase64 []byte  `json:"payload_base64,omitempty"`
+}
+
+// BlockedKeyView is a key the relay holds back.
+type BlockedKeyView struct {
+	Key          KeyView    `json:"key"`
+	KeyHash      int64      `json:"key_hash"`
+	Partition    int        `json:"partition"`
+	State        string     `json:"state"`
+	Head         EventView  `json:"head"`
+	NextAttempt  *time.Time `json:"next_attempt,omitempty"`
+	Waiting      int64      `json:"waiting"`
+	BlockedSince time.Time  `json:"blocked_since"`
+}
+
+// GroupView is a failure group.
+type GroupView struct {
+	Fingerprint string    `json:"fingerprint"`
+	Normalised  string    `json:"normalised_error"`
+	Example     string    `json:"example_error"`
+	DeadLetters int       `json:"dead_letters"`
+	Skipped     int       `json:"skipped"`
+	BlockedKeys int       `json:"blocked_keys"`
+	Topics      []string  `json:"topics"`
+	Oldest      time.Time `json:"oldest"`
+	Newest      time.Time `json:"newest"`
+}
+
+// ActionView is what an action touched, or would touch on a dry run.
+type ActionView struct {
+	Action  string      `json:"action"`
+	DryRun  bool        `json:"dry_run"`
+	Matched int         `json:"matched"`
+	Applied int64       `json:"applied"`
+	Events  []EventView `json:"events"`
+}
+
+// TopicView is the backlog of one topic.
+type TopicView struct {
+	Topic                   string     `json:"topic"`
+	Pending                 int64      `json:"pending"`
+	Retrying                int64      `json:"retrying"`
+	Dead                    int64      `json:"dead"`
+	OldestPending           *time.Time `json:"oldest_pending"`
+	OldestPendingAgeSeconds *float64   `json:"oldest_pending_age_seconds"`
+}
+
+// Key returns the view of k.
+func Key(k forwarder.Key) KeyView {
+	return KeyView{TenantID: k.TenantID, AggregateType: k.AggregateType, AggregateID: k.AggregateID}
+}
+
+// Event returns the view of a listed event.
+func Event(e forwarder.DeadLetterEntry) EventView {
+	return EventView{EventID: e.EventID.String(), Seq: e.Seq, Topic: e.Topic, EventType: e.EventType, State: e.State,
+		Key:      KeyView{TenantID: e.TenantID, AggregateType: e.AggregateType, AggregateID: e.AggregateID},
+		Attempts: e.Attempts, LastError: e.LastError, Fingerprint: e.Fingerprint, CreatedAt: e.CreatedAt.UTC()}
+}
+
+// Events returns the views of listed events (never nil: an empty list is "[]").
+func Events(entries []forwarder.DeadLetterEntry) []EventView {
+	out := make([]EventView, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, Event(e))
+	}
+	return out
+}
+
+// Detail returns the view of one whole event.
+func Detail(d forwarder.EventDetail) EventDetailView {
+	v := EventDetailView{EventView: Event(d.DeadLetterEntry), KeyHash: d.KeyHash, Partition: d.Partition,
+		Headers: d.Headers, NextAttempt: optionalTime(d.NextAttempt)}
+	if v.Headers == nil {
+		v.Headers = map[string]string{}
+	}
+	if text, ok := PayloadText(d.Payload); ok {
+		v.Payload = &text
+	} else {
+		v.PayloadBase64 = d.Payload
+	}
+	return v
+}
+
+// BlockedKeys returns the views of blocked keys (never nil).
+func BlockedKeys(keys []forwarder.BlockedKey) []BlockedKeyView {
+	out := make([]BlockedKeyView, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, BlockedKeyView{Key: Key(k.Key), KeyHash: k.KeyHash, Partition: k.Partition, State: k.State,
+			Head: Event(k.Head), NextAttempt: optionalTime(k.NextAttempt), Waiting: k.Waiting, BlockedSince: k.BlockedSince.UTC()})
+	}
+	return out
+}
+
+// Groups returns the views of failure groups (never nil).
+func Groups(groups []forwarder.FailureGroup) []GroupView {
+	out := make([]GroupView, 0, len(groups))
+	for _, g := range groups {
+		out = append(out, GroupView{Fingerprint: g.Fingerprint, Normalised: g.Normalised, Example: g.Example,
+			DeadLetters: g.DeadLetters, Skipped: g.Skipped, BlockedKeys: g.BlockedKeys, Topics: g.Topics,
+			Oldest: g.Oldest.UTC(), Newest: g.Newest.UTC()})
+	}
+	return out
+}
+
+// Action returns the view of an action's result.
+func Action(r forwarder.ActionResult) ActionView {
+	v := ActionView{Action: r.Action, DryRun: r.DryRun, Matched: len(r.Events), Applied: r.Applied, Events: []EventView{}}
+	for _, e := range r.Events {
+		v.Events = append(v.Events, EventView{EventID: e.EventID.String(), Seq: e.Seq, Topic: e.Topic, Key: Key(e.Key),
+			State: e.State, Fingerprint: e.Fingerprint})
+	}
+	return v
+}
+
+// Topics returns the backlog views, with the age of each topic's oldest pending event at now.
+func Topics(topics []forwarder.TopicStatus, now time.Time) []TopicView {
+	out := make([]TopicView, 0, len(topics))
+	for _, t := range topics {
+		row := TopicView{Topic: t.Topic, Pending: t.Pending, Retrying: t.Retrying, Dead: t.Dead}
+		if !t.OldestPending.IsZero() {
+			oldest := t.OldestPending.UTC()
+			age := now.Sub(oldest).Seconds()
+			row.OldestPending, row.OldestPendingAgeSeconds = &oldest, &age
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+func optionalTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
