@@ -22,6 +22,10 @@
 #   scripts/services.sh start-pulsar-secure | stop-pulsar-secure | restart-pulsar-secure
 #                                 the Pulsar standalone with TLS, token authentication and
 #                                 authorization, not started by `up` (scripts/services/pulsar-secure.sh)
+#   scripts/services.sh start-kafka-cluster | stop-kafka-cluster
+#   scripts/services.sh kill-kafka-cluster-broker N | start-kafka-cluster-broker N | restart-kafka-cluster-broker N
+#                                 the three-node Kafka cluster (RF 3, min ISR 2) on 19192-19194, not
+#                                 started by `up` (scripts/services/kafka-cluster.sh)
 #
 # Every port and path can be overridden through the variables below.
 set -euo pipefail
@@ -237,6 +241,8 @@ source "$here/services/tls.sh"
 source "$here/services/kafka-secure.sh"
 # shellcheck source=services/pulsar-secure.sh
 source "$here/services/pulsar-secure.sh"
+# shellcheck source=services/kafka-cluster.sh
+source "$here/services/kafka-cluster.sh"
 
 print_env() {
   cat <<EOF
@@ -250,6 +256,7 @@ EOF
   print_rabbitmq_env
   print_kafka_secure_env
   print_pulsar_secure_env
+  print_kafka_cluster_env
 }
 
 main() {
@@ -275,6 +282,7 @@ main() {
     stop_rabbitmq
     stop_pidfile "$KAFKA_SECURE_DIR/kafka.pid"
     stop_pidfile "$PULSAR_SECURE_DIR/pulsar.pid"
+    stop_kafka_cluster
     [ -f "$SERVICES_STATE_DIR/mariadb/mysqld.pid" ] && stop_pidfile "$SERVICES_STATE_DIR/mariadb/mysqld.pid"
     [ -f "$SERVICES_STATE_DIR/postgres/postmaster.pid" ] &&
       su postgres -s /bin/sh -c "$PG_BIN/pg_ctl -D '$SERVICES_STATE_DIR/postgres' -m fast stop" >/dev/null
@@ -299,8 +307,13 @@ main() {
   start-pulsar-secure) start_pulsar_secure ;;
   stop-pulsar-secure) stop_pulsar_secure ;;
   restart-pulsar-secure) restart_pulsar_secure ;;
+  start-kafka-cluster) start_kafka_cluster ;;
+  stop-kafka-cluster) stop_kafka_cluster ;;
+  kill-kafka-cluster-broker) kill_kafka_cluster_broker "${2:-}" ;;
+  start-kafka-cluster-broker) start_kafka_cluster_broker "${2:-}" ;;
+  restart-kafka-cluster-broker) restart_kafka_cluster_broker "${2:-}" ;;
   *)
-    echo "usage: $0 [up|env|down|restart-kafka|restart-pulsar|restart-nats|start-nats|stop-nats|restart-rabbitmq|start-rabbitmq|stop-rabbitmq|start-kafka|stop-kafka|start-pulsar|stop-pulsar|start-kafka-secure|stop-kafka-secure|restart-kafka-secure|kafka-secure-grant TOPIC [USER]|start-pulsar-secure|stop-pulsar-secure|restart-pulsar-secure]" >&2
+    echo "usage: $0 [up|env|down|restart-kafka|restart-pulsar|restart-nats|start-nats|stop-nats|restart-rabbitmq|start-rabbitmq|stop-rabbitmq|start-kafka|stop-kafka|start-pulsar|stop-pulsar|start-kafka-secure|stop-kafka-secure|restart-kafka-secure|kafka-secure-grant TOPIC [USER]|start-pulsar-secure|stop-pulsar-secure|restart-pulsar-secure|start-kafka-cluster|stop-kafka-cluster|kill-kafka-cluster-broker N|start-kafka-cluster-broker N|restart-kafka-cluster-broker N]" >&2
     exit 2
     ;;
   esac
