@@ -7,9 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5/pgconn"
-
+	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -96,7 +94,7 @@ func (f *Forwarder) takeOverStalled(ctx context.Context) bool {
 	if err != nil || others > 0 {
 		return false
 	}
-	done, err := terminateWalsender(ctx, f.cfg.DB, f.cdc.slot)
+	done, err := pgrepl.TerminateWalsender(ctx, f.cfg.DB, f.cdc.slot)
 	if err != nil {
 		f.log.Warn("cdc: cannot terminate the walsender of a relay without live leases", "slot", f.cdc.slot, "error", err)
 		return false
@@ -109,8 +107,8 @@ func (f *Forwarder) takeOverStalled(ctx context.Context) bool {
 }
 
 // newCDCReader is the reader of a session's stream of target on conn.
-func (f *Forwarder) newCDCReader(conn *pgconn.PgConn, target cdcTarget) *cdcReader {
-	reader := &cdcReader{conn: conn, decoder: newCDCDecoder(target), batchSize: f.cfg.BatchSize,
+func (f *Forwarder) newCDCReader(conn *pgrepl.Conn, target pgrepl.Target) *cdcReader {
+	reader := &cdcReader{stream: pgrepl.NewStream(conn, pgrepl.NewDecoder(target)), batchSize: f.cfg.BatchSize,
 		maxBytes: f.cfg.MaxBatchBytes, statusInterval: f.cfg.CDC.StatusInterval, receiveLag: f.cdc.metrics.receiveLag}
 	if len(f.cfg.Tenants) > 0 {
 		reader.tenants = map[string]bool{}
@@ -124,7 +122,7 @@ func (f *Forwarder) newCDCReader(conn *pgconn.PgConn, target cdcTarget) *cdcRead
 // cdcSession opens the replication connection, makes sure the publication and the slot exist,
 // streams until ctx ends or the stream fails, and returns why it stopped.
 func (f *Forwarder) cdcSession(ctx context.Context) error {
-	conn, err := replicationConnect(ctx, f.cfg.CDC.DSN)
+	conn, err := pgrepl.Connect(ctx, f.cfg.CDC.DSN)
 	if err != nil {
 		return err
 	}
@@ -133,7 +131,7 @@ func (f *Forwarder) cdcSession(ctx context.Context) error {
 	// standing by, or reconnecting) opens exactly-once units afresh, since another relay may have
 	// opened (fenced) them meanwhile.
 	defer f.pipeline.stop()
-	target, err := resolveTable(ctx, f.cfg.DB, f.cdc.table)
+	target, err := pgrepl.ResolveTable(ctx, f.cfg.DB, f.cdc.table.Events())
 	if err != nil {
 		return err
 	}
@@ -144,16 +142,11 @@ func (f *Forwarder) cdcSession(ctx context.Context) error {
 	if err := f.ensureSlot(ctx, conn); err != nil {
 		return err
 	}
-	err = pglogrepl.StartReplication(ctx, conn, f.cdc.slot, 0, pglogrepl.StartReplicationOptions{
-		Mode: pglogrepl.LogicalReplication,
-		PluginArgs: []string{"proto_version '2'", "publication_names '" + pub + "'",
-			"binary 'true'", "messages 'false'"},
-	})
-	if err != nil {
-		if pgCode(err) == pgObjectInUse {
+	if err := pgrepl.Start(ctx, conn, f.cdc.slot, pub); err != nil {
+		if pgrepl.Code(err) == pgrepl.ObjectInUse {
 			return errSlotBusy{err}
 		}
-		return fmt.Errorf("cdc: start streaming slot %s: %w", f.cdc.slot, err)
+		return err
 	}
 	f.cdc.used = true
 	f.cdc.streaming.Store(true)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
 )
 
 // SlotStatus is one replication slot of the cdc source, as PostgreSQL reports it.
@@ -129,28 +131,28 @@ func (a *Admin) DropSlot(ctx context.Context, leaseGroup string, terminate bool)
 	if err != nil {
 		return "", fmt.Errorf("forwarder: %w", err)
 	}
-	st, err := readSlot(ctx, a.db, name)
+	st, err := pgrepl.ReadSlot(ctx, a.db, name)
 	if err != nil {
 		return name, err
 	}
-	if !st.exists {
+	if !st.Exists {
 		return name, fmt.Errorf("forwarder: replication slot %s (lease group %q) does not exist", name, leaseGroup)
 	}
-	if st.activePID != 0 && !terminate {
-		return name, fmt.Errorf("forwarder: slot %s: %w by PID %d (stop the relays, or terminate it)", name, ErrSlotActive, st.activePID)
+	if st.ActivePID != 0 && !terminate {
+		return name, fmt.Errorf("forwarder: slot %s: %w by PID %d (stop the relays, or terminate it)", name, ErrSlotActive, st.ActivePID)
 	}
 	// A streaming relay reconnects at once: terminate and drop until the drop wins.
 	for attempt := 0; ; attempt++ {
 		if terminate {
-			if _, err := terminateWalsender(ctx, a.db, name); err != nil {
+			if _, err := pgrepl.TerminateWalsender(ctx, a.db, name); err != nil {
 				return name, err
 			}
 		}
-		err := dropSlot(ctx, a.db, name)
+		err := pgrepl.DropSlot(ctx, a.db, name)
 		if err == nil {
 			break
 		}
-		if pgCode(err) != pgObjectInUse || attempt == 100 {
+		if pgrepl.Code(err) != pgrepl.ObjectInUse || attempt == 100 {
 			return name, err
 		}
 		if !sleep(ctx, 10*time.Millisecond) {

@@ -3,6 +3,8 @@ package forwarder
 import (
 	"context"
 	"fmt"
+
+	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
 )
 
 // The names the cdc source makes in the database cluster. Replication slots are per cluster and
@@ -53,25 +55,24 @@ func (f *Forwarder) retireLegacyCDCNames(ctx context.Context) error {
 	if !ours {
 		return nil
 	}
-	var elsewhere bool
-	if err := f.cfg.DB.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1"+
-		" AND database IS DISTINCT FROM current_database())", legacy).Scan(&elsewhere); err != nil {
-		return fmt.Errorf("cdc: read slot %s: %w", legacy, err)
+	elsewhere, err := pgrepl.SlotOfOtherDatabase(ctx, f.cfg.DB, legacy)
+	if err != nil {
+		return err
 	}
 	if elsewhere {
 		return nil // another database's outbox of the same table name (in an older version)
 	}
-	st, err := readSlot(ctx, f.cfg.DB, legacy)
+	st, err := pgrepl.ReadSlot(ctx, f.cfg.DB, legacy)
 	if err != nil {
 		return err
 	}
-	if st.activePID != 0 {
+	if st.ActivePID != 0 {
 		f.log.Warn("cdc: a relay of an earlier version streams this table's slot of before installations; stop it",
-			"legacy_slot", legacy, "pid", st.activePID, "slot", f.cdc.slot)
+			"legacy_slot", legacy, "pid", st.ActivePID, "slot", f.cdc.slot)
 		return nil
 	}
-	if st.exists {
-		if err := dropSlot(ctx, f.cfg.DB, legacy); err != nil {
+	if st.Exists {
+		if err := pgrepl.DropSlot(ctx, f.cfg.DB, legacy); err != nil {
 			return err
 		}
 		f.log.Warn("cdc: dropped this table's replication slot of an earlier version (named without the installation); "+
@@ -93,27 +94,22 @@ func (f *Forwarder) retireLegacyPublication(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	target, err := resolveTable(ctx, f.cfg.DB, f.cdc.table)
+	target, err := pgrepl.ResolveTable(ctx, f.cfg.DB, f.cdc.table.Events())
 	if err != nil {
 		return err
 	}
-	c, err := readPublication(ctx, f.cfg.DB, pub, target)
-	if err != nil || !c.exists {
+	c, err := pgrepl.ReadPublication(ctx, f.cfg.DB, pub, target)
+	if err != nil || !c.Exists {
 		return err
 	}
-	if c.covers {
-		if _, err := f.cfg.DB.ExecContext(ctx, "ALTER PUBLICATION "+pub+" DROP TABLE "+f.cdc.table.Events()); err != nil {
+	if c.Covers {
+		if err := pgrepl.DropTable(ctx, f.cfg.DB, pub, f.cdc.table.Events()); err != nil {
 			return fmt.Errorf("cdc: take table %s out of publication %s: %w", target, pub, err)
 		}
 	}
-	var tables int
-	if err := f.cfg.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM pg_publication_tables WHERE pubname = $1", pub).Scan(&tables); err != nil {
-		return fmt.Errorf("cdc: read publication %s: %w", pub, err)
+	tables, err := pgrepl.PublicationTables(ctx, f.cfg.DB, pub)
+	if err != nil || tables > 0 {
+		return err
 	}
-	if tables == 0 {
-		if _, err := f.cfg.DB.ExecContext(ctx, "DROP PUBLICATION IF EXISTS "+pub); err != nil {
-			return fmt.Errorf("cdc: drop publication %s: %w", pub, err)
-		}
-	}
-	return nil
+	return pgrepl.DropPublication(ctx, f.cfg.DB, pub)
 }

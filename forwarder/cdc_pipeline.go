@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pglogrepl"
+	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
 )
 
 // The delivering side of the stream: each batch is split by partition among Workers goroutines
@@ -75,8 +75,8 @@ type cdcDone struct {
 type pendingBatch struct {
 	number  uint64
 	parts   int
-	confirm pglogrepl.LSN
-	walEnd  pglogrepl.LSN
+	confirm pgrepl.LSN
+	walEnd  pgrepl.LSN
 }
 
 // leaseCacheTTL bounds how long the pipeline trusts its reading of the leases; the

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pglogrepl"
+	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
 )
 
 // streamScheduler is the delivering side of one stream session (cdc_pipeline.go): it hands the
@@ -24,7 +24,7 @@ type streamScheduler struct {
 
 	pending   []*pendingBatch // consecutive numbers from pending[0].number
 	next      uint64
-	confirmed pglogrepl.LSN
+	confirmed pgrepl.LSN
 	firstErr  error
 	reading   atomic.Pointer[leaseReading]
 	busy      []bool

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
 )
 
 // The stall check: never silent about rows the stream does not deliver. A stream can run,
@@ -80,7 +82,7 @@ func (f *Forwarder) checkStall(ctx context.Context, st *stallState) error {
 		}
 	}
 	st.stalled, st.checks = true, 0
-	behind, err := f.slotBehind(ctx)
+	behind, err := pgrepl.SlotBehind(ctx, f.cfg.DB, f.cdc.slot)
 	if err != nil {
 		return err
 	}
@@ -102,17 +104,6 @@ func (f *Forwarder) clearStall(st *stallState) {
 	f.cdc.metrics.stalled.Set(0)
 	f.cdc.metrics.strandedRows.Set(0)
 	f.cdc.metrics.strandedAge.Set(0)
-}
-
-// slotBehind is the WAL between the server's current position and the slot's confirmed one.
-func (f *Forwarder) slotBehind(ctx context.Context) (int64, error) {
-	var behind int64
-	err := f.cfg.DB.QueryRowContext(ctx, "SELECT COALESCE((SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint"+
-		" FROM pg_replication_slots WHERE slot_name = $1), 0)", f.cdc.slot).Scan(&behind)
-	if err != nil {
-		return 0, fmt.Errorf("cdc: read the position of slot %s: %w", f.cdc.slot, err)
-	}
-	return behind, nil
 }
 
 // strandedRows counts the pending rows of the relay's tenants that are not on the retry path

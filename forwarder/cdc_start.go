@@ -4,8 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
+	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -13,28 +12,28 @@ import (
 // since the table is drained before the new slot is streamed, but it is said loudly (log and
 // metric) when the slot was in use: by this relay earlier, or invalidated by
 // max_slot_wal_keep_size (wal_status lost).
-func (f *Forwarder) ensureSlot(ctx context.Context, conn *pgconn.PgConn) error {
+func (f *Forwarder) ensureSlot(ctx context.Context, conn *pgrepl.Conn) error {
 	// At every session, not only at start: an old relay streaming the old slot during a rolling
 	// upgrade is stopped later, and its slot must not pin WAL from then on.
 	if err := f.retireLegacyCDCNames(ctx); err != nil {
 		f.log.Warn("cdc: could not retire the replication slot or publication of an earlier version; retried at the next session",
 			"error", err)
 	}
-	st, err := readSlot(ctx, f.cfg.DB, f.cdc.slot)
+	st, err := pgrepl.ReadSlot(ctx, f.cfg.DB, f.cdc.slot)
 	if err != nil {
 		return err
 	}
-	if st.exists && st.walStatus != "lost" {
+	if st.Exists && st.WALStatus != "lost" {
 		return nil
 	}
-	if st.exists {
+	if st.Exists {
 		f.cdc.metrics.slotLost.Inc()
 		f.log.Error("cdc: the replication slot was invalidated (max_slot_wal_keep_size): dropping and recreating it; "+
 			"the events it missed are in the table and are drained from there", "slot", f.cdc.slot)
-		if st.activePID != 0 {
-			return fmt.Errorf("cdc: slot %s is invalidated but still active for PID %d", f.cdc.slot, st.activePID)
+		if st.ActivePID != 0 {
+			return fmt.Errorf("cdc: slot %s is invalidated but still active for PID %d", f.cdc.slot, st.ActivePID)
 		}
-		if err := dropSlot(ctx, f.cfg.DB, f.cdc.slot); err != nil {
+		if err := pgrepl.DropSlot(ctx, f.cfg.DB, f.cdc.slot); err != nil {
 			return err
 		}
 	} else if f.cdc.used {
@@ -49,7 +48,7 @@ func (f *Forwarder) ensureSlot(ctx context.Context, conn *pgconn.PgConn) error {
 	if err := f.store.setSlotDrained(ctx, f.cfg.DB, f.cdc.slot, false); err != nil {
 		return err
 	}
-	_, err = createSlot(ctx, conn, f.cdc.slot)
+	_, err = pgrepl.CreateSlot(ctx, conn, f.cdc.slot)
 	return err
 }
 

@@ -1,0 +1,108 @@
+package pgrepl
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+)
+
+// Message is one message of the stream, decoded. Every message says how far the server's WAL
+// reached when it was sent (ServerWALEnd).
+type Message interface {
+	ServerWALEnd() LSN
+}
+
+// Keepalive is the server's keepalive: it has sent everything before WALEnd.
+type Keepalive struct {
+	WALEnd LSN
+	// ReplyRequested asks for a standby status update at once.
+	ReplyRequested bool
+}
+
+// Begin starts a transaction: its id and the end of its commit record.
+type Begin struct {
+	WALEnd   LSN
+	Xid      uint32
+	FinalLSN LSN
+}
+
+// Insert is a row inserted into the outbox table by the transaction being decoded.
+type Insert struct {
+	WALEnd LSN
+	Row    Row
+}
+
+// Commit ends the transaction being decoded: once everything before EndLSN is settled, the
+// slot may be confirmed up to EndLSN.
+type Commit struct {
+	WALEnd LSN
+	EndLSN LSN
+	Time   time.Time
+}
+
+// Skipped is a message that carries nothing for the outbox (a relation message, an insert into
+// another table, a message of a type the source does not use).
+type Skipped struct{ WALEnd LSN }
+
+// ServerWALEnd is how far the server's WAL reached.
+func (m Keepalive) ServerWALEnd() LSN { return m.WALEnd }
+
+// ServerWALEnd is how far the server's WAL reached.
+func (m Begin) ServerWALEnd() LSN { return m.WALEnd }
+
+// ServerWALEnd is how far the server's WAL reached.
+func (m Insert) ServerWALEnd() LSN { return m.WALEnd }
+
+// ServerWALEnd is how far the server's WAL reached.
+func (m Commit) ServerWALEnd() LSN { return m.WALEnd }
+
+// ServerWALEnd is how far the server's WAL reached.
+func (m Skipped) ServerWALEnd() LSN { return m.WALEnd }
+
+// Decode decodes one CopyData payload of the stream: a primary keepalive, or XLogData
+// carrying a pgoutput message (protocol 2). ok is false for a payload of another kind.
+func (d *Decoder) Decode(data []byte) (m Message, ok bool, err error) {
+	if len(data) == 0 {
+		return nil, false, nil
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return nil, false, fmt.Errorf("cdc: parse keepalive: %w", err)
+		}
+		return Keepalive{WALEnd: ka.ServerWALEnd, ReplyRequested: ka.ReplyRequested}, true, nil
+	case pglogrepl.XLogDataByteID:
+		xld, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return nil, false, fmt.Errorf("cdc: parse XLogData: %w", err)
+		}
+		m, err := d.decodeWAL(xld.ServerWALEnd, xld.WALData)
+		return m, err == nil, err
+	}
+	return nil, false, nil
+}
+
+// decodeWAL decodes one pgoutput message.
+func (d *Decoder) decodeWAL(walEnd LSN, data []byte) (Message, error) {
+	msg, err := pglogrepl.ParseV2(data, false)
+	if err != nil {
+		return nil, fmt.Errorf("cdc: parse pgoutput message: %w", err)
+	}
+	switch m := msg.(type) {
+	case *pglogrepl.RelationMessageV2:
+		return Skipped{WALEnd: walEnd}, d.Relation(m)
+	case *pglogrepl.InsertMessageV2:
+		row, ours, err := d.Insert(m)
+		if err != nil || !ours {
+			return Skipped{WALEnd: walEnd}, err
+		}
+		return Insert{WALEnd: walEnd, Row: row}, nil
+	case *pglogrepl.BeginMessage:
+		return Begin{WALEnd: walEnd, Xid: m.Xid, FinalLSN: m.FinalLSN}, nil
+	case *pglogrepl.CommitMessage:
+		return Commit{WALEnd: walEnd, EndLSN: m.TransactionEndLSN, Time: m.CommitTime}, nil
+	}
+	return Skipped{WALEnd: walEnd}, nil
+}
