@@ -366,6 +366,12 @@ func relayScenario(t *testing.T, broker string, kafkaAddrs func(logged []string)
 			t.Errorf("%s = %d %q, want 200 ok", probe, code, body)
 		}
 	}
+	// No admin token configured: the admin API and console are off, not open.
+	for _, path := range []string{"/api/v1/backlog", "/console/"} {
+		if code, _ := httpGet(t, "http://"+httpAddr+path); code != http.StatusNotFound {
+			t.Errorf("%s without any admin token configured = %d, want 404", path, code)
+		}
+	}
 	// The relayed counter is updated right after the broker's ack, which the consumer above saw;
 	// scrape until it shows every event (bounded).
 	var metrics string

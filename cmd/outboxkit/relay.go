@@ -160,7 +160,11 @@ func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate b
 
 	var running atomic.Bool
 	if cfg.HTTP.Listen != "" {
-		shutdown, err := serveHTTP(cfg.HTTP.Listen, registry, db, &running, logger)
+		mount, err := adminRoutes(cfg, db, brokers.Publisher(), logger)
+		if err != nil {
+			return err
+		}
+		shutdown, err := serveHTTP(cfg.HTTP.Listen, registry, db, &running, logger, mount)
 		if err != nil {
 			return err
 		}
@@ -185,7 +189,9 @@ func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate b
 
 // serveHTTP serves /metrics, /livez, /readyz and /healthz on addr until the returned function is called. The
 // listener is opened before it returns, so a taken port fails the relay at once.
-func serveHTTP(addr string, registry *prometheus.Registry, db *sql.DB, running *atomic.Bool, logger *slog.Logger) (func(), error) {
+// mount adds further routes (the admin API and console).
+func serveHTTP(addr string, registry *prometheus.Registry, db *sql.DB, running *atomic.Bool, logger *slog.Logger,
+	mount func(*http.ServeMux)) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("http.listen %s: %w", addr, err)
@@ -218,6 +224,7 @@ func serveHTTP(addr string, registry *prometheus.Registry, db *sql.DB, running *
 	// existing probes (as a liveness probe it restarts relays during a database outage).
 	mux.HandleFunc("GET /readyz", ready)
 	mux.HandleFunc("GET /healthz", ready)
+	mount(mux)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {

@@ -93,6 +93,11 @@ type Forwarder struct {
 type HTTP struct {
 	// Listen is the address of /metrics and /healthz. Default: DefaultListen; "" disables them.
 	Listen string
+	// AdminReadTokensFile and AdminWriteTokensFile name files of "name:token" lines: bearer
+	// tokens of the admin API and console (read scope; write scope, which may also act). With no
+	// token (no file, no OUTBOXKIT_ADMIN_*_TOKENS variable) the API and console are off.
+	AdminReadTokensFile  string
+	AdminWriteTokensFile string
 }
 
 // Log is the log section.
@@ -186,7 +191,9 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), opts Options) (Co
 					{key: "transactional_id_prefix", target: &f.TransactionalIDPrefix},
 				})
 			case "http":
-				err = decodeMapping(v, "http", []field{{key: "listen", target: &cfg.HTTP.Listen, set: &listenSet}})
+				err = decodeMapping(v, "http", []field{{key: "listen", target: &cfg.HTTP.Listen, set: &listenSet},
+					{key: "admin_read_tokens_file", target: &cfg.HTTP.AdminReadTokensFile},
+					{key: "admin_write_tokens_file", target: &cfg.HTTP.AdminWriteTokensFile}})
 			case "log":
 				var level, format string
 				err = decodeMapping(v, "log", []field{{key: "level", target: &level}, {key: "format", target: &format}})

@@ -1,0 +1,131 @@
+package adminapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/outboxkit/outboxkit/forwarder"
+)
+
+// Selection says which events a listing or an action covers: the JSON body of an action, or
+// the query parameters of a listing (event_id may repeat there).
+type Selection struct {
+	EventIDs  []string `json:"event_ids,omitempty"`
+	Key       string   `json:"key,omitempty"` // aggregate_type/aggregate_id
+	Tenant    string   `json:"tenant,omitempty"`
+	Topic     string   `json:"topic,omitempty"`
+	Group     string   `json:"group,omitempty"`
+	EventType string   `json:"type,omitempty"`
+	Error     string   `json:"error,omitempty"`
+	Since     string   `json:"since,omitempty"` // RFC 3339 or an age (90m)
+	Until     string   `json:"until,omitempty"`
+	Limit     int      `json:"limit,omitempty"`
+	// All must be set for an action on everything (no other field set).
+	All    bool `json:"all,omitempty"`
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// SelectionFromQuery reads a listing's selection from URL query parameters.
+func SelectionFromQuery(q url.Values) (Selection, error) {
+	s := Selection{EventIDs: q["event_id"], Key: q.Get("key"), Tenant: q.Get("tenant"), Topic: q.Get("topic"),
+		Group: q.Get("group"), EventType: q.Get("type"), Error: q.Get("error"), Since: q.Get("since"), Until: q.Get("until")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return s, fmt.Errorf("limit: %q is not a positive number", v)
+		}
+		s.Limit = n
+	}
+	return s, nil
+}
+
+// Narrowed reports whether any selecting field is set.
+func (s Selection) Narrowed() bool {
+	return len(s.EventIDs) > 0 || s.Key != "" || s.Tenant != "" || s.Topic != "" || s.Group != "" || s.EventType != "" ||
+		s.Error != "" || s.Since != "" || s.Until != ""
+}
+
+// Filter returns the forwarder's filter for the selection; errors name the bad field.
+func (s Selection) Filter(now time.Time) (forwarder.EventFilter, error) {
+	f := forwarder.EventFilter{Topic: s.Topic, TenantID: s.Tenant, Group: s.Group, EventType: s.EventType,
+		ErrorContains: s.Error, Limit: s.Limit}
+	if s.Key != "" {
+		k, err := forwarder.ParseKey(s.Tenant, s.Key)
+		if err != nil {
+			return f, fmt.Errorf("key: %w", err)
+		}
+		f.Key = &k
+	}
+	for i, id := range s.EventIDs {
+		u, err := uuid.Parse(strings.TrimSpace(id))
+		if err != nil {
+			return f, fmt.Errorf("event_ids[%d]: %q is not an event id", i, id)
+		}
+		f.EventIDs = append(f.EventIDs, u)
+	}
+	var err error
+	if f.Since, err = parseWhen(s.Since, now); err != nil {
+		return f, fmt.Errorf("since: %w", err)
+	}
+	if f.Until, err = parseWhen(s.Until, now); err != nil {
+		return f, fmt.Errorf("until: %w", err)
+	}
+	return f, nil
+}
+
+// KeyFilter is the blocked-keys filter of an event filter.
+func KeyFilter(f forwarder.EventFilter) forwarder.KeyFilter {
+	return forwarder.KeyFilter{Topic: f.Topic, TenantID: f.TenantID, Key: f.Key, Group: f.Group, EventIDs: f.EventIDs, Limit: f.Limit}
+}
+
+// parseWhen reads an RFC 3339 time or an age before now ("" is the zero time).
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time (2026-01-02T15:04:05Z) nor an age (90m)", s)
+	}
+	return now.Add(-d), nil
+}
+
+// ErrUnselected refuses an action that selects nothing without All.
+var ErrUnselected = errors.New("select the events (event_ids, key, group, topic, tenant, ...) or set all, not both")
+
+// Run runs an action (forwarder.ActionSkip, ActionReplay or ActionDiscard) on what s selects.
+func Run(ctx context.Context, admin *forwarder.Admin, action string, s Selection) (forwarder.ActionResult, error) {
+	if s.All == s.Narrowed() {
+		return forwarder.ActionResult{}, InputError{ErrUnselected}
+	}
+	f, err := s.Filter(time.Now())
+	if err != nil {
+		return forwarder.ActionResult{}, InputError{err}
+	}
+	switch action {
+	case forwarder.ActionSkip:
+		return admin.SkipKeys(ctx, KeyFilter(f), s.DryRun)
+	case forwarder.ActionReplay:
+		return admin.ReplayDeadLetters(ctx, f, s.DryRun)
+	case forwarder.ActionDiscard:
+		return admin.DiscardDeadLetters(ctx, f, s.DryRun)
+	}
+	return forwarder.ActionResult{}, InputError{fmt.Errorf("unknown action %q (want skip, replay or discard)", action)}
+}
+
+// InputError is an error in what the caller asked for (HTTP 400), as opposed to one of the
+// database (500).
+type InputError struct{ Err error }
+
+func (e InputError) Error() string { return e.Err.Error() }
+func (e InputError) Unwrap() error { return e.Err }

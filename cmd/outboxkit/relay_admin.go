@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/adminapi"
+	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/relayconfig"
+	"github.com/outboxkit/outboxkit/forwarder"
+)
+
+// adminRoutes returns what the relay's listener serves besides /metrics and the probes: the
+// admin API (/api/v1/) and console (/console/) when a token is configured, else nothing (both
+// off, never open). A token file that cannot be read, or a bad token, is a configuration error.
+func adminRoutes(cfg relayconfig.Config, db *sql.DB, pub message.Publisher, logger *slog.Logger) (func(*http.ServeMux), error) {
+	tokens, err := adminapi.LoadTokens(cfg.HTTP.AdminReadTokensFile, cfg.HTTP.AdminWriteTokensFile, os.LookupEnv)
+	if err != nil {
+		return nil, usageErr(fmt.Errorf("http: %w", err))
+	}
+	if tokens.Empty() {
+		logger.Info("admin API and console off: no admin token configured (http.admin_read_tokens_file, http.admin_write_tokens_file)")
+		return func(*http.ServeMux) {}, nil
+	}
+	admin, err := forwarder.NewAdmin(db, cfg.Database.Dialect, cfg.Database.Table)
+	if err != nil {
+		return nil, usageErr(err)
+	}
+	acfg := adminapi.Config{Admin: admin, Tokens: tokens, Logger: logger.With("component", "admin"), SlotGroups: streamedGroups(cfg)}
+	if reader, ok := pub.(forwarder.CheckpointReader); ok && forwarder.Delivery(cfg.Forwarder.Delivery) == forwarder.ExactlyOnce {
+		f := cfg.Forwarder
+		group := f.LeaseGroup
+		if group == "" {
+			group = forwarder.DefaultLeaseGroup(f.Tenants)
+		}
+		q := forwarder.UnitsQuery{LeaseGroup: group, TransactionalIDPrefix: f.TransactionalIDPrefix, CheckpointTopic: f.CheckpointTopic}
+		acfg.Units = func(ctx context.Context) ([]forwarder.UnitStatus, error) { return admin.Units(ctx, reader, q) }
+	}
+	api, err := adminapi.New(acfg)
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("admin API on /api/v1/", "tokens", tokens.Names())
+	return func(mux *http.ServeMux) {
+		api.Register(mux)
+		mountConsole(mux, api, logger)
+	}, nil
+}
