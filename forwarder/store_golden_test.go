@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -193,6 +194,7 @@ func renderStoreStatements(t *testing.T, d outbox.Dialect) string {
 		renderCDCStatements(g, s, db, owner, leases, records)
 	}
 	renderAdminStatements(g, db, d, records)
+	renderAdminActionStatements(g, db, d)
 	g.step("releaseAll", func() error { return s.releaseAll(ctx, db, owner) })
 	return g.out.String()
 }
@@ -247,4 +249,56 @@ func renderAdminStatements(g *goldenRun, db *sql.DB, d outbox.Dialect, records [
 	g.step("admin DeadLetters", func() error { _, err := admin.DeadLetters(ctx, 10); return err })
 	g.step("admin Replay", func() error { _, err := admin.Replay(ctx, ids...); return err })
 	g.step("admin Discard", func() error { _, err := admin.Discard(ctx, ids...); return err })
+}
+
+// renderAdminActionStatements runs the statements of the Admin's filtered listings and actions
+// on blocked keys and dead letters, with every filter field set, on a new event made dead.
+func renderAdminActionStatements(g *goldenRun, db *sql.DB, d outbox.Dialect) {
+	ctx := context.Background()
+	admin, err := NewAdmin(db, d, goldenTable)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	w, err := outbox.NewWriter(outbox.Config{Dialect: d, Table: goldenTable})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	r := record{event: outbox.Event{ID: uuid.NewSHA1(uuid.Nil, []byte("admin")), Topic: "golden", AggregateType: "order",
+		AggregateID: "k9", EventType: "Happened", Payload: []byte("x")}}
+	if err := inTx(ctx, db, func(tx *sql.Tx) error { return w.WriteTx(ctx, tx, r.event) }); err != nil {
+		g.t.Fatal(err)
+	}
+	if err := db.QueryRow(d.Rebind("SELECT seq FROM "+goldenTable+" WHERE event_id = ?"), r.event.ID.String()).Scan(&r.seq); err != nil {
+		g.t.Fatal(err)
+	}
+	kill := func() {
+		query := d.Rebind("UPDATE " + goldenTable + " SET status = 2, attempts = 3, last_error = 'golden dead' WHERE seq = ?")
+		if _, err := db.Exec(query, r.seq); err != nil {
+			g.t.Fatal(err)
+		}
+		g.rec.take() // the test's own statement
+	}
+	kill()
+	key := &Key{TenantID: r.event.TenantID, AggregateType: r.event.AggregateType, AggregateID: r.event.AggregateID}
+	ids := []uuid.UUID{r.event.ID}
+	keys := KeyFilter{Topic: r.event.Topic, TenantID: r.event.TenantID, Key: key, EventIDs: ids}
+	letters := EventFilter{Topic: r.event.Topic, EventType: r.event.EventType, TenantID: r.event.TenantID, Key: key,
+		EventIDs: ids, Since: time.Unix(0, 0), Until: time.Now().Add(time.Hour)}
+	g.step("admin BlockedKeys", func() error { _, err := admin.BlockedKeys(ctx, keys); return err })
+	g.step("admin FindDeadLetters", func() error { _, err := admin.FindDeadLetters(ctx, letters); return err })
+	g.step("admin FailureGroups", func() error { _, err := admin.FailureGroups(ctx, letters); return err })
+	g.step("admin Event", func() error { _, err := admin.Event(ctx, r.event.ID); return err })
+	g.step("admin Relays", func() error { _, _, err := admin.Relays(ctx); return err })
+	g.step("admin SkipKeys", func() error { return applied(admin.SkipKeys(ctx, keys, false)) })
+	g.step("admin ReplayDeadLetters", func() error { return applied(admin.ReplayDeadLetters(ctx, letters, false)) })
+	kill()
+	g.step("admin DiscardDeadLetters", func() error { return applied(admin.DiscardDeadLetters(ctx, letters, false)) })
+}
+
+// applied fails unless the action changed one row.
+func applied(res ActionResult, err error) error {
+	if err == nil && res.Applied != 1 {
+		err = fmt.Errorf("%s changed %d rows, want 1", res.Action, res.Applied)
+	}
+	return err
 }

@@ -147,6 +147,51 @@ UPDATE golden_outbox SET next_attempt_at = ? WHERE status = 0 AND next_attempt_a
 DELETE FROM golden_outbox WHERE status = 2 AND event_id IN (?);
 DELETE FROM golden_outbox WHERE status = 2 AND event_id IN (?);
 
+-- admin BlockedKeys
+SELECT h.seq, h.event_id, h.topic, h.aggregate_type, h.aggregate_id, h.event_type, h.tenant_id, h.attempts, COALESCE(h.last_error, ''), h.created_at, h.status, h.key_hash, h.partition_no, h.next_attempt_at, (SELECT COUNT(*) FROM golden_outbox w WHERE w.key_hash = h.key_hash AND w.status = 0 AND w.seq > h.seq) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head WHERE h.seq > ? AND h.topic = ? AND h.key_hash = ? AND h.tenant_id = ? AND h.aggregate_type = ? AND h.aggregate_id = ? AND h.event_id IN (?) ORDER BY h.seq LIMIT ?;
+SELECT h.seq, h.event_id, h.topic, h.aggregate_type, h.aggregate_id, h.event_type, h.tenant_id, h.attempts, COALESCE(h.last_error, ''), h.created_at, h.status, h.key_hash, h.partition_no, h.next_attempt_at, (SELECT COUNT(*) FROM golden_outbox w WHERE w.key_hash = h.key_hash AND w.status = 0 AND w.seq > h.seq) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head WHERE h.seq > ? AND h.topic = ? AND h.key_hash = ? AND h.tenant_id = ? AND h.aggregate_type = ? AND h.aggregate_id = ? AND h.event_id IN (?) ORDER BY h.seq LIMIT ?;
+
+-- admin FindDeadLetters
+SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status FROM golden_outbox WHERE status IN (2, 3) AND topic = ? AND event_type = ? AND key_hash = ? AND tenant_id = ? AND aggregate_type = ? AND aggregate_id = ? AND event_id IN (?) AND created_at >= ? AND created_at < ? AND seq > ? ORDER BY seq LIMIT ?;
+SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status FROM golden_outbox WHERE status IN (2, 3) AND topic = ? AND event_type = ? AND key_hash = ? AND tenant_id = ? AND aggregate_type = ? AND aggregate_id = ? AND event_id IN (?) AND created_at >= ? AND created_at < ? AND seq > ? ORDER BY seq LIMIT ?;
+
+-- admin FailureGroups
+SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status FROM golden_outbox WHERE status IN (2, 3) AND topic = ? AND event_type = ? AND key_hash = ? AND tenant_id = ? AND aggregate_type = ? AND aggregate_id = ? AND event_id IN (?) AND created_at >= ? AND created_at < ? AND seq > ? ORDER BY seq LIMIT ?;
+SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status FROM golden_outbox WHERE status IN (2, 3) AND topic = ? AND event_type = ? AND key_hash = ? AND tenant_id = ? AND aggregate_type = ? AND aggregate_id = ? AND event_id IN (?) AND created_at >= ? AND created_at < ? AND seq > ? ORDER BY seq LIMIT ?;
+SELECT h.seq, h.event_id, h.topic, h.aggregate_type, h.aggregate_id, h.event_type, h.tenant_id, h.attempts, COALESCE(h.last_error, ''), h.created_at, h.status, h.key_hash, h.partition_no, h.next_attempt_at, (SELECT COUNT(*) FROM golden_outbox w WHERE w.key_hash = h.key_hash AND w.status = 0 AND w.seq > h.seq) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head WHERE h.seq > ? AND h.topic = ? AND h.key_hash = ? AND h.tenant_id = ? AND h.aggregate_type = ? AND h.aggregate_id = ? AND h.event_id IN (?) ORDER BY h.seq LIMIT ?;
+SELECT h.seq, h.event_id, h.topic, h.aggregate_type, h.aggregate_id, h.event_type, h.tenant_id, h.attempts, COALESCE(h.last_error, ''), h.created_at, h.status, h.key_hash, h.partition_no, h.next_attempt_at, (SELECT COUNT(*) FROM golden_outbox w WHERE w.key_hash = h.key_hash AND w.status = 0 AND w.seq > h.seq) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head WHERE h.seq > ? AND h.topic = ? AND h.key_hash = ? AND h.tenant_id = ? AND h.aggregate_type = ? AND h.aggregate_id = ? AND h.event_id IN (?) ORDER BY h.seq LIMIT ?;
+
+-- admin Event
+SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status, payload, headers, key_hash, partition_no, next_attempt_at FROM golden_outbox WHERE event_id = ?;
+SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status, payload, headers, key_hash, partition_no, next_attempt_at FROM golden_outbox WHERE event_id = ?;
+
+-- admin Relays
+SELECT lease_group, owner, heartbeat_at FROM golden_outbox_relays;
+SELECT lease_group, partition_no, COALESCE(owner, ''), expires_at < ?, epoch FROM golden_outbox_leases ORDER BY lease_group, partition_no;
+SELECT lease_group, partition_no, COALESCE(owner, ''), expires_at < ?, epoch FROM golden_outbox_leases ORDER BY lease_group, partition_no;
+
+-- admin SkipKeys
+SELECT h.seq, h.event_id, h.topic, h.aggregate_type, h.aggregate_id, h.event_type, h.tenant_id, h.attempts, COALESCE(h.last_error, ''), h.created_at, h.status, h.key_hash, h.partition_no, h.next_attempt_at, (SELECT COUNT(*) FROM golden_outbox w WHERE w.key_hash = h.key_hash AND w.status = 0 AND w.seq > h.seq) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head WHERE h.seq > ? AND h.topic = ? AND h.key_hash = ? AND h.tenant_id = ? AND h.aggregate_type = ? AND h.aggregate_id = ? AND h.event_id IN (?) ORDER BY h.seq LIMIT ?;
+SELECT h.seq, h.event_id, h.topic, h.aggregate_type, h.aggregate_id, h.event_type, h.tenant_id, h.attempts, COALESCE(h.last_error, ''), h.created_at, h.status, h.key_hash, h.partition_no, h.next_attempt_at, (SELECT COUNT(*) FROM golden_outbox w WHERE w.key_hash = h.key_hash AND w.status = 0 AND w.seq > h.seq) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head WHERE h.seq > ? AND h.topic = ? AND h.key_hash = ? AND h.tenant_id = ? AND h.aggregate_type = ? AND h.aggregate_id = ? AND h.event_id IN (?) ORDER BY h.seq LIMIT ?;
+UPDATE golden_outbox SET status = 3, next_attempt_at = NULL WHERE seq IN (?) AND (status = 2 OR (status = 0 AND attempts > 0));
+UPDATE golden_outbox SET status = 3, next_attempt_at = NULL WHERE seq IN (?) AND (status = 2 OR (status = 0 AND attempts > 0));
+UPDATE golden_outbox SET next_attempt_at = ? WHERE status = 0 AND next_attempt_at IS NULL AND key_hash IN (?);
+UPDATE golden_outbox SET next_attempt_at = ? WHERE status = 0 AND next_attempt_at IS NULL AND key_hash IN (?);
+
+-- admin ReplayDeadLetters
+SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status FROM golden_outbox WHERE status IN (2, 3) AND topic = ? AND event_type = ? AND key_hash = ? AND tenant_id = ? AND aggregate_type = ? AND aggregate_id = ? AND event_id IN (?) AND created_at >= ? AND created_at < ? AND seq > ? ORDER BY seq LIMIT ?;
+SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status FROM golden_outbox WHERE status IN (2, 3) AND topic = ? AND event_type = ? AND key_hash = ? AND tenant_id = ? AND aggregate_type = ? AND aggregate_id = ? AND event_id IN (?) AND created_at >= ? AND created_at < ? AND seq > ? ORDER BY seq LIMIT ?;
+UPDATE golden_outbox SET status = 0, attempts = 0, next_attempt_at = ?, last_error = NULL WHERE status IN (2, 3) AND seq IN (?);
+UPDATE golden_outbox SET status = 0, attempts = 0, next_attempt_at = ?, last_error = NULL WHERE status IN (2, 3) AND seq IN (?);
+
+-- admin DiscardDeadLetters
+SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status FROM golden_outbox WHERE status IN (2, 3) AND topic = ? AND event_type = ? AND key_hash = ? AND tenant_id = ? AND aggregate_type = ? AND aggregate_id = ? AND event_id IN (?) AND created_at >= ? AND created_at < ? AND seq > ? ORDER BY seq LIMIT ?;
+SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status FROM golden_outbox WHERE status IN (2, 3) AND topic = ? AND event_type = ? AND key_hash = ? AND tenant_id = ? AND aggregate_type = ? AND aggregate_id = ? AND event_id IN (?) AND created_at >= ? AND created_at < ? AND seq > ? ORDER BY seq LIMIT ?;
+UPDATE golden_outbox SET next_attempt_at = ? WHERE status = 0 AND next_attempt_at IS NULL AND key_hash IN (?);
+UPDATE golden_outbox SET next_attempt_at = ? WHERE status = 0 AND next_attempt_at IS NULL AND key_hash IN (?);
+DELETE FROM golden_outbox WHERE status IN (2, 3) AND seq IN (?);
+DELETE FROM golden_outbox WHERE status IN (2, 3) AND seq IN (?);
+
 -- releaseAll
 SELECT partition_no FROM golden_outbox_leases WHERE lease_group = ? AND owner = ? ORDER BY partition_no;
 SELECT partition_no FROM golden_outbox_leases WHERE lease_group = ? AND owner = ? ORDER BY partition_no;
