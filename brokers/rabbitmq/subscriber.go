@@ -69,13 +69,13 @@ func (c Config) watermillConfig(routes *sync.Map) (wmamqp.Config, error) {
 	}
 	return wmamqp.Config{
 		Connection: wmamqp.ConnectionConfig{AmqpURI: strings.TrimSpace(c.URL), AmqpConfig: &ac, Reconnect: wmamqp.DefaultReconnectConfig()},
-		Marshaler: wmamqp.DefaultMarshaler{},
+		Marshaler:  wmamqp.DefaultMarshaler{},
 		Exchange: wmamqp.ExchangeConfig{GenerateName: func(queue string) string { return lookup(queue).exchange },
 			Type: amqp.ExchangeDirect, Durable: true},
 		Queue: wmamqp.QueueConfig{GenerateName: wmamqp.GenerateQueueNameTopicName, Durable: true,
 			Arguments: c.queueArgs()},
 		QueueBind: wmamqp.QueueBindConfig{GenerateRoutingKey: func(queue string) string { return lookup(queue).routingKey }},
-		Consume: wmamqp.ConsumeConfig{Qos: wmamqp.QosConfig{PrefetchCount: 1}},
+		Consume:   wmamqp.ConsumeConfig{Qos: wmamqp.QosConfig{PrefetchCount: 1}},
 		// Not used (this Subscriber publishes nothing), but watermill-amqp validates it.
 		Publish:         wmamqp.PublishConfig{GenerateRoutingKey: func(string) string { return "" }},
 		TopologyBuilder: builder,
