@@ -4,9 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 )
 
 // Actions an operator takes on blocked keys and dead letters.
@@ -58,8 +59,7 @@ func (a *Admin) SkipKeys(ctx context.Context, f KeyFilter, dryRun bool) (ActionR
 		return res, nil
 	}
 	res.Applied, err = a.applyChunks(ctx, res.Events, func(tx *sql.Tx, seqs, hashes []any) (int64, error) {
-		n, err := a.exec(ctx, tx, "UPDATE "+a.store.table.Events()+" SET status = 3, next_attempt_at = NULL WHERE seq IN "+
-			placeholders(len(seqs))+" AND (status = 2 OR (status = 0 AND attempts > 0))", seqs)
+		n, err := a.exec(ctx, tx, a.store.sql().SkipHeads(seqs))
 		if err != nil {
 			return 0, err
 		}
@@ -75,9 +75,7 @@ func (a *Admin) ReplayDeadLetters(ctx context.Context, f EventFilter, dryRun boo
 	return a.actOnLetters(ctx, ActionReplay, f, dryRun, func(tx *sql.Tx, seqs, _ []any) (int64, error) {
 		// A next attempt time (now): the cdc source leaves keys with one to its retry path,
 		// which publishes them in order (as Admin.Replay does).
-		args := append([]any{a.store.dialect.TimeArg(time.Now())}, seqs...)
-		return a.exec(ctx, tx, "UPDATE "+a.store.table.Events()+" SET status = 0, attempts = 0, next_attempt_at = ?, last_error = NULL"+
-			" WHERE status IN (2, 3) AND seq IN "+placeholders(len(seqs)), args)
+		return a.exec(ctx, tx, a.store.sql().ReplayLetters(seqs))
 	})
 }
 
@@ -88,7 +86,7 @@ func (a *Admin) DiscardDeadLetters(ctx context.Context, f EventFilter, dryRun bo
 		if err := a.releaseKeys(ctx, tx, hashes); err != nil {
 			return 0, err
 		}
-		return a.exec(ctx, tx, "DELETE FROM "+a.store.table.Events()+" WHERE status IN (2, 3) AND seq IN "+placeholders(len(seqs)), seqs)
+		return a.exec(ctx, tx, a.store.sql().DiscardLetters(seqs))
 	})
 }
 
@@ -113,9 +111,7 @@ func (a *Admin) actOnLetters(ctx context.Context, action string, f EventFilter, 
 // time one (now), so that the cdc source leaves them to its retry path, in order, rather than
 // letting newer events of the key overtake them; the polling source claims them as before.
 func (a *Admin) releaseKeys(ctx context.Context, tx *sql.Tx, hashes []any) error {
-	args := append([]any{a.store.dialect.TimeArg(time.Now())}, hashes...)
-	_, err := a.exec(ctx, tx, "UPDATE "+a.store.table.Events()+" SET next_attempt_at = ? WHERE status = 0 AND next_attempt_at IS NULL"+
-		" AND key_hash IN "+placeholders(len(hashes)), args)
+	_, err := a.exec(ctx, tx, a.store.sql().ReleaseKeys(hashes))
 	return err
 }
 
@@ -151,8 +147,8 @@ func (a *Admin) applyChunks(ctx context.Context, events []ActionEvent, apply fun
 	return total, nil
 }
 
-func (a *Admin) exec(ctx context.Context, tx *sql.Tx, query string, args []any) (int64, error) {
-	res, err := tx.ExecContext(ctx, a.rebind(query), args...)
+func (a *Admin) exec(ctx context.Context, tx *sql.Tx, query sqlstore.Query) (int64, error) {
+	res, err := query.Exec(ctx, tx)
 	if err != nil {
 		return 0, fmt.Errorf("forwarder: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -84,20 +85,11 @@ func (a *Admin) BlockedKeys(ctx context.Context, f KeyFilter) ([]BlockedKey, err
 // scanBlockedKeys reads the blocked keys matching f a page at a time, in head order, and stops
 // at limit (0: no limit).
 func (a *Admin) scanBlockedKeys(ctx context.Context, f KeyFilter, limit int) ([]BlockedKey, error) {
-	events := a.store.table.Events()
-	where, args := a.filterSQL(EventFilter{Topic: f.Topic, TenantID: f.TenantID, Key: f.Key, EventIDs: f.EventIDs}, "h.")
-	// The head of a blocked key is its first dead or failed event; the relay parks keys by
-	// key_hash, so this groups by it too.
-	query := "SELECT h.seq, h.event_id, h.topic, h.aggregate_type, h.aggregate_id, h.event_type, h.tenant_id, h.attempts," +
-		" COALESCE(h.last_error, ''), h.created_at, h.status, h.key_hash, h.partition_no, h.next_attempt_at," +
-		" (SELECT COUNT(*) FROM " + events + " w WHERE w.key_hash = h.key_hash AND w.status = 0 AND w.seq > h.seq)" +
-		" FROM " + events + " h JOIN (SELECT key_hash, MIN(seq) AS head FROM " + events +
-		" WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head" +
-		" WHERE h.seq > ?" + where + " ORDER BY h.seq LIMIT ?"
+	filter := storeFilter(EventFilter{Topic: f.Topic, TenantID: f.TenantID, Key: f.Key, EventIDs: f.EventIDs})
 	var out []BlockedKey
 	after := int64(-1)
 	for {
-		page, err := a.blockedPage(ctx, query, append([]any{after}, append(args, listPage)...))
+		page, err := a.blockedPage(ctx, a.store.sql().BlockedKeys(filter, after, listPage))
 		if err != nil {
 			return nil, err
 		}
@@ -117,8 +109,8 @@ func (a *Admin) scanBlockedKeys(ctx context.Context, f KeyFilter, limit int) ([]
 	}
 }
 
-func (a *Admin) blockedPage(ctx context.Context, query string, args []any) ([]BlockedKey, error) {
-	rows, err := a.db.QueryContext(ctx, a.rebind(query), args...)
+func (a *Admin) blockedPage(ctx context.Context, query sqlstore.Query) ([]BlockedKey, error) {
+	rows, err := query.Query(ctx, a.db)
 	if err != nil {
 		return nil, fmt.Errorf("forwarder: list blocked keys: %w", err)
 	}

@@ -11,13 +11,14 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // statusSkipped marks an event an operator skipped (Admin.SkipKeys): kept in the table with its
 // last error, it holds back nothing (the relay parks keys on pending and dead rows only) and is
 // never claimed; it can be replayed or discarded like a dead letter.
-const statusSkipped = 3
+const statusSkipped = sqlstore.StatusSkipped
 
 // Event states as the Admin reports them.
 const (
@@ -75,8 +76,6 @@ var ErrEventNotFound = errors.New("no such event in the outbox table")
 // listPage is how many rows a filtered listing reads per round trip.
 const listPage = 500
 
-const entryColumns = "seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status"
-
 // FindDeadLetters lists the dead and skipped events matching f, oldest first, up to f.Limit.
 func (a *Admin) FindDeadLetters(ctx context.Context, f EventFilter) ([]DeadLetterEntry, error) {
 	limit := f.Limit
@@ -91,11 +90,9 @@ func (a *Admin) FindDeadLetters(ctx context.Context, f EventFilter) ([]DeadLette
 func (a *Admin) scanLetters(ctx context.Context, f EventFilter, limit int) ([]DeadLetterEntry, error) {
 	var out []DeadLetterEntry
 	after := int64(-1)
+	filter := storeFilter(f)
 	for {
-		where, args := a.filterSQL(f, "")
-		args = append(args, after, listPage)
-		rows, err := a.db.QueryContext(ctx, a.rebind("SELECT "+entryColumns+" FROM "+a.store.table.Events()+
-			" WHERE status IN (2, 3)"+where+" AND seq > ? ORDER BY seq LIMIT ?"), args...)
+		rows, err := a.store.sql().Letters(filter, after, listPage).Query(ctx, a.db)
 		if err != nil {
 			return nil, fmt.Errorf("forwarder: list dead letters: %w", err)
 		}
@@ -122,47 +119,19 @@ func (a *Admin) scanLetters(ctx context.Context, f EventFilter, limit int) ([]De
 	}
 }
 
-// filterSQL returns the SQL conditions of f (each starting with " AND ") and their arguments;
-// alias qualifies the columns ("" for none, "h." for a table aliased h).
-func (a *Admin) filterSQL(f EventFilter, alias string) (string, []any) {
-	var (
-		b    strings.Builder
-		args []any
-	)
-	add := func(cond string, values ...any) {
-		b.WriteString(" AND " + strings.ReplaceAll(cond, "@", alias))
-		args = append(args, values...)
-	}
-	if f.Topic != "" {
-		add("@topic = ?", f.Topic)
-	}
-	if f.EventType != "" {
-		add("@event_type = ?", f.EventType)
-	}
-	if f.TenantID != "" {
-		add("@tenant_id = ?", f.TenantID)
-	}
+// storeFilter is the part of f the database applies.
+func storeFilter(f EventFilter) sqlstore.Filter {
+	out := sqlstore.Filter{Topic: f.Topic, EventType: f.EventType, TenantID: f.TenantID, Since: f.Since, Until: f.Until}
 	if k := f.Key; k != nil {
-		add("@key_hash = ? AND @tenant_id = ? AND @aggregate_type = ? AND @aggregate_id = ?",
-			k.Hash(), k.TenantID, k.AggregateType, k.AggregateID)
+		out.Key = &sqlstore.FilterKey{Hash: k.Hash(), TenantID: k.TenantID, AggregateType: k.AggregateType, AggregateID: k.AggregateID}
 	}
-	if len(f.EventIDs) > 0 {
-		ids := make([]any, len(f.EventIDs))
-		for i, id := range f.EventIDs {
-			ids[i] = id.String()
-		}
-		add("@event_id IN "+placeholders(len(ids)), ids...)
+	for _, id := range f.EventIDs {
+		out.EventIDs = append(out.EventIDs, id.String())
 	}
-	if !f.Since.IsZero() {
-		add("@created_at >= ?", a.store.dialect.TimeArg(f.Since))
-	}
-	if !f.Until.IsZero() {
-		add("@created_at < ?", a.store.dialect.TimeArg(f.Until))
-	}
-	return b.String(), args
+	return out
 }
 
-// scanEntries reads rows of entryColumns and closes them.
+// scanEntries reads rows of sqlstore.EntryColumns and closes them.
 func scanEntries(rows *sql.Rows) ([]DeadLetterEntry, error) {
 	defer rows.Close()
 	var out []DeadLetterEntry
@@ -224,8 +193,7 @@ func (a *Admin) Event(ctx context.Context, id uuid.UUID) (EventDetail, error) {
 	)
 	created, getCreated := outbox.TimeScanner()
 	next, getNext := outbox.TimeScanner()
-	err := a.db.QueryRowContext(ctx, a.rebind("SELECT "+entryColumns+", payload, headers, key_hash, partition_no, next_attempt_at FROM "+
-		a.store.table.Events()+" WHERE event_id = ?"), id.String()).Scan(&d.Seq, &rawID, &d.Topic, &d.AggregateType,
+	err := a.store.sql().Event(id.String()).QueryRow(ctx, a.db).Scan(&d.Seq, &rawID, &d.Topic, &d.AggregateType,
 		&d.AggregateID, &d.EventType, &d.TenantID, &d.Attempts, &d.LastError, created, &status,
 		&d.Payload, &headers, &d.KeyHash, &d.Partition, next)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -240,6 +208,9 @@ func (a *Admin) Event(ctx context.Context, id uuid.UUID) (EventDetail, error) {
 	if d.NextAttempt, err = getNext(); err != nil {
 		return d, fmt.Errorf("forwarder: event %s: next_attempt_at: %w", id, err)
 	}
+	if status != statusPending {
+		d.NextAttempt = time.Time{} // kept by a dead or skipped row, but not an attempt to come
+	}
 	if len(headers) > 0 {
 		if err := json.Unmarshal(headers, &d.Headers); err != nil {
 			return d, fmt.Errorf("forwarder: event %s: headers: %w", id, err)
@@ -252,9 +223,3 @@ func (a *Admin) Event(ctx context.Context, id uuid.UUID) (EventDetail, error) {
 func containsFold(s, sub string) bool {
 	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
 }
-
-// rebind turns the ? placeholders of an admin statement into the table's dialect's.
-func (a *Admin) rebind(query string) string { return a.store.dialect.Rebind(query) }
-
-// placeholders returns "(?, ?, ...)" for n values.
-func placeholders(n int) string { return "(?" + strings.Repeat(", ?", n-1) + ")" }

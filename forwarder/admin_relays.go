@@ -34,7 +34,7 @@ type LeaseSummary struct {
 // summary per group (a group whose 64 partitions are not all owned has work nobody does).
 func (a *Admin) Relays(ctx context.Context) ([]RelayStatus, []LeaseSummary, error) {
 	relays := map[[2]string]*RelayStatus{}
-	rows, err := a.db.QueryContext(ctx, "SELECT lease_group, owner, heartbeat_at FROM "+a.store.table.Relays())
+	rows, err := a.store.sql().Relays().Query(ctx, a.db)
 	if err != nil {
 		return nil, nil, fmt.Errorf("forwarder: read relays: %w", err)
 	}
@@ -75,8 +75,7 @@ func (a *Admin) Relays(ctx context.Context) ([]RelayStatus, []LeaseSummary, erro
 // readLeases adds the leases to their relays (creating a relay that has leases but no
 // heartbeat row) and summarizes them per group.
 func (a *Admin) readLeases(ctx context.Context, relays map[[2]string]*RelayStatus) ([]LeaseSummary, error) {
-	rows, err := a.db.QueryContext(ctx, a.rebind("SELECT lease_group, partition_no, COALESCE(owner, ''), expires_at < ?, epoch FROM "+
-		a.store.table.Leases()+" ORDER BY lease_group, partition_no"), a.store.dialect.TimeArg(time.Now()))
+	rows, err := a.store.sql().Leases().Query(ctx, a.db)
 	if err != nil {
 		return nil, fmt.Errorf("forwarder: read leases: %w", err)
 	}

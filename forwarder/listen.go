@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -27,12 +28,12 @@ func ListenPostgres(ctx context.Context, dsn string, table outbox.Table, logger 
 		default:
 		}
 	}
-	channel := pgx.Identifier{table.Channel()}.Sanitize()
+	listen := sqlstore.Listen(table)
 	go func() {
 		defer close(wakes)
 		backoff := 100 * time.Millisecond
 		for ctx.Err() == nil {
-			err := listenOnce(ctx, dsn, channel, wake, func() { backoff = 100 * time.Millisecond })
+			err := listenOnce(ctx, dsn, listen, wake, func() { backoff = 100 * time.Millisecond })
 			if ctx.Err() != nil {
 				return
 			}
@@ -46,13 +47,13 @@ func ListenPostgres(ctx context.Context, dsn string, table outbox.Table, logger 
 	return wakes
 }
 
-func listenOnce(ctx context.Context, dsn, channel string, wake, connected func()) error {
+func listenOnce(ctx context.Context, dsn, listen string, wake, connected func()) error {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
+	if _, err := conn.Exec(ctx, listen); err != nil {
 		return err
 	}
 	connected()

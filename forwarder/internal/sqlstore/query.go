@@ -13,6 +13,8 @@ const (
 	StatusPending   = 0
 	StatusPublished = 1
 	StatusDead      = 2
+	// StatusSkipped marks an event an operator skipped: kept, holding back nothing, never claimed.
+	StatusSkipped = 3
 )
 
 // Querier is what *sql.DB and *sql.Tx have in common.

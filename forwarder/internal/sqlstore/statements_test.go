@@ -91,6 +91,26 @@ func renderAll(table outbox.Table) []rendered {
 	}
 }
 
+// renderAdminActions renders the statements of the Admin's filtered listings and actions, with
+// the filters of the golden run (every field set; the event has no tenant).
+func renderAdminActions(table outbox.Table) []rendered {
+	s := New(table, "golden", nil)
+	key := &FilterKey{Hash: 1, AggregateType: "order", AggregateID: "k9"}
+	ids := []string{"6d2a4f4e-0000-5000-8000-000000000000"}
+	keys := Filter{Topic: "golden", Key: key, EventIDs: ids}
+	letters := Filter{Topic: "golden", EventType: "Happened", Key: key, EventIDs: ids, Since: time.Unix(0, 0), Until: time.Now()}
+	one := []any{int64(1)}
+	return []rendered{
+		{"admin BlockedKeys", s.BlockedKeys(keys, -1, 500)},
+		{"admin FindDeadLetters", s.Letters(letters, -1, 500)},
+		{"admin Event", s.Event(ids[0])},
+		{"admin Relays", s.Relays()}, {"admin Relays", s.Leases()},
+		{"admin SkipKeys", s.SkipHeads(one)}, {"admin SkipKeys", s.ReleaseKeys(one)},
+		{"admin ReplayDeadLetters", s.ReplayLetters(one)},
+		{"admin DiscardDeadLetters", s.DiscardLetters(one)},
+	}
+}
+
 // renderCDC renders the cdc source's statements (PostgreSQL).
 func renderCDC(table outbox.Table) []rendered {
 	c := New(table, "golden", nil).CDC()
@@ -135,7 +155,7 @@ func TestStatementsRenderTheGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			golden := goldenSections(t, d)
-			statements := renderAll(table)
+			statements := append(renderAll(table), renderAdminActions(table)...)
 			if d == outbox.Postgres {
 				statements = append(statements, renderCDC(table)...)
 			}
@@ -219,5 +239,15 @@ func TestForEveryDialect(t *testing.T) {
 	my, _ := outbox.NewTable(outbox.MySQL, "t")
 	if !New(pg, "g", nil).Replicates() || New(my, "g", nil).Replicates() {
 		t.Error("only PostgreSQL replicates")
+	}
+}
+
+func TestListenQuotesTheChannel(t *testing.T) {
+	table, err := outbox.NewTable(outbox.Postgres, "App.Outbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := Listen(table), `LISTEN "outboxkit_App_Outbox"`; got != want {
+		t.Errorf("Listen = %s, want %s", got, want)
 	}
 }
