@@ -11,6 +11,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/adminapi"
+	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/console"
 	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/relayconfig"
 	"github.com/outboxkit/outboxkit/forwarder"
 )
@@ -45,9 +46,13 @@ func adminRoutes(cfg relayconfig.Config, db *sql.DB, pub message.Publisher, logg
 	if err != nil {
 		return nil, err
 	}
-	logger.Info("admin API on /api/v1/", "tokens", tokens.Names())
+	con, err := console.New(api, logger.With("component", "console"))
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("admin API on /api/v1/ and web console on /console/", "tokens", tokens.Names())
 	return func(mux *http.ServeMux) {
 		api.Register(mux)
-		mountConsole(mux, api, logger)
+		con.Register(mux)
 	}, nil
 }

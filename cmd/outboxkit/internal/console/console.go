@@ -1,0 +1,191 @@
+// Package console is the relay's web console: server-rendered pages of the admin views (backlog,
+// relays, blocked keys, failure groups, dead letters) and the actions as HTML forms, behind the
+// admin API's tokens (a login form sets the token in a cookie). No JavaScript is needed; a few
+// lines of it refresh the live parts of the backlog and keys pages.
+package console
+
+import (
+	"embed"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/adminapi"
+	"github.com/outboxkit/outboxkit/forwarder"
+)
+
+//go:embed templates/*.html
+var templateFiles embed.FS
+
+// cookieName holds the token of a logged-in browser.
+const cookieName = "outboxkit_token"
+
+// Console serves /console/.
+type Console struct {
+	api    *adminapi.API
+	admin  *forwarder.Admin
+	logger *slog.Logger
+	pages  map[string]*template.Template
+}
+
+// New returns the console of api.
+func New(api *adminapi.API, logger *slog.Logger) (*Console, error) {
+	funcs := template.FuncMap{
+		"age":  func(t time.Time) string { return formatAge(time.Since(t)) },
+		"in":   func(t *time.Time) string { return inTime(t) },
+		"cut":  cut,
+		"time": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"key":  func(k adminapi.KeyView) string { return k.AggregateType + "/" + k.AggregateID },
+		"list": func(v ...string) []string { return v },
+		"deref": func(v any) any {
+			switch p := v.(type) {
+			case *time.Time:
+				return *p
+			case *string:
+				return *p
+			}
+			return v
+		},
+	}
+	c := &Console{api: api, admin: api.Admin(), logger: logger, pages: map[string]*template.Template{}}
+	for _, page := range []string{"login", "backlog", "relays", "keys", "groups", "letters", "letter", "action", "error"} {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+page+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console: template %s: %w", page, err)
+		}
+		c.pages[page] = t
+	}
+	return c, nil
+}
+
+// Register adds the console's routes to mux.
+func (c *Console) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /console/{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/console/backlog", http.StatusSeeOther)
+	})
+	mux.HandleFunc("GET /console/login", c.loginForm)
+	mux.HandleFunc("POST /console/login", c.login)
+	mux.HandleFunc("POST /console/logout", c.logout)
+	mux.Handle("GET /console/backlog", c.page(adminapi.ScopeRead, c.backlog))
+	mux.Handle("GET /console/relays", c.page(adminapi.ScopeRead, c.relays))
+	mux.Handle("GET /console/keys", c.page(adminapi.ScopeRead, c.keys))
+	mux.Handle("GET /console/groups", c.page(adminapi.ScopeRead, c.groups))
+	mux.Handle("GET /console/dead-letters", c.page(adminapi.ScopeRead, c.letters))
+	mux.Handle("GET /console/dead-letters/{id}", c.page(adminapi.ScopeRead, c.letter))
+	mux.Handle("POST /console/actions/{action}", c.page(adminapi.ScopeWrite, c.action))
+	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
+		c.render(w, http.StatusNotFound, "error", view{Title: "Not found", Error: "no such page: " + r.URL.Path})
+	})
+}
+
+// view is what every page template gets.
+type view struct {
+	Title string
+	// Nav is the page's menu entry; Live marks the part the script refreshes.
+	Nav   string
+	Live  bool
+	Token adminapi.Token
+	Query url.Values
+	Error string
+	Data  any
+}
+
+// handlerFunc renders a page: it returns the template and the view.
+type handlerFunc func(tok adminapi.Token, r *http.Request) (string, view, error)
+
+// page authenticates the cookie's token for scope and renders h's page.
+func (c *Console) page(scope adminapi.Scope, h handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var secret string
+		if ck, err := r.Cookie(cookieName); err == nil {
+			secret = ck.Value
+		}
+		tok, code := c.api.Authorize(secret, scope)
+		switch code {
+		case http.StatusUnauthorized:
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/console/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			c.render(w, code, "error", view{Title: "Not logged in", Error: "log in again: the token is missing or unknown"})
+			return
+		case http.StatusForbidden:
+			c.render(w, code, "error", view{Title: "Forbidden", Token: tok, Error: "token " + tok.Name + " may read, not act: log in with a write token"})
+			return
+		}
+		if r.Method == http.MethodPost && !sameOrigin(r) {
+			c.render(w, http.StatusForbidden, "error", view{Title: "Forbidden", Token: tok, Error: "cross-site form refused"})
+			return
+		}
+		name, v, err := h(tok, r)
+		v.Token, v.Query = tok, r.URL.Query()
+		if err != nil {
+			code := http.StatusInternalServerError
+			var ie adminapi.InputError
+			if asInput(err, &ie) {
+				code = http.StatusBadRequest
+			} else {
+				c.logger.Error("console request failed", "path", r.URL.Path, "who", tok.Name, "error", err)
+			}
+			v.Error = err.Error()
+			c.render(w, code, "error", v)
+			return
+		}
+		c.render(w, http.StatusOK, name, v)
+	})
+}
+
+func (c *Console) render(w http.ResponseWriter, code int, name string, v view) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'unsafe-inline'; frame-ancestors 'none'")
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.WriteHeader(code)
+	if err := c.pages[name].Execute(w, v); err != nil {
+		c.logger.Error("console: render", "page", name, "error", err)
+	}
+}
+
+// sameOrigin refuses a form posted from another site (the cookie is SameSite=Strict as well).
+func sameOrigin(r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
+		return false
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" || origin == "null" {
+		return origin == ""
+	}
+	u, err := url.Parse(origin)
+	return err == nil && strings.EqualFold(u.Host, r.Host)
+}
+
+func (c *Console) loginForm(w http.ResponseWriter, r *http.Request) {
+	c.render(w, http.StatusOK, "login", view{Title: "Log in", Query: r.URL.Query()})
+}
+
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	secret := strings.TrimSpace(r.PostFormValue("token"))
+	tok, code := c.api.Authorize(secret, adminapi.ScopeRead)
+	if code != http.StatusOK || !sameOrigin(r) {
+		c.logger.Warn("console login refused", "remote", r.RemoteAddr)
+		c.render(w, http.StatusUnauthorized, "login", view{Title: "Log in", Error: "unknown token"})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: secret, Path: "/console/", HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	c.logger.Info("console login", "who", tok.Name, "scope", tok.Scope.String(), "remote", r.RemoteAddr)
+	next := r.PostFormValue("next")
+	if !strings.HasPrefix(next, "/console/") || strings.HasPrefix(next, "//") {
+		next = "/console/backlog"
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/console/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/console/login", http.StatusSeeOther)
+}
