@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
+	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
+	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -67,20 +67,19 @@ func (c Config) validateSource() []error {
 		return []error{fmt.Errorf("Source %q is not one of polling, cdc", c.Source)}
 	}
 	var errs []error
-	if c.Dialect != outbox.Postgres {
+	if !sqlstore.Replicates(c.Dialect) {
 		errs = append(errs, fmt.Errorf("Source cdc needs the postgres dialect, got %q", c.Dialect))
 	}
 	if c.CDC.DSN == "" {
 		errs = append(errs, errors.New("CDC.DSN is required with Source cdc"))
-	} else if _, err := pgconn.ParseConfig(c.CDC.DSN); err != nil {
-		// pgconn's message may quote the DSN, password included: name the field only.
-		errs = append(errs, errors.New("CDC.DSN is not a valid PostgreSQL connection string"))
+	} else if err := pgrepl.ValidDSN(c.CDC.DSN); err != nil {
+		errs = append(errs, fmt.Errorf("CDC.DSN is %w", err))
 	}
 	if c.CDC.StatusInterval <= 0 || c.CDC.RetryInterval <= 0 || c.CDC.StallAfter <= 0 {
 		errs = append(errs, fmt.Errorf("CDC.StatusInterval %v, CDC.RetryInterval %v and CDC.StallAfter %v must be positive",
 			c.CDC.StatusInterval, c.CDC.RetryInterval, c.CDC.StallAfter))
 	}
-	if c.Dialect == outbox.Postgres {
+	if sqlstore.Replicates(c.Dialect) {
 		// The names' lengths do not depend on the installation, read only at start.
 		const anyInstallation = "00000000-0000-0000-0000-000000000000"
 		table, err := outbox.NewTable(c.Dialect, c.Table)

@@ -32,6 +32,15 @@ func Code(err error) string {
 	return ""
 }
 
+// ValidDSN reports whether dsn is a valid PostgreSQL connection string. Its error names no part
+// of dsn (pgconn's message may quote it, password included).
+func ValidDSN(dsn string) error {
+	if _, err := pgconn.ParseConfig(dsn); err != nil {
+		return errors.New("not a valid PostgreSQL connection string")
+	}
+	return nil
+}
+
 // Connect opens a logical replication connection (replication=database) to dsn.
 func Connect(ctx context.Context, dsn string) (*Conn, error) {
 	cfg, err := pgconn.ParseConfig(dsn)

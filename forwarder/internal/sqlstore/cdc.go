@@ -1,6 +1,10 @@
 package sqlstore
 
-import "time"
+import (
+	"time"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
 
 // The statements of the cdc source, which runs on PostgreSQL only (its configuration refuses
 // other dialects): they use PostgreSQL's arrays and data-modifying WITH. A pending row with a
@@ -18,6 +22,16 @@ type Replicator interface {
 
 // LogicalReplication: PostgreSQL streams its changes through replication slots.
 func (Postgres) LogicalReplication() {}
+
+// Replicates reports whether a database of the dialect streams its changes (Replicator).
+func Replicates(d outbox.Dialect) bool {
+	a, err := For(d)
+	if err != nil {
+		return false
+	}
+	_, ok := a.(Replicator)
+	return ok
+}
 
 // Replicates reports whether the table's database streams its changes (Replicator).
 func (s Statements) Replicates() bool {
