@@ -84,6 +84,8 @@ install_packages() {
   command -v mariadbd >/dev/null 2>&1 || missing+=(mariadb-server mariadb-client)
   command -v mvn >/dev/null 2>&1 || missing+=(maven)
   [ -x "$JAVA_BIN" ] || missing+=(openjdk-17-jdk-headless)
+  # Headless Chromium for the web console's browser test (cmd/outboxkit.TestConsoleInChromium).
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   ((${#missing[@]} == 0)) && return 0
   log "installing Debian packages: ${missing[*]}"
   # Keep the packages' own init scripts from starting daemons on their default ports.
