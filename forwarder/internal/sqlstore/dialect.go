@@ -63,8 +63,8 @@ func For(d outbox.Dialect) (Dialect, error) {
 	return nil, fmt.Errorf("sqlstore: no adapter for dialect %q", d)
 }
 
-// inTx runs fn in a transaction of db and commits it.
-func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+// InTx runs fn in a transaction of db and commits it.
+func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -75,9 +75,6 @@ func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 	}
 	return tx.Commit()
 }
-
-// InTx runs fn in a transaction of db and commits it.
-func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error { return inTx(ctx, db, fn) }
 
 // The statements PostgreSQL and SQLite share: lists of keys as IN lists.
 

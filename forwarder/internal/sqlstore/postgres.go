@@ -64,9 +64,9 @@ func (d Postgres) Prune(t outbox.Table, cutoff time.Time, limit int) Query {
 // this transaction only: PostgreSQL then ends the transaction and the connection.
 func (Postgres) LeaseTx(ctx context.Context, db *sql.DB, idle time.Duration, fn func(tx *sql.Tx) error) error {
 	if idle <= 0 {
-		return inTx(ctx, db, fn)
+		return InTx(ctx, db, fn)
 	}
-	return inTx(ctx, db, func(tx *sql.Tx) error {
+	return InTx(ctx, db, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = %d",
 			idle.Milliseconds())); err != nil {
 			return fmt.Errorf("bound the transaction's idle time: %w", err)

@@ -66,5 +66,5 @@ func (d SQLite) Prune(t outbox.Table, cutoff time.Time, limit int) Query {
 
 // LeaseTx is a plain transaction: SQLite has no row locks to hold.
 func (SQLite) LeaseTx(ctx context.Context, db *sql.DB, _ time.Duration, fn func(tx *sql.Tx) error) error {
-	return inTx(ctx, db, fn)
+	return InTx(ctx, db, fn)
 }
