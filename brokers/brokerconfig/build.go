@@ -84,6 +84,8 @@ func buildBroker(ctx context.Context, cfg Config, logger watermill.LoggerAdapter
 		return buildPulsar(ctx, cfg.Pulsar, logger)
 	case BrokerNATS:
 		return buildNATS(cfg.NATS, logger)
+	case BrokerRabbitMQ:
+		return buildRabbitMQ(cfg.RabbitMQ, logger)
 	}
 	return nil, fmt.Errorf("broker config: broker %q cannot be built", cfg.Broker) // unreachable after Validate
 }
@@ -116,7 +118,7 @@ func buildKafka(kcfg kafka.Config, cluster *kfake.Cluster, logger watermill.Logg
 	}, nil
 }
 
-// Broker returns the name of the broker in use: kafka, pulsar, nats or kfake.
+// Broker returns the name of the broker in use: kafka, pulsar, nats, rabbitmq or kfake.
 func (b *Brokers) Broker() string { return b.broker }
 
 // Publisher returns the publisher (with format cloudevents, the CloudEvents decorator around
@@ -128,8 +130,9 @@ func (b *Brokers) Publisher() message.Publisher { return b.publisher }
 func (b *Brokers) Addrs() []string { return append([]string(nil), b.addrs...) }
 
 // NewSubscriber returns a new subscriber in consumer group (Kafka) or subscription (Pulsar)
-// group, or durable consumer (NATS) group; an empty group uses the configured
-// kafka.consumer_group / pulsar.subscription_name / nats.consumer_group.
+// group, durable consumer (NATS) group or queue group (RabbitMQ) group; an empty group uses the
+// configured kafka.consumer_group / pulsar.subscription_name / nats.consumer_group /
+// rabbitmq.consumer_group.
 // Close closes it too, if the caller has not already.
 func (b *Brokers) NewSubscriber(group string) (message.Subscriber, error) {
 	b.mu.Lock()

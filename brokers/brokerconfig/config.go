@@ -1,6 +1,6 @@
 // Package brokerconfig builds the outboxkit publisher and subscribers of the broker chosen by
 // configuration (a YAML file with environment overrides): broker: kafka | pulsar | kfake is the
-// whole switch (or nats), and format: cloudevents makes the published messages CloudEvents.
+// whole switch (or nats, rabbitmq), and format: cloudevents makes the published messages CloudEvents.
 package brokerconfig
 
 import (
@@ -17,6 +17,7 @@ import (
 	"github.com/outboxkit/outboxkit/brokers/cloudevents"
 	"github.com/outboxkit/outboxkit/brokers/kafka"
 	"github.com/outboxkit/outboxkit/brokers/nats"
+	"github.com/outboxkit/outboxkit/brokers/rabbitmq"
 )
 
 // Broker names accepted by Config.Broker.
@@ -25,12 +26,14 @@ const (
 	BrokerPulsar = "pulsar"
 	// BrokerNATS is NATS JetStream (brokers/nats).
 	BrokerNATS = "nats"
+	// BrokerRabbitMQ is RabbitMQ (brokers/rabbitmq).
+	BrokerRabbitMQ = "rabbitmq"
 	// BrokerKFake starts an in-process Kafka-protocol cluster (franz-go's kfake) and talks to it
 	// with the Kafka adapter: for tests and demos, nothing is persisted.
 	BrokerKFake = "kfake"
 )
 
-var allowedBrokers = []string{BrokerKafka, BrokerPulsar, BrokerNATS, BrokerKFake}
+var allowedBrokers = []string{BrokerKafka, BrokerPulsar, BrokerNATS, BrokerRabbitMQ, BrokerKFake}
 
 // Message formats accepted by Config.Format.
 const (
@@ -48,7 +51,7 @@ var allowedFormats = []string{FormatWatermill, FormatCloudEvents}
 // Config is the broker configuration: which broker, and one section per broker. Only the
 // section of the chosen broker is used and validated (the kafka section also serves kfake).
 type Config struct {
-	// Broker is kafka, pulsar, nats or kfake. Required.
+	// Broker is kafka, pulsar, nats, rabbitmq or kfake. Required.
 	Broker string `yaml:"broker"`
 	// Kafka configures the Kafka adapter (broker: kafka, and broker: kfake except brokers,
 	// tls and sasl).
@@ -57,6 +60,8 @@ type Config struct {
 	Pulsar PulsarConfig `yaml:"pulsar"`
 	// NATS configures the NATS JetStream adapter (broker: nats).
 	NATS nats.Config `yaml:"nats"`
+	// RabbitMQ configures the RabbitMQ adapter (broker: rabbitmq).
+	RabbitMQ rabbitmq.Config `yaml:"rabbitmq"`
 	// KFake configures the in-process cluster (broker: kfake).
 	KFake KFakeConfig `yaml:"kfake"`
 	// Format is the format of the published messages: watermill (the default) or cloudevents.
@@ -123,6 +128,8 @@ func (c *Config) SetDefaults() {
 		c.Pulsar.setDefaults()
 	case BrokerNATS:
 		c.NATS.SetDefaults()
+	case BrokerRabbitMQ:
+		c.RabbitMQ.SetDefaults()
 	}
 	if c.KFake.Partitions == 0 {
 		c.KFake.Partitions = DefaultKFakePartitions
@@ -167,6 +174,10 @@ func (c Config) Validate() error {
 		if err := c.NATS.Validate(); err != nil {
 			return fmt.Errorf("nats.%w", err)
 		}
+	case BrokerRabbitMQ:
+		if err := c.RabbitMQ.Validate(); err != nil {
+			return fmt.Errorf("rabbitmq.%w", err)
+		}
 	default:
 		return fmt.Errorf("broker: unknown value %q (allowed: %s)", c.Broker, strings.Join(allowedBrokers, ", "))
 	}
@@ -198,6 +209,8 @@ func (c Config) LogValue() slog.Value {
 		attrs = append(attrs, slog.Any("pulsar", c.Pulsar.LogValue()))
 	case BrokerNATS:
 		attrs = append(attrs, slog.Any("nats", c.NATS.LogValue()))
+	case BrokerRabbitMQ:
+		attrs = append(attrs, slog.Any("rabbitmq", c.RabbitMQ.LogValue()))
 	}
 	attrs = append(attrs, slog.String("format", c.Format))
 	if c.Format == FormatCloudEvents {

@@ -24,8 +24,8 @@ func TestParseErrorsNameTheField(t *testing.T) {
 		env        map[string]string
 		want       string
 	}{
-		{"missing broker", "kafka:\n  brokers: [a:1]\n", nil, "broker: missing (allowed: kafka, pulsar, nats, kfake)"},
-		{"unknown broker", "broker: rabbitmq\n", nil, `broker: unknown value "rabbitmq" (allowed: kafka, pulsar, nats, kfake)`},
+		{"missing broker", "kafka:\n  brokers: [a:1]\n", nil, "broker: missing (allowed: kafka, pulsar, nats, rabbitmq, kfake)"},
+		{"unknown broker", "broker: activemq\n", nil, `broker: unknown value "activemq" (allowed: kafka, pulsar, nats, rabbitmq, kfake)`},
 		{"unknown top-level key", "broker: kafka\nbrokr: x\n", nil, "field brokr not found"},
 		{"unknown kafka key", "broker: kafka\nkafka:\n  brokers: [a:1]\n  compresion: lz4\n", nil, "field compresion not found"},
 		{"unknown pulsar key", "broker: pulsar\npulsar:\n  url: pulsar://h:6650\n  token: x\n", nil, "field token not found"},

@@ -51,13 +51,13 @@ func ExampleParse() {
 	_, err := brokerconfig.Parse([]byte("broker: kafka\nkafka:\n  brokers: [127.0.0.1:9092]\n  compression: brotli\n"), nil)
 	fmt.Println(err)
 
-	_, err = brokerconfig.Parse([]byte("broker: rabbitmq\n"), nil)
+	_, err = brokerconfig.Parse([]byte("broker: activemq\n"), nil)
 	fmt.Println(err)
 
 	cfg, _ := brokerconfig.Parse([]byte("broker: pulsar\npulsar:\n  url: pulsar://127.0.0.1:6650\n  auth_token: secret-jwt\n"), nil)
 	fmt.Println(cfg.Pulsar.LogValue().Group()[1])
 	// Output:
 	// kafka.compression: unknown value "brotli" (allowed: none, gzip, snappy, lz4, zstd)
-	// broker: unknown value "rabbitmq" (allowed: kafka, pulsar, nats, kfake)
+	// broker: unknown value "activemq" (allowed: kafka, pulsar, nats, rabbitmq, kfake)
 	// auth_token=[REDACTED]
 }

@@ -61,6 +61,7 @@ var scenarioCases = []scenarioCase{
 		},
 		verifyKeys: natsKeys,
 	},
+	rabbitMQScenario,
 }
 
 // natsKeys reads the topic's stream and checks that each message is on its key's partition
