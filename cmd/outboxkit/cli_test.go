@@ -674,7 +674,7 @@ func TestConfigErrors(t *testing.T) {
 		{"bad batch size", db + "forwarder:\n  batch_size: -1\n", []string{"relay"}, "forwarder.batch_size: must be positive, got -1"},
 		{"bad duration", db + "forwarder:\n  lease_ttl: 10\n", []string{"migrate"}, `forwarder.lease_ttl: must be a Go duration`},
 		{"unknown key", db + "forwarder:\n  workerz: 2\n", []string{"status"}, "forwarder.workerz: unknown key"},
-		{"unknown broker", db + "broker: rabbitmq\n", []string{"relay"}, `broker: unknown value "rabbitmq" (allowed: kafka, pulsar, nats, kfake)`},
+		{"unknown broker", db + "broker: activemq\n", []string{"relay"}, `broker: unknown value "activemq" (allowed: kafka, pulsar, nats, rabbitmq, kfake)`},
 		{"missing broker", db, []string{"relay"}, "broker: missing"},
 		{"relay on kfake", db + "broker: kfake\n", []string{"relay"}, "broker: kfake is an in-process test cluster"},
 		{"kafka without brokers", db + "broker: kafka\n", []string{"relay"}, "kafka.brokers"},

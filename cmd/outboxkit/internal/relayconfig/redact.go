@@ -84,14 +84,14 @@ var urlUserinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)[^@\
 // Scrubber returns a function that removes the configuration's secrets from a message (an error
 // or a log line) that may echo them: DSN-shaped passwords (URL userinfo, password=...) are
 // always redacted, and each secret value (the DSN password, the Kafka SASL password, the Pulsar
-// token, the NATS password or token) is replaced wherever it appears, unless it is shorter than 6 bytes or also appears as
+// token, the NATS password or token, the RabbitMQ password) is replaced wherever it appears, unless it is shorter than 6 bytes or also appears as
 // a non-secret value of the configuration (a password equal to the user name cannot be replaced
 // everywhere without mangling ordinary text; the DSN-shaped rules still catch it).
 func (c Config) Scrubber() func(string) string {
 	public := c.String() // secrets redacted
 	var literal []string
 	candidates := append(dsnPasswords(c.Database.DSN), c.Broker.Kafka.SASL.Password, c.Broker.Pulsar.AuthToken,
-		c.Broker.NATS.Password, c.Broker.NATS.Token)
+		c.Broker.NATS.Password, c.Broker.NATS.Token, c.Broker.RabbitMQ.Password)
 	for _, s := range candidates {
 		if len(s) >= 6 && !strings.Contains(public, s) && !slices.Contains(literal, s) {
 			literal = append(literal, s)

@@ -1,5 +1,5 @@
 // Package relayconfig loads the outboxkit CLI's configuration file: the database, forwarder,
-// http and log sections, plus the broker part (broker, kafka, pulsar, nats, kfake) that
+// http and log sections, plus the broker part (broker, kafka, pulsar, nats, rabbitmq, kfake) that
 // brokers/brokerconfig parses, with environment overrides, defaults and validation. Every error
 // names the bad key by its YAML path; the DSN password and broker secrets never appear in errors.
 package relayconfig
@@ -200,11 +200,11 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), opts Options) (Co
 				if err == nil {
 					err = cfg.Log.parse(level, format)
 				}
-			case "broker", "kafka", "pulsar", "nats", "kfake", "format", "cloudevents":
+			case "broker", "kafka", "pulsar", "nats", "rabbitmq", "kfake", "format", "cloudevents":
 				err = checkKnownKeys(v, k.Value, brokerFieldType(k.Value))
 				brokerNodes = append(brokerNodes, k)
 			default:
-				err = fmt.Errorf("%s: unknown section (line %d; allowed: database, forwarder, http, log, broker, format, cloudevents, kafka, pulsar, nats, kfake)", k.Value, k.Line)
+				err = fmt.Errorf("%s: unknown section (line %d; allowed: database, forwarder, http, log, broker, format, cloudevents, kafka, pulsar, nats, rabbitmq, kfake)", k.Value, k.Line)
 			}
 			if err != nil {
 				return Config{}, err
@@ -252,6 +252,8 @@ var exactlyOnceRefused = map[string]string{
 	brokerconfig.BrokerPulsar: "Pulsar transactions cannot fence a paused relay's commit",
 	brokerconfig.BrokerNATS: "JetStream has no transaction spanning the records and a checkpoint, and its " +
 		"duplicate window only bounds duplicates in time",
+	brokerconfig.BrokerRabbitMQ: "RabbitMQ has no transaction spanning the messages and a checkpoint (AMQP transactions " +
+		"are per channel and cannot fence a paused relay), and no broker-side deduplication",
 }
 
 // CheckRelay returns an error if cfg, loaded with Options.Broker, cannot serve the relay command:

@@ -216,7 +216,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown log key", base + "log:\n  colour: true\n", nil, Options{}, "log.colour: unknown key"},
 
 		{"missing broker", base, nil, Options{Broker: true}, "broker: missing"},
-		{"unknown broker", base + "broker: rabbitmq\n", nil, Options{Broker: true}, `broker: unknown value "rabbitmq" (allowed: kafka, pulsar, nats, kfake)`},
+		{"unknown broker", base + "broker: activemq\n", nil, Options{Broker: true}, `broker: unknown value "activemq" (allowed: kafka, pulsar, nats, rabbitmq, kfake)`},
 		{"kafka without brokers", base + "broker: kafka\n", nil, Options{Broker: true}, "kafka.brokers"},
 		{"unknown kafka key", base + "broker: kafka\nkafka:\n  brokers: [k:1]\n  compresion: lz4\n", nil, Options{}, "kafka.compresion: unknown key (line 8; allowed: brokers,"},
 		{"unknown nested kafka key", base + "kafka:\n  sasl:\n    pasword: x\n", nil, Options{}, "kafka.sasl.pasword: unknown key (line 7"},
@@ -369,6 +369,7 @@ func TestParseDelivery(t *testing.T) {
 		{base + "forwarder:\n  delivery: twice\n", `forwarder.delivery: unknown value "twice" (allowed: at_least_once, exactly_once; or set OUTBOXKIT_FORWARDER_DELIVERY)`},
 		{base + "broker: pulsar\npulsar:\n  url: pulsar://127.0.0.1:6650\nforwarder:\n  delivery: exactly_once\n", `forwarder.delivery: "exactly_once" needs broker kafka (or kfake), not "pulsar"`},
 		{base + "broker: nats\nnats:\n  urls: [nats://127.0.0.1:4222]\nforwarder:\n  delivery: exactly_once\n", `forwarder.delivery: "exactly_once" needs broker kafka (or kfake), not "nats": JetStream has no transaction`},
+		{base + "broker: rabbitmq\nrabbitmq:\n  url: amqp://127.0.0.1:5672/\nforwarder:\n  delivery: exactly_once\n", `forwarder.delivery: "exactly_once" needs broker kafka (or kfake), not "rabbitmq": RabbitMQ has no transaction`},
 	} {
 		_, err := Parse([]byte(c.doc), nil, Options{Broker: true})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
