@@ -28,6 +28,18 @@ var ErrUnitNotOpen = errors.New("kafka: transactional unit not open")
 // transaction left open longer (a relay paused inside one, with nobody taking its unit over).
 const transactionTimeout = 60 * time.Second
 
+// retryMetadataMinAge is the MetadataMinAge of every unit's producer. franz-go resends a refused
+// produce batch only after a metadata refresh, and refreshes at most once per MetadataMinAge
+// (5 s by default). With transaction.version 2 (KIP-890) the broker adds a partition to a
+// transaction when the transaction's first record reaches it, and refuses that record with
+// CONCURRENT_TRANSACTIONS while the markers of the producer's previous transaction are still
+// being written. On a replicated cluster that is the usual case for a unit that begins its
+// next transaction right after a commit, and each refusal stalled the unit for up to 5 s. With a
+// short minimum age the resend waits for one metadata round trip. The cost is more metadata
+// requests while a partition has no leader (about one per MetadataMinAge and unit), which is
+// why it is not shorter.
+const retryMetadataMinAge = 20 * time.Millisecond
+
 // units holds the transactional sessions of a Publisher, one per unit.
 type units struct {
 	mu       sync.Mutex
@@ -77,6 +89,7 @@ func (p *Publisher) OpenUnit(ctx context.Context, unit, checkpointTopic string, 
 	opts := append(p.opts[:len(p.opts):len(p.opts)],
 		kgo.TransactionalID(unit),
 		kgo.TransactionTimeout(transactionTimeout),
+		kgo.MetadataMinAge(retryMetadataMinAge),
 		kgo.RecordPartitioner(checkpointPartitioner{checkpointTopic: checkpointTopic, keyed: partitioner(p.config.Partitioner)}),
 	)
 	client, err := kgo.NewClient(opts...)
