@@ -232,6 +232,7 @@ func (f *Forwarder) statsLoop(ctx context.Context) {
 				f.metrics.oldestAge.WithLabelValues(st.tenant).Set(time.Since(st.oldest).Seconds())
 			}
 		}
+		f.updateBlockedGauges(ctx)
 		if !sleep(ctx, f.cfg.StatsInterval) {
 			return
 		}

@@ -17,6 +17,7 @@ type metrics struct {
 	pending, oldestAge, dead        *prometheus.GaugeVec
 	ownedPartitions, publishStalled prometheus.Gauge
 	fencedRows, gapViolations       prometheus.Counter
+	blocked                         blockedGauges
 	// Exactly-once delivery.
 	txCommitted, txAborted, unitsOpened, recoveredRows, foreignCheckpoints prometheus.Counter
 }
@@ -73,13 +74,14 @@ func newMetrics(reg prometheus.Registerer, table string) (*metrics, error) {
 			"Rows of a unit's last committed transaction acknowledged by the relay that opened the unit next (exactly-once delivery)."),
 		foreignCheckpoints: plain("foreign_checkpoints_total",
 			"Unit openings that found the unit's last checkpoint written by another installation and refused it (exactly-once delivery; two installations share a transactional-id prefix)."),
+		blocked: newBlockedGauges(table),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.relayed, m.failed, m.deadLettered, m.deadLetterRefused, m.batchSize, m.publishSeconds,
 		m.commitToAck, m.pending, m.oldestAge, m.dead, m.ownedPartitions, m.publishStalled, m.fencedRows, m.gapViolations,
-		m.txCommitted, m.txAborted, m.unitsOpened, m.recoveredRows, m.foreignCheckpoints} {
+		m.txCommitted, m.txAborted, m.unitsOpened, m.recoveredRows, m.foreignCheckpoints, m.blocked.keys, m.blocked.oldest} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if errors.As(err, &already) {

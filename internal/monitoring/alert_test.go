@@ -32,6 +32,7 @@ const (
 var testOverrides = map[string]Override{
 	"OutboxBacklogTooOld": {Replace: map[string]string{"> 300": "> 8"}, For: "3s"},
 	"OutboxRelayDown":     {For: "2s"},
+	"OutboxKeyBlocked":    {Replace: map[string]string{"> 900": "> 8"}, For: "3s"},
 }
 
 // TestBacklogAlertFiresWhenTheBrokerStops runs a real Prometheus (Debian's prometheus binary,
@@ -156,6 +157,19 @@ func TestBacklogAlertFiresWhenTheBrokerStops(t *testing.T) {
 	if writes.committed() == 0 {
 		t.Error("no event was written")
 	}
+
+	// The keys waiting behind their failing events are blocked: the blocked-key alert fires too.
+	waitFor(t, ctx, 2*time.Minute, "OutboxKeyBlocked to fire", func() (bool, string) {
+		alerts, err := prom.Alerts(ctx)
+		for _, a := range alerts {
+			if a.Labels["alertname"] == "OutboxKeyBlocked" && a.Labels["table"] == name && a.State == "firing" {
+				return true, ""
+			}
+		}
+		blocked, _ := prom.Query(ctx, fmt.Sprintf("outboxkit_forwarder_blocked_keys{table=%q}", name))
+		return false, fmt.Sprintf("alerts %v (%v), blocked keys %v", alerts, err, blocked)
+	})
+	logf("OutboxKeyBlocked firing %s after Kafka stopped", time.Since(stopped).Round(time.Second))
 
 	checkDashboardQueries(t, ctx, prom, name)
 

@@ -12,14 +12,18 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// forwarderMetrics reads the metric names the forwarder registers from forwarder/metrics.go
-// (the names given to its counter and gauge helpers and to the Name fields), prefixed with the
-// namespace and subsystem the file sets.
+// forwarderMetrics reads the metric names the forwarder registers from forwarder/metrics.go and
+// forwarder/blocked_metrics.go (the names given to its counter and gauge helpers and to the Name
+// fields), prefixed with the namespace and subsystem the files set.
 func forwarderMetrics(t *testing.T) map[string]bool {
 	t.Helper()
-	src, err := os.ReadFile(filepath.Join(repoRoot(t), "forwarder", "metrics.go"))
-	if err != nil {
-		t.Fatal(err)
+	var src []byte
+	for _, file := range []string{"metrics.go", "blocked_metrics.go"} {
+		data, err := os.ReadFile(filepath.Join(repoRoot(t), "forwarder", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, data...)
 	}
 	if !strings.Contains(string(src), `Namespace: "outboxkit", Subsystem: "forwarder"`) {
 		t.Fatal(`forwarder/metrics.go no longer sets Namespace "outboxkit", Subsystem "forwarder": update this test`)
@@ -79,7 +83,8 @@ func TestDashboardAndRulesUseTheForwardersMetrics(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"pending_rows", "oldest_pending_age_seconds", "relayed_total", "commit_to_ack_seconds",
-		"dead_rows", "owned_partitions", "failed_total", "dead_lettered_total", "fenced_rows_total", "gap_violations_total"} {
+		"dead_rows", "owned_partitions", "failed_total", "dead_lettered_total", "fenced_rows_total", "gap_violations_total",
+		"blocked_keys", "oldest_blocked_key_age_seconds"} {
 		if !used["outboxkit_forwarder_"+want] {
 			t.Errorf("no dashboard panel shows outboxkit_forwarder_%s", want)
 		}

@@ -1,0 +1,85 @@
+package forwarder
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// blockedGauges are the blocked-keys gauges: how many keys are held back behind a dead or a
+// retrying head, and how old the oldest head is. Their series exist from the start, at 0.
+type blockedGauges struct {
+	keys   *prometheus.GaugeVec
+	oldest prometheus.Gauge
+}
+
+func newBlockedGauges(table string) blockedGauges {
+	labels := prometheus.Labels{"table": table}
+	g := blockedGauges{
+		keys: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "outboxkit", Subsystem: "forwarder", Name: "blocked_keys",
+			ConstLabels: labels,
+			Help:        "Ordering keys held back behind a failing head event, by the head's state: dead (waits for an operator) or retrying."},
+			[]string{"state"}),
+		oldest: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "outboxkit", Subsystem: "forwarder", Name: "oldest_blocked_key_age_seconds",
+			ConstLabels: labels,
+			Help:        "Age (from its created_at) of the oldest head event holding back a key; 0 when no key is blocked."}),
+	}
+	g.keys.WithLabelValues(StateDead).Set(0)
+	g.keys.WithLabelValues(StateRetrying).Set(0)
+	return g
+}
+
+// updateBlockedGauges reads the blocked keys of the whole table (every tenant, as the other
+// table gauges) and sets the gauges; a failed read leaves them as they were.
+func (f *Forwarder) updateBlockedGauges(ctx context.Context) {
+	counts, oldest, err := blockedSummary(ctx, f.cfg.DB, f.store.table)
+	if err != nil {
+		if ctx.Err() == nil {
+			f.log.Warn("reading the blocked keys failed", "error", err)
+		}
+		return
+	}
+	g := f.metrics.blocked
+	g.keys.WithLabelValues(StateDead).Set(float64(counts[statusDead]))
+	g.keys.WithLabelValues(StateRetrying).Set(float64(counts[statusPending]))
+	age := 0.0
+	if !oldest.IsZero() {
+		age = max(time.Since(oldest).Seconds(), 0)
+	}
+	g.oldest.Set(age)
+}
+
+// blockedSummary counts the blocked keys by their head's status (dead, or pending and failed at
+// least once) and returns the created_at of the oldest head.
+func blockedSummary(ctx context.Context, db querier, table outbox.Table) (map[int]int64, time.Time, error) {
+	events := table.Events()
+	rows, err := db.QueryContext(ctx, "SELECT h.status, COUNT(*), MIN(h.created_at) FROM "+events+" h JOIN (SELECT key_hash, MIN(seq) AS head FROM "+
+		events+" WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head GROUP BY h.status")
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("count blocked keys: %w", err)
+	}
+	defer rows.Close()
+	counts := map[int]int64{}
+	var oldest time.Time
+	for rows.Next() {
+		var status int
+		var n int64
+		created, getCreated := outbox.TimeScanner()
+		if err := rows.Scan(&status, &n, created); err != nil {
+			return nil, time.Time{}, fmt.Errorf("count blocked keys: %w", err)
+		}
+		t, err := getCreated()
+		if err != nil {
+			return nil, time.Time{}, fmt.Errorf("count blocked keys: %w", err)
+		}
+		counts[status] = n
+		if !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
+			oldest = t
+		}
+	}
+	return counts, oldest, rows.Err()
+}
