@@ -17,7 +17,7 @@ const wantSummary = `per key, in order:
 all 6 events delivered through `
 
 // TestSwitchBroker runs the same program with the folder's configuration files (the real Kafka,
-// Pulsar and NATS, addresses from the environment overrides, and kfake) and checks that each
+// Pulsar, NATS and RabbitMQ, addresses from the environment overrides, and kfake) and checks that each
 // delivers the same events in the same per-key order.
 func TestSwitchBroker(t *testing.T) {
 	cases := []struct {
@@ -32,6 +32,9 @@ func TestSwitchBroker(t *testing.T) {
 		}},
 		{"nats.yaml", "nats", func(t *testing.T) map[string]string {
 			return map[string]string{"OUTBOXKIT_NATS_URLS": testsupport.NATSURL(t)}
+		}},
+		{"rabbitmq.yaml", "rabbitmq", func(t *testing.T) map[string]string {
+			return map[string]string{"OUTBOXKIT_RABBITMQ_AMQP_URL": testsupport.RabbitMQURL(t)}
 		}},
 		{"kfake.yaml", "kfake", func(*testing.T) map[string]string { return nil }},
 	}
