@@ -16,65 +16,6 @@ import (
 // the partition's last committed record.
 const CheckpointPartitions = 64
 
-// ensureCheckpointTopic creates the checkpoint topic when missing, compacted, and returns its
-// partition count. A topic that exists but is not compacted is refused: deletion by retention
-// could remove a unit's last checkpoint while its rows are still in the outbox, and a new owner
-// would then publish them again.
-func (p *Publisher) ensureCheckpointTopic(ctx context.Context, topic string) (int32, error) {
-	p.units.mu.Lock()
-	n, ok := p.units.topics[topic]
-	p.units.mu.Unlock()
-	if ok {
-		return n, nil
-	}
-	adm := kadm.NewClient(p.client) // not closed: closing it would close the publisher's client
-	compact := "compact"
-	_, err := adm.CreateTopic(ctx, CheckpointPartitions, -1, map[string]*string{"cleanup.policy": &compact}, topic)
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return 0, fmt.Errorf("kafka: cannot create the checkpoint topic %q on brokers %v: %w", topic, p.config.Brokers, err)
-	}
-	configs, err := adm.DescribeTopicConfigs(ctx, topic)
-	if err == nil {
-		_, err = configs.On(topic, func(rc *kadm.ResourceConfig) error {
-			if rc.Err != nil {
-				return rc.Err
-			}
-			for _, c := range rc.Configs {
-				if c.Key == "cleanup.policy" && (c.Value == nil || *c.Value != compact) {
-					value := "<unset>"
-					if c.Value != nil {
-						value = *c.Value
-					}
-					return fmt.Errorf("cleanup.policy is %q, not compact: retention could delete a unit's last checkpoint "+
-						"while its rows are still in the outbox", value)
-				}
-			}
-			return nil
-		})
-	}
-	if err != nil {
-		return 0, fmt.Errorf("kafka: checkpoint topic %q: %w", topic, err)
-	}
-	topics, err := adm.ListTopics(ctx, topic)
-	if err == nil {
-		err = topics.Error()
-	}
-	if err != nil {
-		return 0, fmt.Errorf("kafka: cannot read the partitions of the checkpoint topic %q: %w", topic, err)
-	}
-	n = int32(len(topics[topic].Partitions))
-	if n == 0 {
-		return 0, fmt.Errorf("kafka: the checkpoint topic %q has no partitions", topic)
-	}
-	p.units.mu.Lock()
-	if p.units.topics == nil {
-		p.units.topics = map[string]int32{}
-	}
-	p.units.topics[topic] = n
-	p.units.mu.Unlock()
-	return n, nil
-}
-
 // LastCheckpoint returns the last checkpoint unit committed to checkpointTopic (at partition
 // slot modulo its partitions), or nil, without opening the unit: its owner is not fenced. It
 // implements the forwarder's CheckpointReader (outboxkit status). A missing topic has no
