@@ -47,6 +47,9 @@ Unless http.listen is "", it serves on that address (default 127.0.0.1:9464):
   /livez     200 while the process serves (a liveness probe: never looks at a dependency)
   /readyz    200 while the relay runs and the database answers a ping, 503 otherwise
   /healthz   the same as /readyz (kept for existing probes)
+  /api/v1/   the admin API (JSON) and /console/ the web console, only when admin tokens are
+             configured (http.admin_read_tokens_file, http.admin_write_tokens_file,
+             OUTBOXKIT_ADMIN_*_TOKENS); off (404) otherwise. See docs/admin-api.md.
 
 SIGTERM or SIGINT stops it cleanly: in-flight batches finish, leases are released, and the
 process exits with code 0. A second signal kills it at once. If the database cannot be reached
