@@ -203,6 +203,8 @@ func (c Config) poisonBytes() int {
 		return c.PoisonBytes
 	case c.Broker.Kind == Pulsar:
 		return 8 << 20
+	case c.Broker.Kind == RabbitMQ:
+		return 20 << 20 // brokers/rabbitmq's default max_message_size is 16 MiB
 	default:
 		return 2 << 20
 	}

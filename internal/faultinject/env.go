@@ -181,9 +181,14 @@ func (e *env) startConsumer(ctx context.Context) error {
 	e.stopConsumer = stopConsumer
 	e.consumerDone = make(chan error, 1)
 	go func() {
-		if e.cfg.Broker.Kind == Pulsar {
+		switch e.cfg.Broker.Kind {
+		case Pulsar:
 			e.consumerDone <- consumePulsar(consumeCtx, e.cfg.Broker.Addr(), "persistent://public/default/"+e.topic, e.rec)
-		} else {
+		case NATS:
+			e.consumerDone <- consumeNATS(consumeCtx, e.cfg.Broker.Addr(), e.topic, e.rec)
+		case RabbitMQ:
+			e.consumerDone <- consumeRabbitMQ(consumeCtx, e.cfg.Broker.Addr(), e.topic, e.rec)
+		default:
 			e.consumerDone <- consumeKafka(consumeCtx, e.cfg.Broker.Addr(), e.topic, e.rec)
 		}
 	}()

@@ -33,13 +33,17 @@ func writeRelayConfig(path string, cfg Config, s relaySettings) error {
 		"http":      map[string]any{"listen": ""},
 		"log":       map[string]any{"level": "warn"},
 	}
-	if cfg.Broker.Kind == Pulsar {
-		doc["broker"] = "pulsar"
+	switch cfg.Broker.Kind {
+	case Pulsar:
 		doc["pulsar"] = map[string]any{"url": cfg.Broker.Addr()}
-	} else {
-		doc["broker"] = "kafka"
+	case NATS:
+		doc["nats"] = map[string]any{"urls": []string{cfg.Broker.Addr()}}
+	case RabbitMQ:
+		doc["rabbitmq"] = map[string]any{"url": cfg.Broker.Addr()}
+	default:
 		doc["kafka"] = map[string]any{"brokers": []string{cfg.Broker.Addr()}}
 	}
+	doc["broker"] = cfg.Broker.Kind
 	if cfg.Source != "" {
 		fwd["source"] = cfg.Source
 	}

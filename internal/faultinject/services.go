@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,26 +22,38 @@ const (
 	DefaultPulsarPort          = 26650
 	DefaultPulsarHTTPPort      = 28080
 	DefaultPulsarBookiePort    = 23181
+	DefaultNATSPort            = 24222
+	DefaultNATSMonitorPort     = 28222
+	DefaultRabbitMQPort        = 25682
+	DefaultRabbitMQDistPort    = 25692
+	DefaultRabbitMQEPMDPort    = 24369
 )
 
 // Broker names accepted by Broker.Kind.
 const (
-	Kafka  = "kafka"
-	Pulsar = "pulsar"
+	Kafka    = "kafka"
+	Pulsar   = "pulsar"
+	NATS     = "nats"
+	RabbitMQ = "rabbitmq"
 )
 
-// Broker is a dedicated Kafka or Pulsar started and stopped through the project's
-// scripts/services.sh (start-kafka, stop-kafka, start-pulsar, stop-pulsar).
+// kinds are the brokers scripts/services.sh can start as dedicated ones (start-<kind>).
+var kinds = []string{Kafka, Pulsar, NATS, RabbitMQ}
+
+// Broker is a dedicated Kafka, Pulsar, NATS (JetStream) or RabbitMQ started and stopped through
+// the project's scripts/services.sh (start-<kind>, stop-<kind>).
 type Broker struct {
-	// Kind is Kafka or Pulsar.
+	// Kind is Kafka, Pulsar, NATS or RabbitMQ.
 	Kind string
 	// RepoRoot is the module's root directory (holding scripts/services.sh).
 	RepoRoot string
 	// StateDir is the broker's state and log directory. Default DefaultStateDir.
 	StateDir string
 	// Ports; zero means the Default* constants above.
-	KafkaPort, KafkaControllerPort               int
-	PulsarPort, PulsarHTTPPort, PulsarBookiePort int
+	KafkaPort, KafkaControllerPort                   int
+	PulsarPort, PulsarHTTPPort, PulsarBookiePort     int
+	NATSPort, NATSMonitorPort                        int
+	RabbitMQPort, RabbitMQDistPort, RabbitMQEPMDPort int
 }
 
 func (b *Broker) setDefaults() {
@@ -57,13 +70,24 @@ func (b *Broker) setDefaults() {
 	def(&b.PulsarPort, DefaultPulsarPort)
 	def(&b.PulsarHTTPPort, DefaultPulsarHTTPPort)
 	def(&b.PulsarBookiePort, DefaultPulsarBookiePort)
+	def(&b.NATSPort, DefaultNATSPort)
+	def(&b.NATSMonitorPort, DefaultNATSMonitorPort)
+	def(&b.RabbitMQPort, DefaultRabbitMQPort)
+	def(&b.RabbitMQDistPort, DefaultRabbitMQDistPort)
+	def(&b.RabbitMQEPMDPort, DefaultRabbitMQEPMDPort)
 }
 
-// Addr is the address clients use: host:port for Kafka, a pulsar:// URL for Pulsar.
+// Addr is the address clients use: host:port for Kafka, a pulsar:// URL for Pulsar, a nats://
+// URL for NATS, an amqp:// URL (with scripts/services.sh's user) for RabbitMQ.
 func (b Broker) Addr() string {
 	b.setDefaults()
-	if b.Kind == Pulsar {
+	switch b.Kind {
+	case Pulsar:
 		return fmt.Sprintf("pulsar://127.0.0.1:%d", b.PulsarPort)
+	case NATS:
+		return fmt.Sprintf("nats://127.0.0.1:%d", b.NATSPort)
+	case RabbitMQ:
+		return fmt.Sprintf("amqp://outboxkit:outboxkit@127.0.0.1:%d/", b.RabbitMQPort)
 	}
 	return fmt.Sprintf("127.0.0.1:%d", b.KafkaPort)
 }
@@ -89,8 +113,8 @@ func (b Broker) Restart(ctx context.Context, downtime time.Duration) error {
 
 func (b Broker) script(ctx context.Context, sub string) error {
 	b.setDefaults()
-	if b.Kind != Kafka && b.Kind != Pulsar {
-		return fmt.Errorf("faultinject: unknown broker %q (allowed: kafka, pulsar)", b.Kind)
+	if !slices.Contains(kinds, b.Kind) {
+		return fmt.Errorf("faultinject: unknown broker %q (allowed: %s)", b.Kind, strings.Join(kinds, ", "))
 	}
 	script := filepath.Join(b.RepoRoot, "scripts", "services.sh")
 	cmd := exec.CommandContext(ctx, "bash", script, sub)
@@ -102,6 +126,12 @@ func (b Broker) script(ctx context.Context, sub string) error {
 		"PULSAR_PORT="+strconv.Itoa(b.PulsarPort),
 		"PULSAR_HTTP_PORT="+strconv.Itoa(b.PulsarHTTPPort),
 		"PULSAR_BOOKIE_PORT="+strconv.Itoa(b.PulsarBookiePort),
+		"NATS_PORT="+strconv.Itoa(b.NATSPort),
+		"NATS_MONITOR_PORT="+strconv.Itoa(b.NATSMonitorPort),
+		"RABBITMQ_PORT="+strconv.Itoa(b.RabbitMQPort),
+		"RABBITMQ_DIST_PORT="+strconv.Itoa(b.RabbitMQDistPort),
+		"RABBITMQ_EPMD_PORT="+strconv.Itoa(b.RabbitMQEPMDPort),
+		"RABBITMQ_NODE_NAME=outboxkit-fault-"+strconv.Itoa(b.RabbitMQPort)+"@localhost",
 	)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -14,7 +14,7 @@
 //	go run ./internal/cmd/faultinject -source cdc -table ShopApp.OrdersOutbox
 //	go run ./internal/cmd/faultinject -broker pulsar -poison 5 -no-broker-restart
 //
-// The dedicated broker is started through scripts/services.sh (start-kafka / start-pulsar) with
+// The dedicated broker is started through scripts/services.sh (start-kafka, start-pulsar, start-nats, start-rabbitmq) with
 // its own ports and state directory, and stopped at the end unless -keep-broker is given.
 package main
 
@@ -39,7 +39,7 @@ func main() {
 func run() int {
 	var (
 		size       = flag.String("size", "small", "preset: small (3,000 events) or large (50,000 events); other flags override it")
-		broker     = flag.String("broker", faultinject.Kafka, "kafka or pulsar (a dedicated one, started by scripts/services.sh)")
+		broker     = flag.String("broker", faultinject.Kafka, "kafka, pulsar, nats or rabbitmq (a dedicated one, started by scripts/services.sh)")
 		scenario   = flag.String("scenario", "faults", "faults (every fault, by the writers' progress) or pause (one relay SIGSTOPped for 3 x lease TTL)")
 		database   = flag.String("db", "postgres", "database: postgres or mysql (MariaDB)")
 		source     = flag.String("source", "polling", "the relays' forwarder.source: polling or cdc (PostgreSQL logical replication; -db postgres)")

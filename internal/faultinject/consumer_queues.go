@@ -1,0 +1,139 @@
+package faultinject
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/outboxkit/outboxkit/brokers/nats"
+	"github.com/outboxkit/outboxkit/brokers/rabbitmq"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// consumeNATS reads the stream of topic (brokers/nats' layout, one subject per topic) message by
+// message in stream order from its first sequence, until ctx is cancelled. It reads by sequence
+// rather than through a consumer, so nothing is redelivered by the reader itself: every repeated
+// event id is a relay duplicate (one JetStream's duplicate window did not drop). The stream is
+// created by the relays' first publish; the reader waits for it, and for the server across its
+// restarts (nats.go reconnects).
+func consumeNATS(ctx context.Context, url, topic string, rec *recorder) error {
+	nc, err := natsgo.Connect(url, natsgo.MaxReconnects(-1), natsgo.ReconnectWait(200*time.Millisecond))
+	if err != nil {
+		return fmt.Errorf("faultinject: nats connect: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("faultinject: jetstream: %w", err)
+	}
+	var stream jetstream.Stream
+	for seq := uint64(1); ctx.Err() == nil; {
+		if stream == nil {
+			if stream, err = js.Stream(ctx, nats.StreamName(topic)); err != nil {
+				stream = nil
+				pause(ctx)
+				continue
+			}
+		}
+		m, err := stream.GetMsg(ctx, seq)
+		if err != nil {
+			pause(ctx) // not stored yet, or the server is restarting
+			continue
+		}
+		headers := make(map[string]string, len(m.Header))
+		for k := range m.Header {
+			headers[k] = m.Header.Get(k)
+		}
+		d := decode(headers[outbox.MetadataEventID], headers[outbox.MetadataAggregateID], m.Data, headers)
+		d.where = fmt.Sprintf("stream sequence %d", seq)
+		rec.add(d)
+		seq++
+	}
+	return nil
+}
+
+// consumeRabbitMQ consumes the queue of topic (brokers/rabbitmq's layout with its defaults: one
+// queue named after the topic), declaring it as the relays do, until ctx is cancelled; it
+// reconnects after the broker's restart. A message the broker delivers again (redelivered: its
+// acknowledgement was lost with the connection) whose id was already recorded is skipped, so
+// every repeated event id is a relay duplicate (a resend whose first copy was stored).
+func consumeRabbitMQ(ctx context.Context, url, topic string, rec *recorder) error {
+	seen := map[string]bool{}
+	for ctx.Err() == nil {
+		err := consumeRabbitMQOnce(ctx, url, topic, rec, seen)
+		if ctx.Err() == nil && err != nil {
+			pause(ctx) // the broker is restarting: connect again
+		}
+	}
+	return nil
+}
+
+// consumeRabbitMQOnce consumes over one connection until it is lost or ctx is cancelled.
+func consumeRabbitMQOnce(ctx context.Context, url, topic string, rec *recorder, seen map[string]bool) error {
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	cfg := rabbitmq.Config{}
+	cfg.SetDefaults()
+	if err := declareRabbitMQ(ch, cfg, topic); err != nil {
+		return err
+	}
+	if err := ch.Qos(100, 0, false); err != nil {
+		return err
+	}
+	deliveries, err := ch.ConsumeWithContext(ctx, topic, "faultinject-check", false, false, false, false, nil)
+	if err != nil {
+		return err
+	}
+	for m := range deliveries {
+		headers := make(map[string]string, len(m.Headers))
+		for k, v := range m.Headers {
+			if s, ok := v.(string); ok {
+				headers[k] = s
+			}
+		}
+		id := headers[outbox.MetadataEventID]
+		if !(m.Redelivered && seen[id]) {
+			seen[id] = true
+			d := decode(id, headers[outbox.MetadataAggregateID], m.Body, headers)
+			d.where = fmt.Sprintf("delivery %d (redelivered %v)", m.DeliveryTag, m.Redelivered)
+			rec.add(d)
+		}
+		if err := m.Ack(false); err != nil {
+			return err
+		}
+	}
+	return errors.New("faultinject: rabbitmq deliveries closed")
+}
+
+// declareRabbitMQ declares the exchange and queue of topic as brokers/rabbitmq does (the same
+// arguments, or the broker refuses the second declaration).
+func declareRabbitMQ(ch *amqp.Channel, cfg rabbitmq.Config, topic string) error {
+	if err := ch.ExchangeDeclare(topic, amqp.ExchangeDirect, true, false, false, false, nil); err != nil {
+		return err
+	}
+	args := amqp.Table{"x-queue-type": cfg.QueueType, "x-single-active-consumer": true}
+	if _, err := ch.QueueDeclare(topic, true, false, false, false, args); err != nil {
+		return err
+	}
+	return ch.QueueBind(topic, cfg.RoutingKey(topic, ""), topic, false, nil)
+}
+
+// pause waits a moment before trying again, or until ctx is done.
+func pause(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(100 * time.Millisecond):
+	}
+}
