@@ -1,6 +1,7 @@
 package forwarder_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // blockedSeries returns the blocked_keys gauge by state and the oldest blocked age (-1 when a
@@ -69,4 +71,28 @@ func TestBlockedKeysGauges(t *testing.T) {
 			}
 		})
 	}
+}
+
+// On an empty outbox the backlog gauges exist, at 0, once the relay has read the table: a
+// dashboard or an alert sees "nothing waits", not "no data".
+func TestBacklogSeriesExistOnAnEmptyOutbox(t *testing.T) {
+	h := newHarness(t, outbox.SQLite, kfakeBrokers(t))
+	reg := prometheus.NewRegistry()
+	cfg := h.config(h.publisher())
+	cfg.Metrics, cfg.StatsInterval = reg, 50*time.Millisecond
+	h.start(cfg)
+	want := []string{"outboxkit_forwarder_pending_rows", "outboxkit_forwarder_dead_rows", "outboxkit_forwarder_oldest_pending_age_seconds"}
+	var missing []string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		missing = nil
+		for _, name := range want {
+			if v := gaugeValue(t, reg, name); v != 0 {
+				missing = append(missing, fmt.Sprintf("%s=%v", name, v))
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+	}
+	t.Errorf("on an empty outbox, want these series at 0 (-1: absent): %v", missing)
 }

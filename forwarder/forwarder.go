@@ -225,6 +225,17 @@ func (f *Forwarder) statsLoop(ctx context.Context) {
 		f.metrics.pending.Reset()
 		f.metrics.oldestAge.Reset()
 		f.metrics.dead.Reset()
+		// The tenants this relay serves ("" when all) always have their series, at 0 when
+		// nothing waits: "nothing waits" is not "no data".
+		tenants := f.cfg.Tenants
+		if len(tenants) == 0 {
+			tenants = []string{""}
+		}
+		for _, tenant := range tenants {
+			f.metrics.pending.WithLabelValues(tenant).Set(0)
+			f.metrics.dead.WithLabelValues(tenant).Set(0)
+			f.metrics.oldestAge.WithLabelValues(tenant).Set(0)
+		}
 		for _, st := range stats {
 			f.metrics.pending.WithLabelValues(st.tenant).Set(float64(st.pending))
 			f.metrics.dead.WithLabelValues(st.tenant).Set(float64(st.dead))
