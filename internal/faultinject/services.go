@@ -25,6 +25,7 @@ const (
 	DefaultNATSPort            = 24222
 	DefaultNATSMonitorPort     = 28222
 	DefaultRabbitMQPort        = 25682
+	DefaultRabbitMQTLSPort     = 25683
 	DefaultRabbitMQDistPort    = 25692
 	DefaultRabbitMQEPMDPort    = 24369
 )
@@ -50,10 +51,10 @@ type Broker struct {
 	// StateDir is the broker's state and log directory. Default DefaultStateDir.
 	StateDir string
 	// Ports; zero means the Default* constants above.
-	KafkaPort, KafkaControllerPort                   int
-	PulsarPort, PulsarHTTPPort, PulsarBookiePort     int
-	NATSPort, NATSMonitorPort                        int
-	RabbitMQPort, RabbitMQDistPort, RabbitMQEPMDPort int
+	KafkaPort, KafkaControllerPort                                    int
+	PulsarPort, PulsarHTTPPort, PulsarBookiePort                      int
+	NATSPort, NATSMonitorPort                                         int
+	RabbitMQPort, RabbitMQTLSPort, RabbitMQDistPort, RabbitMQEPMDPort int
 }
 
 func (b *Broker) setDefaults() {
@@ -73,6 +74,7 @@ func (b *Broker) setDefaults() {
 	def(&b.NATSPort, DefaultNATSPort)
 	def(&b.NATSMonitorPort, DefaultNATSMonitorPort)
 	def(&b.RabbitMQPort, DefaultRabbitMQPort)
+	def(&b.RabbitMQTLSPort, DefaultRabbitMQTLSPort)
 	def(&b.RabbitMQDistPort, DefaultRabbitMQDistPort)
 	def(&b.RabbitMQEPMDPort, DefaultRabbitMQEPMDPort)
 }
@@ -129,6 +131,7 @@ func (b Broker) script(ctx context.Context, sub string) error {
 		"NATS_PORT="+strconv.Itoa(b.NATSPort),
 		"NATS_MONITOR_PORT="+strconv.Itoa(b.NATSMonitorPort),
 		"RABBITMQ_PORT="+strconv.Itoa(b.RabbitMQPort),
+		"RABBITMQ_TLS_PORT="+strconv.Itoa(b.RabbitMQTLSPort),
 		"RABBITMQ_DIST_PORT="+strconv.Itoa(b.RabbitMQDistPort),
 		"RABBITMQ_EPMD_PORT="+strconv.Itoa(b.RabbitMQEPMDPort),
 		"RABBITMQ_NODE_NAME=outboxkit-fault-"+strconv.Itoa(b.RabbitMQPort)+"@localhost",

@@ -7,15 +7,20 @@
 # Sourced by scripts/services.sh; defines install_rabbitmq, start_rabbitmq, stop_rabbitmq and
 # print_rabbitmq_env.
 #
-# Listens on 127.0.0.1: RABBITMQ_PORT (15673, AMQP 0-9-1), RABBITMQ_DIST_PORT (25673, Erlang
-# distribution, for rabbitmqctl) and RABBITMQ_EPMD_PORT (14369, the Erlang port mapper this
-# node registers with). No plugin is enabled (no management UI). User outboxkit/outboxkit,
-# vhost "/". max_message_size is 16 MiB, so that the tests can send an oversized message.
-# `-outboxkit_state DIR/` on the node's command line (ignored by Erlang) lets the pid file check
-# (scripts/services/pidfile.sh) recognise the node. The data survives a stop: restart-rabbitmq is a broker restart with its durable queues and
-# persistent messages kept, as the fault run needs.
+# AMQP over TLS on RABBITMQ_TLS_PORT (15674) with a certificate of a private CA made at start
+# (make_test_certs, scripts/services/tls.sh) under $SERVICES_STATE_DIR/rabbitmq/tls; clients are
+# not asked for a certificate.
+#
+# Listens on 127.0.0.1: RABBITMQ_PORT (15673, AMQP 0-9-1), RABBITMQ_TLS_PORT (15674, AMQPS),
+# RABBITMQ_DIST_PORT (25673, Erlang distribution, for rabbitmqctl) and RABBITMQ_EPMD_PORT (14369,
+# the Erlang port mapper this node registers with). No plugin is enabled (no management UI). User
+# outboxkit/outboxkit, vhost "/". max_message_size is 16 MiB. `-outboxkit_state DIR/` on the
+# node's command line (ignored by Erlang) lets the pid file check (scripts/services/pidfile.sh)
+# recognise the node. The data survives a stop: restart-rabbitmq is a broker restart with its
+# durable queues and persistent messages kept, as the fault run needs.
 
 : "${RABBITMQ_PORT:=15673}"
+: "${RABBITMQ_TLS_PORT:=15674}"
 : "${RABBITMQ_DIST_PORT:=25673}"
 : "${RABBITMQ_EPMD_PORT:=14369}"
 : "${RABBITMQ_NODE_NAME:=outboxkit-$RABBITMQ_PORT@localhost}"
@@ -48,7 +53,7 @@ _rabbitmq_env() {
 # _rabbitmq_ctl ARGS...: rabbitmqctl against this instance.
 _rabbitmq_ctl() { _rabbitmq_env /usr/lib/rabbitmq/bin/rabbitmqctl -q -n "$RABBITMQ_NODE_NAME" "$@"; }
 
-_rabbitmq_ready() { port_open "$RABBITMQ_PORT" && _rabbitmq_ctl await_startup --timeout 5; }
+_rabbitmq_ready() { port_open "$RABBITMQ_PORT" && port_open "$RABBITMQ_TLS_PORT" && _rabbitmq_ctl await_startup --timeout 5; }
 
 install_rabbitmq() {
   [ -x /usr/lib/rabbitmq/bin/rabbitmq-server ] && return 0
@@ -65,8 +70,12 @@ start_rabbitmq() {
   local dir logfile=$SERVICES_LOG_DIR/rabbitmq.log
   dir=$(_rabbitmq_dir)
   if port_open "$RABBITMQ_PORT"; then
-    echo "rabbitmq: amqp://127.0.0.1:$RABBITMQ_PORT (already running)"
-    return 0
+    if port_open "$RABBITMQ_TLS_PORT"; then
+      echo "rabbitmq: amqp://127.0.0.1:$RABBITMQ_PORT (already running)"
+      return 0
+    fi
+    echo "rabbitmq: running without its TLS listener (started by an older script); restarting" >&2
+    stop_rabbitmq
   fi
   install_rabbitmq
   mkdir -p "$dir/mnesia" "$dir/log"
@@ -76,11 +85,18 @@ start_rabbitmq() {
   fi
   [ -s "$dir/.erlang.cookie" ] || { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/.erlang.cookie"; }
   chmod 400 "$dir/.erlang.cookie"
+  make_test_certs "$dir/tls" rabbitmq
   : >"$dir/rabbitmq-env.conf"
   echo '[].' >"$dir/enabled_plugins"
   echo '[].' >"$dir/advanced.config"
   cat >"$dir/rabbitmq.conf" <<EOF
 listeners.tcp.1 = 127.0.0.1:$RABBITMQ_PORT
+listeners.ssl.1 = 127.0.0.1:$RABBITMQ_TLS_PORT
+ssl_options.cacertfile = $dir/tls/ca.pem
+ssl_options.certfile = $dir/tls/server.pem
+ssl_options.keyfile = $dir/tls/server.key
+ssl_options.verify = verify_none
+ssl_options.fail_if_no_peer_cert = false
 default_user = outboxkit
 default_pass = outboxkit
 default_vhost = /
@@ -111,4 +127,6 @@ stop_rabbitmq() {
 
 print_rabbitmq_env() {
   echo "export OUTBOXKIT_RABBITMQ_URL='amqp://outboxkit:outboxkit@127.0.0.1:$RABBITMQ_PORT/'"
+  echo "export OUTBOXKIT_RABBITMQ_TLS_URL='amqps://outboxkit:outboxkit@127.0.0.1:$RABBITMQ_TLS_PORT/'"
+  echo "export OUTBOXKIT_RABBITMQ_TLS_CA='$(_rabbitmq_dir)/tls'"
 }
