@@ -39,6 +39,9 @@ func driverName(d outbox.Dialect) string {
 
 // openDB opens (without connecting) the configured database.
 func openDB(cfg relayconfig.Database) (*sql.DB, error) {
+	if err := checkDSN(cfg); err != nil {
+		return nil, err
+	}
 	db, err := sql.Open(driverName(cfg.Dialect), cfg.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("open %s database %s: %w", cfg.Dialect, relayconfig.RedactDSN(cfg.DSN), err)
