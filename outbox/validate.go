@@ -130,7 +130,12 @@ const maxIdentifierPart = 63
 // schema-qualified ("app.outbox"), at most 48 characters so derived index and table names fit
 // every dialect. Anything else is rejected: table names are never quoted or escaped, only checked.
 // It is the one identifier check of outboxkit: the outbox, the forwarder and the inbox use it.
-func ValidateIdentifier(name string) error { return checkIdentifier(name, maxIdentifier) }
+func ValidateIdentifier(name string) error {
+	if err := checkIdentifier(name, maxIdentifier); err != nil {
+		return err
+	}
+	return checkReserved(name)
+}
 
 // checkIdentifier checks the shape of name, its length (at most maxLen characters) and the length
 // of each of its parts (at most 63). Derived names ("<table>_migrations") are checked with a
