@@ -138,6 +138,9 @@ func (f *Forwarder) start(ctx context.Context) error {
 		if errors.Is(err, outbox.ErrNoInstallation) {
 			return fmt.Errorf("forwarder: start on table %s: %w", f.store.table, err) // waiting cannot help
 		}
+		if isMissingTable(err) {
+			return fmt.Errorf("forwarder: start on table %s: %w: %w", f.store.table, ErrNotMigrated, err) // waiting cannot help
+		}
 		if err == nil {
 			var owned int
 			if owned, err = f.heartbeat(ctx); err == nil {
