@@ -14,6 +14,17 @@ import (
 func TestAdminAPI(t *testing.T) {
 	t.Parallel()
 	r := startAdminRelay(t, "api")
+	// The start-up line shows the effective forwarder and log sections, and the listener opens
+	// before the broker connects.
+	start := r.relay.waitLog(t, "outboxkit relay starting")
+	config, _ := start["config"].(map[string]any)
+	fwd, _ := config["forwarder"].(map[string]any)
+	if fwd["max_attempts"] != float64(3) || config["log.format"] != "json" || config["http.admin_write_tokens_file"] != "write.tokens" {
+		t.Errorf("start-up configuration line: %v", start)
+	}
+	if log := r.relay.log(); strings.Index(log, "serving /metrics and /healthz") > strings.Index(log, "broker ready") {
+		t.Errorf("the HTTP listener opened after the broker connected:\n%s", log)
+	}
 	for _, c := range []struct{ token string }{{""}, {"not-a-token-at-all-really"}} {
 		if code := r.call(t, "GET", "/api/v1/keys", c.token, nil, nil); code != http.StatusUnauthorized {
 			t.Errorf("GET /api/v1/keys with token %q: %d, want 401", c.token, code)

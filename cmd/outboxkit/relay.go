@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -80,22 +81,8 @@ func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate b
 	for _, w := range cfg.Warnings() {
 		logger.Warn(w)
 	}
-
-	ctx, stop := signal.NotifyContext(parent, syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	finished := make(chan struct{})
-	defer close(finished) // runs before stop: the goroutine below ends without logging
-	go func() {
-		select {
-		case <-ctx.Done():
-			// Restore the default behaviour: a second signal kills the process at once.
-			stop()
-			if parent.Err() == nil {
-				logger.Info("signal received, stopping: finishing in-flight batches and releasing leases")
-			}
-		case <-finished:
-		}
-	}()
+	ctx, cleanup := signalContext(parent, logger)
+	defer cleanup()
 
 	table, err := outbox.NewTable(cfg.Database.Dialect, cfg.Database.Table)
 	if err != nil {
@@ -107,63 +94,20 @@ func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate b
 	}
 	defer db.Close()
 
-	if runMigrate {
-		if err := migrate(ctx, db, cfg.Database, table, logger, migrateAttempts); err != nil {
-			return err
-		}
-	}
-
-	brokers, err := brokerconfig.Build(ctx, cfg.Broker, watermill.NewSlogLogger(logger.With("broker", cfg.Broker.Broker)))
-	if err != nil {
-		return fmt.Errorf("relay: %w", err)
-	}
-	defer func() {
-		if err := brokers.Close(); err != nil {
-			logger.Warn("closing the broker client", "error", err)
-		}
-	}()
-	// pulsar-client-go connects lazily: open the dead-letter topic's producer now, so an
-	// unreachable Pulsar or refused credentials stop the relay at start with a clear error,
-	// as an unreachable Kafka does.
-	if connector, ok := brokers.Publisher().(interface{ Connect(topic string) error }); ok {
-		dlq := cfg.Forwarder.DeadLetterTopic
-		if dlq == "" {
-			dlq = forwarder.DefaultDeadLetterTopic
-		}
-		if err := connector.Connect(dlq); err != nil {
-			return fmt.Errorf("relay: broker %s: %w", brokers.Broker(), err)
-		}
-	}
-	logger.Info("broker ready", "broker", brokers.Broker(), "addrs", brokers.Addrs())
-
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		collectors.NewBuildInfoCollector()) // go_build_info{path, version, checksum}
-
-	fcfg := forwarder.Config{
-		DB:        db,
-		Dialect:   cfg.Database.Dialect,
-		Table:     cfg.Database.Table,
-		Publisher: brokers.Publisher(),
-		Metrics:   registry,
-		Logger:    logger,
-	}
-	cfg.Forwarder.Apply(&fcfg)
-	// IsRetriable stays unset: the broker's publisher classifies its own errors.
-	switch {
-	case fcfg.Source == forwarder.SourceCDC:
-		fcfg.CDC.DSN = cfg.Database.DSN // the stream wakes the relay: no LISTEN
-	case cfg.Database.Dialect == outbox.Postgres:
-		fcfg.Wakeups = forwarder.ListenPostgres(ctx, cfg.Database.DSN, table, logger)
-	}
-	fwd, err := forwarder.New(fcfg)
-	if err != nil {
-		return usageErr(err)
-	}
-
-	var running atomic.Bool
+	// The listener opens first: a taken port fails the relay at once, and /livez answers while
+	// the relay waits for its database and broker (/readyz says 503 until it runs).
+	registry := newRegistry()
+	var (
+		running   atomic.Bool
+		publisher atomic.Pointer[message.Publisher] // set once the broker is connected
+	)
 	if cfg.HTTP.Listen != "" {
-		mount, err := adminRoutes(cfg, db, brokers.Publisher(), logger)
+		mount, err := adminRoutes(cfg, db, func() message.Publisher {
+			if p := publisher.Load(); p != nil {
+				return *p
+			}
+			return nil
+		}, logger)
 		if err != nil {
 			return err
 		}
@@ -174,6 +118,27 @@ func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate b
 		defer shutdown()
 	}
 
+	if runMigrate {
+		if err := migrate(ctx, db, cfg.Database, table, logger, migrateAttempts); err != nil {
+			return err
+		}
+	}
+	brokers, err := connectBroker(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := brokers.Close(); err != nil {
+			logger.Warn("closing the broker client", "error", err)
+		}
+	}()
+	pub := brokers.Publisher()
+	publisher.Store(&pub)
+
+	fwd, err := newRelayForwarder(ctx, cfg, db, table, pub, registry, logger)
+	if err != nil {
+		return err
+	}
 	running.Store(true)
 	runErr := fwd.Run(ctx)
 	running.Store(false)
@@ -188,6 +153,85 @@ func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate b
 	}
 	logger.Info("outboxkit relay stopped")
 	return nil
+}
+
+// newRegistry is the relay's Prometheus registry, with the Go runtime and process collectors and
+// go_build_info{path, version, checksum}.
+func newRegistry() *prometheus.Registry {
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewBuildInfoCollector())
+	return registry
+}
+
+// signalContext is parent cancelled by SIGTERM or SIGINT (logged); a second signal kills the
+// process at once. cleanup releases the signal handler.
+func signalContext(parent context.Context, logger *slog.Logger) (context.Context, func()) {
+	ctx, stop := signal.NotifyContext(parent, syscall.SIGTERM, syscall.SIGINT)
+	finished := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			// Restore the default behaviour: a second signal kills the process at once.
+			stop()
+			if parent.Err() == nil {
+				logger.Info("signal received, stopping: finishing in-flight batches and releasing leases")
+			}
+		case <-finished:
+		}
+	}()
+	return ctx, func() {
+		close(finished) // before stop: the goroutine above ends without logging
+		stop()
+	}
+}
+
+// connectBroker builds the configured broker's clients and, for Pulsar (which connects lazily),
+// opens the dead-letter topic's producer, so that an unreachable broker or refused credentials
+// stop the relay at start with a clear error.
+func connectBroker(ctx context.Context, cfg relayconfig.Config, logger *slog.Logger) (*brokerconfig.Brokers, error) {
+	brokers, err := brokerconfig.Build(ctx, cfg.Broker, watermill.NewSlogLogger(logger.With("broker", cfg.Broker.Broker)))
+	if err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	if connector, ok := brokers.Publisher().(interface{ Connect(topic string) error }); ok {
+		dlq := cfg.Forwarder.DeadLetterTopic
+		if dlq == "" {
+			dlq = forwarder.DefaultDeadLetterTopic
+		}
+		if err := connector.Connect(dlq); err != nil {
+			_ = brokers.Close()
+			return nil, fmt.Errorf("relay: broker %s: %w", brokers.Broker(), err)
+		}
+	}
+	logger.Info("broker ready", "broker", brokers.Broker(), "addrs", brokers.Addrs())
+	return brokers, nil
+}
+
+// newRelayForwarder configures the forwarder of the relay.
+func newRelayForwarder(ctx context.Context, cfg relayconfig.Config, db *sql.DB, table outbox.Table, pub message.Publisher,
+	registry *prometheus.Registry, logger *slog.Logger) (*forwarder.Forwarder, error) {
+	fcfg := forwarder.Config{
+		DB:        db,
+		Dialect:   cfg.Database.Dialect,
+		Table:     cfg.Database.Table,
+		Publisher: pub,
+		Metrics:   registry,
+		Logger:    logger,
+	}
+	cfg.Forwarder.Apply(&fcfg)
+	// IsRetriable stays unset: the broker's publisher classifies its own errors.
+	switch {
+	case fcfg.Source == forwarder.SourceCDC:
+		fcfg.CDC.DSN = cfg.Database.DSN // the stream wakes the relay: no LISTEN
+	case cfg.Database.Dialect == outbox.Postgres:
+		fcfg.Wakeups = forwarder.ListenPostgres(ctx, cfg.Database.DSN, table, logger)
+	}
+	fwd, err := forwarder.New(fcfg)
+	if err != nil {
+		return nil, usageErr(err)
+	}
+	return fwd, nil
 }
 
 // serveHTTP serves /metrics, /livez, /readyz and /healthz on addr until the returned function is called. The

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -19,7 +20,9 @@ import (
 // adminRoutes returns what the relay's listener serves besides /metrics and the probes: the
 // admin API (/api/v1/) and console (/console/) when a token is configured, else nothing (both
 // off, never open). A token file that cannot be read, or a bad token, is a configuration error.
-func adminRoutes(cfg relayconfig.Config, db *sql.DB, pub message.Publisher, logger *slog.Logger) (func(*http.ServeMux), error) {
+// publisher returns the broker's publisher once it is connected (nil before): the exactly-once
+// units view reads the checkpoints through it.
+func adminRoutes(cfg relayconfig.Config, db *sql.DB, publisher func() message.Publisher, logger *slog.Logger) (func(*http.ServeMux), error) {
 	tokens, err := adminapi.LoadTokens(cfg.HTTP.AdminReadTokensFile, cfg.HTTP.AdminWriteTokensFile, os.LookupEnv)
 	if err != nil {
 		return nil, usageErr(fmt.Errorf("http: %w", err))
@@ -33,14 +36,20 @@ func adminRoutes(cfg relayconfig.Config, db *sql.DB, pub message.Publisher, logg
 		return nil, usageErr(err)
 	}
 	acfg := adminapi.Config{Admin: admin, Tokens: tokens, Logger: logger.With("component", "admin"), SlotGroups: streamedGroups(cfg)}
-	if reader, ok := pub.(forwarder.CheckpointReader); ok && forwarder.Delivery(cfg.Forwarder.Delivery) == forwarder.ExactlyOnce {
+	if forwarder.Delivery(cfg.Forwarder.Delivery) == forwarder.ExactlyOnce {
 		f := cfg.Forwarder
 		group := f.LeaseGroup
 		if group == "" {
 			group = forwarder.DefaultLeaseGroup(f.Tenants)
 		}
 		q := forwarder.UnitsQuery{LeaseGroup: group, TransactionalIDPrefix: f.TransactionalIDPrefix, CheckpointTopic: f.CheckpointTopic}
-		acfg.Units = func(ctx context.Context) ([]forwarder.UnitStatus, error) { return admin.Units(ctx, reader, q) }
+		acfg.Units = func(ctx context.Context) ([]forwarder.UnitStatus, error) {
+			reader, ok := publisher().(forwarder.CheckpointReader)
+			if !ok {
+				return nil, errors.New("the broker is not connected yet, or cannot read exactly-once checkpoints")
+			}
+			return admin.Units(ctx, reader, q)
+		}
 	}
 	api, err := adminapi.New(acfg)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Redacted replaces secrets in printed configuration.
@@ -127,7 +128,59 @@ func (c Config) LogValue() slog.Value {
 	if c.Broker.Broker != "" {
 		attrs = append(attrs, slog.Any("broker", c.Broker.LogValue()))
 	}
-	attrs = append(attrs, slog.String("http.listen", c.HTTP.Listen))
+	attrs = append(attrs, slog.Any("forwarder", c.Forwarder.LogValue()), slog.String("http.listen", c.HTTP.Listen))
+	if c.HTTP.AdminReadTokensFile != "" || c.HTTP.AdminWriteTokensFile != "" {
+		attrs = append(attrs, slog.String("http.admin_read_tokens_file", c.HTTP.AdminReadTokensFile),
+			slog.String("http.admin_write_tokens_file", c.HTTP.AdminWriteTokensFile))
+	}
+	attrs = append(attrs, slog.String("log.level", c.Log.Level.String()), slog.String("log.format", c.Log.Format))
+	return slog.GroupValue(attrs...)
+}
+
+// LogValue implements slog.LogValuer: the keys set in the forwarder section (it holds no
+// secret); the others keep the forwarder's defaults.
+func (f Forwarder) LogValue() slog.Value {
+	var attrs []slog.Attr
+	str := func(key, v string) {
+		if v != "" {
+			attrs = append(attrs, slog.String(key, v))
+		}
+	}
+	num := func(key string, v int) {
+		if v != 0 {
+			attrs = append(attrs, slog.Int(key, v))
+		}
+	}
+	dur := func(key string, v time.Duration) {
+		if v != 0 {
+			attrs = append(attrs, slog.Duration(key, v))
+		}
+	}
+	str("source", f.Source)
+	str("delivery", f.Delivery)
+	num("batch_size", f.BatchSize)
+	num("max_batch_bytes", f.MaxBatchBytes)
+	num("workers", f.Workers)
+	num("max_attempts", f.MaxAttempts)
+	if f.UnlimitedRetries {
+		attrs = append(attrs, slog.Bool("unlimited_retries", true))
+	}
+	dur("initial_interval", f.InitialInterval)
+	dur("max_interval", f.MaxInterval)
+	str("dead_letter_topic", f.DeadLetterTopic)
+	dur("retention", f.Retention)
+	dur("prune_interval", f.PruneInterval)
+	dur("lease_ttl", f.LeaseTTL)
+	dur("publish_stall_after", f.PublishStallAfter)
+	if len(f.Tenants) > 0 {
+		attrs = append(attrs, slog.Any("tenants", f.Tenants))
+	}
+	str("lease_group", f.LeaseGroup)
+	str("relay_id", f.RelayID)
+	dur("min_poll_interval", f.MinPollInterval)
+	dur("max_poll_interval", f.MaxPollInterval)
+	str("checkpoint_topic", f.CheckpointTopic)
+	str("transactional_id_prefix", f.TransactionalIDPrefix)
 	return slog.GroupValue(attrs...)
 }
 
