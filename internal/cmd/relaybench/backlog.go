@@ -80,7 +80,7 @@ func setup(db *sql.DB, d database, relay string) (name, topic string, write writ
 	name = testsupport.UniqueName("bench")
 	topic = testsupport.UniqueName("bench_events")
 	switch relay {
-	case relayOutboxkit, relayExactlyOnce, relayCeiling, relayCDC, relayCDCExactlyOnce, relayCDCCeiling:
+	case relayOutboxkit, relayExactlyOnce, relayCeiling, relayCDC, relayCDCExactlyOnce, relayCDCCeiling, relayNATS, relayRabbitMQ:
 		if isCDC(relay) && d.dialect != outbox.Postgres {
 			return "", "", nil, &notAvailableError{reason: "the cdc source needs PostgreSQL"}
 		}
@@ -238,11 +238,11 @@ func drain(db *sql.DB, d database, o options, relay string, size, keys int) (sam
 			return sample{}, err
 		}
 	}
-	consumer, err := newConsumer(o.brokers, topic)
+	consumer, err := newSource(relay, o, topic)
 	if err != nil {
-		return sample{}, fmt.Errorf("kafka consumer: %w", err)
+		return sample{}, err
 	}
-	defer consumer.Close()
+	defer consumer.close()
 	child, err := startChild(relay, d, name, o)
 	if err != nil {
 		return sample{}, err
@@ -296,11 +296,11 @@ func steady(db *sql.DB, d database, o options, relay string, size, keys int) (st
 		return steadyResult{}, err
 	}
 	defer cleanup(db, d, relay, name)
-	consumer, err := newConsumer(o.brokers, topic)
+	consumer, err := newSource(relay, o, topic)
 	if err != nil {
-		return steadyResult{}, fmt.Errorf("kafka consumer: %w", err)
+		return steadyResult{}, err
 	}
-	defer consumer.Close()
+	defer consumer.close()
 	child, err := startChild(relay, d, name, o)
 	if err != nil {
 		return steadyResult{}, err
@@ -348,33 +348,46 @@ func newConsumer(brokers []string, topic string) (*kgo.Client, error) {
 		kgo.AllowAutoTopicCreation())
 }
 
+// kafkaSource reads a Kafka topic from its start.
+type kafkaSource struct{ client *kgo.Client }
+
+func (k kafkaSource) poll(ctx context.Context) []record {
+	var out []record
+	k.client.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+		id := ""
+		for _, h := range r.Headers {
+			if h.Key == outbox.MetadataEventID || h.Key == "_watermill_message_uuid" {
+				id = string(h.Value)
+			}
+		}
+		out = append(out, record{id: id, value: r.Value})
+	})
+	return out
+}
+
+func (k kafkaSource) close() { k.client.Close() }
+
 // consumeN reads until n distinct events arrived; with stamped payloads it also returns each
 // event's latency since the commit time written into its first 8 bytes.
 // It stops early when ctx ends.
-func consumeN(ctx context.Context, client *kgo.Client, n int, stamped bool) (int, []time.Duration, error) {
+func consumeN(ctx context.Context, src source, n int, stamped bool) (int, []time.Duration, error) {
 	seen := make(map[string]bool, n)
 	var latencies []time.Duration
 	for len(seen) < n {
-		fetches := client.PollFetches(ctx)
+		records := src.poll(ctx)
 		if ctx.Err() != nil {
 			return len(seen), latencies, fmt.Errorf("only %d of %d events arrived: %w", len(seen), n, context.Cause(ctx))
 		}
 		now := time.Now()
-		fetches.EachRecord(func(r *kgo.Record) {
-			id := ""
-			for _, h := range r.Headers {
-				if h.Key == outbox.MetadataEventID || h.Key == "_watermill_message_uuid" {
-					id = string(h.Value)
-				}
+		for _, r := range records {
+			if seen[r.id] {
+				continue
 			}
-			if seen[id] {
-				return
+			seen[r.id] = true
+			if stamped && len(r.value) >= 8 {
+				latencies = append(latencies, now.Sub(time.Unix(0, int64(binary.BigEndian.Uint64(r.value)))))
 			}
-			seen[id] = true
-			if stamped && len(r.Value) >= 8 {
-				latencies = append(latencies, now.Sub(time.Unix(0, int64(binary.BigEndian.Uint64(r.Value)))))
-			}
-		})
+		}
 	}
 	return len(seen), latencies, nil
 }

@@ -23,7 +23,6 @@ import (
 	wforwarder "github.com/ThreeDotsLabs/watermill/components/forwarder"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/outboxkit/outboxkit/brokers/kafka"
 	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -48,7 +47,7 @@ func startChild(relay string, d database, name string, o options) (*child, error
 	}
 	cmd := exec.Command(self, "-role", relay, "-db", d.name, "-table", name, "-pg", o.pgDSN, "-mysql", o.mysqlDSN,
 		"-kafka", strings.Join(o.brokers, ","), "-workers", strconv.Itoa(o.workers), "-batch", strconv.Itoa(o.batch), "-batch-mib", strconv.FormatFloat(o.batchMiB, 'f', -1, 64),
-		"-units", strconv.Itoa(o.units),
+		"-units", strconv.Itoa(o.units), "-nats", o.natsURL, "-rabbitmq", o.rabbitMQ,
 		"-compression", o.compress)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
@@ -200,16 +199,16 @@ func runRelay(role string, d database, name string, o options) error {
 	case relayCDCCeiling:
 		return runCDCCeiling(ctx, d, name, o)
 	}
-	pub, err := kafka.NewPublisher(kafka.Config{Brokers: o.brokers, Compression: o.compress}, nil)
+	pub, retriable, err := relayPublisher(role, o)
 	if err != nil {
-		return fmt.Errorf("kafka publisher: %w", err)
+		return err
 	}
 	defer pub.Close()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	switch role {
-	case relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce:
+	case relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce, relayNATS, relayRabbitMQ:
 		cfg := forwarder.Config{DB: db, Dialect: d.dialect, Table: name, Publisher: pub,
-			Workers: o.workers, BatchSize: o.batch, MaxBatchBytes: int64(o.batchMiB * (1 << 20)), Logger: logger, IsRetriable: kafka.Retriable}
+			Workers: o.workers, BatchSize: o.batch, MaxBatchBytes: int64(o.batchMiB * (1 << 20)), Logger: logger, IsRetriable: retriable}
 		var reg *prometheus.Registry
 		if isCDC(role) {
 			cfg.Source, cfg.CDC.DSN = forwarder.SourceCDC, d.dsn

@@ -40,6 +40,10 @@ const (
 	relayExactlyOnce = "outboxkit-eo"
 	relayStock       = "stock"
 	relayCeiling     = "ceiling"
+	// relayNATS and relayRabbitMQ are the outboxkit forwarder publishing to NATS JetStream
+	// (brokers/nats, -nats) and to RabbitMQ (brokers/rabbitmq, -rabbitmq) instead of Kafka.
+	relayNATS     = "outboxkit-nats"
+	relayRabbitMQ = "outboxkit-rabbitmq"
 )
 
 // onlyWrite is the value of -only that runs the write-side table alone.
@@ -49,6 +53,8 @@ type options struct {
 	pgDSN    string
 	mysqlDSN string
 	brokers  []string
+	natsURL  string
+	rabbitMQ string
 	events   int
 	keys     []int
 	dbs      []database
@@ -84,13 +90,15 @@ func main() {
 	flag.StringVar(&o.pgDSN, "pg", envOr(testsupport.EnvPostgresDSN, testsupport.DefaultPostgresDSN), "PostgreSQL URL")
 	flag.StringVar(&o.mysqlDSN, "mysql", envOr(testsupport.EnvMySQLDSN, testsupport.DefaultMySQLDSN), "MariaDB/MySQL DSN (go-sql-driver/mysql)")
 	brokers := flag.String("kafka", envOr(testsupport.EnvKafkaBrokers, testsupport.DefaultKafkaBrokers), "Kafka brokers")
+	flag.StringVar(&o.natsURL, "nats", envOr(testsupport.EnvNATSURL, testsupport.DefaultNATSURL), "NATS server (relay outboxkit-nats)")
+	flag.StringVar(&o.rabbitMQ, "rabbitmq", envOr(testsupport.EnvRabbitMQURL, testsupport.DefaultRabbitMQURL), "RabbitMQ URL (relay outboxkit-rabbitmq)")
 	flag.IntVar(&o.events, "events", 20000, "events in the backlog each relay drains")
 	keys := flag.String("keys", "1,10,1000", "numbers of distinct aggregate ids, one drain each")
 	dbs := flag.String("dbs", "postgres,mysql", "databases to measure on (postgres, mysql)")
 	payloads := flag.String("payloads", "256,4096", "payload sizes in bytes")
 	flag.IntVar(&o.rate, "rate", 1000, "events/s of the steady-rate latency run (0 skips it)")
 	flag.IntVar(&o.seconds, "seconds", 10, "duration of the latency run")
-	relays := flag.String("relays", "outboxkit,stock,ceiling", "relays to measure (outboxkit, stock, ceiling, cdc-ceiling; -source cdc adds outboxkit-cdc, and cdc-ceiling when ceiling is measured; cdc-ceiling needs -source cdc)")
+	relays := flag.String("relays", "outboxkit,stock,ceiling", "relays to measure (outboxkit, stock, ceiling, cdc-ceiling, outboxkit-nats, outboxkit-rabbitmq; -source cdc adds outboxkit-cdc, and cdc-ceiling when ceiling is measured; cdc-ceiling needs -source cdc)")
 	source := flag.String("source", "polling", "polling, or cdc to measure the outboxkit relay with the cdc source too (relay outboxkit-cdc, PostgreSQL), beside polling, with pg_recvlogical's decode ceiling on the same rows and the write-side cost")
 	delivery := flag.String("delivery", "at_least_once", "at_least_once, or exactly_once to measure the outboxkit relay with exactly-once delivery too (relay outboxkit-eo; with -source cdc also outboxkit-cdc-eo), beside at-least-once")
 	flag.IntVar(&o.repeat, "repeat", 1, "measure every drain this many times (interleaved) and print the median and spread")
@@ -179,12 +187,13 @@ func (o *options) parse(brokers, keys, dbs, payloads, relays string) error {
 	}
 	for _, r := range splitList(relays) {
 		switch r {
-		case relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce, relayStock, relayCeiling, relayCDCCeiling:
+		case relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce, relayStock, relayCeiling, relayCDCCeiling,
+			relayNATS, relayRabbitMQ:
 			if !contains(o.relays, r) {
 				o.relays = append(o.relays, r)
 			}
 		default:
-			return fmt.Errorf("-relays: %q is not a relay (want outboxkit, stock or ceiling)", r)
+			return fmt.Errorf("-relays: %q is not a relay (want outboxkit, stock, ceiling, outboxkit-nats or outboxkit-rabbitmq)", r)
 		}
 	}
 	if len(o.relays) == 0 {

@@ -187,6 +187,10 @@ func printDrainTable(w io.Writer, r *results, o options) {
 					stockCell = "n/a " + footnote(reason)
 				}
 				row(d, size, strconv.Itoa(keys), ok, fmt.Sprintf("%s | %s | %s |", stockCell, ratio(okRate, ceiling), ratio(okRate, top)))
+				for _, other := range []string{relayNATS, relayRabbitMQ} {
+					bk := drainKey{db: d.name, size: size, keys: keys, relay: other}
+					row(d, size, strconv.Itoa(keys), bk, fmt.Sprintf("| %s | %s of Kafka |", ratio(r.rate(bk), ceiling), ratio(r.rate(bk), okRate)))
+				}
 				ek := drainKey{db: d.name, size: size, keys: keys, relay: relayExactlyOnce}
 				row(d, size, strconv.Itoa(keys), ek, fmt.Sprintf("| %s | %s of at-least-once |", ratio(r.rate(ek), ceiling), ratio(r.rate(ek), okRate)))
 				ck := drainKey{db: d.name, size: size, keys: keys, relay: relayCDC}
@@ -200,6 +204,9 @@ func printDrainTable(w io.Writer, r *results, o options) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "events/s: events drained / seconds from the relay's go to the last event consumed; spread: ±(max−min)/2 of the runs, relative to the median.\n")
 	fmt.Fprintf(w, "ceiling: claim+delete %d rows (SKIP LOCKED), one franz-go ProduceSync, commit; no order, no retries; measured with %d keys.\n", ceilingBatch, topKeys)
+	if contains(o.relays, relayNATS) || contains(o.relays, relayRabbitMQ) {
+		fmt.Fprintf(w, "outboxkit-nats, outboxkit-rabbitmq: the same forwarder publishing to NATS JetStream %s (one stream per topic, file storage) and to RabbitMQ %s (a queue per topic, persistent messages, publisher confirms) instead of Kafka; x of Kafka: their rate over outboxkit's.\n", o.natsURL, redactedURL(o.rabbitMQ))
+	}
 	for i, f := range footnotes {
 		fmt.Fprintf(w, "[%d] %s\n", i+1, f)
 	}
