@@ -110,6 +110,10 @@ EOF
   : >"$logfile"
   _rabbitmq_env setsid /usr/lib/rabbitmq/bin/rabbitmq-server </dev/null >>"$logfile" 2>&1 &
   wait_for rabbitmq "$logfile" _rabbitmq_ready
+  # The tests leave queues behind (Watermill's suite makes a topic per case): a queue unused for
+  # an hour (no consumer, not declared again) is deleted, so a test node does not grow run by run.
+  _rabbitmq_ctl set_policy outboxkit-test-expiry '.*' '{"expires":3600000}' --apply-to queues >/dev/null ||
+    fail "rabbitmq (set_policy)" "$logfile"
   echo "rabbitmq: amqp://127.0.0.1:$RABBITMQ_PORT"
 }
 
