@@ -1,0 +1,105 @@
+// Package pythonorders_test runs the python-orders example (service.py, consumer.py) against the
+// real PostgreSQL and Kafka with `outboxkit relay` between them.
+package pythonorders_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/outboxkit/outboxkit/internal/testsupport"
+)
+
+type written struct {
+	EventID string `json:"event_id"`
+	OrderID string `json:"order_id"`
+	Version int    `json:"version"`
+}
+
+type writeResult struct {
+	Committed  []written `json:"committed"`
+	RolledBack []written `json:"rolled_back"`
+	Errors     []string  `json:"errors"`
+}
+
+type consumeResult struct {
+	Applied    int      `json:"applied"`
+	Duplicates int      `json:"duplicates"`
+	Violations []string `json:"violations"`
+}
+
+const (
+	orders  = 12  // the ordering keys
+	changes = 240 // transactions, over 4 Python threads
+)
+
+// TestPythonOrders: the Python service writes orders and their events by plain INSERT into
+// outboxkit's table, concurrently on few orders, rolling back about 10 % of its transactions;
+// `outboxkit relay` forwards them to Kafka; the Python consumer applies each event once. Every
+// committed event is applied exactly once and in its order's version order, none of the
+// rolled-back ones appears, a second consumer group re-reading the topic applies nothing.
+func TestPythonOrders(t *testing.T) {
+	python := pythonEnv(t)
+	dsn := testsupport.PostgresDSN(t)
+	brokers := testsupport.KafkaBrokers(t)
+	db := testsupport.OpenPostgres(t)
+	prefix := testsupport.UniqueName("pyorders") + "_"
+	outboxTable, topic := prefix+"outbox", strings.TrimSuffix(prefix, "_")+".events"
+	dropPrefixed(t, db, prefix)
+	bin := buildCLI(t)
+
+	dir := t.TempDir()
+	config := fmt.Sprintf(`database:
+  dialect: postgres
+  dsn: %s
+  table: %s
+forwarder:
+  initial_interval: 50ms
+  max_poll_interval: 200ms
+http:
+  listen: 127.0.0.1:0
+broker: kafka
+kafka:
+  brokers: [%s]
+`, dsn, outboxTable, strings.Join(brokers, ", "))
+	if err := os.WriteFile(filepath.Join(dir, "outboxkit.yaml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCLI(bin, dir, "migrate"); err != nil {
+		t.Fatalf("outboxkit migrate: %v\n%s", err, out)
+	}
+	testsupport.CreateKafkaTopic(t, brokers, topic)
+	r := startRelay(t, bin, dir)
+
+	runPython(t, python, nil, "service.py", "schema", "--dsn", dsn, "--prefix", prefix)
+	var w writeResult
+	runPython(t, python, &w, "service.py", "write", "--dsn", dsn, "--prefix", prefix, "--outbox", outboxTable,
+		"--topic", topic, "--orders", strconv.Itoa(orders), "--changes", strconv.Itoa(changes), "--threads", "4",
+		"--rollback", "0.1")
+	if len(w.Errors) > 0 || len(w.Committed)+len(w.RolledBack) != changes || len(w.RolledBack) == 0 {
+		t.Fatalf("service wrote %d committed and %d rolled-back changes, errors %v; want %d in all, some rolled back",
+			len(w.Committed), len(w.RolledBack), w.Errors, changes)
+	}
+	t.Logf("service: %d committed, %d rolled back over %d orders", len(w.Committed), len(w.RolledBack), orders)
+
+	consumerArgs := []string{"consumer.py", "--dsn", dsn, "--prefix", prefix, "--brokers", strings.Join(brokers, ","),
+		"--topic", topic, "--expect", strconv.Itoa(len(w.Committed)), "--timeout", "180"}
+	var first, replay consumeResult
+	runPython(t, python, &first, append(consumerArgs, "--group", prefix+"views")...)
+	if first.Applied != len(w.Committed) || len(first.Violations) > 0 {
+		t.Errorf("consumer applied %d events (want %d), order violations %v", first.Applied, len(w.Committed), first.Violations)
+	}
+	// A second group reads the topic from the start: every event is a duplicate for the inbox.
+	runPython(t, python, &replay, append(consumerArgs, "--group", prefix+"replay")...)
+	if replay.Applied != 0 || replay.Duplicates < len(w.Committed) {
+		t.Errorf("replay applied %d events and ignored %d duplicates, want 0 and at least %d", replay.Applied, replay.Duplicates, len(w.Committed))
+	}
+	t.Logf("consumer: %d applied, %d duplicates; replay: %d applied, %d duplicates", first.Applied, first.Duplicates, replay.Applied, replay.Duplicates)
+
+	checkProcessed(t, db, prefix, w)
+	waitEmpty(t, db, outboxTable)
+	r.stop(t)
+}

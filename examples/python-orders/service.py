@@ -1,0 +1,160 @@
+"""The order service of the python-orders example.
+
+It changes an order and writes the change's event in ONE SQLAlchemy transaction, the way the seeds'
+services do, into outboxkit's outbox table by a plain INSERT (docs/writers.md). The database's
+trigger gives the event outboxkit's key hash, partition and per-key lock, so `outboxkit relay`
+forwards it to Kafka in the order's commit order. Every change bumps the order's version; the
+event carries it, so a consumer can check the order of an order's events.
+
+    python service.py schema --dsn postgres://...                       # the orders table
+    python service.py write --dsn postgres://... --orders 20 --changes 200 --threads 4 \
+        --rollback 0.1 --topic orders.events --outbox outbox_events
+
+`write` prints one JSON object: the committed and the rolled-back events.
+"""
+
+import argparse
+import json
+import random
+import sys
+import threading
+import uuid
+
+from sqlalchemy import text
+from sqlalchemy.orm import sessionmaker
+
+from common import engine_for, table_name
+
+
+class SimulatedFailure(Exception):
+    """Raised after the writes of a transaction the service decided to roll back."""
+
+
+class OrderService:
+    """Writes an order change and its event in one transaction."""
+
+    def __init__(self, session_factory, orders: str, outbox: str, topic: str):
+        self.Session = session_factory
+        self.orders = orders
+        self.outbox = outbox
+        self.topic = topic
+
+    def change_order(self, order_id: str, customer_id: str, total: int, fail: bool) -> dict:
+        """Creates the order or bumps its version, with its event; rolls back when fail is set."""
+        event_id = str(uuid.uuid4())
+        session = self.Session()
+        try:
+            # The upsert locks the order's row: concurrent changes of one order queue here, so
+            # versions follow commit order.
+            version = session.execute(
+                text(f"""INSERT INTO {self.orders} (id, customer_id, total, status, version)
+                         VALUES (:id, :cid, :total, 'PENDING', 1)
+                         ON CONFLICT (id) DO UPDATE
+                         SET version = {self.orders}.version + 1, total = EXCLUDED.total, status = 'UPDATED'
+                         RETURNING version"""),
+                {"id": order_id, "cid": customer_id, "total": total},
+            ).scalar_one()
+            event_type = "OrderCreated" if version == 1 else "OrderUpdated"
+            # The event, in the SAME transaction: outboxkit's columns (docs/writers.md). The
+            # relay adds the event_id header itself; the headers here are the service's own.
+            session.execute(
+                text(f"""INSERT INTO {self.outbox}
+                         (event_id, topic, aggregate_type, aggregate_id, event_type, payload, headers)
+                         VALUES (:id, :topic, 'Order', :aid, :etype, :payload, CAST(:headers AS jsonb))"""),
+                {
+                    "id": event_id,
+                    "topic": self.topic,
+                    "aid": order_id,
+                    "etype": event_type,
+                    "payload": json.dumps({
+                        "orderId": order_id,
+                        "customerId": customer_id,
+                        "total": total,
+                        "version": version,
+                    }).encode("utf-8"),
+                    "headers": json.dumps({"source": "order-service"}),
+                },
+            )
+            if fail:
+                raise SimulatedFailure(order_id)
+            session.commit()
+            return {"event_id": event_id, "order_id": order_id, "version": version, "committed": True}
+        except SimulatedFailure:
+            session.rollback()
+            return {"event_id": event_id, "order_id": order_id, "version": version, "committed": False}
+        except Exception:
+            session.rollback()
+            raise
+        finally:
+            session.close()
+
+
+def create_schema(engine, orders: str) -> None:
+    with engine.begin() as conn:
+        conn.execute(text(f"""CREATE TABLE IF NOT EXISTS {orders} (
+            id TEXT PRIMARY KEY,
+            customer_id TEXT NOT NULL,
+            total INTEGER NOT NULL,
+            status VARCHAR(20) NOT NULL,
+            version INTEGER NOT NULL)"""))
+
+
+def write(args) -> int:
+    engine = engine_for(args.dsn, pool_size=args.threads)
+    service = OrderService(sessionmaker(bind=engine), table_name(args.prefix, "orders"), args.outbox, args.topic)
+    order_ids = [f"order-{args.run}-{i}" for i in range(args.orders)]
+    results, errors, lock = [], [], threading.Lock()
+    counter = iter(range(args.changes))
+
+    def worker(seed: int) -> None:
+        rng = random.Random(seed)
+        while True:
+            with lock:
+                if next(counter, None) is None:
+                    return
+            order_id = rng.choice(order_ids)
+            try:
+                r = service.change_order(order_id, "customer-" + order_id[-1], rng.randint(1, 500), rng.random() < args.rollback)
+            except Exception as exc:  # reported, and the run fails
+                with lock:
+                    errors.append(f"{order_id}: {exc}")
+                return
+            with lock:
+                results.append(r)
+
+    threads = [threading.Thread(target=worker, args=(args.seed + i,)) for i in range(args.threads)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    json.dump({
+        "committed": [r for r in results if r["committed"]],
+        "rolled_back": [r for r in results if not r["committed"]],
+        "errors": errors,
+    }, sys.stdout)
+    print()
+    return 1 if errors else 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("command", choices=["schema", "write"])
+    p.add_argument("--dsn", required=True, help="PostgreSQL URL, postgres://user:pass@host:port/db")
+    p.add_argument("--prefix", default="", help="prefix of the example's own tables")
+    p.add_argument("--outbox", default="outbox_events", help="outboxkit's outbox table")
+    p.add_argument("--topic", default="order.events", help="the events' Kafka topic")
+    p.add_argument("--orders", type=int, default=10, help="how many orders (the ordering keys)")
+    p.add_argument("--changes", type=int, default=100, help="how many transactions")
+    p.add_argument("--threads", type=int, default=4, help="concurrent writers")
+    p.add_argument("--rollback", type=float, default=0.1, help="share of transactions rolled back")
+    p.add_argument("--run", default=uuid.uuid4().hex[:8], help="run id, part of the order ids")
+    p.add_argument("--seed", type=int, default=1)
+    args = p.parse_args()
+    if args.command == "schema":
+        create_schema(engine_for(args.dsn), table_name(args.prefix, "orders"))
+        return 0
+    return write(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

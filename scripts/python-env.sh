@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Makes (once) the Python virtual environment of examples/python-orders and prints its directory.
+# The packages come from PyPI as binary wheels (no compiler needed): SQLAlchemy 2, psycopg 3
+# (binary) and confluent-kafka, pinned in examples/python-orders/requirements.txt. A second run with
+# the same requirements only checks a stamp file. Needs python3 with the venv module (Debian:
+# apt-get install python3-venv). Location: $PYTHON_ORDERS_VENV, else
+# $SERVICES_STATE_DIR/venv-python-orders (default /var/tmp/outboxkit-services/venv-python-orders).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+req="$root/examples/python-orders/requirements.txt"
+: "${SERVICES_STATE_DIR:=/var/tmp/outboxkit-services}"
+venv="${PYTHON_ORDERS_VENV:-$SERVICES_STATE_DIR/venv-python-orders}"
+stamp="$venv/.outboxkit-requirements"
+
+if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && cmp -s "$req" "$stamp"; then
+  echo "$venv"
+  exit 0
+fi
+command -v python3 >/dev/null || { echo "python-env.sh: python3 not found (apt-get install python3 python3-venv)" >&2; exit 1; }
+mkdir -p "$(dirname "$venv")"
+if ! python3 -m venv "$venv" >&2; then
+  echo "python-env.sh: python3 -m venv failed: install the venv module (apt-get install python3-venv)" >&2
+  exit 1
+fi
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --only-binary=:all: -r "$req" >&2
+cp "$req" "$stamp"
+echo "$venv"
