@@ -79,8 +79,9 @@ func (e Event) validateHeaders(bad func(format string, args ...any) error) error
 	return nil
 }
 
-// ValidateTopic accepts a topic name both brokers and watermill-sql accept: 1 to 255 letters,
-// digits and . _ - : $.
+// ValidateTopic accepts a topic name watermill-sql accepts: 1 to 255 letters, digits and
+// . _ - : $. Brokers may take fewer (Kafka refuses : and $ and names over 249 characters): give
+// the writer the broker's rule with Config.Topics (KafkaTopics) to refuse those at write time.
 func ValidateTopic(topic string) error {
 	if topic == "" || len(topic) > maxTextField || !validTopicChars(topic) {
 		return fmt.Errorf("topic %q may only contain letters, digits and . _ - : $ (1 to %d characters)", topic, maxTextField)

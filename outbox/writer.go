@@ -33,6 +33,11 @@ type Config struct {
 	DisableKeyLocks bool
 	// Logger receives watermill-sql's trace logs. Default: none.
 	Logger watermill.LoggerAdapter
+	// Topics is the broker's rule for topic names, checked at write time besides ValidateTopic
+	// (KafkaTopics for Kafka). Default: none, ValidateTopic only, which allows what watermill-sql
+	// and Pulsar take, including : and $ that Kafka refuses (the relay would dead-letter those
+	// events).
+	Topics TopicRule
 }
 
 func (c *Config) setDefaults() {
@@ -103,6 +108,9 @@ func (w *Writer) Write(ctx context.Context, tx wsql.ContextExecutor, events ...E
 	if err := w.prepare(events); err != nil {
 		return err
 	}
+	if tx == nil {
+		return errors.New("outbox: Write: the transaction is nil")
+	}
 	msgs := make(message.Messages, len(events))
 	for i := range events {
 		e := &events[i]
@@ -120,6 +128,9 @@ func (w *Writer) Write(ctx context.Context, tx wsql.ContextExecutor, events ...E
 
 // WriteTx is [Writer.Write] for a database/sql transaction.
 func (w *Writer) WriteTx(ctx context.Context, tx *sql.Tx, events ...Event) error {
+	if tx == nil {
+		return w.Write(ctx, nil, events...) // validates, then refuses the nil transaction
+	}
 	return w.Write(ctx, wsql.TxFromStdSQL(tx), events...)
 }
 
@@ -171,6 +182,11 @@ func (w *Writer) prepare(events []Event) error {
 		}
 		if err := e.Validate(w.adapter.maxPayloadBytes); err != nil {
 			return err
+		}
+		if w.config.Topics != nil {
+			if err := w.config.Topics.CheckTopic(e.Topic); err != nil {
+				return fmt.Errorf("outbox: event %s: %w", e.ID, err)
+			}
 		}
 	}
 	return nil
