@@ -241,4 +241,3 @@ func runForwarder(t *testing.T, a adoptedTable, pub message.Publisher, done func
 		t.Fatalf("not done after 60 s: team rows %v", a.statuses(t))
 	}
 }
-
