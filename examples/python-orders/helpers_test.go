@@ -49,6 +49,7 @@ func fmtErr(err error, stderr string) error { return cmdError{err: err, stderr: 
 func runPython(t *testing.T, python string, out any, args ...string) {
 	t.Helper()
 	cmd := exec.Command(python, args...)
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1") // no __pycache__ in the source tree
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
