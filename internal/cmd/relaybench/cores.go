@@ -84,8 +84,9 @@ func coreUser(pid, self, relayPID int) string {
 	}
 	cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	switch cmd := string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})); {
-	case strings.Contains(cmd, "kafka.Kafka"):
-		return "kafka"
+	case strings.Contains(cmd, "kafka.Kafka"), strings.Contains(cmd, "nats-server"),
+		strings.Contains(cmd, "beam.smp") && strings.Contains(cmd, "rabbit"):
+		return "kafka" // the brokers' column: Kafka, NATS, RabbitMQ
 	case strings.HasPrefix(cmd, "postgres: walsender"):
 		return "walsender"
 	case strings.HasPrefix(cmd, "postgres"), strings.Contains(cmd, "/postgresql/"):
@@ -133,7 +134,7 @@ func printCoresTable(w io.Writer, r *results, o options) {
 		return
 	}
 	fmt.Fprintf(w, "\ncores used during the drains (CPU time of every process on this machine, %d cores, from the relay's go to the last event consumed, over the drain's duration; median of the runs; relaybench is the consumer)\n\n", runtime.NumCPU())
-	fmt.Fprintln(w, "| database | payload | keys | relay | relay | Kafka | walsender | PostgreSQL backends | relaybench | other | total |")
+	fmt.Fprintln(w, "| database | payload | keys | relay | relay | brokers | walsender | PostgreSQL backends | relaybench | other | total |")
 	fmt.Fprintln(w, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, x := range rows {
 		fmt.Fprintf(w, "| %s | %s | %d | %s |", r.label(x.k.db), sizeLabel(x.k.size), x.k.keys, x.k.relay)
