@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -236,6 +237,39 @@ func TestAdminActionsDryRunThenApply(t *testing.T) {
 			}
 			if keys, _ := f.admin.BlockedKeys(ctx, forwarder.KeyFilter{}); len(keys) != 0 {
 				t.Errorf("blocked keys at the end: %+v", keys)
+			}
+		})
+	}
+}
+
+// Admin.Relays lists a running relay with its 64 leased partitions and the group's summary.
+func TestAdminRelays(t *testing.T) {
+	for _, dialect := range adminDialects {
+		t.Run(string(dialect), func(t *testing.T) {
+			h := newHarness(t, dialect, testsupport.KafkaBrokers(t))
+			cfg := h.config(h.publisher())
+			cfg.RelayID = "relay-under-test"
+			h.start(cfg)
+			admin, err := forwarder.NewAdmin(h.db, dialect, h.writer.Table().Events())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var relays []forwarder.RelayStatus
+			var leases []forwarder.LeaseSummary
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				if relays, leases, err = admin.Relays(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if len(relays) == 1 && len(relays[0].Partitions) == outbox.Partitions {
+					break
+				}
+			}
+			if len(relays) != 1 || relays[0].Owner != "relay-under-test" || len(relays[0].Partitions) != outbox.Partitions ||
+				len(relays[0].Expired) != 0 || relays[0].LastHeartbeat.IsZero() {
+				t.Fatalf("relays: %+v", relays)
+			}
+			if len(leases) != 1 || leases[0].Owned != outbox.Partitions || leases[0].Free != 0 || leases[0].Expired != 0 {
+				t.Errorf("lease groups: %+v", leases)
 			}
 		})
 	}
