@@ -192,3 +192,20 @@ func printJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
+
+// printBlocked prints a line about the blocked keys, when there are any, for `outboxkit status`.
+func printBlocked(ctx context.Context, w io.Writer, admin *forwarder.Admin, now time.Time) error {
+	keys, err := admin.BlockedKeys(ctx, forwarder.KeyFilter{Limit: 10000})
+	if err != nil || len(keys) == 0 {
+		return err
+	}
+	dead := 0
+	for _, k := range keys {
+		if k.State == forwarder.StateDead {
+			dead++
+		}
+	}
+	fmt.Fprintf(w, "\nblocked keys: %d (%d dead, %d retrying), the oldest for %s: outboxkit keys list\n",
+		len(keys), dead, len(keys)-dead, formatAge(now.Sub(keys[0].BlockedSince)))
+	return nil
+}

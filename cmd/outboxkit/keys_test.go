@@ -36,6 +36,9 @@ func TestKeysAndDeadLetterActions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if res := cli(t, dir, "status"); res.code != 0 || !strings.Contains(res.stdout, "blocked keys: 3 (2 dead, 1 retrying)") {
+		t.Errorf("status does not count the blocked keys: %s", res)
+	}
 	var keys []adminapi.BlockedKeyView
 	decodeCLI(t, cli(t, dir, "keys", "list", "--json"), &keys)
 	if len(keys) != 3 || keys[2].State != "retrying" || keys[2].Key.AggregateID != "order-2" || keys[2].Waiting != 1 ||

@@ -141,6 +141,9 @@ each unit's owner and its last committed checkpoint (transaction, relay, time, r
 			if err := tw.Flush(); err != nil {
 				return err
 			}
+			if err := printBlocked(ctx, a.stdout, admin, now); err != nil {
+				return err
+			}
 			if err := printSlots(a.stdout, slots); err != nil {
 				return err
 			}
