@@ -17,7 +17,9 @@
 // unroutable). Here every message is published on a channel in confirm mode with the mandatory
 // flag: the broker's confirmation (basic.ack) decides its outcome, a basic.nack or a lost channel
 // fails it retriably, and a basic.return (no queue bound for its routing key) is a permanent
-// refusal of that message. Messages use watermill-amqp's format (DefaultMarshaler: metadata as
+// refusal of that message (ErrUnroutable) when the topology is an operator's
+// (Config.DisableTopology); when the publisher declares the topology itself, a return means its
+// queue was deleted behind its back: retriable (ErrQueueMissing), and declared again. Messages use watermill-amqp's format (DefaultMarshaler: metadata as
 // headers, the UUID in _watermill_message_uuid, persistent), with the UUID as the AMQP
 // message-id too, so a plain watermill-amqp subscriber reads what this Publisher writes.
 //

@@ -25,6 +25,10 @@ var (
 	// exchange with its routing key (published with the mandatory flag). Permanent: the topic's
 	// layout refuses it, and sending it again to the same layout is refused again.
 	ErrUnroutable = errors.New("rabbitmq: unroutable: no queue is bound for the routing key")
+	// ErrQueueMissing marks a message the broker returned as unroutable while the publisher
+	// manages the topology (Config.DisableTopology false): the queue it declared was deleted
+	// behind its back. Retriable: the next call declares it again.
+	ErrQueueMissing = errors.New("rabbitmq: unroutable: the topic's queue is gone; declared again for the next attempt")
 	// ErrNacked marks a message the broker negatively confirmed (basic.nack: it could not take
 	// it, for example a full queue with overflow reject-publish). Retriable.
 	ErrNacked = errors.New("rabbitmq: the broker refused the message (basic.nack)")
@@ -37,7 +41,9 @@ var (
 
 // Retriable reports whether a publish error of this package may succeed when the message is
 // sent again. Permanent, blaming the message or its topic: ErrMessageTooLarge, ErrInvalidMessage,
-// ErrInvalidTopic, ErrUnroutable, and the AMQP reply content-too-large (311). Retriable: timeouts
+// ErrInvalidTopic, ErrUnroutable (with Config.DisableTopology; a publisher that declares the
+// topology itself reports a returned message as ErrQueueMissing, retriable, and declares the
+// queue again), and the AMQP reply content-too-large (311). Retriable: timeouts
 // and cancelled contexts, a basic.nack, a closed channel or connection (the broker restarting,
 // connection-forced 320, a heartbeat timeout, a network error), a closed publisher, messages held
 // back behind a failed message of their key, and what an operator fixes, as in brokers/kafka,
@@ -53,7 +59,7 @@ func Retriable(err error) bool {
 	if err == nil {
 		return false
 	}
-	for _, transient := range []error{ErrEarlierMessageFailed, ErrPublisherClosed, ErrNacked, ErrConfirmTimeout,
+	for _, transient := range []error{ErrEarlierMessageFailed, ErrPublisherClosed, ErrNacked, ErrConfirmTimeout, ErrQueueMissing,
 		ErrConnection, context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, transient) {
 			return true

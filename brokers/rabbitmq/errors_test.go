@@ -32,6 +32,7 @@ func TestRetriable(t *testing.T) {
 		{wrap(amqp.ErrCredentials), true},
 		{wrap(amqp.ErrVhost), true},
 		{wrap(rabbitmq.ErrNacked), true},
+		{wrap(rabbitmq.ErrQueueMissing), true},
 		{wrap(rabbitmq.ErrConfirmTimeout), true},
 		{wrap(rabbitmq.ErrConnection), true},
 		{wrap(rabbitmq.ErrPublisherClosed), true},

@@ -2,6 +2,7 @@ package rabbitmq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -64,6 +65,9 @@ func (p *Publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 		acked: make([]bool, len(msgs)), failed: map[string]bool{}, clean: true}
 	call.run()
 	p.pool.release(cc, call.clean)
+	if call.notFound {
+		p.topology.forget(topic)
+	}
 	return errs
 }
 
@@ -78,6 +82,10 @@ type publishCall struct {
 	acked  []bool
 	failed map[string]bool // keys with a failure
 	clean  bool            // every confirmation resolved: the channel can serve the next call
+	// notFound says the exchange or a queue of the topic is missing (a 404 closed the channel,
+	// or a message came back unroutable while the publisher manages the topology): the next
+	// call declares the topic again.
+	notFound bool
 }
 
 // inFlight is a message sent and awaiting its confirmation.
@@ -219,6 +227,8 @@ func (c *publishCall) outcome(f inFlight, done bool) {
 	c.cc.drainReturns()
 	if !f.confirm.Acked() {
 		if reason := c.cc.closedErr(); reason != nil {
+			var amqpErr *amqp.Error
+			c.notFound = c.notFound || (errors.As(reason, &amqpErr) && amqpErr.Code == amqp.NotFound)
 			c.clean = false
 			c.fail(f.i, fmt.Errorf("rabbitmq: publish message %s to %s: channel closed before the confirmation: %w", msg.UUID, c.topic, reason))
 			return
@@ -228,8 +238,13 @@ func (c *publishCall) outcome(f inFlight, done bool) {
 	}
 	if r, returned := c.cc.returned[msg.UUID]; returned {
 		delete(c.cc.returned, msg.UUID)
+		reason := ErrUnroutable // the operator's layout refuses the message
+		if !c.p.config.DisableTopology {
+			reason = ErrQueueMissing // the queue this publisher declared is gone: declare it again
+			c.notFound = true
+		}
 		c.fail(f.i, fmt.Errorf("rabbitmq: publish message %s to exchange %s, routing key %s: %d %s: %w",
-			msg.UUID, r.Exchange, r.RoutingKey, r.ReplyCode, r.ReplyText, ErrUnroutable))
+			msg.UUID, r.Exchange, r.RoutingKey, r.ReplyCode, r.ReplyText, reason))
 		return
 	}
 	c.acked[f.i] = true

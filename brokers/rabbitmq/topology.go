@@ -148,3 +148,11 @@ func (t *topology) ensure(ctx context.Context, topic string) error {
 	t.mu.Unlock()
 	return nil
 }
+
+// forget makes the next ensure declare topic again: the broker said its exchange is missing
+// (deleted by an operator, or lost with the broker's definitions).
+func (t *topology) forget(topic string) {
+	t.mu.Lock()
+	delete(t.declared, topic)
+	t.mu.Unlock()
+}

@@ -97,3 +97,67 @@ func declareOnly(t *testing.T, cfg rabbitmq.Config, topic string, p int) {
 		t.Fatal(err)
 	}
 }
+
+// TestDeletedTopologyIsDeclaredAgain: the exchange and queue of a topic the publisher declared
+// are deleted behind its back (an operator, a broker that lost its definitions): the next call
+// fails retriably (404 NOT_FOUND closes the channel), and the one after declares them again and
+// is confirmed, instead of failing until the relay dead-letters every event of the topic.
+func TestDeletedTopologyIsDeclaredAgain(t *testing.T) {
+	cfg := testConfig(t)
+	topic := "redeclare." + testsupport.UniqueName("t")
+	pub := newPublisher(t, cfg)
+	if errs := pub.PublishEach(t.Context(), topic, []*message.Message{keyed("a", 0)}); errs[0] != nil {
+		t.Fatalf("first publish: %v", errs[0])
+	}
+	deleteTopic(t, cfg.URL, topic, 0)
+	errs := pub.PublishEach(t.Context(), topic, []*message.Message{keyed("a", 1)})
+	if errs[0] != nil && !pub.Retriable(errs[0]) {
+		t.Fatalf("publish after the deletion: %v, want success or a retriable failure", errs[0])
+	}
+	if errs[0] == nil {
+		t.Log("the first publish after the deletion was confirmed (the exchange was declared again at once)")
+	}
+	if errs := pub.PublishEach(t.Context(), topic, []*message.Message{keyed("a", 2)}); errs[0] != nil {
+		t.Fatalf("publish after a failed one: %v, want the topology declared again and the message confirmed", errs[0])
+	}
+	defer deleteTopic(t, cfg.URL, topic, 0)
+	if got := readQueues(t, cfg, topic); len(got) == 0 {
+		t.Errorf("the queue declared again holds nothing")
+	}
+}
+
+// TestDeletedQueueIsDeclaredAgain: the queue of a topic the publisher declared is deleted (the
+// exchange stays): the next message comes back unroutable, which a publisher managing the
+// topology reports as ErrQueueMissing, retriable, not as a permanent refusal; the call after it
+// declares the queue again and is confirmed.
+func TestDeletedQueueIsDeclaredAgain(t *testing.T) {
+	cfg := testConfig(t)
+	topic := "requeue." + testsupport.UniqueName("t")
+	pub := newPublisher(t, cfg)
+	defer deleteTopic(t, cfg.URL, topic, 0)
+	if errs := pub.PublishEach(t.Context(), topic, []*message.Message{keyed("a", 0)}); errs[0] != nil {
+		t.Fatalf("first publish: %v", errs[0])
+	}
+	conn, err := amqp.Dial(cfg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDelete(topic, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.Close()
+	errs := pub.PublishEach(t.Context(), topic, []*message.Message{keyed("a", 1)})
+	if !errors.Is(errs[0], rabbitmq.ErrQueueMissing) || !pub.Retriable(errs[0]) {
+		t.Fatalf("publish after the queue's deletion: %v, want ErrQueueMissing, retriable", errs[0])
+	}
+	if errs := pub.PublishEach(t.Context(), topic, []*message.Message{keyed("a", 2)}); errs[0] != nil {
+		t.Fatalf("publish after it: %v, want the queue declared again and the message confirmed", errs[0])
+	}
+	if got := readQueues(t, cfg, topic); len(got) != 1 {
+		t.Errorf("the queue declared again holds %d messages, want 1", len(got))
+	}
+}
