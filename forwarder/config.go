@@ -76,7 +76,9 @@ type Config struct {
 	Tenants []string
 
 	// BatchSize is the most rows claimed at once. Default: 1000. Larger batches amortize the
-	// database round trips; smaller ones bound the duplicates a crash can cause.
+	// database round trips; smaller ones bound the duplicates a crash can cause. With
+	// ExactlyOnce delivery it bounds each transactional unit's transaction instead: a polling
+	// worker claims up to BatchSize rows for each unit it serves (MaxBatchBytes likewise).
 	BatchSize int
 	// MaxBatchBytes bounds the payload bytes claimed at once, beside BatchSize, so a batch of
 	// large events stays small in memory (an event larger than this is claimed alone). Default:

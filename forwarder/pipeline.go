@@ -14,6 +14,11 @@ type pipeline interface {
 	// ready prepares a worker's leases for publishing and returns those whose records may be
 	// published now. An error is logged by the pipeline; the leases returned are usable anyway.
 	ready(ctx context.Context, worker int, leases []lease) ([]lease, error)
+	// claimLimits returns the rows and payload bytes a polling worker claims at once for the
+	// ready leases, and trimClaim what of a claim (in sequence order) one delivery takes: a
+	// sequence-order prefix of each partition's rows, the rest staying pending.
+	claimLimits(ready []lease) (int, int64)
+	trimClaim(records []record) []record
 	// scope returns the leases a delivery of records must hold and fence, out of leases (all of
 	// the relay's).
 	scope(leases []lease, records []record) []lease
@@ -45,6 +50,12 @@ func (atLeastOnce) start(context.Context) error { return nil }
 func (atLeastOnce) ready(_ context.Context, _ int, leases []lease) ([]lease, error) {
 	return leases, nil
 }
+
+func (p atLeastOnce) claimLimits([]lease) (int, int64) {
+	return p.f.cfg.BatchSize, p.f.cfg.MaxBatchBytes
+}
+
+func (atLeastOnce) trimClaim(records []record) []record { return records }
 
 func (atLeastOnce) scope(leases []lease, records []record) []lease {
 	return leasesOf(leases, records, 0)

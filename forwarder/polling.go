@@ -130,10 +130,12 @@ func (f *Forwarder) relayBatch(ctx context.Context, worker int) (int, error) {
 	for _, l := range ready {
 		partitions = append(partitions, l.partition)
 	}
-	records, err := f.store.claim(ctx, db, partitions, f.cfg.BatchSize, f.cfg.MaxBatchBytes)
+	limit, maxBytes := f.pipeline.claimLimits(ready)
+	records, err := f.store.claim(ctx, db, partitions, limit, maxBytes)
 	if err != nil || len(records) == 0 {
 		return 0, err
 	}
+	records = f.pipeline.trimClaim(records)
 	f.metrics.batchSize.Observe(float64(len(records)))
 	o, err := f.pipeline.deliver(ctx, worker, leases, records)
 	f.delivered(o, err)

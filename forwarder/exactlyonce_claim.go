@@ -1,0 +1,49 @@
+package forwarder
+
+// How much a polling worker claims at once under exactly-once delivery. A transaction costs the
+// broker about the same whatever it holds (coordinator log writes, a marker on every partition
+// it touched, and on a replicated cluster their replication), so a worker that is behind fills
+// each of its units' transactions: BatchSize and MaxBatchBytes bound one unit's transaction
+// (its checkpoint lists at most BatchSize rows), and a worker claims up to that for each unit it
+// serves at once. At least once, they bound the whole claim.
+
+// claimLimits returns the rows and payload bytes a worker claims at once for the ready leases:
+// BatchSize and MaxBatchBytes for each unit among them.
+func (p exactlyOnce) claimLimits(ready []lease) (int, int64) {
+	units := map[int]bool{}
+	for _, l := range ready {
+		units[l.partition%p.f.cfg.TransactionalUnits] = true
+	}
+	n := max(len(units), 1)
+	return p.f.cfg.BatchSize * n, p.f.cfg.MaxBatchBytes * int64(n)
+}
+
+// trimClaim keeps, of records claimed in sequence order, the first BatchSize rows of each unit
+// within MaxBatchBytes of payload (a unit's first row always). Once a unit is full its later rows
+// are all left, so what is left of each partition, and therefore of each key, is the end of its
+// sequence: the rows stay pending and are claimed again, after the ones kept.
+func (p exactlyOnce) trimClaim(records []record) []record {
+	type fill struct {
+		rows  int
+		bytes int64
+		full  bool
+	}
+	units := map[int]*fill{}
+	kept := records[:0:0]
+	for _, r := range records {
+		u := units[r.partition%p.f.cfg.TransactionalUnits]
+		if u == nil {
+			u = &fill{}
+			units[r.partition%p.f.cfg.TransactionalUnits] = u
+		}
+		size := int64(len(r.event.Payload))
+		if u.full || (u.rows > 0 && (u.rows >= p.f.cfg.BatchSize || u.bytes+size > p.f.cfg.MaxBatchBytes)) {
+			u.full = true
+			continue
+		}
+		u.rows++
+		u.bytes += size
+		kept = append(kept, r)
+	}
+	return kept
+}
