@@ -48,6 +48,14 @@ func PlanAdopt(ctx context.Context, db *sql.DB, relay Table, cfg AdoptConfig) (A
 	if err != nil {
 		return AdoptPlan{}, err
 	}
+	if cfg.Schema == "" {
+		// Qualified in the triggers: the relay's sessions may have another search path.
+		if err := db.QueryRowContext(ctx, "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = to_regclass($1)",
+			team).Scan(&cfg.Schema); err != nil {
+			return AdoptPlan{}, fmt.Errorf("outbox: adopt: look up the schema of %s: %w", team, err)
+		}
+		team = teamTable(cfg)
+	}
 	r := adoptRenderer{cfg: cfg, relay: relay, team: team, cols: cols}
 	return r.plan()
 }
@@ -248,8 +256,10 @@ func (r adoptRenderer) plan() (AdoptPlan, error) {
 			quoteIdent(c.Status), quoteLiteral(r.cfg.Status.Pending))
 	}
 	forward += fmt.Sprintf("    INSERT INTO %s (%s)\n        VALUES (%s);\n    RETURN NULL;\nEND", ev, strings.Join(cols, ", "), strings.Join(newExprs, ", "))
-	p.addFunction(ev+"_adopt_forward()", "trigger LANGUAGE plpgsql", forward)
-	p.addFunction(ev+"_adopt_mark()", "trigger LANGUAGE plpgsql", mark)
+	// The search path of the adoption: the team's writers and the relay may have other ones, in
+	// which the relay table (and its any-writer trigger's functions) would not resolve.
+	p.addFunction(ev+"_adopt_forward()", "trigger LANGUAGE plpgsql SET search_path FROM CURRENT", forward)
+	p.addFunction(ev+"_adopt_mark()", "trigger LANGUAGE plpgsql SET search_path FROM CURRENT", mark)
 	p.Install = append(p.Install,
 		fmt.Sprintf("CREATE OR REPLACE TRIGGER %s_adopt_forward AFTER INSERT ON %s\n    FOR EACH ROW EXECUTE FUNCTION %s_adopt_forward()", r.relay.shortName(), r.team, ev),
 		fmt.Sprintf("CREATE OR REPLACE TRIGGER %s_adopt_mark AFTER UPDATE OR DELETE ON %s\n    FOR EACH ROW EXECUTE FUNCTION %s_adopt_mark()", r.relay.shortName(), ev, ev))

@@ -3,6 +3,7 @@
 //
 //	outboxkit relay --config outboxkit.yaml [--migrate]
 //	outboxkit migrate --config outboxkit.yaml [--print]
+//	outboxkit adopt --config outboxkit.yaml --mapping adopt.yaml [--dry-run] [--undo [--drop-relay-table]]
 //	outboxkit status --config outboxkit.yaml [--json]
 //	outboxkit dead-letters list|replay|discard ...
 //	outboxkit version (or --version)
@@ -131,6 +132,6 @@ Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.`,
 	root.Version = buildVersion()
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(a.relayCommand(), a.migrateCommand(), a.statusCommand(), a.deadLettersCommand(), a.keysCommand(), a.cdcCommand(),
-		a.versionCommand())
+		a.adoptCommand(), a.versionCommand())
 	return root
 }
