@@ -70,6 +70,10 @@ type Config struct {
 	Keys int
 	// Writers is the number of concurrent writer goroutines. Default 4.
 	Writers int
+	// SQLWriters makes the writers write by plain INSERT statements, one per event, leaving
+	// key_hash to the table's trigger as a service in another language does (docs/writers.md),
+	// instead of through outbox.Writer. PostgreSQL and MySQL only.
+	SQLWriters bool
 	// Rate caps the committed events per second (all writers together); 0 means as fast as
 	// possible. Default 0.
 	Rate int
