@@ -2,17 +2,21 @@ package brokerconfig_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxkit/outboxkit/brokers/brokerconfig"
 	"github.com/outboxkit/outboxkit/brokers/rabbitmq"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/outbox"
 )
 
 func TestRabbitMQConfigErrorsNameTheField(t *testing.T) {
@@ -117,4 +121,109 @@ var rabbitMQScenario = scenarioCase{
 		return fmt.Sprintf("broker: rabbitmq\nrabbitmq:\n  url: %q\n  partitions: 4\n", testsupport.RabbitMQURL(t))
 	},
 	verifyKeys: rabbitMQKeys,
+}
+
+// TestRabbitMQRelayPerKeyOrderAndDeadLetter: a PostgreSQL outbox relayed by the forwarder to
+// broker: rabbitmq (4 key-hash queues, max_message_size 1 MiB) through brokerconfig: every
+// event in its key's queue in per-key order with the event id as message-id and UUID; the
+// event above max_message_size dead-lettered at once into the dead-letter topic's queue, the
+// later event of its key parked.
+func TestRabbitMQRelayPerKeyOrderAndDeadLetter(t *testing.T) {
+	url := testsupport.RabbitMQURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cfg, err := brokerconfig.Parse([]byte(fmt.Sprintf("broker: rabbitmq\nrabbitmq:\n  url: %q\n  partitions: 4\n  max_message_size: 1048576\n", url)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := brokerconfig.Build(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+
+	topic := "relay." + testsupport.UniqueName("rabbitmq")
+	dlq := "dlq." + testsupport.UniqueName("rabbitmq")
+	const keys, perKey = 20, 10
+	var events []outbox.Event
+	for seq := range perKey {
+		for k := range keys {
+			e, err := outbox.NewJSONEvent(topic, "order", "order-"+strconv.Itoa(k), "OrderUpdated", map[string]int{"seq": seq})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.ID = uuid.Must(uuid.NewV7())
+			events = append(events, e)
+		}
+	}
+	poison := outbox.Event{ID: uuid.Must(uuid.NewV7()), Topic: topic, AggregateType: "order", AggregateID: "poisoned",
+		EventType: "Huge", Payload: bytes.Repeat([]byte("x"), 1100<<10)}
+	parked := outbox.Event{ID: uuid.Must(uuid.NewV7()), Topic: topic, AggregateType: "order", AggregateID: "poisoned",
+		EventType: "After", Payload: []byte("{}")}
+	events = append(events, poison, parked)
+
+	// Done when every other key is published and the poisoned event is dead.
+	db, table := relayNATS(t, ctx, b.Publisher(), dlq, events,
+		"SELECT COUNT(*) FILTER (WHERE status = 0 AND aggregate_id <> 'poisoned') + 1 - COUNT(*) FILTER (WHERE status = 2) FROM %s")
+	var status, attempts int
+	if err := db.QueryRowContext(ctx, "SELECT status FROM "+table+" WHERE event_id = $1", parked.ID).Scan(&status); err != nil || status != 0 {
+		t.Fatalf("the event after the dead one: status %d (%v), want 0 (parked behind it)", status, err)
+	}
+	if err := db.QueryRowContext(ctx, "SELECT attempts FROM "+table+" WHERE event_id = $1", poison.ID).Scan(&attempts); err != nil || attempts != 1 {
+		t.Errorf("the oversized event took %d attempts (%v), want 1 (a permanent error)", attempts, err)
+	}
+
+	msgs := takeQueues(t, url, cfg.RabbitMQ.Queues(topic))
+	if len(msgs) != keys*perKey {
+		t.Fatalf("%d messages in the queues, want %d", len(msgs), keys*perKey)
+	}
+	next := map[string]int{}
+	for _, m := range msgs {
+		key, _ := m.Headers["aggregate_id"].(string)
+		if want := cfg.RabbitMQ.RoutingKey(topic, key); m.RoutingKey != want {
+			t.Errorf("key %s with routing key %s, want %s", key, m.RoutingKey, want)
+		}
+		if id, _ := m.Headers["event_id"].(string); m.MessageId != id || m.Headers[rabbitmq.UUIDHeader] != id {
+			t.Errorf("message-id %q, UUID %v, event_id %q: want all equal", m.MessageId, m.Headers[rabbitmq.UUIDHeader], id)
+		}
+		if want := fmt.Sprintf(`{"seq":%d}`, next[key]); string(m.Body) != want {
+			t.Fatalf("key %s: got %s, want %s (out of order)", key, m.Body, want)
+		}
+		next[key]++
+	}
+	deadLetters := takeQueues(t, url, cfg.RabbitMQ.Queues(dlq))
+	if len(deadLetters) != 1 || deadLetters[0].MessageId != poison.ID.String() {
+		t.Fatalf("%d dead letters, want the poisoned event once", len(deadLetters))
+	}
+	t.Logf("dead letter reason: %q", deadLetters[0].Headers["reason_poisoned"])
+}
+
+// takeQueues takes every message of the queues, queue by queue in queue order, and deletes
+// the queues.
+func takeQueues(t *testing.T, url string, queues []string) []amqp.Delivery {
+	t.Helper()
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []amqp.Delivery
+	for _, q := range queues {
+		for {
+			m, ok, err := ch.Get(q, true)
+			if err != nil {
+				t.Fatalf("get from %s: %v", q, err)
+			}
+			if !ok {
+				break
+			}
+			out = append(out, m)
+		}
+		_, _ = ch.QueueDelete(q, false, false, false)
+	}
+	return out
 }
