@@ -1,0 +1,222 @@
+package outbox_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/outboxkit/outboxkit/brokers/kafka"
+	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// TestAdoptedTableRelaysInPerKeyOrder: the seed-004 table, adopted, written by plain SQL from
+// several connections at once on shared keys with 10 % rollbacks, while the forwarder relays to
+// the real Kafka: every committed event arrives once, in its key's commit order, none of the
+// rolled-back ones does, and every row ends PUBLISHED with published_at set, whether the relay
+// deletes acknowledged rows or keeps them (retention). Undoing the adoption leaves the table
+// working for its old writers.
+func TestAdoptedTableRelaysInPerKeyOrder(t *testing.T) {
+	brokers := testsupport.KafkaBrokers(t)
+	for _, retention := range []time.Duration{0, time.Hour} {
+		t.Run(fmt.Sprintf("retention=%v", retention), func(t *testing.T) {
+			a := newAdoptedTable(t)
+			ctx := context.Background()
+			aggType := "Adopt" + strings.TrimPrefix(testsupport.UniqueName(""), "_")
+			topic := strings.ToLower(aggType) + ".events"
+			testsupport.CreateKafkaTopic(t, brokers, topic)
+			backfilled, err := a.insert(ctx, a.db, aggType, "k0", 0) // pending before adoption
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res, err := outbox.Adopt(ctx, a.db, a.relay, a.cfg); err != nil || res.Backfilled != 1 {
+				t.Fatalf("Adopt: %+v, %v", res, err)
+			}
+			counters := a.team[:strings.LastIndexByte(a.team, '.')] + ".counters"
+			if _, err := a.db.Exec("CREATE TABLE " + counters + " (k TEXT PRIMARY KEY, n INT NOT NULL)"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.db.Exec("INSERT INTO " + counters + " SELECT 'k' || i, 0 FROM generate_series(0, 4) i"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.db.Exec("CREATE TABLE " + counters + "_log (event_id UUID PRIMARY KEY, n INT NOT NULL)"); err != nil {
+				t.Fatal(err)
+			}
+			pub, err := kafka.NewPublisher(kafka.Config{Brokers: brokers}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pub.Close()
+			stop := startForwarder(t, a, pub, retention)
+			committed := writeConcurrently(t, a, counters, aggType, 4, 40)
+			total := 1
+			for _, n := range committed {
+				total += n
+			}
+			records := consumeRecords(t, brokers, topic, total, 90*time.Second)
+			stop()
+			order, last, seen := commitOrder(t, a, counters), map[string]int{}, map[string]bool{}
+			for _, r := range records {
+				id := ""
+				for _, h := range r.Headers {
+					if h.Key == outbox.MetadataEventID {
+						id = string(h.Value)
+					}
+				}
+				n, ok := order[id]
+				if !ok && id != backfilled || seen[id] {
+					t.Errorf("event %s: rolled back or duplicated (seen before: %v)", id, seen[id])
+				}
+				if key := string(r.Key); ok && n <= last[key] {
+					t.Errorf("key %s: commit %d relayed after commit %d: not the commit order", key, n, last[key])
+				}
+				last[string(r.Key)], seen[id] = n, true
+			}
+			if len(records) != total {
+				t.Errorf("%d records, want %d (committed)", len(records), total)
+			}
+			if got := a.statuses(t); got["PUBLISHED+at"] != total || len(got) != 1 {
+				t.Errorf("team rows %v, want all %d PUBLISHED with published_at", got, total)
+			}
+			checkUndo(t, a, aggType)
+		})
+	}
+}
+
+// startForwarder runs a forwarder on the relay table until the returned stop is called.
+func startForwarder(t *testing.T, a adoptedTable, pub *kafka.Publisher, retention time.Duration) (stop func()) {
+	t.Helper()
+	f, err := forwarder.New(forwarder.Config{DB: a.db, Dialect: outbox.Postgres, Table: a.relay.Events(), Publisher: pub,
+		Retention: retention, LeaseTTL: 2 * time.Second, HeartbeatInterval: 200 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("forwarder.Run: %v", err)
+		}
+	}
+}
+
+// writeConcurrently runs writers connections, each committing or (10 %) rolling back txs
+// transactions (writeOne) of a random key k0..k4. It returns the committed events per key.
+func writeConcurrently(t *testing.T, a adoptedTable, counters, aggType string, writers, txs int) map[string]int {
+	t.Helper()
+	ctx := context.Background()
+	var mu sync.Mutex
+	committed := map[string]int{}
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 21))
+			for range txs {
+				key := fmt.Sprintf("k%d", r.IntN(5))
+				commit := r.IntN(10) != 0
+				if err := writeOne(ctx, a, r, counters, aggType, key, commit); err != nil {
+					errs <- err
+					return
+				}
+				if commit {
+					mu.Lock()
+					committed[key]++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return committed
+}
+
+// writeOne is one business transaction of a writer: the event first, then, as its last
+// statement, the key's witness row, whose lock is held to the commit: the witness numbers, logged
+// per event, are the key's commit order.
+func writeOne(ctx context.Context, a adoptedTable, r *rand.Rand, counters, aggType, key string, commit bool) error {
+	tx, err := a.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	id, err := a.insert(ctx, tx, aggType, key, 0)
+	if err != nil {
+		return fmt.Errorf("insert into the adopted table: %w", err)
+	}
+	time.Sleep(time.Duration(r.IntN(10)) * time.Millisecond)
+	var n int
+	if err := tx.QueryRowContext(ctx, "UPDATE "+counters+" SET n = n + 1 WHERE k = $1 RETURNING n", key).Scan(&n); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO "+counters+"_log (event_id, n) VALUES ($1, $2)", id, n); err != nil {
+		return err
+	}
+	if !commit {
+		return tx.Rollback()
+	}
+	return tx.Commit()
+}
+
+// commitOrder reads the witness number of every committed event.
+func commitOrder(t *testing.T, a adoptedTable, counters string) map[string]int {
+	t.Helper()
+	rows, err := a.db.Query("SELECT event_id::text, n FROM " + counters + "_log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var id string
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = n
+	}
+	return out
+}
+
+// checkUndo: after Unadopt, an old writer's INSERT works and stays PENDING for its own relay,
+// and nothing reaches the relay table.
+func checkUndo(t *testing.T, a adoptedTable, aggType string) {
+	t.Helper()
+	ctx := context.Background()
+	before := a.relayRows(t)
+	if err := outbox.Unadopt(ctx, a.db, a.relay, a.cfg, false); err != nil {
+		t.Fatalf("Unadopt: %v", err)
+	}
+	id, err := a.insert(ctx, a.db, aggType, "after-undo", 0)
+	if err != nil {
+		t.Fatalf("INSERT after undo: %v", err)
+	}
+	var status string
+	if err := a.db.QueryRow("SELECT status FROM "+a.team+" WHERE id = $1", id).Scan(&status); err != nil || status != "PENDING" {
+		t.Errorf("row after undo: %q, %v; want PENDING", status, err)
+	}
+	if after := a.relayRows(t); after != before {
+		t.Errorf("relay table rows %d -> %d after undo, want unchanged", before, after)
+	}
+	if err := outbox.Unadopt(ctx, a.db, a.relay, a.cfg, true); err != nil {
+		t.Fatalf("Unadopt with the relay table: %v", err)
+	}
+	var relay sql.NullString
+	if err := a.db.QueryRow("SELECT to_regclass($1)::text", a.relay.Events()).Scan(&relay); err != nil || relay.Valid {
+		t.Errorf("relay table %v after Unadopt(drop): %v", relay, err)
+	}
+}
