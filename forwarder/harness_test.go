@@ -37,6 +37,14 @@ type harness struct {
 	topic   string
 	// source is the forwarders' source (config); "" is polling.
 	source forwarder.Source
+	// txWriter writes the events of write and tryWrite; nil is writer (a plain-SQL writer
+	// in sqlwriters_test.go).
+	txWriter eventWriter
+}
+
+// eventWriter writes events in a transaction: *outbox.Writer, or a plain-SQL writer.
+type eventWriter interface {
+	WriteTx(ctx context.Context, tx *sql.Tx, events ...outbox.Event) error
 }
 
 func openDB(t testing.TB, dialect outbox.Dialect) *sql.DB {
@@ -124,7 +132,11 @@ func (h *harness) tryWrite(events ...outbox.Event) error {
 	if err != nil {
 		return err
 	}
-	if err := h.writer.WriteTx(ctx, tx, events...); err != nil {
+	var w eventWriter = h.writer
+	if h.txWriter != nil {
+		w = h.txWriter
+	}
+	if err := w.WriteTx(ctx, tx, events...); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
