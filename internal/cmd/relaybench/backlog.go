@@ -80,7 +80,8 @@ func setup(db *sql.DB, d database, relay string) (name, topic string, write writ
 	name = testsupport.UniqueName("bench")
 	topic = testsupport.UniqueName("bench_events")
 	switch relay {
-	case relayOutboxkit, relayExactlyOnce, relayCeiling, relayCDC, relayCDCExactlyOnce, relayCDCCeiling, relayNATS, relayRabbitMQ:
+	case relayOutboxkit, relayExactlyOnce, relayCeiling, relayCDC, relayCDCExactlyOnce, relayCDCCeiling, relayNATS, relayRabbitMQ,
+		relaySQLWriters:
 		if isCDC(relay) && d.dialect != outbox.Postgres {
 			return "", "", nil, &notAvailableError{reason: "the cdc source needs PostgreSQL"}
 		}
@@ -95,6 +96,9 @@ func setup(db *sql.DB, d database, relay string) (name, topic string, write writ
 			if err := cdcSettings(ctx, db, w.Table()); err != nil {
 				return "", "", nil, fmt.Errorf("cdc settings of %s: %w", name, err)
 			}
+		}
+		if relay == relaySQLWriters {
+			return name, topic, plainWriteFunc(db, d, name), nil
 		}
 		return name, topic, func(ctx context.Context, events []outbox.Event) error {
 			tx, err := db.BeginTx(ctx, nil)
@@ -175,7 +179,7 @@ func cleanup(db *sql.DB, d database, relay, name string) {
 		_, _ = db.Exec("DROP TABLE IF EXISTS " + quote(name+suffix))
 	}
 	if d.dialect == outbox.Postgres {
-		_, _ = db.Exec("DROP FUNCTION IF EXISTS " + name + "_notify()")
+		_, _ = db.Exec("DROP FUNCTION IF EXISTS " + name + "_notify(), " + name + "_prepare(), " + name + "_key_hash(text, text, text)")
 	}
 }
 

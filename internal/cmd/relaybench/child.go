@@ -206,7 +206,7 @@ func runRelay(role string, d database, name string, o options) error {
 	defer pub.Close()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	switch role {
-	case relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce, relayNATS, relayRabbitMQ:
+	case relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce, relayNATS, relayRabbitMQ, relaySQLWriters:
 		cfg := forwarder.Config{DB: db, Dialect: d.dialect, Table: name, Publisher: pub,
 			Workers: o.workers, BatchSize: o.batch, MaxBatchBytes: int64(o.batchMiB * (1 << 20)), Logger: logger, IsRetriable: retriable}
 		var reg *prometheus.Registry

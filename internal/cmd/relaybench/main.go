@@ -46,6 +46,9 @@ const (
 	relayRabbitMQ = "outboxkit-rabbitmq"
 )
 
+// sqlWriteTransactions is how many transactions of each size and writer measureSQLWriteCost times.
+const sqlWriteTransactions = 500
+
 // onlyWrite is the value of -only that runs the write-side table alone.
 const onlyWrite = "write"
 
@@ -98,7 +101,7 @@ func main() {
 	payloads := flag.String("payloads", "256,4096", "payload sizes in bytes")
 	flag.IntVar(&o.rate, "rate", 1000, "events/s of the steady-rate latency run (0 skips it)")
 	flag.IntVar(&o.seconds, "seconds", 10, "duration of the latency run")
-	relays := flag.String("relays", "outboxkit,stock,ceiling", "relays to measure (outboxkit, stock, ceiling, cdc-ceiling, outboxkit-nats, outboxkit-rabbitmq; -source cdc adds outboxkit-cdc, and cdc-ceiling when ceiling is measured; cdc-ceiling needs -source cdc)")
+	relays := flag.String("relays", "outboxkit,stock,ceiling", "relays to measure (outboxkit, outboxkit-sql: outboxkit draining events written by plain SQL, with the write cost beside outbox.Writer; stock, ceiling, cdc-ceiling, outboxkit-nats, outboxkit-rabbitmq; -source cdc adds outboxkit-cdc, and cdc-ceiling when ceiling is measured; cdc-ceiling needs -source cdc)")
 	source := flag.String("source", "polling", "polling, or cdc to measure the outboxkit relay with the cdc source too (relay outboxkit-cdc, PostgreSQL), beside polling, with pg_recvlogical's decode ceiling on the same rows and the write-side cost")
 	delivery := flag.String("delivery", "at_least_once", "at_least_once, or exactly_once to measure the outboxkit relay with exactly-once delivery too (relay outboxkit-eo; with -source cdc also outboxkit-cdc-eo), beside at-least-once")
 	flag.IntVar(&o.repeat, "repeat", 1, "measure every drain this many times (interleaved) and print the median and spread")
@@ -188,12 +191,12 @@ func (o *options) parse(brokers, keys, dbs, payloads, relays string) error {
 	for _, r := range splitList(relays) {
 		switch r {
 		case relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce, relayStock, relayCeiling, relayCDCCeiling,
-			relayNATS, relayRabbitMQ:
+			relayNATS, relayRabbitMQ, relaySQLWriters:
 			if !contains(o.relays, r) {
 				o.relays = append(o.relays, r)
 			}
 		default:
-			return fmt.Errorf("-relays: %q is not a relay (want outboxkit, stock, ceiling, outboxkit-nats or outboxkit-rabbitmq)", r)
+			return fmt.Errorf("-relays: %q is not a relay (want outboxkit, outboxkit-sql, stock, ceiling, outboxkit-nats or outboxkit-rabbitmq)", r)
 		}
 	}
 	if len(o.relays) == 0 {
@@ -371,9 +374,21 @@ func run(o options) error {
 			return fmt.Errorf("write-side cost: %w", err)
 		}
 	}
+	var sqlWrites []sqlWriteCost
+	if contains(o.relays, relaySQLWriters) {
+		for _, db := range o.dbs {
+			noise.sample()
+			costs, err := measureSQLWriteCost(conns.get(db.name), db, sqlWriteTransactions)
+			if err != nil {
+				return fmt.Errorf("plain-SQL write cost on %s: %w", db.label, err)
+			}
+			sqlWrites = append(sqlWrites, costs...)
+		}
+	}
 	noise.sample()
 	noise.finish(time.Since(began))
 	printDrainTable(os.Stdout, res, o)
+	printSQLWriteTable(os.Stdout, sqlWrites, sqlWriteTransactions)
 	printDecodeTable(os.Stdout, res, o)
 	printCoresTable(os.Stdout, res, o)
 	printSteadyTable(os.Stdout, steadyRows, o)

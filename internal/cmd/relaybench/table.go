@@ -187,6 +187,8 @@ func printDrainTable(w io.Writer, r *results, o options) {
 					stockCell = "n/a " + footnote(reason)
 				}
 				row(d, size, strconv.Itoa(keys), ok, fmt.Sprintf("%s | %s | %s |", stockCell, ratio(okRate, ceiling), ratio(okRate, top)))
+				qk := drainKey{db: d.name, size: size, keys: keys, relay: relaySQLWriters}
+				row(d, size, strconv.Itoa(keys), qk, fmt.Sprintf("| %s | %s of outbox.Writer's |", ratio(r.rate(qk), ceiling), ratio(r.rate(qk), okRate)))
 				for _, other := range []string{relayNATS, relayRabbitMQ} {
 					bk := drainKey{db: d.name, size: size, keys: keys, relay: other}
 					row(d, size, strconv.Itoa(keys), bk, fmt.Sprintf("| %s | %s of Kafka |", ratio(r.rate(bk), ceiling), ratio(r.rate(bk), okRate)))
@@ -206,6 +208,9 @@ func printDrainTable(w io.Writer, r *results, o options) {
 	fmt.Fprintf(w, "ceiling: claim+delete %d rows (SKIP LOCKED), one franz-go ProduceSync, commit; no order, no retries; measured with %d keys.\n", ceilingBatch, topKeys)
 	if contains(o.relays, relayNATS) || contains(o.relays, relayRabbitMQ) {
 		fmt.Fprintf(w, "outboxkit-nats, outboxkit-rabbitmq: the same forwarder publishing to NATS JetStream %s (one stream per topic, file storage) and to RabbitMQ %s (a queue per topic, persistent messages, publisher confirms) instead of Kafka; x of Kafka: their rate over outboxkit's.\n", o.natsURL, redactedURL(o.rabbitMQ))
+	}
+	if contains(o.relays, relaySQLWriters) {
+		fmt.Fprintf(w, "outboxkit-sql: the same forwarder draining a backlog written by plain-SQL INSERTs (one per event, key_hash and the key's lock from the table's trigger, docs/writers.md) instead of outbox.Writer; x of outbox.Writer's: its rate over outboxkit's.\n")
 	}
 	for i, f := range footnotes {
 		fmt.Fprintf(w, "[%d] %s\n", i+1, f)
