@@ -1,0 +1,148 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxkit/outboxkit/internal/testsupport"
+)
+
+// seed004 is the outbox table of seed 004, as a team created it.
+const seed004 = `CREATE TABLE %s (
+    id UUID PRIMARY KEY DEFAULT gen_random_uuid(),
+    aggregate_id VARCHAR(255) NOT NULL,
+    aggregate_type VARCHAR(100) NOT NULL,
+    event_type VARCHAR(100) NOT NULL,
+    payload JSONB NOT NULL,
+    headers JSONB DEFAULT '{}',
+    created_at TIMESTAMPTZ NOT NULL DEFAULT NOW(),
+    published_at TIMESTAMPTZ,
+    status VARCHAR(20) NOT NULL DEFAULT 'PENDING',
+    retry_count INTEGER NOT NULL DEFAULT 0,
+    next_retry_at TIMESTAMPTZ
+)`
+
+// adoptMapping is cmd/outboxkit/adopt.example.yaml's mapping for table.
+func adoptMapping(table string) string {
+	return fmt.Sprintf(`table: %s
+topic_template: "{aggregate_type}.events"
+columns: {event_id: id, aggregate_id: aggregate_id, aggregate_type: aggregate_type, event_type: event_type,
+  payload: payload, headers: headers, created_at: created_at, status: status, published_at: published_at,
+  retry_count: retry_count, next_retry_at: next_retry_at}
+`, table)
+}
+
+// `outboxkit adopt` on the seed-004 table, then `outboxkit relay` to the real Kafka: --dry-run
+// changes nothing, adopt copies the pending row, a second adopt says nothing changed; events
+// inserted by plain SQL end PUBLISHED with published_at, and one whose topic Kafka refuses
+// ("Poison:x.events": outboxkit accepts ':' in topics, Kafka does not: INVALID_TOPIC_EXCEPTION,
+// a permanent error, dead at its first attempt) ends FAILED with retry_count 1 (the Go test
+// TestAdoptedPoisonEventEndsFailed covers a retriable failure, FAILED after max_attempts). --undo --drop-relay-table leaves the team's table and rows.
+func TestAdoptThenRelaySeed004(t *testing.T) {
+	t.Parallel()
+	db := testsupport.OpenPostgres(t)
+	brokers := testsupport.KafkaBrokers(t)
+	team := testsupport.UniqueName("cli_adopt")
+	relay := team + "_relay"
+	aggType := strings.ReplaceAll(testsupport.UniqueName("Order"), "_", "")
+	testsupport.CreateKafkaTopic(t, brokers, aggType+".events")
+	if _, err := db.Exec(fmt.Sprintf(seed004, team)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = db.Exec("DROP TABLE IF EXISTS " + team) })
+	dropTables(t, db, relay)
+	insert := func(aggType, aggID string) {
+		t.Helper()
+		if _, err := db.Exec("INSERT INTO "+team+" (aggregate_id, aggregate_type, event_type, payload, headers)"+
+			` VALUES ($1, $2, 'OrderCreated', '{"total": 10}', '{"source": "order-service"}')`, aggID, aggType); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert(aggType, "o-0")
+	cfg := strings.Replace(pgConfig(testsupport.PostgresDSN(t), relay, fmt.Sprintf("broker: kafka\nkafka:\n  brokers: [%s]\n", strings.Join(brokers, ", "))),
+		"forwarder:\n", "forwarder:\n  max_attempts: 3\n  max_interval: 200ms\n", 1)
+	dir := writeConfig(t, cfg)
+	if err := os.WriteFile(filepath.Join(dir, "adopt.yaml"), []byte(adoptMapping(team)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res := cli(t, dir, "adopt", "--dry-run")
+	if res.code != 0 || !strings.Contains(res.stdout, "CREATE OR REPLACE TRIGGER "+relay+"_adopt_forward AFTER INSERT ON \"public\".\""+team+"\"") {
+		t.Fatalf("adopt --dry-run: %s", res)
+	}
+	if n := count(t, db, "SELECT count(*) FROM pg_class WHERE relname = $1", relay); n != 0 {
+		t.Fatalf("adopt --dry-run created the relay table")
+	}
+	if res := cli(t, dir, "adopt"); res.code != 0 || !strings.Contains(res.stdout, "1 pending rows copied") {
+		t.Fatalf("adopt: %s", res)
+	}
+	if res := cli(t, dir, "adopt"); res.code != 0 || !strings.Contains(res.stdout, "nothing changed") {
+		t.Fatalf("second adopt: %s", res)
+	}
+	for i := 1; i < 5; i++ {
+		insert(aggType, fmt.Sprintf("o-%d", i))
+	}
+	insert("Poison:x", "p-1")
+	p := startRelay(t, dir)
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) && count(t, db, "SELECT count(*) FROM "+team+" WHERE status = 'PENDING'") > 0 {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if code := p.stop(t); code != 0 {
+		t.Errorf("relay exited with %d: %s", code, p.log())
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+team+" WHERE status = 'PUBLISHED' AND published_at IS NOT NULL"); n != 5 {
+		t.Errorf("%d rows PUBLISHED with published_at, want 5", n)
+	}
+	var status string
+	var retries int
+	if err := db.QueryRow("SELECT status, retry_count FROM "+team+" WHERE aggregate_type = 'Poison:x'").Scan(&status, &retries); err != nil {
+		t.Fatal(err)
+	}
+	if status != "FAILED" || retries != 1 {
+		t.Errorf("the poison event is %s with retry_count %d, want FAILED after 1 attempt (a permanent error); relay log:\n%s", status, retries, p.log())
+	}
+	if got := len(testsupport.ReadKafkaTopic(t, brokers, aggType+".events")); got != 5 {
+		t.Errorf("%d records on %s.events, want 5", got, aggType)
+	}
+	if res := cli(t, dir, "adopt", "--undo", "--drop-relay-table"); res.code != 0 || !strings.Contains(res.stdout, "undone") {
+		t.Fatalf("adopt --undo: %s", res)
+	}
+	insert(aggType, "after-undo")
+	if n := count(t, db, "SELECT count(*) FROM "+team); n != 7 {
+		t.Errorf("%d rows in the team's table after undo, want 7", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM pg_class WHERE relname = $1", relay); n != 0 {
+		t.Errorf("relay table left after --undo --drop-relay-table")
+	}
+}
+
+// A mapping error is a configuration error (exit 2) naming the key, and nothing is created.
+func TestAdoptMappingErrorExitsTwo(t *testing.T) {
+	t.Parallel()
+	db := testsupport.OpenPostgres(t)
+	team := testsupport.UniqueName("cli_adopt")
+	if _, err := db.Exec(fmt.Sprintf(seed004, team)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = db.Exec("DROP TABLE IF EXISTS " + team) })
+	dir := writeConfig(t, pgConfig(testsupport.PostgresDSN(t), team+"_relay", ""))
+	mapping := strings.Replace(adoptMapping(team), "payload: payload", "payload: body", 1)
+	if err := os.WriteFile(filepath.Join(dir, "adopt.yaml"), []byte(mapping), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res := cli(t, dir, "adopt")
+	if res.code != 2 || !strings.Contains(res.stderr, `columns.payload "body"`) {
+		t.Errorf("adopt with a missing column: %s", res)
+	}
+	dir = writeConfig(t, pgConfig(testsupport.PostgresDSN(t), team, ""))
+	if err := os.WriteFile(filepath.Join(dir, "adopt.yaml"), []byte(adoptMapping(team)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if res := cli(t, dir, "adopt"); res.code != 2 || !strings.Contains(res.stderr, "is the team's table") {
+		t.Errorf("adopt with database.table = the team's table: %s", res)
+	}
+}
