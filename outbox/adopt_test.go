@@ -193,14 +193,15 @@ func (failingPublisher) Publish(topic string, _ ...*message.Message) error {
 func (failingPublisher) Close() error { return nil }
 
 // TestAdoptedPoisonEventEndsFailed: an event the broker keeps refusing ends FAILED in the team's
-// table after the configured attempts, with retry_count set.
+// table after the configured attempts, with retry_count set; a replay makes it PENDING again.
 func TestAdoptedPoisonEventEndsFailed(t *testing.T) {
 	a := newAdoptedTable(t)
 	ctx := context.Background()
 	if _, err := outbox.Adopt(ctx, a.db, a.relay, a.cfg); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.insert(ctx, a.db, "Poison", "p-1", 0); err != nil {
+	id, err := a.insert(ctx, a.db, "Poison", "p-1", 0)
+	if err != nil {
 		t.Fatal(err)
 	}
 	runForwarder(t, a, failingPublisher{}, func() bool {
@@ -213,6 +214,20 @@ func TestAdoptedPoisonEventEndsFailed(t *testing.T) {
 	}
 	if retries != 3 || next.Valid {
 		t.Errorf("retry_count %d, next_retry_at %v; want 3 (MaxAttempts) and NULL", retries, next)
+	}
+	// An operator's replay (outboxkit dead-letters replay) makes the team's row pending again.
+	admin, err := forwarder.NewAdmin(a.db, outbox.Postgres, a.relay.Events())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := admin.Replay(ctx, uuid.MustParse(id)); err != nil || n != 1 {
+		t.Fatalf("Replay: %d, %v", n, err)
+	}
+	if got := a.statuses(t); got["PENDING"] != 1 || len(got) != 1 {
+		t.Errorf("team rows after replay: %v, want the one PENDING", got)
+	}
+	if err := a.db.QueryRow("SELECT retry_count FROM " + a.team).Scan(&retries); err != nil || retries != 0 {
+		t.Errorf("retry_count after replay: %d, %v; want 0", retries, err)
 	}
 }
 
