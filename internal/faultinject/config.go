@@ -74,6 +74,9 @@ type Config struct {
 	// key_hash to the table's trigger as a service in another language does (docs/writers.md),
 	// instead of through outbox.Writer. PostgreSQL and MySQL only.
 	SQLWriters bool
+	// MixedWriters, with SQLWriters, gives every other writer (the odd-numbered ones)
+	// outbox.Writer instead: plain-SQL and Go writers commit events of the same keys concurrently.
+	MixedWriters bool
 	// Rate caps the committed events per second (all writers together); 0 means as fast as
 	// possible. Default 0.
 	Rate int
@@ -88,6 +91,10 @@ type Config struct {
 	// more than 3 x LeaseTTL, and for those the relay's partitions must move to the others
 	// within TakeoverBound. Default 2.
 	Pauses int
+	// BrokerRestarts is how many times the broker is restarted (unless NoBrokerRestart): once at
+	// 35 % of the writes, or spread from 20 % to 70 %. A KafkaCluster restarts one node at a
+	// time, in turn (Broker.RestartOne). Default 1.
+	BrokerRestarts int
 	// NoBrokerRestart, NoDBCut and NoPauses turn those faults off.
 	NoBrokerRestart, NoDBCut, NoPauses bool
 	// LeaseTTL is the relays' forwarder.lease_ttl (their heartbeat is the CLI's default,
@@ -120,6 +127,7 @@ func (c *Config) setDefaults() {
 	def(&c.Relays, 3)
 	def(&c.Kills, 6)
 	def(&c.Pauses, 2)
+	def(&c.BrokerRestarts, 1)
 	def(&c.Installations, 1)
 	def(&c.MaxAttempts, 1000)
 	if c.RollbackShare == 0 {

@@ -176,8 +176,8 @@ func decode(id, key string, value []byte, headers map[string]string) delivery {
 // skipped; without transactions it reads everything), until ctx is cancelled; it never joins a
 // group, so nothing is redelivered by the consumer itself: every repeated event id is a relay
 // duplicate.
-func consumeKafka(ctx context.Context, addr, topic string, rec *recorder) error {
-	client, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
+func consumeKafka(ctx context.Context, addrs []string, topic string, rec *recorder) error {
+	client, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {

@@ -112,7 +112,7 @@ func newEnv(ctx context.Context, cfg Config) (*env, error) {
 	if err := e.prepare(ctx); err != nil {
 		return e, err
 	}
-	e.name = fmt.Sprintf("fault_%s_%s_%d", cfg.Dialect, cfg.Broker.Kind, time.Now().UnixNano()%1e9)
+	e.name = fmt.Sprintf("fault_%s_%s_%d", cfg.Dialect, strings.ReplaceAll(cfg.Broker.Kind, "-", "_"), time.Now().UnixNano()%1e9)
 	e.topic = strings.ReplaceAll(e.name, "_", "-")
 	e.effectsTable, e.inboxTable = e.name+"_effects", e.name+"_inbox"
 	if err := e.newInstallations(ctx); err != nil {
@@ -189,7 +189,7 @@ func (e *env) startConsumer(ctx context.Context) error {
 		case RabbitMQ:
 			e.consumerDone <- consumeRabbitMQ(consumeCtx, e.cfg.Broker.Addr(), e.topic, e.rec)
 		default:
-			e.consumerDone <- consumeKafka(consumeCtx, e.cfg.Broker.Addr(), e.topic, e.rec)
+			e.consumerDone <- consumeKafka(consumeCtx, e.cfg.Broker.Addrs(), e.topic, e.rec)
 		}
 	}()
 	e.defer_(stopConsumer)

@@ -43,7 +43,13 @@ func schedule(cfg Config, rng *rand.Rand) []fault {
 		faults = append(faults, fault{at: 0.05 + 0.9*rng.Float64(), kind: "kill", nth: k})
 	}
 	if !cfg.NoBrokerRestart {
-		faults = append(faults, fault{at: 0.35, kind: "broker"})
+		for k := range cfg.BrokerRestarts {
+			at := 0.35 // one restart: at 35 %; several: spread from 20 % to 70 %
+			if cfg.BrokerRestarts > 1 {
+				at = 0.2 + 0.5*float64(k)/float64(cfg.BrokerRestarts-1)
+			}
+			faults = append(faults, fault{at: at, kind: "broker", nth: k})
+		}
 	}
 	if !cfg.NoDBCut {
 		faults = append(faults, fault{at: 0.65, kind: "dbcut"})
@@ -120,13 +126,14 @@ func (in *injector) inject(ctx context.Context, f fault) {
 			e.logf("no relay running to kill at %.0f%%", 100*f.at)
 		}
 	case "broker":
-		e.logf("restarting the broker at %.0f%% (down for %s)", 100*f.at, e.cfg.BrokerDowntime)
-		if err := e.cfg.Broker.Restart(ctx, e.cfg.BrokerDowntime); err != nil {
+		e.logf("restarting the broker (restart %d) at %.0f%% (down for %s)", f.nth+1, 100*f.at, e.cfg.BrokerDowntime)
+		node, err := e.cfg.Broker.RestartOne(ctx, f.nth, e.cfg.BrokerDowntime)
+		if err != nil {
 			in.fail(err)
 			return
 		}
 		in.res.BrokerRestarts++
-		e.logf("broker back")
+		e.logf("broker back (cluster node %d; 0 for a single broker)", node)
 	case "dbcut":
 		n, err := e.cutRelayConnections(ctx)
 		if err != nil {

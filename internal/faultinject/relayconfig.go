@@ -41,9 +41,9 @@ func writeRelayConfig(path string, cfg Config, s relaySettings) error {
 	case RabbitMQ:
 		doc["rabbitmq"] = map[string]any{"url": cfg.Broker.Addr()}
 	default:
-		doc["kafka"] = map[string]any{"brokers": []string{cfg.Broker.Addr()}}
+		doc["kafka"] = map[string]any{"brokers": cfg.Broker.Addrs()}
 	}
-	doc["broker"] = cfg.Broker.Kind
+	doc["broker"] = cfg.Broker.cliBroker()
 	if cfg.Source != "" {
 		fwd["source"] = cfg.Source
 	}

@@ -39,7 +39,7 @@ const (
 )
 
 // kinds are the brokers scripts/services.sh can start as dedicated ones (start-<kind>).
-var kinds = []string{Kafka, Pulsar, NATS, RabbitMQ}
+var kinds = []string{Kafka, Pulsar, NATS, RabbitMQ, KafkaCluster}
 
 // Broker is a dedicated Kafka, Pulsar, NATS (JetStream) or RabbitMQ started and stopped through
 // the project's scripts/services.sh (start-<kind>, stop-<kind>).
@@ -55,6 +55,10 @@ type Broker struct {
 	PulsarPort, PulsarHTTPPort, PulsarBookiePort                      int
 	NATSPort, NATSMonitorPort                                         int
 	RabbitMQPort, RabbitMQTLSPort, RabbitMQDistPort, RabbitMQEPMDPort int
+
+	// KafkaClusterPort and KafkaClusterControllerPort are the first client and controller ports
+	// of a KafkaCluster's three nodes (cluster.go).
+	KafkaClusterPort, KafkaClusterControllerPort int
 }
 
 func (b *Broker) setDefaults() {
@@ -77,6 +81,8 @@ func (b *Broker) setDefaults() {
 	def(&b.RabbitMQTLSPort, DefaultRabbitMQTLSPort)
 	def(&b.RabbitMQDistPort, DefaultRabbitMQDistPort)
 	def(&b.RabbitMQEPMDPort, DefaultRabbitMQEPMDPort)
+	def(&b.KafkaClusterPort, DefaultKafkaClusterPort)
+	def(&b.KafkaClusterControllerPort, DefaultKafkaClusterControllerPort)
 }
 
 // Addr is the address clients use: host:port for Kafka, a pulsar:// URL for Pulsar, a nats://
@@ -84,6 +90,8 @@ func (b *Broker) setDefaults() {
 func (b Broker) Addr() string {
 	b.setDefaults()
 	switch b.Kind {
+	case KafkaCluster:
+		return strings.Join(b.Addrs(), ",")
 	case Pulsar:
 		return fmt.Sprintf("pulsar://127.0.0.1:%d", b.PulsarPort)
 	case NATS:
@@ -113,13 +121,13 @@ func (b Broker) Restart(ctx context.Context, downtime time.Duration) error {
 	return b.Start(ctx)
 }
 
-func (b Broker) script(ctx context.Context, sub string) error {
+func (b Broker) script(ctx context.Context, sub string, args ...string) error {
 	b.setDefaults()
 	if !slices.Contains(kinds, b.Kind) {
 		return fmt.Errorf("faultinject: unknown broker %q (allowed: %s)", b.Kind, strings.Join(kinds, ", "))
 	}
 	script := filepath.Join(b.RepoRoot, "scripts", "services.sh")
-	cmd := exec.CommandContext(ctx, "bash", script, sub)
+	cmd := exec.CommandContext(ctx, "bash", append([]string{script, sub}, args...)...)
 	cmd.Env = append(os.Environ(),
 		"SERVICES_STATE_DIR="+b.StateDir,
 		"SERVICES_LOG_DIR="+filepath.Join(b.StateDir, "logs"),
@@ -135,11 +143,14 @@ func (b Broker) script(ctx context.Context, sub string) error {
 		"RABBITMQ_DIST_PORT="+strconv.Itoa(b.RabbitMQDistPort),
 		"RABBITMQ_EPMD_PORT="+strconv.Itoa(b.RabbitMQEPMDPort),
 		"RABBITMQ_NODE_NAME=outboxkit-fault-"+strconv.Itoa(b.RabbitMQPort)+"@localhost",
+		"KAFKA_CLUSTER_PORT="+strconv.Itoa(b.KafkaClusterPort),
+		"KAFKA_CLUSTER_CONTROLLER_PORT="+strconv.Itoa(b.KafkaClusterControllerPort),
+		"KAFKA_CLUSTER_DIR="+filepath.Join(b.StateDir, "kafka-cluster"),
 	)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("faultinject: %s %s (state %s): %w: %s", script, sub, b.StateDir, err,
+		return fmt.Errorf("faultinject: %s %s%s (state %s): %w: %s", script, sub, strings.Join(append([]string{""}, args...), " "), b.StateDir, err,
 			strings.TrimSpace(out.String()))
 	}
 	return nil

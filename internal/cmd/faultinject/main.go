@@ -39,7 +39,7 @@ func main() {
 func run() int {
 	var (
 		size       = flag.String("size", "small", "preset: small (3,000 events) or large (50,000 events); other flags override it")
-		broker     = flag.String("broker", faultinject.Kafka, "kafka, pulsar, nats or rabbitmq (a dedicated one, started by scripts/services.sh)")
+		broker     = flag.String("broker", faultinject.Kafka, "kafka, kafka-cluster (three nodes, one restarted at a time), pulsar, nats or rabbitmq (a dedicated one, started by scripts/services.sh)")
 		scenario   = flag.String("scenario", "faults", "faults (every fault, by the writers' progress) or pause (one relay SIGSTOPped for 3 x lease TTL)")
 		database   = flag.String("db", "postgres", "database: postgres or mysql (MariaDB)")
 		source     = flag.String("source", "polling", "the relays' forwarder.source: polling or cdc (PostgreSQL logical replication; -db postgres)")
@@ -57,6 +57,7 @@ func run() int {
 		rollback   = flag.Float64("rollback", 0.1, "share of transactions rolled back")
 		downtime   = flag.Duration("broker-downtime", 0, "how long the broker stays down when restarted")
 		noRestart  = flag.Bool("no-broker-restart", false, "do not restart the broker")
+		restarts   = flag.Int("broker-restarts", 0, "how many times the broker is restarted (0: once; a kafka-cluster restarts one node at a time, in turn)")
 		noCut      = flag.Bool("no-db-cut", false, "do not cut the relays' database connections")
 		seed       = flag.Uint64("seed", 0, "random seed (0: random)")
 		stateDir   = flag.String("state-dir", faultinject.DefaultStateDir, "state directory of the dedicated broker")
@@ -87,7 +88,7 @@ func run() int {
 		}
 	}
 	cfg := faultinject.Config{Dialect: dialect, DSN: *dsn, Delivery: *delivery, Source: *source, Binary: *binary, Relays: *relays, RollbackShare: *rollback,
-		NoBrokerRestart: *noRestart, NoDBCut: *noCut, NoPauses: *noPauses, Pauses: *pauses, LeaseTTL: *leaseTTL,
+		NoBrokerRestart: *noRestart, BrokerRestarts: *restarts, NoDBCut: *noCut, NoPauses: *noPauses, Pauses: *pauses, LeaseTTL: *leaseTTL,
 		Seed: *seed, Keep: *keep, BrokerDowntime: *downtime, Logf: log.Printf,
 		CalmEvents: *calm, Installations: *insts, Table: *table, PoisonEvents: *poison, PoisonBytes: *poisonSize, MaxAttempts: *attempts}
 	if *poison > 0 && *attempts == 0 {
