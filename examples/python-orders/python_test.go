@@ -40,14 +40,31 @@ const (
 // outboxkit's table, concurrently on few orders, rolling back about 10 % of its transactions;
 // `outboxkit relay` forwards them to Kafka; the Python consumer applies each event once. Every
 // committed event is applied exactly once and in its order's version order, none of the
-// rolled-back ones appears, a second consumer group re-reading the topic applies nothing.
+// rolled-back ones appears, a second consumer group re-reading the topic applies nothing, the
+// relay empties the outbox.
 func TestPythonOrders(t *testing.T) {
+	prefix := testsupport.UniqueName("pyorders") + "_"
+	runScenario(t, prefix, outboxkitShape{table: prefix + "outbox", topicName: strings.TrimSuffix(prefix, "_") + ".events"})
+}
+
+// TestPythonOrdersSeed004 is the same with seed 004's own outbox_events table, written exactly
+// as the seed's service does (id, aggregate_id, aggregate_type, event_type, JSONB payload and
+// headers, status PENDING by default), adopted with `outboxkit adopt`: the relay forwards its
+// rows to <prefix>.order.events (the seed's {aggregate_type|lower}.events) and every committed
+// row ends PUBLISHED with published_at set.
+func TestPythonOrdersSeed004(t *testing.T) {
+	prefix := testsupport.UniqueName("pyseed") + "_"
+	runScenario(t, prefix, seed004Shape{table: prefix + "outbox_events", relay: prefix + "relay",
+		topicPrefix: strings.TrimSuffix(prefix, "_")})
+}
+
+// runScenario migrates or adopts (shape), starts the relay, runs the service and the consumer
+// twice (a second group re-reads everything), and checks the outcome.
+func runScenario(t *testing.T, prefix string, shape outboxShape) {
 	python := pythonEnv(t)
 	dsn := testsupport.PostgresDSN(t)
 	brokers := testsupport.KafkaBrokers(t)
 	db := testsupport.OpenPostgres(t)
-	prefix := testsupport.UniqueName("pyorders") + "_"
-	outboxTable, topic := prefix+"outbox", strings.TrimSuffix(prefix, "_")+".events"
 	dropPrefixed(t, db, prefix)
 	bin := buildCLI(t)
 
@@ -64,21 +81,19 @@ http:
 broker: kafka
 kafka:
   brokers: [%s]
-`, dsn, outboxTable, strings.Join(brokers, ", "))
+`, dsn, shape.relayTable(), strings.Join(brokers, ", "))
 	if err := os.WriteFile(filepath.Join(dir, "outboxkit.yaml"), []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := runCLI(bin, dir, "migrate"); err != nil {
-		t.Fatalf("outboxkit migrate: %v\n%s", err, out)
-	}
-	testsupport.CreateKafkaTopic(t, brokers, topic)
+	runPython(t, python, nil, append([]string{"service.py", "schema", "--dsn", dsn, "--prefix", prefix}, shape.serviceArgs()...)...)
+	shape.prepare(t, bin, dir)
+	testsupport.CreateKafkaTopic(t, brokers, shape.topic())
 	r := startRelay(t, bin, dir)
 
-	runPython(t, python, nil, "service.py", "schema", "--dsn", dsn, "--prefix", prefix)
 	var w writeResult
-	runPython(t, python, &w, "service.py", "write", "--dsn", dsn, "--prefix", prefix, "--outbox", outboxTable,
-		"--topic", topic, "--orders", strconv.Itoa(orders), "--changes", strconv.Itoa(changes), "--threads", "4",
-		"--rollback", "0.1")
+	runPython(t, python, &w, append([]string{"service.py", "write", "--dsn", dsn, "--prefix", prefix,
+		"--orders", strconv.Itoa(orders), "--changes", strconv.Itoa(changes), "--threads", "4", "--rollback", "0.1"},
+		shape.serviceArgs()...)...)
 	if len(w.Errors) > 0 || len(w.Committed)+len(w.RolledBack) != changes || len(w.RolledBack) == 0 {
 		t.Fatalf("service wrote %d committed and %d rolled-back changes, errors %v; want %d in all, some rolled back",
 			len(w.Committed), len(w.RolledBack), w.Errors, changes)
@@ -86,7 +101,7 @@ kafka:
 	t.Logf("service: %d committed, %d rolled back over %d orders", len(w.Committed), len(w.RolledBack), orders)
 
 	consumerArgs := []string{"consumer.py", "--dsn", dsn, "--prefix", prefix, "--brokers", strings.Join(brokers, ","),
-		"--topic", topic, "--expect", strconv.Itoa(len(w.Committed)), "--timeout", "180"}
+		"--topic", shape.topic(), "--expect", strconv.Itoa(len(w.Committed)), "--timeout", "180"}
 	var first, replay consumeResult
 	runPython(t, python, &first, append(consumerArgs, "--group", prefix+"views")...)
 	if first.Applied != len(w.Committed) || len(first.Violations) > 0 {
@@ -100,6 +115,6 @@ kafka:
 	t.Logf("consumer: %d applied, %d duplicates; replay: %d applied, %d duplicates", first.Applied, first.Duplicates, replay.Applied, replay.Duplicates)
 
 	checkProcessed(t, db, prefix, w)
-	waitEmpty(t, db, outboxTable)
+	shape.check(t, db, w)
 	r.stop(t)
 }

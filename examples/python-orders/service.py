@@ -1,12 +1,17 @@
 """The order service of the python-orders example.
 
 It changes an order and writes the change's event in ONE SQLAlchemy transaction, the way the seeds'
-services do, into outboxkit's outbox table by a plain INSERT (docs/writers.md). The database's
-trigger gives the event outboxkit's key hash, partition and per-key lock, so `outboxkit relay`
-forwards it to Kafka in the order's commit order. Every change bumps the order's version; the
-event carries it, so a consumer can check the order of an order's events.
+services do. Every change bumps the order's version; the event carries it, so a consumer can
+check the order of an order's events. Two outbox tables, --shape:
 
-    python service.py schema --dsn postgres://...                       # the orders table
+- outboxkit (default): outboxkit's own table, by a plain INSERT of its columns (docs/writers.md).
+  The database's trigger gives the event outboxkit's key hash, partition and per-key lock.
+- seed004: the table of seed 004 (id, aggregate_id, aggregate_type, event_type, payload JSONB,
+  headers JSONB, status, retry_count, ...), written exactly as the seed's OrderService does; the
+  relay reads it after `outboxkit adopt` (docs/adopting.md), and marks its rows PUBLISHED.
+
+    python service.py schema --dsn postgres://...                  # the orders table
+    python service.py schema --dsn postgres://... --shape seed004   # and seed 004's outbox_events
     python service.py write --dsn postgres://... --orders 20 --changes 200 --threads 4 \
         --rollback 0.1 --topic orders.events --outbox outbox_events
 
@@ -30,14 +35,80 @@ class SimulatedFailure(Exception):
     """Raised after the writes of a transaction the service decided to roll back."""
 
 
+class OutboxkitTable:
+    """outboxkit's outbox table, written by a plain INSERT of its columns (docs/writers.md)."""
+
+    def __init__(self, table: str, topic: str):
+        self.table = table
+        self.topic = topic
+
+    def create(self, conn) -> None:
+        """Nothing: `outboxkit migrate` creates the table."""
+
+    def add_event(self, session, event_id: str, order_id: str, event_type: str, payload: dict) -> None:
+        # The relay adds the event_id header itself; the headers here are the service's own.
+        session.execute(
+            text(f"""INSERT INTO {self.table}
+                     (event_id, topic, aggregate_type, aggregate_id, event_type, payload, headers)
+                     VALUES (:id, :topic, 'Order', :aid, :etype, :payload, CAST(:headers AS jsonb))"""),
+            {
+                "id": event_id,
+                "topic": self.topic,
+                "aid": order_id,
+                "etype": event_type,
+                "payload": json.dumps(payload).encode("utf-8"),
+                "headers": json.dumps({"source": "order-service"}),
+            },
+        )
+
+
+class Seed004Table:
+    """Seed 004's outbox_events table, created and written exactly as the seed does."""
+
+    def __init__(self, table: str):
+        self.table = table
+
+    def create(self, conn) -> None:
+        conn.execute(text(f"""CREATE TABLE IF NOT EXISTS {self.table} (
+            id UUID PRIMARY KEY DEFAULT gen_random_uuid(),
+            aggregate_id VARCHAR(255) NOT NULL,
+            aggregate_type VARCHAR(100) NOT NULL,
+            event_type VARCHAR(100) NOT NULL,
+            payload JSONB NOT NULL,
+            headers JSONB DEFAULT '{{}}',
+            created_at TIMESTAMPTZ NOT NULL DEFAULT NOW(),
+            published_at TIMESTAMPTZ,
+            status VARCHAR(20) NOT NULL DEFAULT 'PENDING',
+            retry_count INTEGER NOT NULL DEFAULT 0,
+            next_retry_at TIMESTAMPTZ)"""))
+        conn.execute(text(f"CREATE INDEX IF NOT EXISTS {self.table}_status ON {self.table} (status, created_at)"))
+        conn.execute(text(f"CREATE INDEX IF NOT EXISTS {self.table}_aggregate ON {self.table} (aggregate_id, created_at)"))
+
+    def add_event(self, session, event_id: str, order_id: str, event_type: str, payload: dict) -> None:
+        # The seed's statement and parameters: JSON text for the JSONB columns, the event id in
+        # the headers too (outboxkit's adoption drops that reserved header and sets its own).
+        session.execute(
+            text(f"""INSERT INTO {self.table}
+                    (id, aggregate_id, aggregate_type, event_type, payload, headers)
+                    VALUES (:id, :aid, :atype, :etype, :payload, :headers)"""),
+            {
+                "id": event_id,
+                "aid": order_id,
+                "atype": "Order",
+                "etype": event_type,
+                "payload": json.dumps(payload),
+                "headers": json.dumps({"event_id": event_id, "source": "order-service"}),
+            },
+        )
+
+
 class OrderService:
     """Writes an order change and its event in one transaction."""
 
-    def __init__(self, session_factory, orders: str, outbox: str, topic: str):
+    def __init__(self, session_factory, orders: str, outbox):
         self.Session = session_factory
         self.orders = orders
         self.outbox = outbox
-        self.topic = topic
 
     def change_order(self, order_id: str, customer_id: str, total: int, fail: bool) -> dict:
         """Creates the order or bumps its version, with its event; rolls back when fail is set."""
@@ -55,26 +126,13 @@ class OrderService:
                 {"id": order_id, "cid": customer_id, "total": total},
             ).scalar_one()
             event_type = "OrderCreated" if version == 1 else "OrderUpdated"
-            # The event, in the SAME transaction: outboxkit's columns (docs/writers.md). The
-            # relay adds the event_id header itself; the headers here are the service's own.
-            session.execute(
-                text(f"""INSERT INTO {self.outbox}
-                         (event_id, topic, aggregate_type, aggregate_id, event_type, payload, headers)
-                         VALUES (:id, :topic, 'Order', :aid, :etype, :payload, CAST(:headers AS jsonb))"""),
-                {
-                    "id": event_id,
-                    "topic": self.topic,
-                    "aid": order_id,
-                    "etype": event_type,
-                    "payload": json.dumps({
-                        "orderId": order_id,
-                        "customerId": customer_id,
-                        "total": total,
-                        "version": version,
-                    }).encode("utf-8"),
-                    "headers": json.dumps({"source": "order-service"}),
-                },
-            )
+            # The event, in the SAME transaction.
+            self.outbox.add_event(session, event_id, order_id, event_type, {
+                "orderId": order_id,
+                "customerId": customer_id,
+                "total": total,
+                "version": version,
+            })
             if fail:
                 raise SimulatedFailure(order_id)
             session.commit()
@@ -89,7 +147,7 @@ class OrderService:
             session.close()
 
 
-def create_schema(engine, orders: str) -> None:
+def create_schema(engine, orders: str, outbox) -> None:
     with engine.begin() as conn:
         conn.execute(text(f"""CREATE TABLE IF NOT EXISTS {orders} (
             id TEXT PRIMARY KEY,
@@ -97,11 +155,20 @@ def create_schema(engine, orders: str) -> None:
             total INTEGER NOT NULL,
             status VARCHAR(20) NOT NULL,
             version INTEGER NOT NULL)"""))
+        outbox.create(conn)
+
+
+def outbox_for(args):
+    """The outbox table of --shape."""
+    table = table_name("", args.outbox)
+    if args.shape == "seed004":
+        return Seed004Table(table)
+    return OutboxkitTable(table, args.topic)
 
 
 def write(args) -> int:
     engine = engine_for(args.dsn, pool_size=args.threads)
-    service = OrderService(sessionmaker(bind=engine), table_name(args.prefix, "orders"), args.outbox, args.topic)
+    service = OrderService(sessionmaker(bind=engine), table_name(args.prefix, "orders"), outbox_for(args))
     order_ids = [f"order-{args.run}-{i}" for i in range(args.orders)]
     results, errors, lock = [], [], threading.Lock()
     counter = iter(range(args.changes))
@@ -141,8 +208,9 @@ def main() -> int:
     p.add_argument("command", choices=["schema", "write"])
     p.add_argument("--dsn", required=True, help="PostgreSQL URL, postgres://user:pass@host:port/db")
     p.add_argument("--prefix", default="", help="prefix of the example's own tables")
-    p.add_argument("--outbox", default="outbox_events", help="outboxkit's outbox table")
-    p.add_argument("--topic", default="order.events", help="the events' Kafka topic")
+    p.add_argument("--shape", choices=["outboxkit", "seed004"], default="outboxkit", help="the outbox table's shape")
+    p.add_argument("--outbox", default="outbox_events", help="the outbox table")
+    p.add_argument("--topic", default="order.events", help="the events' Kafka topic (shape outboxkit; seed004's relay derives it)")
     p.add_argument("--orders", type=int, default=10, help="how many orders (the ordering keys)")
     p.add_argument("--changes", type=int, default=100, help="how many transactions")
     p.add_argument("--threads", type=int, default=4, help="concurrent writers")
@@ -151,7 +219,7 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args()
     if args.command == "schema":
-        create_schema(engine_for(args.dsn), table_name(args.prefix, "orders"))
+        create_schema(engine_for(args.dsn), table_name(args.prefix, "orders"), outbox_for(args))
         return 0
     return write(args)
 
