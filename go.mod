@@ -136,3 +136,9 @@ require (
 	sigs.k8s.io/structured-merge-diff/v4 v4.4.2 // indirect
 	sigs.k8s.io/yaml v1.4.0 // indirect
 )
+
+// pulsar-client-go's pulsar package imports its AthenZ auth provider, which links AthenZ and
+// k8s.io/client-go (about 5 MB of the binary); outboxkit offers Pulsar token and TLS
+// authentication only, so the outboxkit binary builds against a stand-in without an
+// implementation. Applies only when outboxkit is the main module (docs/pulsar.md, "Binary size").
+replace github.com/AthenZ/athenz => ./third_party/athenz-noauth
