@@ -34,7 +34,7 @@ type installation struct {
 	// keysTable holds the per-key counters; keyPrefix starts its aggregate ids, so the keys
 	// of two installations never collide on a shared topic.
 	keysTable, keyPrefix string
-	writer               eventWriter
+	writers              []eventWriter // the writer goroutines' writers, by slot (writerFor)
 	rl                   *relays
 	// appName is the PostgreSQL application_name of its relays' connections.
 	appName string
@@ -146,7 +146,7 @@ func (e *env) createTables(ctx context.Context, in *installation) error {
 	if e.cfg.PoisonEvents > 0 {
 		maxPayload = -1 // poison events are over the broker's limit on purpose
 	}
-	in.writer, err = e.newEventWriter(in, maxPayload)
+	in.writers, err = e.newEventWriters(in, maxPayload)
 	return err
 }
 

@@ -60,10 +60,26 @@ func (w *plainSQLWriter) WriteTx(ctx context.Context, tx *sql.Tx, events ...outb
 	return nil
 }
 
-// newEventWriter returns the installation's writer: plain SQL or outbox.Writer.
-func (e *env) newEventWriter(in *installation, maxPayload int) (eventWriter, error) {
-	if e.cfg.SQLWriters {
-		return newPlainSQLWriter(e.cfg.Dialect, in.table.Events())
+// newEventWriters returns the installation's writers, taken in turn by the writer goroutines:
+// outbox.Writer; or plain SQL (Config.SQLWriters); or both (Config.MixedWriters), so that SQL
+// and Go writers commit events of the same keys concurrently.
+func (e *env) newEventWriters(in *installation, maxPayload int) ([]eventWriter, error) {
+	goWriter, err := outbox.NewWriter(outbox.Config{Dialect: e.cfg.Dialect, Table: in.configured, MaxPayloadBytes: maxPayload})
+	if err != nil {
+		return nil, err
 	}
-	return outbox.NewWriter(outbox.Config{Dialect: e.cfg.Dialect, Table: in.configured, MaxPayloadBytes: maxPayload})
+	if !e.cfg.SQLWriters {
+		return []eventWriter{goWriter}, nil
+	}
+	plain, err := newPlainSQLWriter(e.cfg.Dialect, in.table.Events())
+	if err != nil {
+		return nil, err
+	}
+	if e.cfg.MixedWriters {
+		return []eventWriter{plain, goWriter}, nil
+	}
+	return []eventWriter{plain}, nil
 }
+
+// writerFor returns the writer of writer goroutine number slot.
+func (in *installation) writerFor(slot int) eventWriter { return in.writers[slot%len(in.writers)] }

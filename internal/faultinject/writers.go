@@ -30,14 +30,15 @@ func (e *env) startWriters() {
 		go func() {
 			defer e.writersWG.Done()
 			defer e.writersLeft.Add(-1)
-			e.writeLoop(writeCtx, wrng)
+			e.writeLoop(writeCtx, wrng, w)
 		}()
 	}
 }
 
 // writeLoop is one writer: transactions until cfg.Events events committed, stopWrites, or 50
-// transactions in a row failed before their commit (then the error goes to writeErrs).
-func (e *env) writeLoop(ctx context.Context, rng *mrand.Rand) {
+// transactions in a row failed before their commit (then the error goes to writeErrs). slot is
+// the writer's number: it picks the installation's writer (installation.writerFor).
+func (e *env) writeLoop(ctx context.Context, rng *mrand.Rand, slot int) {
 	consecutive := 0
 	for ctx.Err() == nil && !e.stopWrites.Load() && e.committedCount.Load() < int64(e.cfg.Events) {
 		if e.cfg.Rate > 0 {
@@ -52,7 +53,7 @@ func (e *env) writeLoop(ctx context.Context, rng *mrand.Rand) {
 			in = e.insts[rng.IntN(len(e.insts))]
 		}
 		poison := e.claimPoison()
-		ids, ok, err := e.writeTx(ctx, in, rng, rollback && !poison, poison)
+		ids, ok, err := e.writeTx(ctx, in, in.writerFor(slot), rng, rollback && !poison, poison)
 		var commitErr *commitError
 		failedBeforeCommit := err != nil && !errors.As(err, &commitErr)
 		if err != nil && isLockTrouble(err.Error()) {
@@ -151,18 +152,18 @@ func (e *env) writeCalm(ctx context.Context, n int) error {
 	go func() {
 		defer e.writersWG.Done()
 		defer e.writersLeft.Add(-1)
-		e.writeLoop(ctx, rng)
+		e.writeLoop(ctx, rng, 0)
 	}()
 	return e.waitWriters()
 }
 
-// writeTx commits (or, when rollback, rolls back) one transaction of installation in that
+// writeTx commits (or, when rollback, rolls back) one transaction of installation in, written by w, that
 // advances 1-3 keys' counters and writes one event per key carrying the key's new sequence
 // number; a poison transaction writes one event whose payload is over the broker's limit. The
 // counter row lock serializes transactions of one key, so sequence order is commit order, and
 // a rolled back transaction leaves no gap among the committed numbers. It returns the event
 // ids, whether they committed, and an error when the outcome is unknown or nothing was written.
-func (e *env) writeTx(ctx context.Context, in *installation, rng *mrand.Rand, rollback, poison bool) ([]string, bool, error) {
+func (e *env) writeTx(ctx context.Context, in *installation, w eventWriter, rng *mrand.Rand, rollback, poison bool) ([]string, bool, error) {
 	n := 1 + rng.IntN(3)
 	if poison {
 		n = 1
@@ -181,7 +182,7 @@ func (e *env) writeTx(ctx context.Context, in *installation, rng *mrand.Rand, ro
 	}
 	events, err := e.events(ctx, tx, in, keys, poison)
 	if err == nil {
-		err = in.writer.WriteTx(ctx, tx, events...)
+		err = w.WriteTx(ctx, tx, events...)
 	}
 	if err != nil {
 		_ = tx.Rollback()
