@@ -80,7 +80,7 @@ func setup(db *sql.DB, d database, relay string) (name, topic string, write writ
 	name = testsupport.UniqueName("bench")
 	topic = testsupport.UniqueName("bench_events")
 	switch relay {
-	case relayOutboxkit, relayExactlyOnce, relayCeiling, relayCDC, relayCDCExactlyOnce, relayCDCCeiling, relayNATS, relayRabbitMQ,
+	case relayOutboxkit, relayExactlyOnce, relayCeiling, relayCDC, relayCDCExactlyOnce, relayCDCCeiling, relayPulsar, relayNATS, relayRabbitMQ,
 		relaySQLWriters:
 		if isCDC(relay) && d.dialect != outbox.Postgres {
 			return "", "", nil, &notAvailableError{reason: "the cdc source needs PostgreSQL"}

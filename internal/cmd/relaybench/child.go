@@ -47,7 +47,7 @@ func startChild(relay string, d database, name string, o options) (*child, error
 	}
 	cmd := exec.Command(self, "-role", relay, "-db", d.name, "-table", name, "-pg", o.pgDSN, "-mysql", o.mysqlDSN,
 		"-kafka", strings.Join(o.brokers, ","), "-workers", strconv.Itoa(o.workers), "-batch", strconv.Itoa(o.batch), "-batch-mib", strconv.FormatFloat(o.batchMiB, 'f', -1, 64),
-		"-units", strconv.Itoa(o.units), "-nats", o.natsURL, "-rabbitmq", o.rabbitMQ,
+		"-units", strconv.Itoa(o.units), "-pulsar", o.pulsarURL, "-nats", o.natsURL, "-rabbitmq", o.rabbitMQ,
 		"-compression", o.compress)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
@@ -206,7 +206,7 @@ func runRelay(role string, d database, name string, o options) error {
 	defer pub.Close()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	switch role {
-	case relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce, relayNATS, relayRabbitMQ, relaySQLWriters:
+	case relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce, relayPulsar, relayNATS, relayRabbitMQ, relaySQLWriters:
 		cfg := forwarder.Config{DB: db, Dialect: d.dialect, Table: name, Publisher: pub,
 			Workers: o.workers, BatchSize: o.batch, MaxBatchBytes: int64(o.batchMiB * (1 << 20)), Logger: logger, IsRetriable: retriable}
 		var reg *prometheus.Registry

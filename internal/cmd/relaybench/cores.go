@@ -85,8 +85,9 @@ func coreUser(pid, self, relayPID int) string {
 	cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	switch cmd := string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})); {
 	case strings.Contains(cmd, "kafka.Kafka"), strings.Contains(cmd, "nats-server"),
-		strings.Contains(cmd, "beam.smp") && strings.Contains(cmd, "rabbit"):
-		return "kafka" // the brokers' column: Kafka, NATS, RabbitMQ
+		strings.Contains(cmd, "beam.smp") && strings.Contains(cmd, "rabbit"),
+		strings.Contains(cmd, "org.apache.pulsar.PulsarStandaloneStarter"):
+		return "kafka" // the brokers' column: Kafka, NATS, RabbitMQ, Pulsar
 	case strings.HasPrefix(cmd, "postgres: walsender"):
 		return "walsender"
 	case strings.HasPrefix(cmd, "postgres"), strings.Contains(cmd, "/postgresql/"):

@@ -40,8 +40,10 @@ const (
 	relayExactlyOnce = "outboxkit-eo"
 	relayStock       = "stock"
 	relayCeiling     = "ceiling"
-	// relayNATS and relayRabbitMQ are the outboxkit forwarder publishing to NATS JetStream
-	// (brokers/nats, -nats) and to RabbitMQ (brokers/rabbitmq, -rabbitmq) instead of Kafka.
+	// relayPulsar, relayNATS and relayRabbitMQ are the outboxkit forwarder publishing to Pulsar
+	// (brokers/pulsar, -pulsar), NATS JetStream (brokers/nats, -nats) and RabbitMQ
+	// (brokers/rabbitmq, -rabbitmq) instead of Kafka.
+	relayPulsar   = "outboxkit-pulsar"
 	relayNATS     = "outboxkit-nats"
 	relayRabbitMQ = "outboxkit-rabbitmq"
 )
@@ -53,27 +55,28 @@ const sqlWriteTransactions = 500
 const onlyWrite = "write"
 
 type options struct {
-	pgDSN    string
-	mysqlDSN string
-	brokers  []string
-	natsURL  string
-	rabbitMQ string
-	events   int
-	keys     []int
-	dbs      []database
-	payloads []int
-	rate     int
-	seconds  int
-	relays   []string
-	repeat   int
-	workers  int
-	batch    int
-	batchMiB float64
-	units    int
-	compress string
-	svg      string
-	only     string // "" for the whole run, or onlyWrite
-	command  string // the command line, printed with the results
+	pgDSN     string
+	mysqlDSN  string
+	brokers   []string
+	pulsarURL string
+	natsURL   string
+	rabbitMQ  string
+	events    int
+	keys      []int
+	dbs       []database
+	payloads  []int
+	rate      int
+	seconds   int
+	relays    []string
+	repeat    int
+	workers   int
+	batch     int
+	batchMiB  float64
+	units     int
+	compress  string
+	svg       string
+	only      string // "" for the whole run, or onlyWrite
+	command   string // the command line, printed with the results
 }
 
 // database is one database the relays are measured on.
@@ -93,6 +96,7 @@ func main() {
 	flag.StringVar(&o.pgDSN, "pg", envOr(testsupport.EnvPostgresDSN, testsupport.DefaultPostgresDSN), "PostgreSQL URL")
 	flag.StringVar(&o.mysqlDSN, "mysql", envOr(testsupport.EnvMySQLDSN, testsupport.DefaultMySQLDSN), "MariaDB/MySQL DSN (go-sql-driver/mysql)")
 	brokers := flag.String("kafka", envOr(testsupport.EnvKafkaBrokers, testsupport.DefaultKafkaBrokers), "Kafka brokers")
+	flag.StringVar(&o.pulsarURL, "pulsar", envOr(testsupport.EnvPulsarURL, testsupport.DefaultPulsarURL), "Pulsar service URL (relay outboxkit-pulsar)")
 	flag.StringVar(&o.natsURL, "nats", envOr(testsupport.EnvNATSURL, testsupport.DefaultNATSURL), "NATS server (relay outboxkit-nats)")
 	flag.StringVar(&o.rabbitMQ, "rabbitmq", envOr(testsupport.EnvRabbitMQURL, testsupport.DefaultRabbitMQURL), "RabbitMQ URL (relay outboxkit-rabbitmq)")
 	flag.IntVar(&o.events, "events", 20000, "events in the backlog each relay drains")
@@ -101,7 +105,7 @@ func main() {
 	payloads := flag.String("payloads", "256,4096", "payload sizes in bytes")
 	flag.IntVar(&o.rate, "rate", 1000, "events/s of the steady-rate latency run (0 skips it)")
 	flag.IntVar(&o.seconds, "seconds", 10, "duration of the latency run")
-	relays := flag.String("relays", "outboxkit,stock,ceiling", "relays to measure (outboxkit, outboxkit-sql: outboxkit draining events written by plain SQL, with the write cost beside outbox.Writer; stock, ceiling, cdc-ceiling, outboxkit-nats, outboxkit-rabbitmq; -source cdc adds outboxkit-cdc, and cdc-ceiling when ceiling is measured; cdc-ceiling needs -source cdc)")
+	relays := flag.String("relays", "outboxkit,stock,ceiling", "relays to measure (outboxkit, outboxkit-sql: outboxkit draining events written by plain SQL, with the write cost beside outbox.Writer; stock, ceiling, cdc-ceiling, outboxkit-pulsar, outboxkit-nats, outboxkit-rabbitmq; -source cdc adds outboxkit-cdc, and cdc-ceiling when ceiling is measured; cdc-ceiling needs -source cdc)")
 	source := flag.String("source", "polling", "polling, or cdc to measure the outboxkit relay with the cdc source too (relay outboxkit-cdc, PostgreSQL), beside polling, with pg_recvlogical's decode ceiling on the same rows and the write-side cost")
 	delivery := flag.String("delivery", "at_least_once", "at_least_once, or exactly_once to measure the outboxkit relay with exactly-once delivery too (relay outboxkit-eo; with -source cdc also outboxkit-cdc-eo), beside at-least-once")
 	flag.IntVar(&o.repeat, "repeat", 1, "measure every drain this many times (interleaved) and print the median and spread")
@@ -191,12 +195,12 @@ func (o *options) parse(brokers, keys, dbs, payloads, relays string) error {
 	for _, r := range splitList(relays) {
 		switch r {
 		case relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce, relayStock, relayCeiling, relayCDCCeiling,
-			relayNATS, relayRabbitMQ, relaySQLWriters:
+			relayPulsar, relayNATS, relayRabbitMQ, relaySQLWriters:
 			if !contains(o.relays, r) {
 				o.relays = append(o.relays, r)
 			}
 		default:
-			return fmt.Errorf("-relays: %q is not a relay (want outboxkit, outboxkit-sql, stock, ceiling, outboxkit-nats or outboxkit-rabbitmq)", r)
+			return fmt.Errorf("-relays: %q is not a relay (want outboxkit, outboxkit-sql, stock, ceiling, outboxkit-pulsar, outboxkit-nats or outboxkit-rabbitmq)", r)
 		}
 	}
 	if len(o.relays) == 0 {

@@ -2,17 +2,16 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill/message"
+	apulsar "github.com/apache/pulsar-client-go/pulsar"
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/outboxkit/outboxkit/brokers/kafka"
 	"github.com/outboxkit/outboxkit/brokers/nats"
+	"github.com/outboxkit/outboxkit/brokers/pulsar"
 	"github.com/outboxkit/outboxkit/brokers/rabbitmq"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -31,43 +30,86 @@ type source interface {
 	close()
 }
 
-// relayPublisher returns the publisher of a relay child and its error classifier: Kafka for
-// every relay but outboxkit-nats and outboxkit-rabbitmq.
-func relayPublisher(role string, o options) (message.Publisher, func(error) bool, error) {
-	switch role {
-	case relayNATS:
-		pub, err := nats.NewPublisher(nats.Config{URLs: []string{o.natsURL}}, nil)
-		if err != nil {
-			return nil, nil, fmt.Errorf("nats publisher: %w", err)
+// firstWait is how long a poll of a channel-fed source waits for its first message.
+const firstWait = 200 * time.Millisecond
+
+// pollChan waits up to firstWait for a first value of ch, then takes the values already
+// there, each turned into a record by rec. open is false once ch is closed.
+func pollChan[T any](ctx context.Context, ch <-chan T, rec func(T) record) (out []record, open bool) {
+	timeout := time.NewTimer(firstWait)
+	defer timeout.Stop()
+	for {
+		var v T
+		var ok bool
+		if len(out) == 0 {
+			select {
+			case v, ok = <-ch:
+			case <-timeout.C:
+				return out, true
+			case <-ctx.Done():
+				return out, true
+			}
+		} else {
+			select {
+			case v, ok = <-ch:
+			default:
+				return out, true
+			}
 		}
-		return pub, nats.Retriable, nil
-	case relayRabbitMQ:
-		pub, err := rabbitmq.NewPublisher(rabbitmq.Config{URL: o.rabbitMQ}, nil)
-		if err != nil {
-			return nil, nil, fmt.Errorf("rabbitmq publisher: %w", err)
+		if !ok {
+			return out, false
 		}
-		return pub, rabbitmq.Retriable, nil
+		out = append(out, rec(v))
 	}
-	pub, err := kafka.NewPublisher(kafka.Config{Brokers: o.brokers, Compression: o.compress}, nil)
-	if err != nil {
-		return nil, nil, fmt.Errorf("kafka publisher: %w", err)
-	}
-	return pub, kafka.Retriable, nil
 }
 
-// newSource returns the reader of the broker relay publishes to.
-func newSource(relay string, o options, topic string) (source, error) {
-	switch relay {
-	case relayNATS:
-		return newNATSSource(o.natsURL, topic)
-	case relayRabbitMQ:
-		return newRabbitMQSource(o.rabbitMQ, topic)
-	}
+func newKafkaSource(o options, topic string) (source, error) {
 	client, err := newConsumer(o.brokers, topic)
 	if err != nil {
-		return nil, fmt.Errorf("kafka consumer: %w", err)
+		return nil, err
 	}
 	return kafkaSource{client}, nil
+}
+
+// pulsarSource reads a topic (brokers/pulsar's full name of it) from its earliest message with
+// an exclusive subscription made before the relay starts, so nothing published is missed.
+type pulsarSource struct {
+	client   apulsar.Client
+	consumer apulsar.Consumer
+}
+
+func newPulsarSource(o options, topic string) (source, error) {
+	full, err := pulsar.Config{}.FullTopicName(topic)
+	if err != nil {
+		return nil, err
+	}
+	client, err := apulsar.NewClient(apulsar.ClientOptions{URL: o.pulsarURL, Logger: pulsar.NewClientLogger(nil)})
+	if err != nil {
+		return nil, err
+	}
+	consumer, err := client.Subscribe(apulsar.ConsumerOptions{Topic: full, SubscriptionName: "relaybench",
+		Type: apulsar.Exclusive, SubscriptionInitialPosition: apulsar.SubscriptionPositionEarliest,
+		ReceiverQueueSize: 2000})
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	return &pulsarSource{client: client, consumer: consumer}, nil
+}
+
+func (s *pulsarSource) poll(ctx context.Context) []record {
+	out, _ := pollChan(ctx, s.consumer.Chan(), func(m apulsar.ConsumerMessage) record {
+		_ = s.consumer.AckID(m.ID()) // acknowledgements are grouped; a lost one costs nothing here
+		return record{id: m.Properties()[outbox.MetadataEventID], value: m.Payload()}
+	})
+	return out
+}
+
+// close drops the subscription, so the broker does not keep the topic's messages for it.
+func (s *pulsarSource) close() {
+	_ = s.consumer.Unsubscribe()
+	s.consumer.Close()
+	s.client.Close()
 }
 
 // natsSource reads the stream of a topic (brokers/nats' layout) with an ordered consumer, once
@@ -80,20 +122,19 @@ type natsSource struct {
 	batch jetstream.MessageBatch // the pull request being read, nil between two
 }
 
-func newNATSSource(server, topic string) (*natsSource, error) {
-	nc, err := natsgo.Connect(server)
+func newNATSSource(o options, topic string) (source, error) {
+	nc, err := natsgo.Connect(o.natsURL)
 	if err != nil {
-		return nil, fmt.Errorf("nats consumer: %w", err)
+		return nil, err
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("nats consumer: %w", err)
+		return nil, err
 	}
 	return &natsSource{nc: nc, js: js, topic: topic}, nil
 }
 
-// poll waits up to 200 ms for a first message, then returns it with the ones already there.
 func (s *natsSource) poll(ctx context.Context) []record {
 	if s.cons == nil {
 		cons, err := s.js.OrderedConsumer(ctx, nats.StreamName(s.topic), jetstream.OrderedConsumerConfig{})
@@ -111,32 +152,13 @@ func (s *natsSource) poll(ctx context.Context) []record {
 		}
 		s.batch = batch
 	}
-	var out []record
-	timeout := time.After(200 * time.Millisecond)
-	for {
-		var m jetstream.Msg
-		var ok bool
-		if len(out) == 0 {
-			select {
-			case m, ok = <-s.batch.Messages():
-			case <-timeout:
-				return out
-			case <-ctx.Done():
-				return out
-			}
-		} else {
-			select {
-			case m, ok = <-s.batch.Messages():
-			default:
-				return out
-			}
-		}
-		if !ok {
-			s.batch = nil // done: the next poll asks for more
-			return out
-		}
-		out = append(out, record{id: m.Headers().Get(outbox.MetadataEventID), value: m.Data()})
+	out, open := pollChan(ctx, s.batch.Messages(), func(m jetstream.Msg) record {
+		return record{id: m.Headers().Get(outbox.MetadataEventID), value: m.Data()}
+	})
+	if !open {
+		s.batch = nil // done: the next poll asks for more
 	}
+	return out
 }
 
 func (s *natsSource) close() { s.nc.Close() }
@@ -148,10 +170,10 @@ type rabbitMQSource struct {
 	deliveries <-chan amqp.Delivery
 }
 
-func newRabbitMQSource(server, topic string) (*rabbitMQSource, error) {
-	conn, err := amqp.Dial(server)
+func newRabbitMQSource(o options, topic string) (source, error) {
+	conn, err := amqp.Dial(o.rabbitMQ)
 	if err != nil {
-		return nil, fmt.Errorf("rabbitmq consumer: %w", err)
+		return nil, err
 	}
 	ch, err := conn.Channel()
 	if err == nil {
@@ -166,7 +188,7 @@ func newRabbitMQSource(server, topic string) (*rabbitMQSource, error) {
 	}
 	if err != nil {
 		_ = conn.Close()
-		return nil, fmt.Errorf("rabbitmq consumer of %s: %w", topic, err)
+		return nil, err
 	}
 	return &rabbitMQSource{conn: conn, deliveries: deliveries}, nil
 }
@@ -185,34 +207,12 @@ func declareQueue(ch *amqp.Channel, topic string) error {
 	return ch.QueueBind(topic, cfg.RoutingKey(topic, ""), topic, false, nil)
 }
 
-// poll waits up to 200 ms for a first message, then returns it with the ones already there.
 func (s *rabbitMQSource) poll(ctx context.Context) []record {
-	var out []record
-	timeout := time.After(200 * time.Millisecond)
-	for {
-		var d amqp.Delivery
-		var ok bool
-		if len(out) == 0 {
-			select {
-			case d, ok = <-s.deliveries:
-			case <-timeout:
-				return out
-			case <-ctx.Done():
-				return out
-			}
-		} else {
-			select {
-			case d, ok = <-s.deliveries:
-			default:
-				return out
-			}
-		}
-		if !ok {
-			return out
-		}
+	out, _ := pollChan(ctx, s.deliveries, func(d amqp.Delivery) record {
 		id, _ := d.Headers[outbox.MetadataEventID].(string)
-		out = append(out, record{id: id, value: d.Body})
-	}
+		return record{id: id, value: d.Body}
+	})
+	return out
 }
 
 func (s *rabbitMQSource) close() { _ = s.conn.Close() }

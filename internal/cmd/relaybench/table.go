@@ -189,7 +189,7 @@ func printDrainTable(w io.Writer, r *results, o options) {
 				row(d, size, strconv.Itoa(keys), ok, fmt.Sprintf("%s | %s | %s |", stockCell, ratio(okRate, ceiling), ratio(okRate, top)))
 				qk := drainKey{db: d.name, size: size, keys: keys, relay: relaySQLWriters}
 				row(d, size, strconv.Itoa(keys), qk, fmt.Sprintf("| %s | %s of outbox.Writer's |", ratio(r.rate(qk), ceiling), ratio(r.rate(qk), okRate)))
-				for _, other := range []string{relayNATS, relayRabbitMQ} {
+				for _, other := range otherBrokerRelays {
 					bk := drainKey{db: d.name, size: size, keys: keys, relay: other}
 					row(d, size, strconv.Itoa(keys), bk, fmt.Sprintf("| %s | %s of Kafka |", ratio(r.rate(bk), ceiling), ratio(r.rate(bk), okRate)))
 				}
@@ -206,8 +206,10 @@ func printDrainTable(w io.Writer, r *results, o options) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "events/s: events drained / seconds from the relay's go to the last event consumed; spread: ±(max−min)/2 of the runs, relative to the median.\n")
 	fmt.Fprintf(w, "ceiling: claim+delete %d rows (SKIP LOCKED), one franz-go ProduceSync, commit; no order, no retries; measured with %d keys.\n", ceilingBatch, topKeys)
-	if contains(o.relays, relayNATS) || contains(o.relays, relayRabbitMQ) {
-		fmt.Fprintf(w, "outboxkit-nats, outboxkit-rabbitmq: the same forwarder publishing to NATS JetStream %s (one stream per topic, file storage) and to RabbitMQ %s (a queue per topic, persistent messages, publisher confirms) instead of Kafka; x of Kafka: their rate over outboxkit's.\n", o.natsURL, redactedURL(o.rabbitMQ))
+	for _, other := range otherBrokerRelays {
+		if contains(o.relays, other) {
+			fmt.Fprintf(w, "%s: the same forwarder publishing to %s instead of Kafka; x of Kafka: its rate over outboxkit's.\n", other, targetOf(other).describe(o))
+		}
 	}
 	if contains(o.relays, relaySQLWriters) {
 		fmt.Fprintf(w, "outboxkit-sql: the same forwarder draining a backlog written by plain-SQL INSERTs (one per event, key_hash and the key's lock from the table's trigger, docs/writers.md) instead of outbox.Writer; x of outbox.Writer's: its rate over outboxkit's.\n")
