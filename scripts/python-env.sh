@@ -16,10 +16,21 @@ if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && cmp -s "$req" "$stamp"; then
   echo "$venv"
   exit 0
 fi
-command -v python3 >/dev/null || { echo "python-env.sh: python3 not found (apt-get install python3 python3-venv)" >&2; exit 1; }
+# python3 and its venv module (with ensurepip) from Debian when missing and we may install.
+if ! command -v python3 >/dev/null || ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "python-env.sh: installing python3 and python3-venv from Debian" >&2
+    apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      python3 python3-venv >&2 || { echo "python-env.sh: apt-get install python3 python3-venv failed" >&2; exit 1; }
+  else
+    echo "python-env.sh: python3 with its venv module is needed (apt-get install python3 python3-venv)" >&2
+    exit 1
+  fi
+fi
 mkdir -p "$(dirname "$venv")"
+rm -rf "$venv" # a half-made environment from an interrupted run
 if ! python3 -m venv "$venv" >&2; then
-  echo "python-env.sh: python3 -m venv failed: install the venv module (apt-get install python3-venv)" >&2
+  echo "python-env.sh: python3 -m venv $venv failed" >&2
   exit 1
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --only-binary=:all: -r "$req" >&2
