@@ -20,10 +20,17 @@ type AdoptPlan struct {
 	Backfill     string
 	BackfillArgs []any
 	team         string
-	// bodies maps each function's signature to its body, to tell whether Install changes anything.
-	bodies map[string]string
+	// bodies maps each function's signature to its body and whether it is SECURITY DEFINER
+	// with the adoption's search path, to tell whether Install changes anything.
+	bodies map[string]adoptFunction
 	// triggers maps each trigger to the table it is on.
 	triggers map[string]string
+}
+
+// adoptFunction is what [AdoptPlan.changed] compares of a function.
+type adoptFunction struct {
+	body    string
+	definer bool
 }
 
 // pgColumn is a column of the team's table: its type name (pg_type.typname) and full type.
@@ -244,11 +251,11 @@ func (r adoptRenderer) plan() (AdoptPlan, error) {
 		return AdoptPlan{}, err
 	}
 	c, ev := r.cfg.Columns, r.relay.Events()
-	p := AdoptPlan{team: r.team, bodies: map[string]string{}, triggers: map[string]string{
+	p := AdoptPlan{team: r.team, bodies: map[string]adoptFunction{}, triggers: map[string]string{
 		r.relay.shortName() + "_adopt_forward": r.team, r.relay.shortName() + "_adopt_mark": ev,
 	}}
 	if c.Headers != "" {
-		p.addFunction(ev+"_adopt_headers(jsonb)", "jsonb LANGUAGE plpgsql IMMUTABLE", r.headersBody())
+		p.addFunction(ev+"_adopt_headers(jsonb)", "jsonb LANGUAGE plpgsql IMMUTABLE", r.headersBody(), false)
 	}
 	forward := "BEGIN\n"
 	if c.Status != "" {
@@ -256,10 +263,12 @@ func (r adoptRenderer) plan() (AdoptPlan, error) {
 			quoteIdent(c.Status), quoteLiteral(r.cfg.Status.Pending))
 	}
 	forward += fmt.Sprintf("    INSERT INTO %s (%s)\n        VALUES (%s);\n    RETURN NULL;\nEND", ev, strings.Join(cols, ", "), strings.Join(newExprs, ", "))
-	// The search path of the adoption: the team's writers and the relay may have other ones, in
-	// which the relay table (and its any-writer trigger's functions) would not resolve.
-	p.addFunction(ev+"_adopt_forward()", "trigger LANGUAGE plpgsql SET search_path FROM CURRENT", forward)
-	p.addFunction(ev+"_adopt_mark()", "trigger LANGUAGE plpgsql SET search_path FROM CURRENT", mark)
+	// SECURITY DEFINER: the team's writers need no rights on the relay table, nor the relay on
+	// the team's table. The search path is the adoption's: the writers and the relay may have
+	// other ones, in which the tables (and the any-writer trigger's functions) would not resolve.
+	const attrs = "trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT"
+	p.addFunction(ev+"_adopt_forward()", attrs, forward, true)
+	p.addFunction(ev+"_adopt_mark()", attrs, mark, true)
 	p.Install = append(p.Install,
 		fmt.Sprintf("CREATE OR REPLACE TRIGGER %s_adopt_forward AFTER INSERT ON %s\n    FOR EACH ROW EXECUTE FUNCTION %s_adopt_forward()", r.relay.shortName(), r.team, ev),
 		fmt.Sprintf("CREATE OR REPLACE TRIGGER %s_adopt_mark AFTER UPDATE OR DELETE ON %s\n    FOR EACH ROW EXECUTE FUNCTION %s_adopt_mark()", r.relay.shortName(), ev, ev))
@@ -279,9 +288,10 @@ func (r adoptRenderer) plan() (AdoptPlan, error) {
 	return p, nil
 }
 
-// addFunction adds a CREATE OR REPLACE FUNCTION of signature returning returns with body.
-func (p *AdoptPlan) addFunction(signature, returns, body string) {
-	p.bodies[signature] = body
+// addFunction adds a CREATE OR REPLACE FUNCTION of signature returning returns with body;
+// definer tells that returns makes it SECURITY DEFINER SET search_path FROM CURRENT.
+func (p *AdoptPlan) addFunction(signature, returns, body string, definer bool) {
+	p.bodies[signature] = adoptFunction{body: body, definer: definer}
 	p.Install = append(p.Install, fmt.Sprintf("CREATE OR REPLACE FUNCTION %s RETURNS %s AS $adopt$%s$adopt$",
 		strings.Replace(signature, "(jsonb)", "(h jsonb)", 1), returns, body))
 }
@@ -289,9 +299,11 @@ func (p *AdoptPlan) addFunction(signature, returns, body string) {
 // changed reports whether Install would change anything: a trigger missing, or a function
 // missing or with another body.
 func (p AdoptPlan) changed(ctx context.Context, tx *sql.Tx) (bool, error) {
-	for sig, body := range p.bodies {
+	for sig, f := range p.bodies {
 		var same bool
-		err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_proc WHERE oid = to_regprocedure($1) AND prosrc = $2)", sig, body).Scan(&same)
+		err := tx.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM pg_proc WHERE oid = to_regprocedure($1) AND prosrc = $2"+
+			" AND prosecdef = $3 AND coalesce(proconfig, '{}') = CASE WHEN $3 THEN ARRAY['search_path=' || current_setting('search_path')] ELSE '{}' END)",
+			sig, f.body, f.definer).Scan(&same)
 		if err != nil || !same {
 			return true, err
 		}

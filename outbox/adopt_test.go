@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -254,5 +255,40 @@ func runForwarder(t *testing.T, a adoptedTable, pub message.Publisher, done func
 	}
 	if !done() {
 		t.Fatalf("not done after 60 s: team rows %v", a.statuses(t))
+	}
+}
+
+// TestAdoptedTableNeedsNoNewRightsForWriters: a writer allowed only to INSERT into the team's
+// table still gets its events copied (the adoption's functions are SECURITY DEFINER).
+func TestAdoptedTableNeedsNoNewRightsForWriters(t *testing.T) {
+	a := newAdoptedTable(t)
+	ctx := context.Background()
+	if _, err := outbox.Adopt(ctx, a.db, a.relay, a.cfg); err != nil {
+		t.Fatal(err)
+	}
+	role := testsupport.UniqueName("adopt_writer")
+	schema := a.team[:strings.LastIndexByte(a.team, '.')]
+	for _, stmt := range []string{"CREATE ROLE " + role + " LOGIN PASSWORD 'w'", "GRANT USAGE ON SCHEMA " + schema + " TO " + role,
+		"GRANT INSERT ON " + a.team + " TO " + role} {
+		if _, err := a.db.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = a.db.Exec("REVOKE ALL ON " + a.team + " FROM " + role)
+		_, _ = a.db.Exec("REVOKE ALL ON SCHEMA " + schema + " FROM " + role)
+		_, _ = a.db.Exec("DROP ROLE " + role)
+	})
+	dsn, err := url.Parse(testsupport.PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn.User = url.UserPassword(role, "w")
+	writer := testsupport.OpenDSN(t, "pgx", dsn.String())
+	if _, err := writer.ExecContext(ctx, "INSERT INTO "+a.team+" (aggregate_id, aggregate_type, event_type, payload) VALUES ('o-1', 'Order', 'OrderCreated', '{}')"); err != nil {
+		t.Fatalf("INSERT by a writer with only INSERT on the team's table: %v", err)
+	}
+	if n := a.relayRows(t); n != 1 {
+		t.Errorf("%d rows in the relay table, want 1", n)
 	}
 }
