@@ -21,10 +21,9 @@ func maxLength(c pgColumn) int {
 	return n
 }
 
-// markBody renders the trigger function on the relay table that marks the team's row: an
-// acknowledged row (deleted while pending, or kept as published) is published, a dead or
-// skipped one failed, a replayed one pending again, a failed attempt counted.
-func (r adoptRenderer) markBody() (string, error) {
+// markSets renders, per state of a relay row (deleted, published, failed, replayed, retried),
+// the assignments to the team's mapped columns.
+func (r adoptRenderer) markSets() (map[string][]string, error) {
 	c, st := r.cfg.Columns, r.cfg.Status
 	set := map[string][]string{}
 	add := func(states []string, col, value string) {
@@ -35,11 +34,11 @@ func (r adoptRenderer) markBody() (string, error) {
 	if c.Status != "" {
 		col, err := r.column("columns.status", c.Status)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		for _, v := range []string{st.Pending, st.Published, st.Failed} {
 			if n := maxLength(col); n > 0 && len(v) > n {
-				return "", fmt.Errorf("%w: status value %q is longer than columns.status %q (%s)", ErrInvalidAdoptConfig, v, c.Status, col.full)
+				return nil, fmt.Errorf("%w: status value %q is longer than columns.status %q (%s)", ErrInvalidAdoptConfig, v, c.Status, col.full)
 			}
 		}
 		add([]string{"deleted", "published"}, c.Status, quoteLiteral(st.Published))
@@ -49,21 +48,21 @@ func (r adoptRenderer) markBody() (string, error) {
 	timeTypes := []string{"timestamptz", "timestamp"}
 	if c.PublishedAt != "" {
 		if _, err := r.column("columns.published_at", c.PublishedAt, timeTypes...); err != nil {
-			return "", err
+			return nil, err
 		}
 		add([]string{"deleted"}, c.PublishedAt, "now()")
 		add([]string{"published"}, c.PublishedAt, "coalesce(NEW.published_at, now())")
 	}
 	if c.RetryCount != "" {
 		if _, err := r.column("columns.retry_count", c.RetryCount, "int2", "int4", "int8", "numeric"); err != nil {
-			return "", err
+			return nil, err
 		}
 		add([]string{"failed", "retried"}, c.RetryCount, "NEW.attempts")
 		add([]string{"replayed"}, c.RetryCount, "0")
 	}
 	if c.NextRetryAt != "" {
 		if _, err := r.column("columns.next_retry_at", c.NextRetryAt, timeTypes...); err != nil {
-			return "", err
+			return nil, err
 		}
 		add([]string{"deleted", "published", "failed", "replayed"}, c.NextRetryAt, "NULL")
 		add([]string{"retried"}, c.NextRetryAt, "NEW.next_attempt_at")
@@ -71,7 +70,7 @@ func (r adoptRenderer) markBody() (string, error) {
 	if c.LastError != "" {
 		col, err := r.column("columns.last_error", c.LastError, textTypes...)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		reason := "NEW.last_error"
 		if n := maxLength(col); n > 0 {
@@ -79,6 +78,18 @@ func (r adoptRenderer) markBody() (string, error) {
 		}
 		add([]string{"failed", "retried"}, c.LastError, reason)
 		add([]string{"replayed"}, c.LastError, "NULL")
+	}
+	return set, nil
+}
+
+// markBody renders the trigger function on the relay table that marks the team's row: an
+// acknowledged row (deleted while pending, or kept as published) is published, a dead or
+// skipped one failed, a replayed one pending again, a failed attempt counted.
+func (r adoptRenderer) markBody() (string, error) {
+	c := r.cfg.Columns
+	set, err := r.markSets()
+	if err != nil {
+		return "", err
 	}
 	id, err := r.column("columns.event_id", c.EventID)
 	if err != nil {
