@@ -4,13 +4,16 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"slices"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -44,20 +47,47 @@ func insertPlain(ctx context.Context, tx *sql.Tx, insert string, events []outbox
 	return nil
 }
 
-// plainWriteFunc is setup's writeFunc for relaySQLWriters: events in one transaction by plain INSERTs.
+// plainWriteFunc is setup's writeFunc for relaySQLWriters: events in one transaction by plain
+// INSERTs, retried when the database aborts it as a deadlock, as an application would. The
+// key locks are database-wide (PostgreSQL advisory locks, not per table): a transaction taking
+// several keys' locks in row order can deadlock with any other writer of those keys in the same
+// database, outbox.Writer (which takes them in its own sorted order) included (docs/writers.md).
 func plainWriteFunc(db *sql.DB, d database, table string) writeFunc {
 	insert := plainInsert(d, table)
 	return func(ctx context.Context, events []outbox.Event) error {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
+		var err error
+		for range maxDeadlockRetries {
+			if err = writePlainTx(ctx, db, insert, events); err == nil || !isDeadlock(err) {
+				return err
+			}
 		}
-		if err := insertPlain(ctx, tx, insert, events); err != nil {
-			_ = tx.Rollback()
-			return err
-		}
-		return tx.Commit()
+		return fmt.Errorf("%d deadlocks in a row: %w", maxDeadlockRetries, err)
 	}
+}
+
+const maxDeadlockRetries = 5
+
+func writePlainTx(ctx context.Context, db *sql.DB, insert string, events []outbox.Event) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := insertPlain(ctx, tx, insert, events); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// isDeadlock reports a transaction the database aborted as a deadlock: PostgreSQL SQLSTATE
+// 40P01, MySQL error 1213.
+func isDeadlock(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == "40P01"
+	}
+	var myErr *mysql.MySQLError
+	return errors.As(err, &myErr) && myErr.Number == 1213
 }
 
 // sqlWriteCost is the median duration of one transaction of a given number of events (over as
