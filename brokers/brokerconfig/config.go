@@ -111,7 +111,7 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (Config, error) {
 	}
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
-		return Config{}, err
+		return Config{}, cfg.nameEnvInError(err, lookupEnv)
 	}
 	return cfg, nil
 }

@@ -106,6 +106,40 @@ func EnvNames() []string {
 	return names
 }
 
+// AppliedEnv returns the names of the variables of EnvNames that lookupEnv reports set, in
+// EnvNames' order: the overrides Parse applies. Names only, so a caller can log them (values may
+// be secrets). A nil lookupEnv gives none.
+func AppliedEnv(lookupEnv func(string) (string, bool)) []string {
+	if lookupEnv == nil {
+		return nil
+	}
+	var set []string
+	for _, name := range EnvNames() {
+		if _, ok := lookupEnv(name); ok {
+			set = append(set, name)
+		}
+	}
+	return set
+}
+
+// nameEnvInError adds the variable to a validation error about a key that an environment
+// variable set, since the file may not even have that key: "OUTBOXKIT_X (key): key: ...".
+func (c *Config) nameEnvInError(err error, lookup func(string) (string, bool)) error {
+	if err == nil || lookup == nil {
+		return err
+	}
+	msg := err.Error()
+	for _, b := range c.envBindings() {
+		if _, ok := lookup(b.name); !ok {
+			continue
+		}
+		if strings.HasPrefix(msg, b.path+":") || strings.HasPrefix(msg, b.path+" ") {
+			return fmt.Errorf("%s (%s): %w", b.name, b.path, err)
+		}
+	}
+	return err
+}
+
 func (c *Config) applyEnv(lookup func(string) (string, bool)) error {
 	for _, b := range c.envBindings() {
 		raw, ok := lookup(b.name)

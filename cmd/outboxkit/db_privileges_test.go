@@ -128,6 +128,11 @@ func testRelayWithLeastPrivileges(t *testing.T, cdc bool) {
 	kafkaPart := "broker: kafka\nkafka:\n  brokers: [" + strings.Join(brokers, ", ") + "]\n"
 	dir := writeConfig(t, pgConfig("set-by-the-environment", table, kafkaPart))
 	p := startRelayWithEnv(t, dir, append(env, "OUTBOXKIT_DATABASE_DSN="+u.String()))
+	// The start-up line names the environment overrides in effect (never their values).
+	start := p.waitLog(t, "outboxkit relay starting")
+	if overrides, _ := start["env_overrides"].([]any); !slices.Contains(overrides, any("OUTBOXKIT_DATABASE_DSN")) {
+		t.Errorf("start-up line: env_overrides = %v, want OUTBOXKIT_DATABASE_DSN among them", start["env_overrides"])
+	}
 	p.waitLog(t, "broker ready")
 	p.waitLog(t, "forwarder started")
 	if cdc {

@@ -77,7 +77,9 @@ at start (after a few retries, each logged), it exits with code 1.`,
 
 func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate bool) error {
 	logger := a.newLogger(cfg.Log, a.stderr)
-	logger.Info("outboxkit relay starting", "config", cfg)
+	// The names of the environment variables that override the file (never their values).
+	logger.Info("outboxkit relay starting", "config", cfg,
+		"env_overrides", relayconfig.AppliedEnv(os.LookupEnv, relayconfig.Options{Broker: true}))
 	for _, w := range cfg.Warnings() {
 		logger.Warn(w)
 	}

@@ -229,7 +229,7 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), opts Options) (Co
 		}
 	}
 	if err := cfg.validate(); err != nil {
-		return Config{}, err
+		return Config{}, nameEnvInError(err, lookupEnv)
 	}
 	if opts.Broker {
 		brokerYAML, err := brokerDocument(data, top, brokerNodes)
@@ -240,8 +240,8 @@ func Parse(data []byte, lookupEnv func(string) (string, bool), opts Options) (Co
 			return Config{}, err
 		}
 		if reason, refused := exactlyOnceRefused[cfg.Broker.Broker]; refused && cfg.Forwarder.Delivery == string(forwarder.ExactlyOnce) {
-			return Config{}, fmt.Errorf("forwarder.delivery: %q needs broker kafka (or kfake), not %q: %s (docs/exactly-once.md)",
-				cfg.Forwarder.Delivery, cfg.Broker.Broker, reason)
+			return Config{}, nameEnvInError(fmt.Errorf("forwarder.delivery: %q needs broker kafka (or kfake), not %q: %s (docs/exactly-once.md)",
+				cfg.Forwarder.Delivery, cfg.Broker.Broker, reason), lookupEnv)
 		}
 	}
 	return cfg, nil
