@@ -41,7 +41,8 @@ type AdoptConfig struct {
 // AdoptColumns names the team's columns. EventID, AggregateID and EventType are required, and
 // one of Topic or AdoptConfig.TopicTemplate; every other column is optional ("" = not mapped).
 type AdoptColumns struct {
-	// EventID is a UUID (a uuid column, or text holding the UUID in its canonical lower-case form).
+	// EventID is a UUID: a uuid column, or text holding the UUID in its canonical form, in lower
+	// or upper case.
 	EventID string
 	// AggregateID is the ordering key.
 	AggregateID, AggregateType, EventType string

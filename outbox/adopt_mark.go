@@ -99,11 +99,13 @@ func (r adoptRenderer) markBody() (string, error) {
 		if len(set[state]) == 0 {
 			return "NULL;"
 		}
-		match := row + ".event_id"
+		match := "= " + row + ".event_id"
 		if id.typ != "uuid" {
-			match = fmt.Sprintf("CAST(%s.event_id::text AS %s)", row, id.full)
+			// A UUID held as text: its canonical form in lower or upper case (an IN list, so
+			// that the team's primary key index is used).
+			match = fmt.Sprintf("IN (CAST(%s.event_id::text AS %s), CAST(upper(%s.event_id::text) AS %s))", row, id.full, row, id.full)
 		}
-		return fmt.Sprintf("UPDATE %s SET %s WHERE %s = %s;", r.team, strings.Join(set[state], ", "), quoteIdent(c.EventID), match)
+		return fmt.Sprintf("UPDATE %s SET %s WHERE %s %s;", r.team, strings.Join(set[state], ", "), quoteIdent(c.EventID), match)
 	}
 	return fmt.Sprintf(`BEGIN
     IF TG_OP = 'DELETE' THEN

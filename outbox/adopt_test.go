@@ -292,3 +292,29 @@ func TestAdoptedTableNeedsNoNewRightsForWriters(t *testing.T) {
 		t.Errorf("%d rows in the relay table, want 1", n)
 	}
 }
+
+// TestAdoptTextIDs: ids held as CHAR(36), in lower or upper case, are relayed under their UUID
+// and their rows marked when the relay acknowledges them (here by the relay's own statement: the
+// pending row deleted).
+func TestAdoptTextIDs(t *testing.T) {
+	a := newAdoptedTable(t)
+	ctx := context.Background()
+	if _, err := a.db.Exec("ALTER TABLE " + a.team + " ALTER COLUMN id DROP DEFAULT, ALTER COLUMN id TYPE CHAR(36)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outbox.Adopt(ctx, a.db, a.relay, a.cfg); err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{uuid.NewString(), strings.ToUpper(uuid.NewString())}
+	for _, id := range ids {
+		if _, err := a.db.Exec("INSERT INTO "+a.team+" (id, aggregate_id, aggregate_type, event_type, payload) VALUES ($1, 'o-1', 'Order', 'OrderCreated', '{}')", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.db.Exec("DELETE FROM " + a.relay.Events() + " WHERE status = 0"); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.statuses(t); got["PUBLISHED+at"] != 2 {
+		t.Errorf("team rows %v, want both PUBLISHED with published_at", got)
+	}
+}
