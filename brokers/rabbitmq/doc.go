@@ -4,7 +4,7 @@
 // Layout: a topic is a durable direct exchange of the same name. With Config.Partitions 0 (the
 // default) it routes every message to one queue named after the topic (routing key = the
 // topic); with Partitions N > 0 a message goes, by the routing key <topic>.<p> where p =
-// fnv1a32(key) mod N, to the queue <topic>.<p>. Queues are durable (quorum queues by default)
+// fnv1a32(key) mod N, to the queue <topic>.<p>. Queues are durable classic queues
 // with single-active-consumer, so that one consumer at a time reads a queue, in queue order:
 // that is the ordering scope RabbitMQ gives, and every message of one key is in one queue. The
 // publisher declares the exchange and the queues of its consumer group on first use (unless
