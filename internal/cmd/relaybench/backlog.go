@@ -228,7 +228,7 @@ func drain(db *sql.DB, d database, o options, relay string, size, keys int) (sam
 		for i := start; i < min(start+500, o.events); i++ {
 			batch = append(batch, makeEvent(topic, i, keys, size, false))
 		}
-		if err := write(ctx, batch); err != nil {
+		if err := writeRetryingDeadlocks(func() error { return write(ctx, batch) }); err != nil {
 			return sample{}, fmt.Errorf("fill backlog: %w", err)
 		}
 	}
