@@ -220,3 +220,69 @@ func checkUndo(t *testing.T, a adoptedTable, aggType string) {
 		t.Errorf("relay table %v after Unadopt(drop): %v", relay, err)
 	}
 }
+
+// TestAdoptWhileWritersWrite: adopting while writers keep inserting events of the same keys
+// misses none and copies none twice. The events written after the adoption follow, per key, every
+// backfilled one and each other in commit order (the backfill and the triggers are installed in
+// one transaction that the writers wait for). The backfilled ones are in created_at order, the
+// order the team's own relay used: the table holds no record of their commit order.
+func TestAdoptWhileWritersWrite(t *testing.T) {
+	a := newAdoptedTable(t)
+	counters := a.team[:strings.LastIndexByte(a.team, '.')] + ".counters"
+	for _, stmt := range []string{"CREATE TABLE " + counters + " (k TEXT PRIMARY KEY, n INT NOT NULL)",
+		"INSERT INTO " + counters + " SELECT 'k' || i, 0 FROM generate_series(0, 4) i",
+		"CREATE TABLE " + counters + "_log (event_id UUID PRIMARY KEY, n INT NOT NULL)"} {
+		if _, err := a.db.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	adopted := make(chan error, 1)
+	var backfilled int64
+	go func() {
+		time.Sleep(100 * time.Millisecond) // the writers take at least 100 × 4.5 ms: some events are written before, some after
+		res, err := outbox.Adopt(context.Background(), a.db, a.relay, a.cfg)
+		backfilled = res.Backfilled
+		adopted <- err
+	}()
+	committed := writeConcurrently(t, a, counters, "Order", 4, 100)
+	if err := <-adopted; err != nil {
+		t.Fatal(err)
+	}
+	if backfilled == 0 || backfilled == int64(a.relayRows(t)) {
+		t.Errorf("%d of %d events backfilled: the adoption did not happen amid the writes", backfilled, a.relayRows(t))
+	}
+	total := 0
+	for _, n := range committed {
+		total += n
+	}
+	rows, err := a.db.Query("SELECT r.aggregate_id, l.n, r.created_at FROM " + a.relay.Events() + " r JOIN " + counters +
+		"_log l ON l.event_id = r.event_id ORDER BY r.seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	last, copied, lastCreated := map[string]int{}, 0, time.Time{}
+	for rows.Next() {
+		var key string
+		var n int
+		var created time.Time
+		if err := rows.Scan(&key, &n, &created); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case int64(copied) < backfilled:
+			if created.Before(lastCreated) {
+				t.Errorf("backfilled event %d created at %v, before the previous one (%v)", copied, created, lastCreated)
+			}
+			lastCreated, last[key] = created, max(last[key], n)
+		case n <= last[key]:
+			t.Errorf("key %s: commit %d copied after commit %d", key, n, last[key])
+		default:
+			last[key] = n
+		}
+		copied++
+	}
+	if copied != total || a.relayRows(t) != total {
+		t.Errorf("%d events copied (%d rows in the relay table), want the %d committed", copied, a.relayRows(t), total)
+	}
+}
