@@ -26,6 +26,9 @@ type composeFile struct {
 		DependsOn   map[string]struct {
 			Condition string `yaml:"condition"`
 		} `yaml:"depends_on"`
+		Healthcheck struct {
+			Test []string `yaml:"test"`
+		} `yaml:"healthcheck"`
 	} `yaml:"services"`
 }
 
@@ -73,9 +76,16 @@ func TestDockerCompose(t *testing.T) {
 	if kafkaEnv["KAFKA_PROCESS_ROLES"] != "broker,controller" {
 		t.Errorf("kafka is not a combined KRaft node: %q", kafkaEnv["KAFKA_PROCESS_ROLES"])
 	}
-	if got := strings.Join(compose.Services["pulsar"].Command, " "); got != "bin/pulsar standalone -nfw -nss" {
-		t.Errorf("pulsar command %q", got)
+	checkComposeHealth(t, compose)
+	if pgCmd := strings.Join(compose.Services["postgres"].Command, " "); !strings.Contains(pgCmd, "wal_level=logical") {
+		t.Errorf("postgres command %q: no wal_level=logical (the cdc source needs it)", pgCmd)
 	}
+	pulsarCmd := strings.Join(compose.Services["pulsar"].Command, " ")
+	if !strings.Contains(pulsarCmd, "bin/apply-config-from-env.py conf/standalone.conf") ||
+		!strings.Contains(pulsarCmd, "bin/pulsar standalone -nfw -nss") {
+		t.Errorf("pulsar command %q: want the PULSAR_PREFIX_ settings applied, then a lean standalone", pulsarCmd)
+	}
+	checkPulsarListeners(t, compose.Services["pulsar"].Environment, compose.Services["pulsar"].Ports)
 
 	relay, ok := compose.Services["relay"]
 	if !ok {
@@ -161,5 +171,65 @@ func TestExampleConfig(t *testing.T) {
 		if !strings.Contains(string(data), "\n  "+key+":") {
 			t.Errorf("outboxkit.example.yaml does not show %s", key)
 		}
+	}
+}
+
+// checkComposeHealth: every service has a healthcheck, and every dependency waits for a healthy
+// service (the relay's healthcheck is the binary's own probe: its image has no shell or curl).
+func checkComposeHealth(t *testing.T, compose composeFile) {
+	t.Helper()
+	for name, svc := range compose.Services {
+		if len(svc.Healthcheck.Test) < 2 || (svc.Healthcheck.Test[0] != "CMD" && svc.Healthcheck.Test[0] != "CMD-SHELL") {
+			t.Errorf("service %s has no healthcheck command: %v", name, svc.Healthcheck.Test)
+		}
+		for dep, d := range svc.DependsOn {
+			if _, ok := compose.Services[dep]; !ok {
+				t.Errorf("service %s depends on %s, which does not exist", name, dep)
+			}
+			if d.Condition != "service_healthy" {
+				t.Errorf("service %s waits for %s to be %q, want service_healthy", name, dep, d.Condition)
+			}
+		}
+	}
+	if got := strings.Join(compose.Services["relay"].Healthcheck.Test, " "); !strings.HasPrefix(got, "CMD /usr/local/bin/outboxkit probe --url http://127.0.0.1:9464/livez") {
+		t.Errorf("relay healthcheck %q: want the binary probing its /livez", got)
+	}
+}
+
+// checkPulsarListeners: Pulsar answers lookups with the address of the listener a client
+// connected to, so the containers' listener must be pulsar:6650 and the host's localhost on a
+// published port that reaches the host listener's bind port.
+func checkPulsarListeners(t *testing.T, env map[string]string, ports []string) {
+	t.Helper()
+	listeners := map[string]string{} // name -> advertised URL
+	for _, l := range strings.Split(env["PULSAR_PREFIX_advertisedListeners"], ",") {
+		if name, u, ok := strings.Cut(l, ":"); ok {
+			listeners[name] = u
+		}
+	}
+	binds := map[string]string{}
+	for _, l := range strings.Split(env["PULSAR_PREFIX_bindAddresses"], ",") {
+		if name, u, ok := strings.Cut(l, ":"); ok {
+			binds[name] = u
+		}
+	}
+	internal := env["PULSAR_PREFIX_internalListenerName"]
+	if listeners[internal] != "pulsar://pulsar:6650" || binds[internal] != "pulsar://0.0.0.0:6650" {
+		t.Errorf("the internal listener %q is %q bound to %q, want pulsar://pulsar:6650 on 0.0.0.0:6650", internal, listeners[internal], binds[internal])
+	}
+	var external string
+	for name, u := range listeners {
+		if name != internal && strings.HasPrefix(u, "pulsar://localhost:") {
+			external = name
+		}
+	}
+	if external == "" {
+		t.Fatalf("no listener advertises localhost for the host: %v", listeners)
+	}
+	hostPort := strings.TrimPrefix(listeners[external], "pulsar://localhost:")
+	bindPort := binds[external][strings.LastIndexByte(binds[external], ':')+1:]
+	if !slices.Contains(ports, hostPort+":"+bindPort) {
+		t.Errorf("listener %s advertises localhost:%s, but no published port maps it to its bind port %s: %v",
+			external, hostPort, bindPort, ports)
 	}
 }
