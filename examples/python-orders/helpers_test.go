@@ -63,15 +63,35 @@ func runPython(t *testing.T, python string, out any, args ...string) {
 	}
 }
 
-// buildCLI builds the outboxkit command into a temporary directory.
+// cliDir holds the outboxkit command, built once by buildCLI and removed by TestMain.
+var (
+	cliDir   string
+	cliOnce  sync.Once
+	cliErr   error
+	cliBuild []byte
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if cliDir != "" {
+		_ = os.RemoveAll(cliDir)
+	}
+	os.Exit(code)
+}
+
+// buildCLI builds the outboxkit command once for the test binary and returns its path.
 func buildCLI(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "outboxkit")
-	cmd := exec.Command("go", "build", "-o", bin, "../../cmd/outboxkit")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/outboxkit: %v\n%s", err, out)
+	cliOnce.Do(func() {
+		if cliDir, cliErr = os.MkdirTemp("", "python-orders-cli"); cliErr != nil {
+			return
+		}
+		cliBuild, cliErr = exec.Command("go", "build", "-o", filepath.Join(cliDir, "outboxkit"), "../../cmd/outboxkit").CombinedOutput()
+	})
+	if cliErr != nil {
+		t.Fatalf("go build ./cmd/outboxkit: %v\n%s", cliErr, cliBuild)
 	}
-	return bin
+	return filepath.Join(cliDir, "outboxkit")
 }
 
 // cleanEnv is the environment without OUTBOXKIT_* variables, so the configuration file decides.
