@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -36,7 +37,7 @@ func newBlockedGauges(table string) blockedGauges {
 // updateBlockedGauges reads the blocked keys of the whole table (every tenant, as the other
 // table gauges) and sets the gauges; a failed read leaves them as they were.
 func (f *Forwarder) updateBlockedGauges(ctx context.Context) {
-	counts, oldest, err := blockedSummary(ctx, f.cfg.DB, f.store.table)
+	counts, oldest, err := blockedSummary(ctx, f.cfg.DB, f.store.sql())
 	if err != nil {
 		if ctx.Err() == nil {
 			f.log.Warn("reading the blocked keys failed", "error", err)
@@ -55,10 +56,8 @@ func (f *Forwarder) updateBlockedGauges(ctx context.Context) {
 
 // blockedSummary counts the blocked keys by their head's status (dead, or pending and failed at
 // least once) and returns the created_at of the oldest head.
-func blockedSummary(ctx context.Context, db querier, table outbox.Table) (map[int]int64, time.Time, error) {
-	events := table.Events()
-	rows, err := db.QueryContext(ctx, "SELECT h.status, COUNT(*), MIN(h.created_at) FROM "+events+" h JOIN (SELECT key_hash, MIN(seq) AS head FROM "+
-		events+" WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head GROUP BY h.status")
+func blockedSummary(ctx context.Context, db querier, stmts sqlstore.Statements) (map[int]int64, time.Time, error) {
+	rows, err := stmts.BlockedSummary().Query(ctx, db)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("count blocked keys: %w", err)
 	}

@@ -46,3 +46,12 @@ func (s Statements) Status() Query {
 func (s Statements) LeaseOwners(group string) Query {
 	return s.q("SELECT partition_no, COALESCE(owner, '') FROM "+s.table.Leases()+" WHERE lease_group = ?", group)
 }
+
+// BlockedSummary selects, per status of the head of each blocked key (the first row of a key
+// whose rows include a dead one or a pending one that failed at least once): the status, the
+// number of keys and the oldest head's created_at. The whole table, every tenant.
+func (s Statements) BlockedSummary() Query {
+	events := s.table.Events()
+	return s.q("SELECT h.status, COUNT(*), MIN(h.created_at) FROM " + events + " h JOIN (SELECT key_hash, MIN(seq) AS head FROM " +
+		events + " WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head GROUP BY h.status")
+}
