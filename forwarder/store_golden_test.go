@@ -285,6 +285,7 @@ func renderAdminActionStatements(g *goldenRun, db *sql.DB, d outbox.Dialect) {
 	letters := EventFilter{Topic: r.event.Topic, EventType: r.event.EventType, TenantID: r.event.TenantID, Key: key,
 		EventIDs: ids, Since: time.Unix(0, 0), Until: time.Now().Add(time.Hour)}
 	g.step("admin BlockedKeys", func() error { _, err := admin.BlockedKeys(ctx, keys); return err })
+	g.step("blocked gauges", func() error { _, _, err := blockedSummary(ctx, db, admin.store.sql()); return err })
 	g.step("admin FindDeadLetters", func() error { _, err := admin.FindDeadLetters(ctx, letters); return err })
 	g.step("admin FailureGroups", func() error { _, err := admin.FailureGroups(ctx, letters); return err })
 	g.step("admin Event", func() error { _, err := admin.Event(ctx, r.event.ID); return err })

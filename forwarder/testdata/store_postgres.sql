@@ -138,6 +138,9 @@ DELETE FROM golden_outbox WHERE status = 2 AND event_id IN ($1);
 -- admin BlockedKeys
 SELECT h.seq, h.event_id, h.topic, h.aggregate_type, h.aggregate_id, h.event_type, h.tenant_id, h.attempts, COALESCE(h.last_error, ''), h.created_at, h.status, h.key_hash, h.partition_no, h.next_attempt_at, (SELECT COUNT(*) FROM golden_outbox w WHERE w.key_hash = h.key_hash AND w.status = 0 AND w.seq > h.seq) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head WHERE h.seq > $1 AND h.topic = $2 AND h.key_hash = $3 AND h.tenant_id = $4 AND h.aggregate_type = $5 AND h.aggregate_id = $6 AND h.event_id IN ($7) ORDER BY h.seq LIMIT $8;
 
+-- blocked gauges
+SELECT h.status, COUNT(*), MIN(h.created_at) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head GROUP BY h.status;
+
 -- admin FindDeadLetters
 SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status FROM golden_outbox WHERE status IN (2, 3) AND topic = $1 AND event_type = $2 AND key_hash = $3 AND tenant_id = $4 AND aggregate_type = $5 AND aggregate_id = $6 AND event_id IN ($7) AND created_at >= $8 AND created_at < $9 AND seq > $10 ORDER BY seq LIMIT $11;
 

@@ -96,6 +96,9 @@ DELETE FROM golden_outbox WHERE status = 2 AND event_id IN (?);
 -- admin BlockedKeys
 SELECT h.seq, h.event_id, h.topic, h.aggregate_type, h.aggregate_id, h.event_type, h.tenant_id, h.attempts, COALESCE(h.last_error, ''), h.created_at, h.status, h.key_hash, h.partition_no, h.next_attempt_at, (SELECT COUNT(*) FROM golden_outbox w WHERE w.key_hash = h.key_hash AND w.status = 0 AND w.seq > h.seq) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head WHERE h.seq > ? AND h.topic = ? AND h.key_hash = ? AND h.tenant_id = ? AND h.aggregate_type = ? AND h.aggregate_id = ? AND h.event_id IN (?) ORDER BY h.seq LIMIT ?;
 
+-- blocked gauges
+SELECT h.status, COUNT(*), MIN(h.created_at) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head GROUP BY h.status;
+
 -- admin FindDeadLetters
 SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status FROM golden_outbox WHERE status IN (2, 3) AND topic = ? AND event_type = ? AND key_hash = ? AND tenant_id = ? AND aggregate_type = ? AND aggregate_id = ? AND event_id IN (?) AND created_at >= ? AND created_at < ? AND seq > ? ORDER BY seq LIMIT ?;
 

@@ -102,6 +102,7 @@ func renderAdminActions(table outbox.Table) []rendered {
 	one := []any{int64(1)}
 	return []rendered{
 		{"admin BlockedKeys", s.BlockedKeys(keys, -1, 500)},
+		{"blocked gauges", s.BlockedSummary()},
 		{"admin FindDeadLetters", s.Letters(letters, -1, 500)},
 		{"admin Event", s.Event(ids[0])},
 		{"admin Relays", s.Relays()}, {"admin Relays", s.Leases()},
