@@ -47,7 +47,7 @@ type adoptedTable struct {
 	cfg   outbox.AdoptConfig
 }
 
-func newAdoptedTable(t *testing.T) adoptedTable {
+func newAdoptedTable(t testing.TB) adoptedTable {
 	t.Helper()
 	db := testsupport.OpenPostgres(t)
 	name := testsupport.UniqueName("adopt")
@@ -104,7 +104,7 @@ func (a adoptedTable) statuses(t *testing.T) map[string]int {
 	return out
 }
 
-func (a adoptedTable) relayRows(t *testing.T) int {
+func (a adoptedTable) relayRows(t testing.TB) int {
 	t.Helper()
 	var n int
 	if err := a.db.QueryRow("SELECT count(*) FROM " + a.relay.Events()).Scan(&n); err != nil {
