@@ -126,6 +126,9 @@ type TopicStatus struct {
 	Retrying int64
 	// Dead rows wait for an operator.
 	Dead int64
+	// Skipped rows are heads an operator skipped (SkipKeys): kept, holding nothing back, until
+	// replayed or discarded.
+	Skipped int64
 	// OldestPending is the created_at of the oldest pending row (zero when none).
 	OldestPending time.Time
 }
@@ -141,7 +144,7 @@ func (a *Admin) Status(ctx context.Context) ([]TopicStatus, error) {
 	for rows.Next() {
 		var s TopicStatus
 		oldest, getOldest := outbox.TimeScanner()
-		if err := rows.Scan(&s.Topic, &s.Pending, &s.Retrying, &s.Dead, oldest); err != nil {
+		if err := rows.Scan(&s.Topic, &s.Pending, &s.Retrying, &s.Dead, &s.Skipped, oldest); err != nil {
 			return nil, fmt.Errorf("forwarder: outbox status: %w", err)
 		}
 		if s.OldestPending, err = getOldest(); err != nil {

@@ -523,8 +523,8 @@ func TestStatusAndDeadLetters(t *testing.T) {
 	if !strings.Contains(res.stdout, "TOPIC") || !strings.Contains(res.stdout, "OLDEST") {
 		t.Errorf("status has no table header: %s", res)
 	}
-	if fields := strings.Fields(grepLines(res.stdout, topic)); len(fields) != 5 || fields[1] != "2" || fields[2] != "0" || fields[3] != "3" {
-		t.Errorf("status row = %q, want %s 2 0 3 <age>", fields, topic)
+	if fields := strings.Fields(grepLines(res.stdout, topic)); len(fields) != 6 || fields[1] != "2" || fields[2] != "0" || fields[3] != "3" || fields[4] != "0" {
+		t.Errorf("status row = %q, want %s 2 0 3 0 <age>", fields, topic)
 	}
 	res = cli(t, dir, "status", "--json")
 	var status []topicStatusJSON

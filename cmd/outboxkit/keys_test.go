@@ -86,6 +86,19 @@ func checkKeyActions(t *testing.T, dir, retrying, group string, count func(strin
 	if action.Applied != 1 || action.DryRun || count("SELECT COUNT(*) FROM "+table+" WHERE event_id = $1 AND status = 3", retrying) != 1 {
 		t.Errorf("keys skip: %+v", action)
 	}
+	// status counts the skipped head (status 3) in its own column, in the table and in JSON.
+	if res, fields := cli(t, dir, "status"), []string(nil); res.code != 0 || !strings.Contains(res.stdout, "SKIPPED") ||
+		func() bool {
+			fields = strings.Fields(grepLines(res.stdout, "cli.keys"))
+			return len(fields) < 5 || fields[4] != "1"
+		}() {
+		t.Errorf("status after a skip, want SKIPPED 1: %s", res)
+	}
+	var status []topicStatusJSON
+	decodeCLI(t, cli(t, dir, "status", "--json"), &status)
+	if len(status) != 1 || status[0].Skipped != 1 {
+		t.Errorf("status --json after a skip: %+v, want skipped 1", status)
+	}
 	decodeCLI(t, cli(t, dir, "keys", "replay", "--group", group, "--dry-run", "--json"), &action)
 	if !action.DryRun || action.Matched != 2 || action.Applied != 0 {
 		t.Errorf("keys replay --group --dry-run: %+v", action)

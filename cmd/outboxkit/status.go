@@ -50,6 +50,7 @@ type topicStatusJSON struct {
 	Pending                 int64      `json:"pending"`
 	Retrying                int64      `json:"retrying"`
 	Dead                    int64      `json:"dead"`
+	Skipped                 int64      `json:"skipped"`
 	OldestPending           *time.Time `json:"oldest_pending"`
 	OldestPendingAgeSeconds *float64   `json:"oldest_pending_age_seconds"`
 }
@@ -65,6 +66,7 @@ func (a *app) statusCommand() *cobra.Command {
   PENDING     events waiting to be published, including those waiting for a retry
   RETRYING    the part of PENDING that failed at least once
   DEAD        dead-lettered events waiting for an operator (see dead-letters)
+  SKIPPED     heads of keys an operator skipped (keys skip): kept until replayed or discarded
   OLDEST      age of the oldest pending event ("-" when none)
 
 Published rows kept for forwarder.retention are not counted.
@@ -110,7 +112,7 @@ each unit's owner and its last committed checkpoint (transaction, relay, time, r
 			if asJSON {
 				out := make([]topicStatusJSON, 0, len(topics))
 				for _, t := range topics {
-					row := topicStatusJSON{Topic: t.Topic, Pending: t.Pending, Retrying: t.Retrying, Dead: t.Dead}
+					row := topicStatusJSON{Topic: t.Topic, Pending: t.Pending, Retrying: t.Retrying, Dead: t.Dead, Skipped: t.Skipped}
 					if !t.OldestPending.IsZero() {
 						oldest := t.OldestPending.UTC()
 						age := now.Sub(oldest).Seconds()
@@ -130,13 +132,13 @@ each unit's owner and its last committed checkpoint (transaction, relay, time, r
 				return a.printUnits(ctx, admin, cfg)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TOPIC\tPENDING\tRETRYING\tDEAD\tOLDEST")
+			fmt.Fprintln(tw, "TOPIC\tPENDING\tRETRYING\tDEAD\tSKIPPED\tOLDEST")
 			for _, t := range topics {
 				age := "-"
 				if !t.OldestPending.IsZero() {
 					age = formatAge(now.Sub(t.OldestPending))
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", t.Topic, t.Pending, t.Retrying, t.Dead, age)
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", t.Topic, t.Pending, t.Retrying, t.Dead, t.Skipped, age)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -154,7 +156,7 @@ each unit's owner and its last committed checkpoint (transaction, relay, time, r
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false,
-		"print a JSON array of {topic, pending, retrying, dead, oldest_pending, oldest_pending_age_seconds} instead of a table")
+		"print a JSON array of {topic, pending, retrying, dead, skipped, oldest_pending, oldest_pending_age_seconds} instead of a table")
 	return cmd
 }
 

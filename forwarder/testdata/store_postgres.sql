@@ -123,7 +123,7 @@ WITH owned AS (SELECT l.partition_no FROM golden_outbox_leases l JOIN unnest($3:
 SELECT COUNT(*), COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - MIN(created_at)), 0)::float8 FROM golden_outbox WHERE status = 0 AND next_attempt_at IS NULL AND created_at < clock_timestamp() - make_interval(secs => $1);
 
 -- admin Status
-SELECT topic, SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN created_at END) FROM golden_outbox WHERE status IN (0, 2) GROUP BY topic ORDER BY topic;
+SELECT topic, SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 3 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN created_at END) FROM golden_outbox WHERE status IN (0, 2, 3) GROUP BY topic ORDER BY topic;
 
 -- admin DeadLetters
 SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at FROM golden_outbox WHERE status = 2 ORDER BY seq LIMIT $1;

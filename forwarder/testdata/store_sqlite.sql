@@ -81,7 +81,7 @@ SELECT seq, event_id FROM golden_outbox WHERE seq IN (?, ?);
 UPDATE golden_outbox SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE seq = ? AND status = 0;
 
 -- admin Status
-SELECT topic, SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN created_at END) FROM golden_outbox WHERE status IN (0, 2) GROUP BY topic ORDER BY topic;
+SELECT topic, SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 3 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN created_at END) FROM golden_outbox WHERE status IN (0, 2, 3) GROUP BY topic ORDER BY topic;
 
 -- admin DeadLetters
 SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at FROM golden_outbox WHERE status = 2 ORDER BY seq LIMIT ?;

@@ -33,13 +33,14 @@ func (s Statements) Discard(eventIDs []string) Query {
 	return s.q("DELETE FROM "+s.table.Events()+" WHERE status = 2 AND event_id IN "+in(len(eventIDs)), stringArgs(eventIDs)...)
 }
 
-// Status selects, per topic: pending, retrying (pending that failed at least once) and dead
-// rows, and the oldest pending created_at.
+// Status selects, per topic: pending, retrying (pending that failed at least once), dead and
+// skipped rows, and the oldest pending created_at.
 func (s Statements) Status() Query {
 	return s.q("SELECT topic, " +
 		"SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), " +
-		"SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN created_at END) FROM " +
-		s.table.Events() + " WHERE status IN (0, 2) GROUP BY topic ORDER BY topic")
+		"SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 3 THEN 1 ELSE 0 END), " +
+		"MIN(CASE WHEN status = 0 THEN created_at END) FROM " +
+		s.table.Events() + " WHERE status IN (0, 2, 3) GROUP BY topic ORDER BY topic")
 }
 
 // LeaseOwners selects partition_no and owner ("" for none) of every lease row of the group.
