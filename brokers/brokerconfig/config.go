@@ -4,15 +4,11 @@
 package brokerconfig
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"strings"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/outboxkit/outboxkit/brokers/cloudevents"
 	"github.com/outboxkit/outboxkit/brokers/kafka"
@@ -81,7 +77,8 @@ type KFakeConfig struct {
 const DefaultKFakePartitions = 4
 
 // Load reads the YAML file at path, applies the OUTBOXKIT_* environment overrides (see Env),
-// fills the defaults and validates the result. Unknown YAML keys are errors.
+// fills the defaults and validates the result. Unknown YAML keys are errors; the outboxkit CLI's
+// own sections (database, forwarder, http, log) are skipped, so Load reads the relay's file.
 func Load(path string) (Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -98,11 +95,9 @@ func Load(path string) (Config, error) {
 // (os.LookupEnv for the process environment; nil for none). An empty document is allowed, so a
 // configuration can come from the environment alone.
 func Parse(data []byte, lookupEnv func(string) (string, bool)) (Config, error) {
-	var cfg Config
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, fmt.Errorf("invalid YAML: %w", err)
+	cfg, err := decode(data)
+	if err != nil {
+		return Config{}, err
 	}
 	if lookupEnv != nil {
 		if err := cfg.applyEnv(lookupEnv); err != nil {

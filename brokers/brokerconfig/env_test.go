@@ -75,3 +75,31 @@ func TestAppliedEnvListsNamesOnly(t *testing.T) {
 		t.Errorf("AppliedEnv = %v, want %v", got, want)
 	}
 }
+
+// brokerconfig.Load, the documented library loader, reads the relay's own configuration files:
+// the CLI's sections (database, forwarder, http, log) are skipped; other unknown keys still fail.
+func TestLoadReadsTheRelaysFile(t *testing.T) {
+	for _, path := range []string{"../../cmd/outboxkit/outboxkit.example.yaml", "../../examples/compose/outboxkit.yaml"} {
+		cfg, err := brokerconfig.Parse(mustRead(t, path), nil)
+		if err != nil {
+			t.Errorf("%s: %v", path, err)
+			continue
+		}
+		if cfg.Broker == "" {
+			t.Errorf("%s: no broker", path)
+		}
+	}
+	if _, err := brokerconfig.Parse([]byte("broker: kafka\nkafka: {brokers: [k:1]}\ndatabse: {}\n"), nil); err == nil ||
+		!strings.Contains(err.Error(), "databse") {
+		t.Errorf("a misspelt section: %v, want an error naming it", err)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
