@@ -23,8 +23,8 @@ import (
 // time), so stopping it disturbs nobody.
 const (
 	kafkaStateDir       = "/var/tmp/outboxkit-monitoring"
-	kafkaPort           = 29192
-	kafkaControllerPort = 29193
+	kafkaPort           = 29592
+	kafkaControllerPort = 29593
 )
 
 // testOverrides shorten the committed rules' thresholds for the real-Prometheus test. Only the
