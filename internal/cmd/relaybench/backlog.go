@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -276,73 +275,6 @@ func drain(db *sql.DB, d database, o options, relay string, size, keys int) (sam
 		}
 	}
 	return s, nil
-}
-
-// steadyResult is one row of the latency table.
-type steadyResult struct {
-	db, relay string
-	keys      int
-	events    int
-	p50, p99  time.Duration
-	cpu       time.Duration
-	rssMiB    float64
-	// recvP50 and recvP99 are the cdc relay's receive lag (commit to its arrival on the
-	// stream, from outboxkit_cdc_receive_lag_seconds); hasRecv says they were reported.
-	recvP50, recvP99 time.Duration
-	hasRecv          bool
-}
-
-// steady writes single-event transactions at o.rate for o.seconds with the relay running and
-// measures commit-to-consume latency (an upper bound of commit-to-broker-ack).
-func steady(db *sql.DB, d database, o options, relay string, size, keys int) (steadyResult, error) {
-	name, topic, write, err := setup(db, d, relay)
-	if err != nil {
-		return steadyResult{}, err
-	}
-	defer cleanup(db, d, relay, name)
-	consumer, err := newSource(relay, o, topic)
-	if err != nil {
-		return steadyResult{}, err
-	}
-	defer consumer.close()
-	child, err := startChild(relay, d, name, o)
-	if err != nil {
-		return steadyResult{}, err
-	}
-	time.Sleep(2 * time.Second) // let the relay start before measuring
-	total := o.rate * o.seconds
-	writeErr := make(chan error, 1)
-	go func() {
-		ctx := context.Background()
-		interval := time.Second / time.Duration(o.rate)
-		next := time.Now()
-		for i := range total {
-			if err := write(ctx, []outbox.Event{makeEvent(topic, i, keys, size, true)}); err != nil {
-				writeErr <- fmt.Errorf("write event %d: %w", i, err)
-				return
-			}
-			next = next.Add(interval)
-			if d := time.Until(next); d > 0 {
-				time.Sleep(d)
-			}
-		}
-		writeErr <- nil
-	}()
-	consumeCtx, cancel := child.watch(time.Duration(o.seconds)*time.Second + 2*time.Minute)
-	got, latencies, err := consumeN(consumeCtx, consumer, total, true)
-	cancel()
-	cpu, rss, childErr := child.stop()
-	if err != nil {
-		return steadyResult{}, errors.Join(err, childErr)
-	}
-	if err := <-writeErr; err != nil {
-		return steadyResult{}, err
-	}
-	slices.Sort(latencies)
-	r := steadyResult{db: d.label, relay: relay, keys: keys, events: got,
-		p50: latencies[len(latencies)/2], p99: latencies[len(latencies)*99/100], cpu: cpu, rssMiB: rss}
-	r.recvP50, r.recvP99, r.hasRecv = parseReceiveLag(child.output())
-	return r, nil
 }
 
 func newConsumer(brokers []string, topic string) (*kgo.Client, error) {

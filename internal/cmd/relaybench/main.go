@@ -67,16 +67,20 @@ type options struct {
 	payloads  []int
 	rate      int
 	seconds   int
-	relays    []string
-	repeat    int
-	workers   int
-	batch     int
-	batchMiB  float64
-	units     int
-	compress  string
-	svg       string
-	only      string // "" for the whole run, or onlyWrite
-	command   string // the command line, printed with the results
+	// steadyRelays are the numbers of relay processes of the latency run, one run each;
+	// writers is how many concurrent writers share its rate.
+	steadyRelays []int
+	writers      int
+	relays       []string
+	repeat       int
+	workers      int
+	batch        int
+	batchMiB     float64
+	units        int
+	compress     string
+	svg          string
+	only         string // "" for the whole run, or onlyWrite
+	command      string // the command line, printed with the results
 }
 
 // database is one database the relays are measured on.
@@ -105,6 +109,8 @@ func main() {
 	payloads := flag.String("payloads", "256,4096", "payload sizes in bytes")
 	flag.IntVar(&o.rate, "rate", 1000, "events/s of the steady-rate latency run (0 skips it)")
 	flag.IntVar(&o.seconds, "seconds", 10, "duration of the latency run")
+	steadyRelays := flag.String("steady-relays", "1", "numbers of relay processes sharing the outbox in the latency run, one run each (e.g. 1,3)")
+	flag.IntVar(&o.writers, "writers", 1, "concurrent writers sharing the latency run's rate")
 	relays := flag.String("relays", "outboxkit,stock,ceiling", "relays to measure (outboxkit, outboxkit-sql: outboxkit draining events written by plain SQL, with the write cost beside outbox.Writer; stock, ceiling, cdc-ceiling, outboxkit-pulsar, outboxkit-nats, outboxkit-rabbitmq; -source cdc adds outboxkit-cdc, and cdc-ceiling when ceiling is measured; cdc-ceiling needs -source cdc)")
 	source := flag.String("source", "polling", "polling, or cdc to measure the outboxkit relay with the cdc source too (relay outboxkit-cdc, PostgreSQL), beside polling, with pg_recvlogical's decode ceiling on the same rows and the write-side cost")
 	delivery := flag.String("delivery", "at_least_once", "at_least_once, or exactly_once to measure the outboxkit relay with exactly-once delivery too (relay outboxkit-eo; with -source cdc also outboxkit-cdc-eo), beside at-least-once")
@@ -143,6 +149,13 @@ func main() {
 	}
 	if err := o.parse(*brokers, *keys, *dbs, *payloads, *relays); err != nil {
 		fatalf("%v", err)
+	}
+	var err error
+	if o.steadyRelays, err = parseInts("-steady-relays", *steadyRelays, 1, "a number of relays of at least 1"); err != nil {
+		fatalf("%v", err)
+	}
+	if o.writers < 1 {
+		fatalf("-writers: %d is not a positive number of writers", o.writers)
 	}
 	if contains(o.relays, relayCDCCeiling) && !contains(o.relays, relayCDC) {
 		fatalf("-relays: %s is printed beside outboxkit-cdc and pg_recvlogical: add -source cdc", relayCDCCeiling)
@@ -362,11 +375,13 @@ func run(o options) error {
 				if reason := res.unavailableRelay(db.name, relay); reason != "" {
 					continue
 				}
-				r, err := steady(conns.get(db.name), db, o, relay, o.payloads[0], maxInt(o.keys))
-				if err != nil {
-					return fmt.Errorf("%s steady rate on %s: %w", relay, db.label, err)
+				for _, n := range o.steadyRelays {
+					r, err := steady(conns.get(db.name), db, o, relay, n, o.payloads[0], maxInt(o.keys))
+					if err != nil {
+						return fmt.Errorf("%s steady rate on %s, %d relays: %w", relay, db.label, n, err)
+					}
+					steadyRows = append(steadyRows, r)
 				}
-				steadyRows = append(steadyRows, r)
 			}
 		}
 	}

@@ -290,8 +290,8 @@ func printSteadyTable(w io.Writer, rows []steadyResult, o options) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nsteady rate: single-event transactions at %d/s for %d s, %s payloads, %d keys; latency from commit to consumed\n\n",
-		o.rate, o.seconds, sizeLabel(o.payloads[0]), maxInt(o.keys))
+	fmt.Fprintf(w, "\nsteady rate: single-event transactions at %d/s from %d writers for %d s, %s payloads, %d keys; latency from commit to consumed\n\n",
+		o.rate, o.writers, o.seconds, sizeLabel(o.payloads[0]), maxInt(o.keys))
 	fmt.Fprintln(w, "| database | relay | events | p50 | p99 | relay CPU | relay peak RSS | commit → on the stream p50 / p99 |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|")
 	recv := false
@@ -301,9 +301,14 @@ func printSteadyTable(w io.Writer, rows []steadyResult, o options) {
 			recv = true
 			lag = fmt.Sprintf("%s / %s", r.recvP50.Round(100*time.Microsecond), r.recvP99.Round(100*time.Microsecond))
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %.2f s | %.0f MiB | %s |\n", r.db, r.relay, r.events,
+		label := r.relay
+		if r.relays > 1 {
+			label = fmt.Sprintf("%s ×%d", r.relay, r.relays)
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %.2f s | %.0f MiB | %s |\n", r.db, label, r.events,
 			r.p50.Round(100*time.Microsecond), r.p99.Round(100*time.Microsecond), r.cpu.Seconds(), r.rssMiB, lag)
 	}
+	printRelaysTarget(w, rows)
 	if recv {
 		fmt.Fprintln(w, "\ncommit → on the stream: the cdc relay's outboxkit_cdc_receive_lag_seconds over the run (from the commit timestamp PostgreSQL writes to the WAL to the relay receiving the commit: the walsender's decoding and sending), interpolated in its buckets; a floor under the cdc relay's latency that the relay does not control.")
 	}
@@ -433,4 +438,21 @@ func readCPUTimes() cpuTimes {
 		}
 	}
 	return t
+}
+
+// printRelaysTarget checks issue 22's target for every (database, relay) measured with 1 and 3
+// relay processes: the p99 of 3 relays at most 1.5 times the p99 of 1.
+func printRelaysTarget(w io.Writer, rows []steadyResult) {
+	for _, three := range rows {
+		if three.relays != 3 {
+			continue
+		}
+		for _, one := range rows {
+			if one.relays == 1 && one.db == three.db && one.relay == three.relay {
+				ratio := three.p99.Seconds() / one.p99.Seconds()
+				fmt.Fprintf(w, "\ntarget (issue 22: p99 of 3 relays ≤ 1.5 × p99 of 1): %s %s: %.2f× (%s)\n",
+					three.db, three.relay, ratio, verdict(ratio <= 1.5))
+			}
+		}
+	}
 }
