@@ -198,6 +198,10 @@ func Adopt(ctx context.Context, db *sql.DB, relay Table, cfg AdoptConfig) (Adopt
 	}
 	var res AdoptResult
 	err = inAdoptTx(ctx, db, relay, func(tx *sql.Tx) error {
+		// Before comparing: the functions' saved search path is this one (plan.Install[0]).
+		if _, err := tx.ExecContext(ctx, adoptSearchPath); err != nil {
+			return fmt.Errorf("outbox: adopt %s: search path: %w", plan.team, err)
+		}
 		var err error
 		if res.Changed, err = plan.changed(ctx, tx); err != nil {
 			return err
@@ -224,6 +228,13 @@ func Adopt(ctx context.Context, db *sql.DB, relay Table, cfg AdoptConfig) (Adopt
 	}
 	return res, nil
 }
+
+// adoptSearchPath puts pg_temp last in the adoption transaction's search path, which the
+// SECURITY DEFINER trigger functions save (SET search_path FROM CURRENT). Unless named, pg_temp
+// is searched first for tables: a writer's temporary table named like the relay table would
+// receive the copy, and a trigger the writer put on it would run with the adoption's rights.
+const adoptSearchPath = `SELECT set_config('search_path', current_setting('search_path') || ', pg_temp', true)` +
+	` WHERE current_setting('search_path') !~ '(^|,)\s*"?pg_temp"?\s*(,|$)'`
 
 // Unadopt removes the triggers and functions [Adopt] installed, leaving the team's table and its
 // rows as they are, and with dropRelayTable the relay table and its relay tables too. Events

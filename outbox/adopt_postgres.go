@@ -253,7 +253,7 @@ func (r adoptRenderer) plan() (AdoptPlan, error) {
 	c, ev := r.cfg.Columns, r.relay.Events()
 	p := AdoptPlan{team: r.team, bodies: map[string]adoptFunction{}, triggers: map[string]string{
 		r.relay.shortName() + "_adopt_forward": r.team, r.relay.shortName() + "_adopt_mark": ev,
-	}}
+	}, Install: []string{adoptSearchPath}}
 	if c.Headers != "" {
 		p.addFunction(ev+"_adopt_headers(jsonb)", "jsonb LANGUAGE plpgsql IMMUTABLE", r.headersBody(), false)
 	}
