@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/outboxkit/outboxkit/brokers/brokerconfig"
 	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/relayconfig"
@@ -137,7 +138,22 @@ func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate b
 	pub := brokers.Publisher()
 	publisher.Store(&pub)
 
-	fwd, err := newRelayForwarder(ctx, cfg, db, table, pub, registry, logger)
+	tp, err := relayTracing(ctx, os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	if tp != nil {
+		logger.Info("tracing: OTLP/HTTP exporter from the OTEL_EXPORTER_OTLP_* variables")
+		defer func() {
+			// Flush the last spans; a stopped relay waits for the collector a few seconds at most.
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(sctx); err != nil {
+				logger.Warn("tracing: flushing the last spans failed", "error", err)
+			}
+		}()
+	}
+	fwd, err := newRelayForwarder(ctx, cfg, db, table, pub, registry, logger, tp)
 	if err != nil {
 		return err
 	}
@@ -212,7 +228,7 @@ func connectBroker(ctx context.Context, cfg relayconfig.Config, logger *slog.Log
 
 // newRelayForwarder configures the forwarder of the relay.
 func newRelayForwarder(ctx context.Context, cfg relayconfig.Config, db *sql.DB, table outbox.Table, pub message.Publisher,
-	registry *prometheus.Registry, logger *slog.Logger) (*forwarder.Forwarder, error) {
+	registry *prometheus.Registry, logger *slog.Logger, tp *sdktrace.TracerProvider) (*forwarder.Forwarder, error) {
 	fcfg := forwarder.Config{
 		DB:        db,
 		Dialect:   cfg.Database.Dialect,
@@ -220,6 +236,11 @@ func newRelayForwarder(ctx context.Context, cfg relayconfig.Config, db *sql.DB, 
 		Publisher: pub,
 		Metrics:   registry,
 		Logger:    logger,
+		// messaging.system of the producer spans: the broker's name (kafka, pulsar, nats, rabbitmq).
+		MessagingSystem: cfg.Broker.Broker,
+	}
+	if tp != nil { // a nil *TracerProvider would be a non-nil interface
+		fcfg.TracerProvider = tp
 	}
 	cfg.Forwarder.Apply(&fcfg)
 	// IsRetriable stays unset: the broker's publisher classifies its own errors.

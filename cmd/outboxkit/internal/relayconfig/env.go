@@ -45,7 +45,7 @@ func AppliedEnv(lookupEnv func(string) (string, bool), opts Options) []string {
 	if lookupEnv == nil {
 		return nil
 	}
-	var set []string
+	set := []string{} // logged as [] rather than null when nothing is set
 	for _, e := range envKeys {
 		if _, ok := lookupEnv(e.name); ok {
 			set = append(set, e.name)
