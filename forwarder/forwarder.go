@@ -45,6 +45,9 @@ type Forwarder struct {
 	installation string
 	// share is how this relay shares the partitions with the others of its lease group.
 	share sharePolicy
+	// leasesTaken tells the polling workers that partitions were taken between heartbeats of
+	// their own: an idle worker polls them at once instead of at the end of its backoff.
+	leasesTaken chan struct{}
 	// retry decides the fate of a failed attempt on every path.
 	retry retryPolicy
 	// progress says when publishing makes no progress (progress.go).
@@ -70,9 +73,10 @@ func New(config Config) (*Forwarder, error) {
 		cfg: config,
 		store: &store{table: table, dialect: config.Dialect, group: config.LeaseGroup, tenants: config.Tenants,
 			idleTimeout: max(time.Second, config.LeaseTTL/2)},
-		metrics:  m,
-		inflight: newInflight(config.Workers),
-		log:      config.Logger.With("component", "outboxkit.forwarder", "relay", config.RelayID, "table", table.Events()),
+		metrics:     m,
+		inflight:    newInflight(config.Workers),
+		leasesTaken: make(chan struct{}, 1),
+		log:         config.Logger.With("component", "outboxkit.forwarder", "relay", config.RelayID, "table", table.Events()),
 	}
 	f.retry = retryPolicyOf(config)
 	// The wiring: the only place (beside validation) that reads Delivery and Source.
@@ -90,14 +94,16 @@ const startAttempts = 5
 // leases and returns nil. It returns an error if the database cannot be reached at start
 // (after a few bounded retries, each logged).
 func (f *Forwarder) Run(ctx context.Context) error {
-	if err := f.start(ctx); err != nil {
+	held, err := f.start(ctx)
+	if err != nil {
 		return err
 	}
 	f.log.Info("forwarder started", append([]any{"workers", f.cfg.Workers, "lease_group", f.cfg.LeaseGroup,
 		"source", f.cfg.Source}, f.pipeline.logAttrs()...)...)
 
 	var wg sync.WaitGroup
-	loops := []func(context.Context){f.heartbeatLoop, f.statsLoop, f.progressLoop}
+	heartbeats := func(ctx context.Context) { f.heartbeatLoop(ctx, held) }
+	loops := []func(context.Context){heartbeats, f.statsLoop, f.progressLoop}
 	if f.cfg.Retention > 0 {
 		loops = append(loops, f.pruneLoop)
 	}
@@ -125,7 +131,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 // start creates the group's lease rows and takes a first share of partitions, retrying a
 // database that is not reachable yet a bounded number of times. On SQLite, while another relay
 // runs on the database, it waits (logging why) until that relay stops or its heartbeat expires.
-func (f *Forwarder) start(ctx context.Context) error {
+func (f *Forwarder) start(ctx context.Context) (holding, error) {
 	var err error
 	wait := 500 * time.Millisecond
 	for attempt := 1; attempt <= startAttempts; attempt++ {
@@ -136,38 +142,38 @@ func (f *Forwarder) start(ctx context.Context) error {
 			err = f.source.start(ctx)
 		}
 		if errors.Is(err, outbox.ErrNoInstallation) {
-			return fmt.Errorf("forwarder: start on table %s: %w", f.store.table, err) // waiting cannot help
+			return holding{}, fmt.Errorf("forwarder: start on table %s: %w", f.store.table, err) // waiting cannot help
 		}
 		if isMissingTable(err) {
-			return fmt.Errorf("forwarder: start on table %s: %w: %w", f.store.table, ErrNotMigrated, err) // waiting cannot help
+			return holding{}, fmt.Errorf("forwarder: start on table %s: %w: %w", f.store.table, ErrNotMigrated, err) // waiting cannot help
 		}
 		if err == nil {
-			var owned int
-			if owned, err = f.heartbeat(ctx); err == nil {
-				f.metrics.ownedPartitions.Set(float64(owned))
-				return nil
+			var held holding
+			if held, err = f.heartbeat(ctx); err == nil {
+				f.metrics.ownedPartitions.Set(float64(held.owned))
+				return held, nil
 			}
 			var other errOtherRelay
 			if errors.As(err, &other) {
 				f.log.Warn("waiting: another relay runs on this SQLite database (SQLite supports one relay per database)",
 					"other_relay", other.other, "retry_in", f.cfg.HeartbeatInterval)
 				if !sleep(ctx, f.cfg.HeartbeatInterval) {
-					return fmt.Errorf("forwarder: start: %w while waiting for relay %q to stop", ctx.Err(), other.other)
+					return holding{}, fmt.Errorf("forwarder: start: %w while waiting for relay %q to stop", ctx.Err(), other.other)
 				}
 				attempt--
 				continue
 			}
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("forwarder: start: %w", ctx.Err())
+			return holding{}, fmt.Errorf("forwarder: start: %w", ctx.Err())
 		}
 		f.log.Warn("database not ready, retrying", "attempt", attempt, "of", startAttempts, "error", err)
 		if attempt < startAttempts && !sleep(ctx, wait) {
-			return fmt.Errorf("forwarder: start: %w", ctx.Err())
+			return holding{}, fmt.Errorf("forwarder: start: %w", ctx.Err())
 		}
 		wait *= 2
 	}
-	return fmt.Errorf("forwarder: start on table %s failed after %d attempts (did you run outbox.Migrate?): %w",
+	return holding{}, fmt.Errorf("forwarder: start on table %s failed after %d attempts (did you run outbox.Migrate?): %w",
 		f.store.table, startAttempts, err)
 }
 
@@ -179,43 +185,6 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	case <-t.C:
 		return true
-	}
-}
-
-// heartbeat renews and rebalances the leases, never releasing a partition under this relay's
-// own batch in flight.
-func (f *Forwarder) heartbeat(ctx context.Context) (int, error) {
-	var releasing []int
-	rebalanced := false
-	owned, err := f.store.heartbeat(ctx, f.cfg.DB, f.cfg.RelayID, f.cfg.LeaseTTL, f.share, func(surplus []int) []int {
-		rebalanced = true
-		releasing = f.inflight.rebalance(surplus)
-		return releasing
-	})
-	if !rebalanced {
-		f.inflight.rebalance(nil)
-	}
-	f.inflight.released(releasing)
-	return owned, err
-}
-
-func (f *Forwarder) heartbeatLoop(ctx context.Context) {
-	ticker := time.NewTicker(f.cfg.HeartbeatInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		owned, err := f.heartbeat(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				f.log.Warn("lease heartbeat failed", "error", err)
-			}
-			continue
-		}
-		f.metrics.ownedPartitions.Set(float64(owned))
 	}
 }
 

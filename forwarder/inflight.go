@@ -91,3 +91,10 @@ func (g *inflight) released(partitions []int) {
 		}
 	}
 }
+
+// hasDraining says whether partitions above the share wait for their release.
+func (g *inflight) hasDraining() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.draining) > 0
+}

@@ -53,33 +53,47 @@ func (e errOtherRelay) Error() string {
 	return fmt.Sprintf("relay %q is running on this SQLite database, and SQLite supports one relay per database", e.other)
 }
 
+// holding is what a relay holds after a heartbeat: how many partitions it owns, the share it
+// aims at, and the number of live relays that share was computed for.
+type holding struct {
+	owned, share, relays int
+}
+
 // heartbeat renews this relay's presence and leases and rebalances the partitions. It returns
 // how many partitions the relay owns afterwards. Of the partitions above its share, it releases
 // those releasable returns (all of them when releasable is nil).
 func (s *store) heartbeat(ctx context.Context, db *sql.DB, owner string, ttl time.Duration, policy sharePolicy,
 	releasable func([]int) []int) (int, error) {
+	h, err := s.rebalance(ctx, db, owner, ttl, policy, releasable)
+	return h.owned, err
+}
+
+// rebalance is heartbeat, returning the relay's holding.
+func (s *store) rebalance(ctx context.Context, db *sql.DB, owner string, ttl time.Duration, policy sharePolicy,
+	releasable func([]int) []int) (holding, error) {
 	registered, err := s.registerRelay(ctx, db, owner, ttl)
 	if err != nil {
-		return 0, err
+		return holding{}, err
 	}
 	if !registered {
 		other, err := s.otherRelay(ctx, db, owner, ttl)
 		if err != nil {
-			return 0, err
+			return holding{}, err
 		}
-		return 0, errOtherRelay{other}
+		return holding{}, errOtherRelay{other}
 	}
 	if _, err := s.sql().ForgetDeadRelays(ttl).Exec(ctx, db); err != nil {
-		return 0, fmt.Errorf("forget dead relays: %w", err)
+		return holding{}, fmt.Errorf("forget dead relays: %w", err)
 	}
 	var relays int
 	if err := s.sql().CountRelays().QueryRow(ctx, db).Scan(&relays); err != nil {
-		return 0, fmt.Errorf("count relays: %w", err)
+		return holding{}, fmt.Errorf("count relays: %w", err)
 	}
 	share := policy.share(relays)
+	h := holding{share: share, relays: relays}
 	owned, err := s.renew(ctx, db, owner, ttl)
 	if err != nil {
-		return 0, err
+		return h, err
 	}
 	owned, partial := policy.whole(owned)
 	switch {
@@ -93,18 +107,15 @@ func (s *store) heartbeat(ctx context.Context, db *sql.DB, owner string, ttl tim
 			surplus = releasable(surplus)
 		}
 		released, err := s.release(ctx, db, owner, surplus)
-		if err != nil {
-			return len(owned), err
-		}
-		return len(owned) - released, nil
+		h.owned = len(owned) - released
+		return h, err
 	case len(owned) < share:
 		taken, err := s.acquire(ctx, db, owner, share-len(owned), ttl, policy)
-		if err != nil {
-			return len(owned), err
-		}
-		return len(owned) + taken, nil
+		h.owned = len(owned) + taken
+		return h, err
 	}
-	return len(owned), nil
+	h.owned = len(owned)
+	return h, nil
 }
 
 // renew extends this relay's leases by ttl from the database's now and returns the partitions

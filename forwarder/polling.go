@@ -50,6 +50,7 @@ func (s pollingSource) run(ctx context.Context) {
 	if f.cfg.Wakeups != nil {
 		workers.Go(func() { fanOut(ctx, f.cfg.Wakeups, wakes) }) // ends with ctx, as the workers do
 	}
+	workers.Go(func() { fanOut(ctx, f.leasesTaken, wakes) })
 	for i := range f.cfg.Workers {
 		workers.Go(func() { f.workerLoop(ctx, i, wakes[i]) })
 	}
