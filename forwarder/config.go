@@ -135,6 +135,8 @@ type Config struct {
 	// LeaseTTL is how long a partition lease lasts without renewal. Default: 10s.
 	LeaseTTL time.Duration
 	// HeartbeatInterval is how often leases are renewed and rebalanced. Default: LeaseTTL/4.
+	// While partitions move between relays, the relays giving and taking them step every
+	// HeartbeatInterval/25 (at least MinPollInterval) until the move is done.
 	HeartbeatInterval time.Duration
 	// StatsInterval is how often the pending-rows gauges are refreshed. Default: 10s.
 	StatsInterval time.Duration
