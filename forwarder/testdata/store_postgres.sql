@@ -132,7 +132,7 @@ SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id
 UPDATE golden_outbox SET status = 0, attempts = 0, next_attempt_at = $1, last_error = NULL WHERE status = 2 AND event_id IN ($2);
 
 -- admin Discard
-UPDATE golden_outbox SET next_attempt_at = $1 WHERE status = 0 AND next_attempt_at IS NULL AND key_hash IN (SELECT key_hash FROM (SELECT key_hash FROM golden_outbox WHERE status = 2 AND event_id IN ($2)) d);
+UPDATE golden_outbox AS e SET next_attempt_at = $1, commit_lsn = (SELECT MAX(p.commit_lsn) FROM golden_outbox p WHERE p.key_hash = e.key_hash AND p.seq < e.seq AND p.status = 0 AND p.next_attempt_at IS NOT NULL) WHERE status = 0 AND next_attempt_at IS NULL AND key_hash IN (SELECT key_hash FROM (SELECT key_hash FROM golden_outbox WHERE status = 2 AND event_id IN ($2)) d);
 DELETE FROM golden_outbox WHERE status = 2 AND event_id IN ($1);
 
 -- admin BlockedKeys
@@ -158,7 +158,7 @@ SELECT lease_group, partition_no, COALESCE(owner, ''), expires_at < $1, epoch FR
 -- admin SkipKeys
 SELECT h.seq, h.event_id, h.topic, h.aggregate_type, h.aggregate_id, h.event_type, h.tenant_id, h.attempts, COALESCE(h.last_error, ''), h.created_at, h.status, h.key_hash, h.partition_no, h.next_attempt_at, (SELECT COUNT(*) FROM golden_outbox w WHERE w.key_hash = h.key_hash AND w.status = 0 AND w.seq > h.seq) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head WHERE h.seq > $1 AND h.topic = $2 AND h.key_hash = $3 AND h.tenant_id = $4 AND h.aggregate_type = $5 AND h.aggregate_id = $6 AND h.event_id IN ($7) ORDER BY h.seq LIMIT $8;
 UPDATE golden_outbox SET status = 3, next_attempt_at = NULL WHERE seq IN ($1) AND (status = 2 OR (status = 0 AND attempts > 0));
-UPDATE golden_outbox SET next_attempt_at = $1 WHERE status = 0 AND next_attempt_at IS NULL AND key_hash IN ($2);
+UPDATE golden_outbox AS e SET next_attempt_at = $1, commit_lsn = (SELECT MAX(p.commit_lsn) FROM golden_outbox p WHERE p.key_hash = e.key_hash AND p.seq < e.seq AND p.status = 0 AND p.next_attempt_at IS NOT NULL) WHERE status = 0 AND next_attempt_at IS NULL AND key_hash IN ($2);
 
 -- admin ReplayDeadLetters
 SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status FROM golden_outbox WHERE status IN (2, 3) AND topic = $1 AND event_type = $2 AND key_hash = $3 AND tenant_id = $4 AND aggregate_type = $5 AND aggregate_id = $6 AND event_id IN ($7) AND created_at >= $8 AND created_at < $9 AND seq > $10 ORDER BY seq LIMIT $11;
@@ -166,7 +166,7 @@ UPDATE golden_outbox SET status = 0, attempts = 0, next_attempt_at = $1, last_er
 
 -- admin DiscardDeadLetters
 SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status FROM golden_outbox WHERE status IN (2, 3) AND topic = $1 AND event_type = $2 AND key_hash = $3 AND tenant_id = $4 AND aggregate_type = $5 AND aggregate_id = $6 AND event_id IN ($7) AND created_at >= $8 AND created_at < $9 AND seq > $10 ORDER BY seq LIMIT $11;
-UPDATE golden_outbox SET next_attempt_at = $1 WHERE status = 0 AND next_attempt_at IS NULL AND key_hash IN ($2);
+UPDATE golden_outbox AS e SET next_attempt_at = $1, commit_lsn = (SELECT MAX(p.commit_lsn) FROM golden_outbox p WHERE p.key_hash = e.key_hash AND p.seq < e.seq AND p.status = 0 AND p.next_attempt_at IS NOT NULL) WHERE status = 0 AND next_attempt_at IS NULL AND key_hash IN ($2);
 DELETE FROM golden_outbox WHERE status IN (2, 3) AND seq IN ($1);
 
 -- releaseAll

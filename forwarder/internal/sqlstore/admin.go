@@ -23,7 +23,7 @@ func (s Statements) Replay(eventIDs []string) Query {
 // retry path, in order, rather than letting newer events of the key overtake them.
 func (s Statements) MarkKeysOfDead(eventIDs []string) Query {
 	events := s.table.Events()
-	return s.q("UPDATE "+events+" SET next_attempt_at = ? WHERE status = 0 AND next_attempt_at IS NULL"+
+	return s.q("UPDATE "+s.releasedRows()+" WHERE status = 0 AND next_attempt_at IS NULL"+
 		" AND key_hash IN (SELECT key_hash FROM (SELECT key_hash FROM "+events+" WHERE status = 2 AND event_id IN "+in(len(eventIDs))+") d)",
 		append([]any{s.nowArg()}, stringArgs(eventIDs)...)...)
 }

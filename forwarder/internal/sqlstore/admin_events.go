@@ -116,8 +116,23 @@ func (s Statements) DiscardLetters(seqs []any) Query {
 // ReleaseKeys gives the pending rows of the keys (their hashes, not empty) that have no next
 // attempt time one (now), so that the cdc source leaves them to its retry path, in order.
 func (s Statements) ReleaseKeys(hashes []any) Query {
-	return s.q("UPDATE "+s.table.Events()+" SET next_attempt_at = ? WHERE status = 0 AND next_attempt_at IS NULL"+
+	return s.q("UPDATE "+s.releasedRows()+" WHERE status = 0 AND next_attempt_at IS NULL"+
 		" AND key_hash IN "+in(len(hashes)), append([]any{s.nowArg()}, hashes...)...)
+}
+
+// releasedRows is the table and SET clause of an UPDATE that hands rows to the cdc retry path
+// for an operator's action (ReleaseKeys, MarkKeysOfDead): a next attempt time (now, the first
+// argument) and, where the database streams its changes, the latest commit position among the
+// rows of the row's key that the stream already left there with a lower seq. A row the stream has
+// not read yet would otherwise sort first (no position) and overtake them; a row with no such
+// row before it (one the table drain left) still sorts first.
+func (s Statements) releasedRows() string {
+	events := s.table.Events()
+	if _, ok := s.d.(Replicator); !ok {
+		return events + " SET next_attempt_at = ?"
+	}
+	return events + " AS e SET next_attempt_at = ?, commit_lsn = (SELECT MAX(p.commit_lsn) FROM " + events +
+		" p WHERE p.key_hash = e.key_hash AND p.seq < e.seq AND p.status = 0 AND p.next_attempt_at IS NOT NULL)"
 }
 
 // Relays selects lease_group, owner and heartbeat_at of every registered relay.

@@ -1,0 +1,99 @@
+package forwarder
+
+import (
+	"testing"
+	"time"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// TestReleasedKeyKeepsCommitOrderOnTheRetryPath: skipping or discarding a dead head under the cdc source keeps the key's order: the key's
+// next event, which the stream already left to the retry path with its commit position, is
+// still claimed before a later one that was committed but not yet read from the stream when
+// the operator acted (the action gives that one a next attempt time, without a commit
+// position).
+func TestReleasedKeyKeepsCommitOrderOnTheRetryPath(t *testing.T) {
+	for _, action := range []string{"skip", "discard", "discard by id"} {
+		t.Run(action, func(t *testing.T) {
+			fx := newStoreFixture(t, outbox.Postgres)
+			if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
+				t.Fatal(err)
+			}
+			fx.heartbeat("A", 10*time.Second)
+			fx.write("k", 1, 2, 3)
+			recs := fx.claim(10, 1<<20)
+			if len(recs) != 3 {
+				t.Fatalf("claimed %d rows, want 3", len(recs))
+			}
+			head, streamed, unread := recs[0], recs[1], recs[2]
+			if _, err := fx.db.Exec("UPDATE "+fx.store.table.Events()+" SET status = 2, attempts = 10, last_error = 'boom' WHERE seq = $1",
+				head.seq); err != nil {
+				t.Fatal(err)
+			}
+			// The stream read the key's next event and, its key being dead, left it to the retry
+			// path with its commit position; the last one is committed but not yet read.
+			streamed.commitLSN = 1 << 40
+			if n, _, err := fx.store.markRetry(fx.ctx, fx.db, "A", fx.leases("A"), []record{streamed}); err != nil || n != 1 {
+				t.Fatalf("mark the streamed row: %d, %v", n, err)
+			}
+			var err error
+			switch action {
+			case "skip":
+				_, err = fx.admin.SkipKeys(fx.ctx, KeyFilter{}, false)
+			case "discard":
+				_, err = fx.admin.DiscardDeadLetters(fx.ctx, EventFilter{}, false)
+			default:
+				_, err = fx.admin.Discard(fx.ctx, head.event.ID)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := fx.store.claimRetry(fx.ctx, fx.db, allPartitions(), 10, 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var seqs []int64
+			for _, r := range got {
+				seqs = append(seqs, r.seq)
+			}
+			if len(seqs) != 2 || seqs[0] != streamed.seq || seqs[1] != unread.seq {
+				t.Fatalf("the retry path claims the key's rows as seq %v, want [%d %d] (commit order)", seqs, streamed.seq, unread.seq)
+			}
+		})
+	}
+}
+
+// TestReleasedRowTheDrainLeftStaysFirst: a row of the key that no stream will read (the table
+// drain left it behind the dead head) keeps sorting before the rows the stream marked, when an
+// operator's skip hands it to the retry path.
+func TestReleasedRowTheDrainLeftStaysFirst(t *testing.T) {
+	fx := newStoreFixture(t, outbox.Postgres)
+	if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
+		t.Fatal(err)
+	}
+	fx.heartbeat("A", 10*time.Second)
+	fx.write("k", 1, 2, 3)
+	recs := fx.claim(10, 1<<20)
+	if len(recs) != 3 {
+		t.Fatalf("claimed %d rows, want 3", len(recs))
+	}
+	head, left, streamed := recs[0], recs[1], recs[2]
+	if _, err := fx.db.Exec("UPDATE "+fx.store.table.Events()+" SET status = 2, attempts = 10, last_error = 'boom' WHERE seq = $1",
+		head.seq); err != nil {
+		t.Fatal(err)
+	}
+	streamed.commitLSN = 1 << 40
+	if n, _, err := fx.store.markRetry(fx.ctx, fx.db, "A", fx.leases("A"), []record{streamed}); err != nil || n != 1 {
+		t.Fatalf("mark the streamed row: %d, %v", n, err)
+	}
+	if _, err := fx.admin.SkipKeys(fx.ctx, KeyFilter{}, false); err != nil {
+		t.Fatal(err)
+	}
+	got, err := fx.store.claimRetry(fx.ctx, fx.db, allPartitions(), 10, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].seq != left.seq || got[1].seq != streamed.seq {
+		t.Fatalf("the retry path claims %d rows, want seq [%d %d] (the drain's row first)", len(got), left.seq, streamed.seq)
+	}
+}
