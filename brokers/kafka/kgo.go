@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"hash/fnv"
@@ -112,7 +113,9 @@ func (c Config) kgoOptions(logger watermill.LoggerAdapter) ([]kgo.Opt, error) {
 }
 
 // kgoLogger passes franz-go's warnings and errors to the Watermill logger (franz-go logs
-// nothing by default). Key-value pairs become log fields.
+// nothing by default). Key-value pairs become log fields; franz-go's "err" value becomes the
+// logged error (Watermill logs it under "error"), and a warning, which Watermill's logger has no
+// level for, is logged at info with kafka_level=warn.
 type kgoLogger struct{ l watermill.LoggerAdapter }
 
 // Level implements kgo.Logger.
@@ -121,15 +124,31 @@ func (kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
 // Log implements kgo.Logger.
 func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	fields := watermill.LogFields{"component": "outboxkit.kafka.client"}
+	var err error
 	for i := 0; i+1 < len(keyvals); i += 2 {
-		fields[fmt.Sprint(keyvals[i])] = keyvals[i+1]
+		key := fmt.Sprint(keyvals[i])
+		if e, ok := keyvals[i+1].(error); ok && key == "err" && err == nil {
+			err = e
+			continue
+		}
+		fields[key] = keyvals[i+1]
 	}
 	switch level {
 	case kgo.LogLevelError:
-		k.l.Error(msg, nil, fields)
-	case kgo.LogLevelWarn, kgo.LogLevelInfo:
+		if err == nil {
+			err = errors.New(msg)
+		}
+		k.l.Error(msg, err, fields)
+		return
+	case kgo.LogLevelWarn:
+		fields["kafka_level"] = "warn"
+	}
+	if err != nil {
+		fields["error"] = err.Error()
+	}
+	if level <= kgo.LogLevelInfo {
 		k.l.Info(msg, fields)
-	default:
+	} else {
 		k.l.Debug(msg, fields)
 	}
 }

@@ -1,8 +1,15 @@
 package kafka
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -72,6 +79,38 @@ func TestRecordBatchSize(t *testing.T) {
 		n := varintLen(v)
 		if v == 63 && n != 1 || v == 64 && n != 2 || v == 8191 && n != 2 || v == 8192 && n != 3 {
 			t.Errorf("varintLen(%d) = %d", v, n)
+		}
+	}
+}
+
+// TestKgoLoggerFields: franz-go's err becomes the logged error (never a null error), warnings
+// say their level, and the component is named once.
+func TestKgoLoggerFields(t *testing.T) {
+	var buf bytes.Buffer
+	l := kgoLogger{watermill.NewSlogLogger(slog.New(slog.NewJSONHandler(&buf, nil)))}
+	l.Log(kgo.LogLevelError, "produce failed", "broker", 1, "err", errors.New("connection refused"))
+	l.Log(kgo.LogLevelError, "no error value")
+	l.Log(kgo.LogLevelWarn, "retrying", "err", errors.New("timeout"))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d log lines, want 3:\n%s", len(lines), buf.String())
+	}
+	for i, want := range []map[string]any{
+		{"level": "ERROR", "error": "connection refused", "broker": float64(1), "component": "outboxkit.kafka.client"},
+		{"level": "ERROR", "error": "no error value"},
+		{"level": "INFO", "error": "timeout", "kafka_level": "warn"},
+	} {
+		var got map[string]any
+		if err := json.Unmarshal([]byte(lines[i]), &got); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("line %d: %s = %v, want %v (%s)", i, k, got[k], v, lines[i])
+			}
+		}
+		if _, ok := got["err"]; ok || strings.Count(lines[i], `"component"`) > 1 {
+			t.Errorf("line %d: a second error key or component: %s", i, lines[i])
 		}
 	}
 }
