@@ -123,3 +123,32 @@ func (r *adminRelay) status(t *testing.T, id uuid.UUID) int {
 	}
 	return st
 }
+
+// addDeadLetter commits a new event of key aggregateID for tenant ("" for none), dead in the
+// same transaction with the last error of like (so in like's failure group): the relay never
+// sees it pending.
+func (r *adminRelay) addDeadLetter(t *testing.T, tenant, aggregateID string, like uuid.UUID) uuid.UUID {
+	t.Helper()
+	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Table: r.table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := outbox.Event{ID: uuid.Must(uuid.NewV7()), Topic: r.topic, AggregateType: "order", AggregateID: aggregateID,
+		TenantID: tenant, EventType: "OrderPlaced", Payload: []byte(`{}`)}
+	tx, err := r.db.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := w.WriteTx(context.Background(), tx, e); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("UPDATE "+r.table+" SET status = 2, attempts = 3, last_error = (SELECT last_error FROM "+r.table+
+		" WHERE event_id = $1) WHERE event_id = $2", like, e.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return e.ID
+}

@@ -135,8 +135,9 @@ func TestConsoleInChromium(t *testing.T) {
 	consoleActions(t, ctx, r, base)
 }
 
-// consoleActions skips the dead key's head from the keys page (dry run, then confirm), then
-// discards the skipped event from its page.
+// consoleActions skips the dead key's head from the keys page (dry run, then confirm), discards
+// its failure group (dry run, a new dead letter of the group, confirm), then discards that new
+// dead letter from its page.
 func consoleActions(t *testing.T, ctx context.Context, r *adminRelay, base string) {
 	t.Helper()
 	var text string
@@ -166,13 +167,29 @@ func consoleActions(t *testing.T, ctx context.Context, r *adminRelay, base strin
 	if st := r.status(t, r.later.ID); st != -1 {
 		t.Errorf("the later event of the skipped key was not published: status %d", st)
 	}
-	page(t, ctx, "discard", chromedp.Navigate(base+"/console/dead-letters/"+r.big.ID.String()), chromedp.WaitVisible(chromedp.CSS(`#event`)),
+	// A confirmed dry run touches the events it listed only: a dead letter of the group that
+	// appears between the dry run and the confirmation stays.
+	page(t, ctx, "discard group dry run", chromedp.Navigate(base+"/console/groups"), chromedp.WaitVisible(chromedp.CSS(`#groups`)),
+		chromedp.Click(chromedp.CSS(`#groups form[action="/console/actions/discard"] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#summary.dry`)))
+	if text = readText(t, ctx, `#summary`); !strings.Contains(text, "Dry run: discard would touch 1 events") {
+		t.Fatalf("discard group dry run page: %q", text)
+	}
+	newcomer := r.addDeadLetter(t, "", "order-new", r.big.ID)
+	page(t, ctx, "discard group confirm", chromedp.Click(chromedp.CSS(`#confirm button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#summary.done`)))
+	text = readText(t, ctx, `#summary`)
+	if !strings.Contains(text, "Done: discard changed 1 of 1 events") || r.status(t, r.big.ID) != -1 || r.status(t, newcomer) != 2 {
+		t.Errorf("discard of the group confirmed: %q; the listed event has status %d (want -1, gone), the newcomer %d (want 2, untouched)",
+			text, r.status(t, r.big.ID), r.status(t, newcomer))
+	}
+	page(t, ctx, "discard", chromedp.Navigate(base+"/console/dead-letters/"+newcomer.String()), chromedp.WaitVisible(chromedp.CSS(`#event`)),
 		chromedp.Click(chromedp.CSS(`form[action="/console/actions/discard"] button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#confirm`)), chromedp.Click(chromedp.CSS(`#confirm button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#summary.done`)))
 	text = readText(t, ctx, `#summary`)
-	if !strings.Contains(text, "Done: discard changed 1 of 1 events") || r.status(t, r.big.ID) != -1 {
-		t.Errorf("discard from the event page: %q, status %d", text, r.status(t, r.big.ID))
+	if !strings.Contains(text, "Done: discard changed 1 of 1 events") || r.status(t, newcomer) != -1 {
+		t.Errorf("discard from the event page: %q, status %d", text, r.status(t, newcomer))
 	}
 	// A read token may look, not act.
 	page(t, ctx, "read token", chromedp.Navigate(base+"/console/keys"), chromedp.Click(chromedp.CSS(`header form button`)),

@@ -208,7 +208,9 @@ func (a *API) action(tok Token, r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Action(res), nil
+	v := Action(res)
+	v.Listed = len(s.EventIDs)
+	return v, nil
 }
 
 // Act runs an action for tok and audits it in the log (via names the interface: api, console).

@@ -69,11 +69,14 @@ type GroupView struct {
 
 // ActionView is what an action touched, or would touch on a dry run.
 type ActionView struct {
-	Action  string      `json:"action"`
-	DryRun  bool        `json:"dry_run"`
-	Matched int         `json:"matched"`
-	Applied int64       `json:"applied"`
-	Events  []EventView `json:"events"`
+	Action  string `json:"action"`
+	DryRun  bool   `json:"dry_run"`
+	Matched int    `json:"matched"`
+	Applied int64  `json:"applied"`
+	// Listed is how many event ids the request carried (0 when it selected by filter only):
+	// Matched of them still matched, Applied of those changed.
+	Listed int         `json:"listed,omitempty"`
+	Events []EventView `json:"events"`
 }
 
 // TopicView is the backlog of one topic.

@@ -104,7 +104,9 @@ func (c *Console) letter(_ adminapi.Token, r *http.Request) (string, view, error
 	return "letter", view{Title: "Event " + id.String(), Nav: "letters", Data: adminapi.Detail(d)}, nil
 }
 
-// actionData is the result page of an action, with the selection to confirm a dry run.
+// actionData is the result page of an action, with the selection to confirm a dry run: the
+// confirmation posts the dry run's event ids with its filter (never all), so that it touches
+// only the listed events that still match, not the ones that came to match since.
 type actionData struct {
 	Result    adminapi.ActionView
 	Selection adminapi.Selection
@@ -121,7 +123,9 @@ func (c *Console) action(tok adminapi.Token, r *http.Request) (string, view, err
 	if err != nil {
 		return "", view{}, err
 	}
-	return "action", view{Title: "Action: " + res.Action, Data: actionData{Result: adminapi.Action(res), Selection: s}}, nil
+	v := adminapi.Action(res)
+	v.Listed = len(s.EventIDs)
+	return "action", view{Title: "Action: " + res.Action, Data: actionData{Result: v, Selection: s}}, nil
 }
 
 // maxCounted bounds the blocked keys the backlog page counts.
