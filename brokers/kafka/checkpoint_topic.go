@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -41,7 +42,11 @@ func (p *Publisher) ensureCheckpointTopic(ctx context.Context, topic string) (in
 	if err := p.createCheckpointTopic(ctx, adm, topic); err != nil {
 		return 0, err
 	}
-	configs, err := checkpointTopicConfigs(ctx, adm, topic)
+	var configs map[string]string
+	err := retryUnknownTopic(ctx, func() (err error) {
+		configs, err = checkpointTopicConfigs(ctx, adm, topic)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("kafka: checkpoint topic %q: %w", topic, err)
 	}
@@ -49,10 +54,13 @@ func (p *Publisher) ensureCheckpointTopic(ctx context.Context, topic string) (in
 		return 0, fmt.Errorf("kafka: checkpoint topic %q: cleanup.policy is %q, not compact: retention could delete "+
 			"a unit's last checkpoint while its rows are still in the outbox", topic, policy)
 	}
-	meta, err := adm.Metadata(ctx, topic)
-	if err == nil {
-		err = meta.Topics.Error()
-	}
+	var meta kadm.Metadata
+	err = retryUnknownTopic(ctx, func() (err error) {
+		if meta, err = adm.Metadata(ctx, topic); err == nil {
+			err = meta.Topics.Error()
+		}
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("kafka: cannot read the partitions of the checkpoint topic %q: %w", topic, err)
 	}
@@ -94,6 +102,29 @@ func (p *Publisher) createCheckpointTopic(ctx context.Context, adm *kadm.Client,
 			topic, rf, p.config.Brokers, err)
 	}
 	return nil
+}
+
+// unknownTopicWait bounds how long a topic just created may stay unknown to the broker asked
+// about it: on a cluster, the other brokers learn of a new topic a moment after its creation.
+const unknownTopicWait = 10 * time.Second
+
+// retryUnknownTopic runs fn until it returns anything but UNKNOWN_TOPIC_OR_PARTITION, with a
+// short growing pause, for at most unknownTopicWait.
+func retryUnknownTopic(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(unknownTopicWait)
+	pause := 20 * time.Millisecond
+	for {
+		err := fn()
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 500*time.Millisecond)
+	}
 }
 
 // checkpointTopicConfigs returns the topic's configuration values (defaults included).
