@@ -41,27 +41,7 @@ type adminRelay struct {
 
 func startAdminRelay(t *testing.T, name string) *adminRelay {
 	t.Helper()
-	r := &adminRelay{db: testsupport.OpenPostgres(t), table: testsupport.UniqueName("cli_" + name), topic: testsupport.UniqueName("cli." + name)}
-	brokers := testsupport.KafkaBrokers(t)
-	dropTables(t, r.db, r.table)
-	cfg := pgConfig(testsupport.PostgresDSN(t), r.table, fmt.Sprintf("broker: kafka\nkafka:\n  brokers: [%s]\n  message_max_bytes: 8192\n",
-		strings.Join(brokers, ", ")))
-	cfg = strings.Replace(cfg, "forwarder:\n", "forwarder:\n  max_attempts: 3\n  max_interval: 500ms\n  dead_letter_topic: "+r.topic+".dead\n", 1)
-	cfg = strings.Replace(cfg, "  listen: 127.0.0.1:0\n", "  listen: 127.0.0.1:0\n  admin_read_tokens_file: read.tokens\n  admin_write_tokens_file: write.tokens\n", 1)
-	r.dir = writeConfig(t, cfg)
-	for file, content := range map[string]string{"read.tokens": "# viewers\nviewer:" + readToken + "\n", "write.tokens": "ops:" + writeToken + "\n"} {
-		if err := os.WriteFile(filepath.Join(r.dir, file), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if res := cli(t, r.dir, "migrate"); res.code != 0 {
-		t.Fatalf("migrate: %s", res)
-	}
-	payload := 20 << 10
-	r.big, r.later = writeOversizedAmongOthers(t, r.db, r.table, r.topic, payload)
-	r.relay = startRelay(t, r.dir)
-	r.addr = r.relay.waitLog(t, "serving /metrics and /healthz")["addr"].(string)
-	r.relay.waitLog(t, "forwarder started")
+	r := launchAdminRelay(t, name, "")
 	deadline := time.Now().Add(time.Minute)
 	for count(t, r.db, "SELECT COUNT(*) FROM "+r.table+" WHERE status = 2") != 1 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
@@ -82,6 +62,34 @@ func startAdminRelay(t *testing.T, name string) *adminRelay {
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
+	return r
+}
+
+// launchAdminRelay migrates a new table, writes the oversized event among others and starts the
+// relay with forwarderExtra (YAML lines of the forwarder section) added to its configuration.
+func launchAdminRelay(t *testing.T, name, forwarderExtra string) *adminRelay {
+	t.Helper()
+	r := &adminRelay{db: testsupport.OpenPostgres(t), table: testsupport.UniqueName("cli_" + name), topic: testsupport.UniqueName("cli." + name)}
+	brokers := testsupport.KafkaBrokers(t)
+	dropTables(t, r.db, r.table)
+	cfg := pgConfig(testsupport.PostgresDSN(t), r.table, fmt.Sprintf("broker: kafka\nkafka:\n  brokers: [%s]\n  message_max_bytes: 8192\n",
+		strings.Join(brokers, ", ")))
+	cfg = strings.Replace(cfg, "forwarder:\n", "forwarder:\n  max_attempts: 3\n  max_interval: 500ms\n  dead_letter_topic: "+r.topic+".dead\n"+forwarderExtra, 1)
+	cfg = strings.Replace(cfg, "  listen: 127.0.0.1:0\n", "  listen: 127.0.0.1:0\n  admin_read_tokens_file: read.tokens\n  admin_write_tokens_file: write.tokens\n", 1)
+	r.dir = writeConfig(t, cfg)
+	for file, content := range map[string]string{"read.tokens": "# viewers\nviewer:" + readToken + "\n", "write.tokens": "ops:" + writeToken + "\n"} {
+		if err := os.WriteFile(filepath.Join(r.dir, file), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res := cli(t, r.dir, "migrate"); res.code != 0 {
+		t.Fatalf("migrate: %s", res)
+	}
+	payload := 20 << 10
+	r.big, r.later = writeOversizedAmongOthers(t, r.db, r.table, r.topic, payload)
+	r.relay = startRelay(t, r.dir)
+	r.addr = r.relay.waitLog(t, "serving /metrics and /healthz")["addr"].(string)
+	r.relay.waitLog(t, "forwarder started")
 	return r
 }
 

@@ -31,10 +31,12 @@ func adminRoutes(cfg relayconfig.Config, db *sql.DB, publisher func() message.Pu
 		logger.Info("admin API and console off: no admin token configured (http.admin_read_tokens_file, http.admin_write_tokens_file)")
 		return func(*http.ServeMux) {}, nil
 	}
-	admin, err := forwarder.NewAdmin(db, cfg.Database.Dialect, cfg.Database.Table)
+	all, err := forwarder.NewAdmin(db, cfg.Database.Dialect, cfg.Database.Table)
 	if err != nil {
 		return nil, usageErr(err)
 	}
+	// The API and console show and act on the relay's tenants only, as it relays them.
+	admin := all.ForTenants(cfg.Forwarder.Tenants...)
 	acfg := adminapi.Config{Admin: admin, Tokens: tokens, Logger: logger.With("component", "admin"), SlotGroups: streamedGroups(cfg)}
 	if forwarder.Delivery(cfg.Forwarder.Delivery) == forwarder.ExactlyOnce {
 		f := cfg.Forwarder

@@ -34,13 +34,14 @@ func (s Statements) Discard(eventIDs []string) Query {
 }
 
 // Status selects, per topic: pending, retrying (pending that failed at least once), dead and
-// skipped rows, and the oldest pending created_at.
+// skipped rows, and the oldest pending created_at (of the Statements' tenants, when set).
 func (s Statements) Status() Query {
-	return s.q("SELECT topic, " +
-		"SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), " +
-		"SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 3 THEN 1 ELSE 0 END), " +
-		"MIN(CASE WHEN status = 0 THEN created_at END) FROM " +
-		s.table.Events() + " WHERE status IN (0, 2, 3) GROUP BY topic ORDER BY topic")
+	scope, args := s.tenantScope()
+	return s.q("SELECT topic, "+
+		"SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), "+
+		"SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 3 THEN 1 ELSE 0 END), "+
+		"MIN(CASE WHEN status = 0 THEN created_at END) FROM "+
+		s.table.Events()+" WHERE status IN (0, 2, 3)"+scope+" GROUP BY topic ORDER BY topic", args...)
 }
 
 // LeaseOwners selects partition_no and owner ("" for none) of every lease row of the group.

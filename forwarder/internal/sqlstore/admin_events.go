@@ -28,8 +28,8 @@ type FilterKey struct {
 	TenantID, AggregateType, AggregateID string
 }
 
-// where returns the conditions of f (each starting with " AND ") and their arguments; alias
-// qualifies the columns ("" for none, "h." for a table aliased h).
+// where returns the conditions of f and of the Statements' tenants (each starting with " AND ")
+// and their arguments; alias qualifies the columns ("" for none, "h." for a table aliased h).
 func (s Statements) where(f Filter, alias string) (string, []any) {
 	var (
 		b    strings.Builder
@@ -38,6 +38,9 @@ func (s Statements) where(f Filter, alias string) (string, []any) {
 	add := func(cond string, values ...any) {
 		b.WriteString(" AND " + strings.ReplaceAll(cond, "@", alias))
 		args = append(args, values...)
+	}
+	if len(s.tenants) > 0 {
+		add("@tenant_id IN "+in(len(s.tenants)), stringArgs(s.tenants)...)
 	}
 	if f.Topic != "" {
 		add("@topic = ?", f.Topic)
@@ -88,29 +91,42 @@ func (s Statements) Letters(f Filter, after int64, limit int) Query {
 }
 
 // Event selects EntryColumns, payload, headers, key_hash, partition_no and next_attempt_at of
-// the row of the event id.
+// the row of the event id (of the Statements' tenants, when set).
 func (s Statements) Event(eventID string) Query {
+	scope, args := s.tenantScope()
 	return s.q("SELECT "+EntryColumns+", payload, headers, key_hash, partition_no, next_attempt_at FROM "+
-		s.table.Events()+" WHERE event_id = ?", eventID)
+		s.table.Events()+" WHERE event_id = ?"+scope, append([]any{eventID}, args...)...)
+}
+
+// tenantScope returns " AND tenant_id IN (...)" and its arguments when the Statements have
+// tenants, else nothing: the operator's listings and actions of a relay stay within its tenants.
+func (s Statements) tenantScope() (string, []any) {
+	if len(s.tenants) == 0 {
+		return "", nil
+	}
+	return " AND tenant_id IN " + in(len(s.tenants)), stringArgs(s.tenants)
 }
 
 // SkipHeads makes the rows seqs (not empty) that are dead or failed skipped.
 func (s Statements) SkipHeads(seqs []any) Query {
+	scope, args := s.tenantScope()
 	return s.q("UPDATE "+s.table.Events()+" SET status = 3, next_attempt_at = NULL WHERE seq IN "+
-		in(len(seqs))+" AND (status = 2 OR (status = 0 AND attempts > 0))", seqs...)
+		in(len(seqs))+" AND (status = 2 OR (status = 0 AND attempts > 0))"+scope, append(append([]any{}, seqs...), args...)...)
 }
 
 // ReplayLetters makes the dead and skipped rows seqs (not empty) pending again with fresh
 // attempts and a next attempt time (now): the cdc source leaves keys with one to its retry
 // path, which publishes them in order.
 func (s Statements) ReplayLetters(seqs []any) Query {
+	scope, args := s.tenantScope()
 	return s.q("UPDATE "+s.table.Events()+" SET status = 0, attempts = 0, next_attempt_at = ?, last_error = NULL"+
-		" WHERE status IN (2, 3) AND seq IN "+in(len(seqs)), append([]any{s.nowArg()}, seqs...)...)
+		" WHERE status IN (2, 3) AND seq IN "+in(len(seqs))+scope, append(append([]any{s.nowArg()}, seqs...), args...)...)
 }
 
 // DiscardLetters deletes the dead and skipped rows seqs (not empty).
 func (s Statements) DiscardLetters(seqs []any) Query {
-	return s.q("DELETE FROM "+s.table.Events()+" WHERE status IN (2, 3) AND seq IN "+in(len(seqs)), seqs...)
+	scope, args := s.tenantScope()
+	return s.q("DELETE FROM "+s.table.Events()+" WHERE status IN (2, 3) AND seq IN "+in(len(seqs))+scope, append(append([]any{}, seqs...), args...)...)
 }
 
 // ReleaseKeys gives the pending rows of the keys (their hashes, not empty) that have no next
