@@ -3,6 +3,7 @@ package forwarder
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -195,6 +196,7 @@ func renderStoreStatements(t *testing.T, d outbox.Dialect) string {
 	}
 	renderAdminStatements(g, db, d, records)
 	renderAdminActionStatements(g, db, d)
+	renderAdminTenantStatements(g, db, d)
 	g.step("releaseAll", func() error { return s.releaseAll(ctx, db, owner) })
 	return g.out.String()
 }
@@ -294,6 +296,48 @@ func renderAdminActionStatements(g *goldenRun, db *sql.DB, d outbox.Dialect) {
 	g.step("admin ReplayDeadLetters", func() error { return applied(admin.ReplayDeadLetters(ctx, letters, false)) })
 	kill()
 	g.step("admin DiscardDeadLetters", func() error { return applied(admin.DiscardDeadLetters(ctx, letters, false)) })
+}
+
+// renderAdminTenantStatements runs the statements of an Admin scoped to tenants (ForTenants) on
+// a new dead event of one of them; the scoped Admin does not see an event of another tenant.
+func renderAdminTenantStatements(g *goldenRun, db *sql.DB, d outbox.Dialect) {
+	ctx := context.Background()
+	all, err := NewAdmin(db, d, goldenTable)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	admin := all.ForTenants("ta", "tb")
+	w, err := outbox.NewWriter(outbox.Config{Dialect: d, Table: goldenTable})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	e := outbox.Event{ID: uuid.NewSHA1(uuid.Nil, []byte("admin tenant")), Topic: "golden", AggregateType: "order",
+		AggregateID: "k10", TenantID: "ta", EventType: "Happened", Payload: []byte("x")}
+	if err := inTx(ctx, db, func(tx *sql.Tx) error { return w.WriteTx(ctx, tx, e) }); err != nil {
+		g.t.Fatal(err)
+	}
+	kill := func() {
+		query := d.Rebind("UPDATE " + goldenTable + " SET status = 2, attempts = 3, last_error = 'golden dead' WHERE event_id = ?")
+		if _, err := db.Exec(query, e.ID.String()); err != nil {
+			g.t.Fatal(err)
+		}
+		g.rec.take() // the test's own statement
+	}
+	kill()
+	if _, err := admin.Event(ctx, uuid.NewSHA1(uuid.Nil, []byte("admin"))); !errors.Is(err, ErrEventNotFound) {
+		g.t.Errorf("an Admin for tenants ta, tb shows an event of no tenant: %v", err)
+	}
+	g.rec.take()
+	keys := KeyFilter{Topic: e.Topic}
+	letters := EventFilter{Topic: e.Topic}
+	g.step("admin (tenants) Status", func() error { _, err := admin.Status(ctx); return err })
+	g.step("admin (tenants) BlockedKeys", func() error { _, err := admin.BlockedKeys(ctx, keys); return err })
+	g.step("admin (tenants) FindDeadLetters", func() error { _, err := admin.FindDeadLetters(ctx, letters); return err })
+	g.step("admin (tenants) Event", func() error { _, err := admin.Event(ctx, e.ID); return err })
+	g.step("admin (tenants) SkipKeys", func() error { return applied(admin.SkipKeys(ctx, keys, false)) })
+	g.step("admin (tenants) ReplayDeadLetters", func() error { return applied(admin.ReplayDeadLetters(ctx, letters, false)) })
+	kill()
+	g.step("admin (tenants) DiscardDeadLetters", func() error { return applied(admin.DiscardDeadLetters(ctx, letters, false)) })
 }
 
 // applied fails unless the action changed one row.

@@ -195,6 +195,44 @@ UPDATE golden_outbox SET next_attempt_at = ? WHERE status = 0 AND next_attempt_a
 DELETE FROM golden_outbox WHERE status IN (2, 3) AND seq IN (?);
 DELETE FROM golden_outbox WHERE status IN (2, 3) AND seq IN (?);
 
+-- admin (tenants) Status
+SELECT topic, SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 3 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN created_at END) FROM golden_outbox WHERE status IN (0, 2, 3) AND tenant_id IN (?, ?) GROUP BY topic ORDER BY topic;
+SELECT topic, SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 3 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN created_at END) FROM golden_outbox WHERE status IN (0, 2, 3) AND tenant_id IN (?, ?) GROUP BY topic ORDER BY topic;
+
+-- admin (tenants) BlockedKeys
+SELECT h.seq, h.event_id, h.topic, h.aggregate_type, h.aggregate_id, h.event_type, h.tenant_id, h.attempts, COALESCE(h.last_error, ''), h.created_at, h.status, h.key_hash, h.partition_no, h.next_attempt_at, (SELECT COUNT(*) FROM golden_outbox w WHERE w.key_hash = h.key_hash AND w.status = 0 AND w.seq > h.seq) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head WHERE h.seq > ? AND h.tenant_id IN (?, ?) AND h.topic = ? ORDER BY h.seq LIMIT ?;
+SELECT h.seq, h.event_id, h.topic, h.aggregate_type, h.aggregate_id, h.event_type, h.tenant_id, h.attempts, COALESCE(h.last_error, ''), h.created_at, h.status, h.key_hash, h.partition_no, h.next_attempt_at, (SELECT COUNT(*) FROM golden_outbox w WHERE w.key_hash = h.key_hash AND w.status = 0 AND w.seq > h.seq) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head WHERE h.seq > ? AND h.tenant_id IN (?, ?) AND h.topic = ? ORDER BY h.seq LIMIT ?;
+
+-- admin (tenants) FindDeadLetters
+SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status FROM golden_outbox WHERE status IN (2, 3) AND tenant_id IN (?, ?) AND topic = ? AND seq > ? ORDER BY seq LIMIT ?;
+SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status FROM golden_outbox WHERE status IN (2, 3) AND tenant_id IN (?, ?) AND topic = ? AND seq > ? ORDER BY seq LIMIT ?;
+
+-- admin (tenants) Event
+SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status, payload, headers, key_hash, partition_no, next_attempt_at FROM golden_outbox WHERE event_id = ? AND tenant_id IN (?, ?);
+SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status, payload, headers, key_hash, partition_no, next_attempt_at FROM golden_outbox WHERE event_id = ? AND tenant_id IN (?, ?);
+
+-- admin (tenants) SkipKeys
+SELECT h.seq, h.event_id, h.topic, h.aggregate_type, h.aggregate_id, h.event_type, h.tenant_id, h.attempts, COALESCE(h.last_error, ''), h.created_at, h.status, h.key_hash, h.partition_no, h.next_attempt_at, (SELECT COUNT(*) FROM golden_outbox w WHERE w.key_hash = h.key_hash AND w.status = 0 AND w.seq > h.seq) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head WHERE h.seq > ? AND h.tenant_id IN (?, ?) AND h.topic = ? ORDER BY h.seq LIMIT ?;
+SELECT h.seq, h.event_id, h.topic, h.aggregate_type, h.aggregate_id, h.event_type, h.tenant_id, h.attempts, COALESCE(h.last_error, ''), h.created_at, h.status, h.key_hash, h.partition_no, h.next_attempt_at, (SELECT COUNT(*) FROM golden_outbox w WHERE w.key_hash = h.key_hash AND w.status = 0 AND w.seq > h.seq) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head WHERE h.seq > ? AND h.tenant_id IN (?, ?) AND h.topic = ? ORDER BY h.seq LIMIT ?;
+UPDATE golden_outbox SET status = 3, next_attempt_at = NULL WHERE seq IN (?) AND (status = 2 OR (status = 0 AND attempts > 0)) AND tenant_id IN (?, ?);
+UPDATE golden_outbox SET status = 3, next_attempt_at = NULL WHERE seq IN (?) AND (status = 2 OR (status = 0 AND attempts > 0)) AND tenant_id IN (?, ?);
+UPDATE golden_outbox SET next_attempt_at = ? WHERE status = 0 AND next_attempt_at IS NULL AND key_hash IN (?);
+UPDATE golden_outbox SET next_attempt_at = ? WHERE status = 0 AND next_attempt_at IS NULL AND key_hash IN (?);
+
+-- admin (tenants) ReplayDeadLetters
+SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status FROM golden_outbox WHERE status IN (2, 3) AND tenant_id IN (?, ?) AND topic = ? AND seq > ? ORDER BY seq LIMIT ?;
+SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status FROM golden_outbox WHERE status IN (2, 3) AND tenant_id IN (?, ?) AND topic = ? AND seq > ? ORDER BY seq LIMIT ?;
+UPDATE golden_outbox SET status = 0, attempts = 0, next_attempt_at = ?, last_error = NULL WHERE status IN (2, 3) AND seq IN (?) AND tenant_id IN (?, ?);
+UPDATE golden_outbox SET status = 0, attempts = 0, next_attempt_at = ?, last_error = NULL WHERE status IN (2, 3) AND seq IN (?) AND tenant_id IN (?, ?);
+
+-- admin (tenants) DiscardDeadLetters
+SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status FROM golden_outbox WHERE status IN (2, 3) AND tenant_id IN (?, ?) AND topic = ? AND seq > ? ORDER BY seq LIMIT ?;
+SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status FROM golden_outbox WHERE status IN (2, 3) AND tenant_id IN (?, ?) AND topic = ? AND seq > ? ORDER BY seq LIMIT ?;
+UPDATE golden_outbox SET next_attempt_at = ? WHERE status = 0 AND next_attempt_at IS NULL AND key_hash IN (?);
+UPDATE golden_outbox SET next_attempt_at = ? WHERE status = 0 AND next_attempt_at IS NULL AND key_hash IN (?);
+DELETE FROM golden_outbox WHERE status IN (2, 3) AND seq IN (?) AND tenant_id IN (?, ?);
+DELETE FROM golden_outbox WHERE status IN (2, 3) AND seq IN (?) AND tenant_id IN (?, ?);
+
 -- releaseAll
 SELECT partition_no FROM golden_outbox_leases WHERE lease_group = ? AND owner = ? ORDER BY partition_no;
 SELECT partition_no FROM golden_outbox_leases WHERE lease_group = ? AND owner = ? ORDER BY partition_no;
