@@ -818,7 +818,7 @@ func TestMigrateAndStatusMySQL(t *testing.T) {
 		t.Errorf("dead letters on MySQL: %+v", dead)
 	}
 	res = cli(t, dir, "status")
-	if fields := strings.Fields(grepLines(res.stdout, "my.topic")); res.code != 0 || len(fields) != 5 || strings.Join(fields[:4], " ") != "my.topic 1 0 1" {
+	if fields := strings.Fields(grepLines(res.stdout, "my.topic")); res.code != 0 || len(fields) != 6 || strings.Join(fields[:5], " ") != "my.topic 1 0 1 0" {
 		t.Errorf("status on MySQL: %s", res)
 	}
 	if res := cli(t, dir, "dead-letters", "replay", ids[0].String()); res.code != 0 || !strings.Contains(res.stdout, "replayed 1 of 1") {

@@ -229,9 +229,9 @@ func TestRelaySecureKafkaWaitsForACL(t *testing.T) {
 	t.Logf("last_error of a refused event: %s", lastError)
 	res := cli(t, dir, "status")
 	t.Logf("status while refused:\n%s", res.stdout)
-	if fields := strings.Fields(grepLines(res.stdout, refused)); res.code != 0 || len(fields) != 5 ||
-		fields[1] != strconv.Itoa(len(refusedIDs)) || fields[3] != "0" {
-		t.Errorf("status row of the refused topic = %q, want %s %d <n> 0 <age>:\n%s", fields, refused, len(refusedIDs), res)
+	if fields := strings.Fields(grepLines(res.stdout, refused)); res.code != 0 || len(fields) != 6 ||
+		fields[1] != strconv.Itoa(len(refusedIDs)) || fields[3] != "0" || fields[4] != "0" {
+		t.Errorf("status row of the refused topic = %q, want %s %d <n> 0 0 <age>:\n%s", fields, refused, len(refusedIDs), res)
 	}
 	if n := count(t, db, "SELECT COUNT(*) FROM "+table+" WHERE status = 2"); n != 0 {
 		t.Errorf("%d events dead-lettered", n)
