@@ -6,6 +6,8 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/outboxkit/outboxkit/brokers/internal/keyorder"
 )
 
 // PublishEach sends msgs, in the given order, to topic and reports the outcome of each: errs[i]
@@ -43,24 +45,23 @@ func (p *Publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 	p.closeMu.RLock()
 	defer p.closeMu.RUnlock()
 	if p.closed {
-		fill(errs, fmt.Errorf("nats: publish to %s: %w", topic, ErrPublisherClosed))
+		keyorder.Fill(errs, fmt.Errorf("nats: publish to %s: %w", topic, ErrPublisherClosed))
 		return errs
 	}
 	if len(msgs) == 0 {
 		return errs
 	}
 	if err := checkTopic(topic); err != nil {
-		fill(errs, err)
+		keyorder.Fill(errs, err)
 		return errs
 	}
 	stream, err := p.streams.ensure(ctx, topic)
 	if err != nil {
-		fill(errs, err)
+		keyorder.Fill(errs, err)
 		return errs
 	}
-	call := &publishCall{p: p, ctx: ctx, topic: topic, stream: stream, msgs: msgs, errs: errs,
-		acked: make([]bool, len(msgs)), failed: map[string]bool{}}
-	for _, wave := range waves(msgs, p.config.KeyMetadata) {
+	call := &publishCall{Call: keyorder.NewCall(msgs, errs, p.config.KeyMetadata), p: p, ctx: ctx, topic: topic, stream: stream}
+	for _, wave := range keyorder.Waves(msgs, p.config.KeyMetadata) {
 		if !call.send(wave) {
 			break
 		}
@@ -68,36 +69,13 @@ func (p *Publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 	return errs
 }
 
-// waves splits the indexes of msgs into waves: wave k holds the k-th message of every key, in
-// the order of msgs.
-func waves(msgs []*message.Message, keyMetadata string) [][]int {
-	var out [][]int
-	position := map[string]int{}
-	for i, msg := range msgs {
-		key := ""
-		if msg != nil {
-			key = msg.Metadata.Get(keyMetadata)
-		}
-		k := position[key]
-		position[key]++
-		if k == len(out) {
-			out = append(out, nil)
-		}
-		out[k] = append(out[k], i)
-	}
-	return out
-}
-
 // publishCall is the state of one PublishEach call.
 type publishCall struct {
-	p      *Publisher
-	ctx    context.Context
-	topic  string
-	stream string
-	msgs   []*message.Message
-	errs   []error
-	acked  []bool
-	failed map[string]bool // keys with a failure
+	*keyorder.Call // per-message outcomes, per-key failures
+	p              *Publisher
+	ctx            context.Context
+	topic          string
+	stream         string
 }
 
 // inFlight is a message sent and awaiting its acknowledgement.
@@ -115,14 +93,13 @@ func (c *publishCall) send(wave []int) bool {
 		if c.stopped() != nil {
 			break // await fails the rest
 		}
-		key := c.key(i)
-		if c.failed[key] {
-			c.errs[i] = fmt.Errorf("nats: publish message %s to %s: %w", c.msgs[i].UUID, c.topic, ErrEarlierMessageFailed)
+		if c.KeyFailed(i) {
+			c.Errs[i] = fmt.Errorf("nats: publish message %s to %s: %w", c.Msgs[i].UUID, c.topic, ErrEarlierMessageFailed)
 			continue
 		}
 		future, err := c.publish(i)
 		if err != nil {
-			c.fail(i, err)
+			c.Fail(i, err)
 			continue
 		}
 		pending = append(pending, inFlight{i, future})
@@ -132,11 +109,11 @@ func (c *publishCall) send(wave []int) bool {
 
 // publish hands msgs[i] to nats.go.
 func (c *publishCall) publish(i int) (jetstream.PubAckFuture, error) {
-	msg := c.msgs[i]
+	msg := c.Msgs[i]
 	if msg == nil {
-		return nil, fmt.Errorf("nats: publish to %s: message %d of %d is nil: %w", c.topic, i, len(c.msgs), ErrInvalidMessage)
+		return nil, fmt.Errorf("nats: publish to %s: message %d of %d is nil: %w", c.topic, i, len(c.Msgs), ErrInvalidMessage)
 	}
-	m, err := toNATS(c.p.config.Subject(c.topic, c.key(i)), msg)
+	m, err := toNATS(c.p.config.Subject(c.topic, c.Key(i)), msg)
 	if err != nil {
 		return nil, err
 	}
@@ -154,22 +131,22 @@ func (c *publishCall) await(pending []inFlight) bool {
 	for _, f := range pending {
 		select {
 		case <-f.future.Ok():
-			c.acked[f.i] = true
+			c.Acked[f.i] = true
 		case err := <-f.future.Err():
-			c.fail(f.i, fmt.Errorf("nats: publish message %s to %s: %w", c.msgs[f.i].UUID, f.future.Msg().Subject, err))
+			c.Fail(f.i, fmt.Errorf("nats: publish message %s to %s: %w", c.Msgs[f.i].UUID, f.future.Msg().Subject, err))
 		case <-c.ctx.Done():
-			c.acked[f.i] = acked(f.future)
+			c.Acked[f.i] = acked(f.future)
 		case <-c.p.closing:
-			c.acked[f.i] = acked(f.future)
+			c.Acked[f.i] = acked(f.future)
 		}
 	}
 	err := c.stopped()
 	if err == nil {
 		return true
 	}
-	for i := range c.msgs {
-		if c.errs[i] == nil && !c.acked[i] {
-			c.errs[i] = fmt.Errorf("nats: publish message %s to %s: no acknowledgement: %w", uuidOf(c.msgs[i]), c.topic, err)
+	for i := range c.Msgs {
+		if c.Errs[i] == nil && !c.Acked[i] {
+			c.Errs[i] = fmt.Errorf("nats: publish message %s to %s: no acknowledgement: %w", keyorder.UUIDOf(c.Msgs[i]), c.topic, err)
 		}
 	}
 	return false
@@ -193,31 +170,4 @@ func (c *publishCall) stopped() error {
 	default:
 	}
 	return c.ctx.Err()
-}
-
-func (c *publishCall) key(i int) string {
-	if c.msgs[i] == nil {
-		return ""
-	}
-	return c.msgs[i].Metadata.Get(c.p.config.KeyMetadata)
-}
-
-// fail records the failure of msgs[i]: the later messages of its key are not sent.
-func (c *publishCall) fail(i int, err error) {
-	c.errs[i] = err
-	c.failed[c.key(i)] = true
-}
-
-func uuidOf(msg *message.Message) string {
-	if msg == nil {
-		return ""
-	}
-	return msg.UUID
-}
-
-// fill sets every entry of errs to err.
-func fill(errs []error, err error) {
-	for i := range errs {
-		errs[i] = err
-	}
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/outboxkit/outboxkit/brokers/internal/keyorder"
 )
 
 // PublishEach sends msgs, in the given order, to topic and reports the outcome of each: errs[i]
@@ -42,27 +44,26 @@ func (p *Publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 	p.closeMu.RLock()
 	defer p.closeMu.RUnlock()
 	if p.closed {
-		fill(errs, fmt.Errorf("rabbitmq: publish to %s: %w", topic, ErrPublisherClosed))
+		keyorder.Fill(errs, fmt.Errorf("rabbitmq: publish to %s: %w", topic, ErrPublisherClosed))
 		return errs
 	}
 	if len(msgs) == 0 {
 		return errs
 	}
 	if err := checkTopic(topic); err != nil {
-		fill(errs, err)
+		keyorder.Fill(errs, err)
 		return errs
 	}
 	if err := p.topology.ensure(ctx, topic); err != nil {
-		fill(errs, fmt.Errorf("rabbitmq: publish to %s: %w", topic, err))
+		keyorder.Fill(errs, fmt.Errorf("rabbitmq: publish to %s: %w", topic, err))
 		return errs
 	}
 	cc, err := p.pool.acquire()
 	if err != nil {
-		fill(errs, fmt.Errorf("rabbitmq: publish to %s: %w", topic, err))
+		keyorder.Fill(errs, fmt.Errorf("rabbitmq: publish to %s: %w", topic, err))
 		return errs
 	}
-	call := &publishCall{p: p, cc: cc, ctx: ctx, topic: topic, msgs: msgs, errs: errs,
-		acked: make([]bool, len(msgs)), failed: map[string]bool{}, clean: true}
+	call := &publishCall{Call: keyorder.NewCall(msgs, errs, p.config.KeyMetadata), p: p, cc: cc, ctx: ctx, topic: topic, clean: true}
 	call.run()
 	p.pool.release(cc, call.clean)
 	if call.notFound {
@@ -73,15 +74,12 @@ func (p *Publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 
 // publishCall is the state of one PublishEach call.
 type publishCall struct {
-	p      *Publisher
-	cc     *confirmChannel
-	ctx    context.Context
-	topic  string
-	msgs   []*message.Message
-	errs   []error
-	acked  []bool
-	failed map[string]bool // keys with a failure
-	clean  bool            // every confirmation resolved: the channel can serve the next call
+	*keyorder.Call // per-message outcomes, per-key failures
+	p              *Publisher
+	cc             *confirmChannel
+	ctx            context.Context
+	topic          string
+	clean          bool // every confirmation resolved: the channel can serve the next call
 	// notFound says the exchange or a queue of the topic is missing (a 404 closed the channel,
 	// or a message came back unroutable while the publisher manages the topology): the next
 	// call declares the topic again.
@@ -96,7 +94,7 @@ type inFlight struct {
 
 // run sends the waves, each in chunks of at most maxWave messages.
 func (c *publishCall) run() {
-	for _, wave := range waves(c.msgs, c.p.config.KeyMetadata) {
+	for _, wave := range keyorder.Waves(c.Msgs, c.p.config.KeyMetadata) {
 		for start := 0; start < len(wave); start += maxWave {
 			if !c.send(wave[start:min(start+maxWave, len(wave))]) {
 				c.clean = false
@@ -104,26 +102,6 @@ func (c *publishCall) run() {
 			}
 		}
 	}
-}
-
-// waves splits the indexes of msgs into waves: wave k holds the k-th message of every key, in
-// the order of msgs.
-func waves(msgs []*message.Message, keyMetadata string) [][]int {
-	var out [][]int
-	position := map[string]int{}
-	for i, msg := range msgs {
-		key := ""
-		if msg != nil {
-			key = msg.Metadata.Get(keyMetadata)
-		}
-		k := position[key]
-		position[key]++
-		if k == len(out) {
-			out = append(out, nil)
-		}
-		out[k] = append(out[k], i)
-	}
-	return out
 }
 
 // send publishes the messages of wave whose key has no failure and waits for their
@@ -135,13 +113,13 @@ func (c *publishCall) send(wave []int) bool {
 		if c.stopped() != nil {
 			break // await fails the rest
 		}
-		if c.failed[c.key(i)] {
-			c.errs[i] = fmt.Errorf("rabbitmq: publish message %s to %s: %w", c.msgs[i].UUID, c.topic, ErrEarlierMessageFailed)
+		if c.KeyFailed(i) {
+			c.Errs[i] = fmt.Errorf("rabbitmq: publish message %s to %s: %w", c.Msgs[i].UUID, c.topic, ErrEarlierMessageFailed)
 			continue
 		}
 		confirm, err := c.publish(i)
 		if err != nil {
-			c.fail(i, err)
+			c.Fail(i, err)
 			continue
 		}
 		pending = append(pending, inFlight{i, confirm})
@@ -151,15 +129,15 @@ func (c *publishCall) send(wave []int) bool {
 
 // publish hands msgs[i] to the channel, mandatory: a message no queue is bound for comes back.
 func (c *publishCall) publish(i int) (*amqp.DeferredConfirmation, error) {
-	msg := c.msgs[i]
+	msg := c.Msgs[i]
 	if msg == nil {
-		return nil, fmt.Errorf("rabbitmq: publish to %s: message %d of %d is nil: %w", c.topic, i, len(c.msgs), ErrInvalidMessage)
+		return nil, fmt.Errorf("rabbitmq: publish to %s: message %d of %d is nil: %w", c.topic, i, len(c.Msgs), ErrInvalidMessage)
 	}
 	pub, err := c.p.publishing(msg)
 	if err != nil {
 		return nil, err
 	}
-	key := c.p.config.RoutingKey(c.topic, c.key(i))
+	key := c.p.config.RoutingKey(c.topic, c.Key(i))
 	confirm, err := c.cc.ch.PublishWithDeferredConfirmWithContext(c.ctx, c.topic, key, true, false, pub)
 	if err != nil {
 		c.clean = false
@@ -187,18 +165,18 @@ func (c *publishCall) await(pending []inFlight) bool {
 			timedOut = true
 			c.outcome(f, false)
 		case <-c.ctx.Done():
-			c.acked[f.i] = c.resolvedAck(f)
+			c.Acked[f.i] = c.resolvedAck(f)
 		case <-c.p.closing:
-			c.acked[f.i] = c.resolvedAck(f)
+			c.Acked[f.i] = c.resolvedAck(f)
 		}
 	}
 	err := c.stopped()
 	if err == nil {
 		return true
 	}
-	for i := range c.msgs {
-		if c.errs[i] == nil && !c.acked[i] {
-			c.errs[i] = fmt.Errorf("rabbitmq: publish message %s to %s: no confirmation: %w", uuidOf(c.msgs[i]), c.topic, err)
+	for i := range c.Msgs {
+		if c.Errs[i] == nil && !c.Acked[i] {
+			c.Errs[i] = fmt.Errorf("rabbitmq: publish message %s to %s: no confirmation: %w", keyorder.UUIDOf(c.Msgs[i]), c.topic, err)
 		}
 	}
 	return false
@@ -209,7 +187,7 @@ func (c *publishCall) resolvedAck(f inFlight) bool {
 	select {
 	case <-f.confirm.Done():
 		c.outcome(f, true)
-		return c.errs[f.i] == nil
+		return c.Errs[f.i] == nil
 	default:
 		c.clean = false
 		return false
@@ -218,10 +196,10 @@ func (c *publishCall) resolvedAck(f inFlight) bool {
 
 // outcome records the outcome of f: done says its confirmation arrived; otherwise it timed out.
 func (c *publishCall) outcome(f inFlight, done bool) {
-	msg := c.msgs[f.i]
+	msg := c.Msgs[f.i]
 	if !done {
 		c.clean = false
-		c.fail(f.i, fmt.Errorf("rabbitmq: publish message %s to %s: after %s: %w", msg.UUID, c.topic, c.p.config.PublishTimeout, ErrConfirmTimeout))
+		c.Fail(f.i, fmt.Errorf("rabbitmq: publish message %s to %s: after %s: %w", msg.UUID, c.topic, c.p.config.PublishTimeout, ErrConfirmTimeout))
 		return
 	}
 	c.cc.drainReturns()
@@ -230,10 +208,10 @@ func (c *publishCall) outcome(f inFlight, done bool) {
 			var amqpErr *amqp.Error
 			c.notFound = c.notFound || (errors.As(reason, &amqpErr) && amqpErr.Code == amqp.NotFound)
 			c.clean = false
-			c.fail(f.i, fmt.Errorf("rabbitmq: publish message %s to %s: channel closed before the confirmation: %w", msg.UUID, c.topic, reason))
+			c.Fail(f.i, fmt.Errorf("rabbitmq: publish message %s to %s: channel closed before the confirmation: %w", msg.UUID, c.topic, reason))
 			return
 		}
-		c.fail(f.i, fmt.Errorf("rabbitmq: publish message %s to %s: %w", msg.UUID, c.topic, ErrNacked))
+		c.Fail(f.i, fmt.Errorf("rabbitmq: publish message %s to %s: %w", msg.UUID, c.topic, ErrNacked))
 		return
 	}
 	if r, returned := c.cc.returned[msg.UUID]; returned {
@@ -243,11 +221,11 @@ func (c *publishCall) outcome(f inFlight, done bool) {
 			reason = ErrQueueMissing // the queue this publisher declared is gone: declare it again
 			c.notFound = true
 		}
-		c.fail(f.i, fmt.Errorf("rabbitmq: publish message %s to exchange %s, routing key %s: %d %s: %w",
+		c.Fail(f.i, fmt.Errorf("rabbitmq: publish message %s to exchange %s, routing key %s: %d %s: %w",
 			msg.UUID, r.Exchange, r.RoutingKey, r.ReplyCode, r.ReplyText, reason))
 		return
 	}
-	c.acked[f.i] = true
+	c.Acked[f.i] = true
 }
 
 // stopped returns why the call must stop, or nil.
@@ -258,31 +236,4 @@ func (c *publishCall) stopped() error {
 	default:
 	}
 	return c.ctx.Err()
-}
-
-func (c *publishCall) key(i int) string {
-	if c.msgs[i] == nil {
-		return ""
-	}
-	return c.msgs[i].Metadata.Get(c.p.config.KeyMetadata)
-}
-
-// fail records the failure of msgs[i]: the later messages of its key are not sent.
-func (c *publishCall) fail(i int, err error) {
-	c.errs[i] = err
-	c.failed[c.key(i)] = true
-}
-
-func uuidOf(msg *message.Message) string {
-	if msg == nil {
-		return ""
-	}
-	return msg.UUID
-}
-
-// fill sets every entry of errs to err.
-func fill(errs []error, err error) {
-	for i := range errs {
-		errs[i] = err
-	}
 }
