@@ -46,15 +46,15 @@ func (h *harness) waitForStreamBy(notPID int) int {
 // writeAndStart runs write and starts a forwarder with cfg: in that order on the polling source
 // (a backlog), and the other way round on the cdc source, waiting for the stream first, so that
 // the stream carries the events rather than the drain of a fresh slot (which
-// TestCDCBacklogOnlyInTheTable covers).
-func (h *harness) writeAndStart(cfg forwarder.Config, write func()) {
+// TestCDCBacklogOnlyInTheTable covers). It returns the forwarder's stop function.
+func (h *harness) writeAndStart(cfg forwarder.Config, write func()) (stop func()) {
 	h.t.Helper()
 	if cfg.Source != forwarder.SourceCDC {
 		write()
-		h.start(cfg)
-		return
+		return h.start(cfg)
 	}
-	h.start(cfg)
+	stop = h.start(cfg)
 	h.waitForStream()
 	write()
+	return stop
 }

@@ -3,11 +3,9 @@ package forwarder_test
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -425,25 +423,32 @@ func filter(items []string, prefix string) []string {
 	return out
 }
 
-// crashingPublisher publishes for real, then cuts the forwarder's database connections before
-// it can record the acks: the crash between publish and ack (the forwarder holds no transaction
-// during the publish, so every connection of the forwarder is cut, idle ones included).
+// crashingPublisher publishes its first call for real and then does not return until released:
+// the relay dies (its context is cancelled) between the broker's acknowledgement and the
+// outbox's, so the events of that call are in the broker and still pending in the table.
 type crashingPublisher struct {
 	message.Publisher
-	h       *harness
-	appName string // the forwarder's connections, the only ones cut
-	crashes atomic.Int64
+	once      sync.Once
+	published chan struct{} // closed once the first call's events are in the broker
+	release   chan struct{} // closed by the test once the relay is being stopped
+}
+
+func newCrashingPublisher(pub message.Publisher) *crashingPublisher {
+	return &crashingPublisher{Publisher: pub, published: make(chan struct{}), release: make(chan struct{})}
 }
 
 func (p *crashingPublisher) Publish(topic string, msgs ...*message.Message) error {
 	if err := p.Publisher.Publish(topic, msgs...); err != nil {
 		return err
 	}
-	if p.crashes.Add(1) <= 2 {
-		if _, err := p.h.db.Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "+
-			"WHERE application_name = $1", p.appName); err != nil {
-			p.h.t.Errorf("cut connections: %v", err)
-		}
+	crashed := false
+	p.once.Do(func() {
+		crashed = true
+		close(p.published)
+		<-p.release
+	})
+	if crashed {
+		return errors.New("the relay died before it could record the acknowledgement")
 	}
 	return nil
 }
@@ -452,8 +457,10 @@ func TestCrashBetweenPublishAndAckRepublishes(t *testing.T) {
 	testCrashBetweenPublishAndAck(t, newHarness(t, outbox.Postgres, testsupport.KafkaBrokers(t)))
 }
 
-// testCrashBetweenPublishAndAck runs on h's source; with cdc, the replication connection is cut
-// too, so the stream resumes from the last confirmed position.
+// testCrashBetweenPublishAndAck runs on h's source: a relay is stopped after the broker has a
+// call's events and before the outbox records them; the next relay publishes them again (with
+// cdc, it resumes from the last confirmed position), so every event arrives, some twice, in
+// order.
 func testCrashBetweenPublishAndAck(t *testing.T, h *harness) {
 	keys := keysNamed("c", 50)
 	write := func() {
@@ -465,29 +472,23 @@ func testCrashBetweenPublishAndAck(t *testing.T, h *harness) {
 			h.write(events...)
 		}
 	}
-	// The forwarder gets its own connections, named, so that only they are cut: other tests share
-	// the database.
-	appName := testsupport.UniqueName("fwd_crash")
-	dsn, err := url.Parse(testsupport.PostgresDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	query := dsn.Query()
-	query.Set("application_name", appName)
-	dsn.RawQuery = query.Encode()
-	relayDB, err := sql.Open("pgx", dsn.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer relayDB.Close()
-	pub := &crashingPublisher{Publisher: h.publisher(), h: h, appName: appName}
+	pub := newCrashingPublisher(h.publisher())
 	cfg := h.config(pub)
-	cfg.DB = relayDB
 	cfg.Workers = 1
-	if cfg.Source == forwarder.SourceCDC {
-		cfg.CDC.DSN = dsn.String()
+	stop := h.writeAndStart(cfg, write)
+	select {
+	case <-pub.published:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the relay published nothing in 60 s")
 	}
-	h.writeAndStart(cfg, write)
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	time.Sleep(100 * time.Millisecond) // the context is cancelled while the call is in flight
+	close(pub.release)
+	<-stopped
+
+	cfg.Publisher = h.publisher()
+	h.start(cfg)
 	deadline := time.Now().Add(60 * time.Second)
 	for h.rowsWithStatus(0) > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
@@ -497,13 +498,16 @@ func testCrashBetweenPublishAndAck(t *testing.T, h *harness) {
 		for _, r := range got {
 			ids[r.eventID] = true
 		}
-		return len(ids) == 200 && len(got) > 200 // every event, and the duplicates the crash made
+		return len(ids) == 200 && len(got) > 200 // every event, and the crashed call's again
 	}, 30*time.Second)
 	dups := checkDelivery(t, got, keys, 4)
 	if dups == 0 {
-		t.Fatal("no duplicates: the crash between publish and ack did not happen")
+		t.Fatal("no duplicates: the events published before the crash were not published again")
 	}
-	t.Logf("%d events delivered, %d duplicates from 2 cut connections", len(got)-dups, dups)
+	if n := h.rowsWithStatus(0); n != 0 {
+		t.Fatalf("%d rows still pending after the second relay ran 60 s", n)
+	}
+	t.Logf("%d events delivered, %d published again after the crash", len(got)-dups, dups)
 }
 
 // TestListenNotifyIsWhatWakesTheForwarder: a forwarder whose polls are a minute apart (both
