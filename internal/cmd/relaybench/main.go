@@ -386,11 +386,16 @@ func run(o options) error {
 		}
 	}
 	var writes []writeCost
+	var concurrentWrites []concurrentCost
 	if contains(o.relays, relayCDC) && containsDB(o.dbs, "postgres") {
 		noise.sample()
 		pg, _ := o.database("postgres")
 		if writes, err = measureWriteSide(conns.get("postgres"), pg, 2000); err != nil {
 			return fmt.Errorf("write-side cost: %w", err)
+		}
+		noise.sample()
+		if concurrentWrites, err = measureConcurrentWrites(conns.get("postgres"), pg); err != nil {
+			return fmt.Errorf("write side under concurrency: %w", err)
 		}
 	}
 	var sqlWrites []sqlWriteCost
@@ -412,6 +417,7 @@ func run(o options) error {
 	printCoresTable(os.Stdout, res, o)
 	printSteadyTable(os.Stdout, steadyRows, o)
 	printWriteTable(os.Stdout, writes)
+	printConcurrentTable(os.Stdout, concurrentWrites)
 	noise.print(os.Stdout, res)
 	if o.svg != "" {
 		if err := writePlot(o.svg, res, o); err != nil {
@@ -431,8 +437,14 @@ func runWriteSide(conns connections, o options, noise *noise, began time.Time) e
 		if err != nil {
 			return fmt.Errorf("write-side cost: %w", err)
 		}
+		noise.sample()
+		concurrent, err := measureConcurrentWrites(conns.get("postgres"), pg)
+		if err != nil {
+			return fmt.Errorf("write side under concurrency: %w", err)
+		}
 		fmt.Fprintf(os.Stdout, "\n[%d/%d] load average %s", rep, o.repeat, loadavg())
 		printWriteTable(os.Stdout, writes)
+		printConcurrentTable(os.Stdout, concurrent)
 	}
 	noise.sample()
 	noise.finish(time.Since(began))
