@@ -32,10 +32,10 @@ func NewAdmin(db *sql.DB, dialect outbox.Dialect, table string) (*Admin, error) 
 	return &Admin{db: db, store: &store{table: t, dialect: dialect}}, nil
 }
 
-// ForTenants returns an Admin whose listings, backlog and filtered actions (Status, BlockedKeys,
-// FindDeadLetters, FailureGroups, Event, SkipKeys, ReplayDeadLetters, DiscardDeadLetters) see
-// and touch the events of these tenants only, as a relay with Config.Tenants relays them; no
-// tenants: every event. A filter naming another tenant then selects nothing. Relays, Slots and
+// ForTenants returns an Admin whose listings, backlog and actions (Status, BlockedKeys,
+// DeadLetters, FindDeadLetters, FailureGroups, Event, SkipKeys, Replay, ReplayDeadLetters,
+// Discard, DiscardDeadLetters) see and touch the events of these tenants only, as a relay with
+// Config.Tenants relays them; no tenants: every event. A filter naming another tenant then selects nothing. Relays, Slots and
 // Units stay installation-wide (they show no events).
 func (a *Admin) ForTenants(tenants ...string) *Admin {
 	st := *a.store

@@ -4,18 +4,21 @@ package sqlstore
 // replay or discard.
 
 // DeadLetters selects up to limit dead rows, oldest first: seq, event_id, topic,
-// aggregate_type, aggregate_id, event_type, tenant_id, attempts, last_error, created_at.
+// aggregate_type, aggregate_id, event_type, tenant_id, attempts, last_error, created_at (of the
+// Statements' tenants, when set, as Replay, MarkKeysOfDead and Discard).
 func (s Statements) DeadLetters(limit int) Query {
+	scope, args := s.tenantScope()
 	return s.q("SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at FROM "+
-		s.table.Events()+" WHERE status = 2 ORDER BY seq LIMIT ?", limit)
+		s.table.Events()+" WHERE status = 2"+scope+" ORDER BY seq LIMIT ?", append(args, limit)...)
 }
 
 // Replay makes the dead rows of the event ids (not empty) pending again with fresh attempts and
 // a next attempt time (now): the cdc source leaves the keys of pending rows with one to its
 // retry path.
 func (s Statements) Replay(eventIDs []string) Query {
+	scope, args := s.tenantScope()
 	return s.q("UPDATE "+s.table.Events()+" SET status = 0, attempts = 0, next_attempt_at = ?, last_error = NULL WHERE status = 2 AND event_id IN "+
-		in(len(eventIDs)), append([]any{s.nowArg()}, stringArgs(eventIDs)...)...)
+		in(len(eventIDs))+scope, append(append([]any{s.nowArg()}, stringArgs(eventIDs)...), args...)...)
 }
 
 // MarkKeysOfDead gives the unmarked pending rows of the keys of the dead rows of the event ids
@@ -23,14 +26,16 @@ func (s Statements) Replay(eventIDs []string) Query {
 // retry path, in order, rather than letting newer events of the key overtake them.
 func (s Statements) MarkKeysOfDead(eventIDs []string) Query {
 	events := s.table.Events()
+	scope, args := s.tenantScope()
 	return s.q("UPDATE "+s.releasedRows()+" WHERE status = 0 AND next_attempt_at IS NULL"+
-		" AND key_hash IN (SELECT key_hash FROM (SELECT key_hash FROM "+events+" WHERE status = 2 AND event_id IN "+in(len(eventIDs))+") d)",
-		append([]any{s.nowArg()}, stringArgs(eventIDs)...)...)
+		" AND key_hash IN (SELECT key_hash FROM (SELECT key_hash FROM "+events+" WHERE status = 2 AND event_id IN "+in(len(eventIDs))+scope+") d)",
+		append(append([]any{s.nowArg()}, stringArgs(eventIDs)...), args...)...)
 }
 
 // Discard deletes the dead rows of the event ids (not empty).
 func (s Statements) Discard(eventIDs []string) Query {
-	return s.q("DELETE FROM "+s.table.Events()+" WHERE status = 2 AND event_id IN "+in(len(eventIDs)), stringArgs(eventIDs)...)
+	scope, args := s.tenantScope()
+	return s.q("DELETE FROM "+s.table.Events()+" WHERE status = 2 AND event_id IN "+in(len(eventIDs))+scope, append(stringArgs(eventIDs), args...)...)
 }
 
 // Status selects, per topic: pending, retrying (pending that failed at least once), dead and
