@@ -416,6 +416,7 @@ func run(o options) error {
 	printDecodeTable(os.Stdout, res, o)
 	printCoresTable(os.Stdout, res, o)
 	printSteadyTable(os.Stdout, steadyRows, o)
+	printCDCTargets(os.Stdout, res, steadyRows, o)
 	printWriteTable(os.Stdout, writes)
 	printConcurrentTable(os.Stdout, concurrentWrites)
 	noise.print(os.Stdout, res)
