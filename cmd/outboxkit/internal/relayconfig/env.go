@@ -8,6 +8,18 @@ import (
 	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/adminapi"
 )
 
+// Environment variables that override the database section (the broker part has brokerconfig's
+// own, listed by brokerconfig.EnvNames).
+const (
+	EnvDatabaseDSN     = "OUTBOXKIT_DATABASE_DSN"
+	EnvDatabaseDialect = "OUTBOXKIT_DATABASE_DIALECT"
+	EnvDatabaseTable   = "OUTBOXKIT_DATABASE_TABLE"
+	// EnvForwarderDelivery overrides forwarder.delivery.
+	EnvForwarderDelivery = "OUTBOXKIT_FORWARDER_DELIVERY"
+	// EnvForwarderSource overrides forwarder.source.
+	EnvForwarderSource = "OUTBOXKIT_FORWARDER_SOURCE"
+)
+
 // The admin API's token variables (read by adminapi.LoadTokens), listed here so that AppliedEnv
 // reports them with the other overrides.
 const (
