@@ -106,13 +106,15 @@ func (s *streamScheduler) stopWorkers() {
 }
 
 // intake is the channel to take the next batch from, or nil while none may be taken: a batch is
-// taken while a worker is idle (it gets its rows at once) and no worker has a full part waiting.
-// While every worker is busy, the reader keeps accumulating, so a busy stream goes out in large
-// parts.
+// taken while no worker has a full part waiting (BatchSize rows or MaxBatchBytes), also while
+// every worker is busy. So a busy stream goes out in parts of up to BatchSize rows each, and
+// the reader keeps receiving while the workers publish and acknowledge.
+//
+// (Taking batches only while a worker was idle bounded what the workers had ahead of them to
+// the reader's one batch of BatchSize rows, split among them: in a drain with two workers, parts
+// of about BatchSize/2 rows, each paying a whole admit and acknowledgement statement, and the
+// reader stopped, its batch full, most of the time.)
 func (s *streamScheduler) intake(batches <-chan cdcBatch) <-chan cdcBatch {
-	if s.inFlight == len(s.queues) {
-		return nil
-	}
 	for w := range s.waiting {
 		if n := len(s.waiting[w]); n > 1 || n == 1 && (len(s.waiting[w][0].b.records) >= s.f.cfg.BatchSize ||
 			s.waiting[w][0].b.bytes >= s.f.cfg.MaxBatchBytes) {

@@ -1,0 +1,42 @@
+package forwarder
+
+import "testing"
+
+// TestStreamSchedulerTakesBatchesWhileWorkersAreBusy: the delivering loop keeps taking the
+// stream's batches into the workers' next parts while every worker is busy, until one of them
+// has a full part waiting, so that a drain goes out in parts of up to BatchSize rows and the
+// reader keeps receiving meanwhile.
+func TestStreamSchedulerTakesBatchesWhileWorkersAreBusy(t *testing.T) {
+	rows := func(n int, bytes int64) []cdcPart {
+		return []cdcPart{{batches: []uint64{0}, b: cdcBatch{records: make([]record, n), bytes: bytes}}}
+	}
+	for _, tc := range []struct {
+		name    string
+		busy    []bool
+		waiting [][]cdcPart
+		take    bool
+	}{
+		{"all idle, nothing waiting", []bool{false, false}, [][]cdcPart{nil, nil}, true},
+		{"all busy, nothing waiting", []bool{true, true}, [][]cdcPart{nil, nil}, true},
+		{"all busy, parts below BatchSize waiting", []bool{true, true}, [][]cdcPart{rows(500, 500), rows(10, 10)}, true},
+		{"all busy, one part of BatchSize rows waiting", []bool{true, true}, [][]cdcPart{rows(1000, 1000), nil}, false},
+		{"all busy, one part of MaxBatchBytes waiting", []bool{true, true}, [][]cdcPart{nil, rows(3, 1<<20)}, false},
+		{"one idle, a full part waiting for the busy one", []bool{true, false}, [][]cdcPart{rows(1000, 1000), nil}, false},
+		{"all busy, two parts waiting", []bool{true, true}, [][]cdcPart{append(rows(1, 1), rows(1, 1)...), nil}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &streamScheduler{f: &Forwarder{cfg: Config{BatchSize: 1000, MaxBatchBytes: 1 << 20}},
+				queues: make([]chan cdcPart, len(tc.busy)), busy: tc.busy, waiting: tc.waiting}
+			for _, b := range tc.busy {
+				if b {
+					s.inFlight++
+				}
+			}
+			batches := make(chan cdcBatch)
+			if got := s.intake(batches) != nil; got != tc.take {
+				t.Fatalf("intake takes a batch: %v, want %v (busy %v, waiting parts %d and %d)",
+					got, tc.take, tc.busy, len(tc.waiting[0]), len(tc.waiting[1]))
+			}
+		})
+	}
+}
