@@ -31,6 +31,14 @@ func AdvisoryKey(name string) int32 {
 	return int32(h.Sum32())
 }
 
+// WakeLock returns the second key (beside [AdvisoryNamespace]) of the table's wake-up lock on
+// PostgreSQL. A polling relay's listener holds it, exclusively and on its session, while the relay
+// waits for new events; the notify trigger (schema v8) tries it in shared mode, for the rest of the
+// writer's transaction, and notifies only when that fails, that is while a relay waits. A writer
+// that did not notify holds the shared lock until its transaction ends, so a relay takes the lock,
+// and starts waiting, only after every such writer has committed or rolled back.
+func (t Table) WakeLock() int32 { return AdvisoryKey("wake:" + t.Channel()) }
+
 // foldKeyHash folds a 64-bit ordering-key hash into an advisory-lock key. Two keys sharing a
 // folded value serialize needlessly, which costs a little concurrency and nothing else.
 func foldKeyHash(h int64) int32 {
