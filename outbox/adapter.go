@@ -13,8 +13,20 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 )
 
-// maxRowsPerInsert keeps one INSERT under the 65,535 bind parameters PostgreSQL and MySQL allow.
-const maxRowsPerInsert = 4000
+// maxRowsPerInsert keeps one INSERT under the 65,535 bind parameters PostgreSQL and MySQL allow,
+// and sqliteMaxRowsPerInsert under SQLite's 32,766 (11 parameters per row).
+const (
+	maxRowsPerInsert       = 4000
+	sqliteMaxRowsPerInsert = 2900
+)
+
+// maxRows is how many events one INSERT of a may carry.
+func (a *SchemaAdapter) maxRows() int {
+	if a.table.dialect == SQLite {
+		return sqliteMaxRowsPerInsert
+	}
+	return maxRowsPerInsert
+}
 
 // insertColumns are the columns one event fills; the rest have defaults.
 const insertColumns = "event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, payload, headers, key_hash, partition_no, created_at"
@@ -85,8 +97,8 @@ func (a *SchemaAdapter) InsertQuery(params wsql.InsertQueryParams) (wsql.Query, 
 	if len(params.Msgs) == 0 {
 		return wsql.Query{}, errors.New("outbox: no messages to insert")
 	}
-	if len(params.Msgs) > maxRowsPerInsert {
-		return wsql.Query{}, fmt.Errorf("outbox: %d messages in one INSERT, the limit is %d", len(params.Msgs), maxRowsPerInsert)
+	if len(params.Msgs) > a.maxRows() {
+		return wsql.Query{}, fmt.Errorf("outbox: %d messages in one INSERT, the limit is %d", len(params.Msgs), a.maxRows())
 	}
 	events, err := a.events(params.Topic, params.Msgs)
 	if err != nil {

@@ -219,8 +219,9 @@ func (p *txPublisher) Publish(topic string, msgs ...*message.Message) error {
 	for _, msg := range msgs {
 		injectTraceContext(msg.Context(), msg.Metadata)
 	}
-	for start := 0; start < len(msgs); start += maxRowsPerInsert {
-		chunk := msgs[start:min(start+maxRowsPerInsert, len(msgs))]
+	rows := p.adapter.maxRows()
+	for start := 0; start < len(msgs); start += rows {
+		chunk := msgs[start:min(start+rows, len(msgs))]
 		if p.adapter.table.dialect == MySQL && p.adapter.lockKeys {
 			events, err := p.adapter.events(topic, chunk)
 			if err != nil {
