@@ -76,14 +76,11 @@ at start (after a few retries, each logged), it exits with code 1.`,
 	return cmd
 }
 
+// relay runs the relay until parent ends or a signal stops it: the HTTP endpoints first, then
+// the optional migration, the broker, tracing and the forwarder.
 func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate bool) error {
 	logger := a.newLogger(cfg.Log, a.stderr)
-	// The names of the environment variables that override the file (never their values).
-	logger.Info("outboxkit relay starting", "config", cfg,
-		"env_overrides", relayconfig.AppliedEnv(os.LookupEnv, relayconfig.Options{Broker: true}))
-	for _, w := range cfg.Warnings() {
-		logger.Warn(w)
-	}
+	logRelayStart(logger, cfg)
 	ctx, cleanup := signalContext(parent, logger)
 	defer cleanup()
 
@@ -104,22 +101,11 @@ func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate b
 		running   atomic.Bool
 		publisher atomic.Pointer[message.Publisher] // set once the broker is connected
 	)
-	if cfg.HTTP.Listen != "" {
-		mount, err := adminRoutes(cfg, db, func() message.Publisher {
-			if p := publisher.Load(); p != nil {
-				return *p
-			}
-			return nil
-		}, logger)
-		if err != nil {
-			return err
-		}
-		shutdown, err := serveHTTP(cfg.HTTP.Listen, registry, db, &running, logger, mount)
-		if err != nil {
-			return err
-		}
-		defer shutdown()
+	stopHTTP, err := startRelayHTTP(cfg, db, registry, &running, &publisher, logger)
+	if err != nil {
+		return err
 	}
+	defer stopHTTP()
 
 	if runMigrate {
 		if err := migrate(ctx, db, cfg.Database, table, logger, migrateAttempts); err != nil {
@@ -130,29 +116,15 @@ func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate b
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := brokers.Close(); err != nil {
-			logger.Warn("closing the broker client", "error", err)
-		}
-	}()
+	defer closeBroker(brokers, logger)
 	pub := brokers.Publisher()
 	publisher.Store(&pub)
 
-	tp, err := relayTracing(ctx, os.LookupEnv)
+	tp, stopTracing, err := startRelayTracing(ctx, logger)
 	if err != nil {
 		return err
 	}
-	if tp != nil {
-		logger.Info("tracing: OTLP/HTTP exporter from the OTEL_EXPORTER_OTLP_* variables")
-		defer func() {
-			// Flush the last spans; a stopped relay waits for the collector a few seconds at most.
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := tp.Shutdown(sctx); err != nil {
-				logger.Warn("tracing: flushing the last spans failed", "error", err)
-			}
-		}()
-	}
+	defer stopTracing()
 	fwd, err := newRelayForwarder(ctx, cfg, db, table, pub, registry, logger, tp)
 	if err != nil {
 		return err
@@ -160,6 +132,71 @@ func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate b
 	running.Store(true)
 	runErr := fwd.Run(ctx)
 	running.Store(false)
+	return relayStopped(ctx, parent, runErr, logger)
+}
+
+// logRelayStart logs the start-up line (the configuration, secrets redacted, and the names,
+// never the values, of the environment variables that override the file) and the warnings
+// about unsafe settings.
+func logRelayStart(logger *slog.Logger, cfg relayconfig.Config) {
+	logger.Info("outboxkit relay starting", "config", cfg,
+		"env_overrides", relayconfig.AppliedEnv(os.LookupEnv, relayconfig.Options{Broker: true}))
+	for _, w := range cfg.Warnings() {
+		logger.Warn(w)
+	}
+}
+
+// startRelayHTTP serves the relay's endpoints and, when tokens are configured, the admin API
+// and console (which publish through the broker's publisher once it is stored), unless
+// http.listen is "". The returned function stops the server.
+func startRelayHTTP(cfg relayconfig.Config, db *sql.DB, registry *prometheus.Registry, running *atomic.Bool,
+	publisher *atomic.Pointer[message.Publisher], logger *slog.Logger) (func(), error) {
+	if cfg.HTTP.Listen == "" {
+		return func() {}, nil
+	}
+	mount, err := adminRoutes(cfg, db, func() message.Publisher {
+		if p := publisher.Load(); p != nil {
+			return *p
+		}
+		return nil
+	}, logger)
+	if err != nil {
+		return nil, err
+	}
+	return serveHTTP(cfg.HTTP.Listen, registry, db, running, logger, mount)
+}
+
+// closeBroker closes the broker's clients, logging a failure.
+func closeBroker(brokers *brokerconfig.Brokers, logger *slog.Logger) {
+	if err := brokers.Close(); err != nil {
+		logger.Warn("closing the broker client", "error", err)
+	}
+}
+
+// startRelayTracing returns the relay's tracer provider (nil without tracing; see relayTracing)
+// and a function that flushes its last spans.
+func startRelayTracing(ctx context.Context, logger *slog.Logger) (*sdktrace.TracerProvider, func(), error) {
+	tp, err := relayTracing(ctx, os.LookupEnv)
+	if err != nil {
+		return nil, nil, err
+	}
+	if tp == nil {
+		return nil, func() {}, nil
+	}
+	logger.Info("tracing: OTLP/HTTP exporter from the OTEL_EXPORTER_OTLP_* variables")
+	return tp, func() {
+		// Flush the last spans; a stopped relay waits for the collector a few seconds at most.
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tp.Shutdown(sctx); err != nil {
+			logger.Warn("tracing: flushing the last spans failed", "error", err)
+		}
+	}, nil
+}
+
+// relayStopped returns the relay's result from the forwarder's, runErr: ctx is the signal
+// context made from parent.
+func relayStopped(ctx, parent context.Context, runErr error, logger *slog.Logger) error {
 	if runErr != nil && ctx.Err() != nil && parent.Err() == nil {
 		// A signal arrived while the forwarder was still waiting for the database: the
 		// operator asked for the stop, so it is not a failure.
