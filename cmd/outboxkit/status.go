@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
@@ -85,79 +86,103 @@ each unit's owner and its last committed checkpoint (transaction, relay, time, r
 		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), adminTimeout)
 			defer cancel()
-			cfg, err := a.loadConfig(false)
-			if err != nil {
-				return err
-			}
-			exactlyOnce := forwarder.Delivery(cfg.Forwarder.Delivery) == forwarder.ExactlyOnce
-			if exactlyOnce && !asJSON {
-				if cfg, err = a.loadConfig(true); err != nil {
-					return err
-				}
-			}
-			admin, db, err := openAdminFor(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			topics, err := admin.Status(ctx)
-			if err != nil {
-				return withMigrateHint(fmt.Errorf("status: %w", err))
-			}
-			slots, err := admin.Slots(ctx, streamedGroups(cfg)...)
-			if err != nil {
-				return fmt.Errorf("status: %w", err)
-			}
-			now := time.Now()
-			if asJSON {
-				out := make([]topicStatusJSON, 0, len(topics))
-				for _, t := range topics {
-					row := topicStatusJSON{Topic: t.Topic, Pending: t.Pending, Retrying: t.Retrying, Dead: t.Dead, Skipped: t.Skipped}
-					if !t.OldestPending.IsZero() {
-						oldest := t.OldestPending.UTC()
-						age := now.Sub(oldest).Seconds()
-						row.OldestPending, row.OldestPendingAgeSeconds = &oldest, &age
-					}
-					out = append(out, row)
-				}
-				enc := json.NewEncoder(a.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(out)
-			}
-			if len(topics) == 0 {
-				fmt.Fprintln(a.stdout, "the outbox is empty: nothing pending, nothing dead")
-				if err := printSlots(a.stdout, slots); err != nil || !exactlyOnce {
-					return err
-				}
-				return a.printUnits(ctx, admin, cfg)
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TOPIC\tPENDING\tRETRYING\tDEAD\tSKIPPED\tOLDEST")
-			for _, t := range topics {
-				age := "-"
-				if !t.OldestPending.IsZero() {
-					age = formatAge(now.Sub(t.OldestPending))
-				}
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", t.Topic, t.Pending, t.Retrying, t.Dead, t.Skipped, age)
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			if err := printBlocked(ctx, a.stdout, admin, now); err != nil {
-				return err
-			}
-			if err := printSlots(a.stdout, slots); err != nil {
-				return err
-			}
-			if exactlyOnce {
-				return a.printUnits(ctx, admin, cfg)
-			}
-			return nil
+			return a.status(ctx, asJSON)
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false,
 		"print a JSON array of {topic, pending, retrying, dead, skipped, oldest_pending, oldest_pending_age_seconds} instead of a table")
 	return cmd
+}
+
+// status prints the backlog per topic, as JSON with asJSON; otherwise as a table followed by the
+// blocked keys, the cdc slots and, with exactly-once delivery, the transactional units.
+func (a *app) status(ctx context.Context, asJSON bool) error {
+	cfg, exactlyOnce, err := a.statusConfig(asJSON)
+	if err != nil {
+		return err
+	}
+	admin, db, err := openAdminFor(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	topics, err := admin.Status(ctx)
+	if err != nil {
+		return withMigrateHint(fmt.Errorf("status: %w", err))
+	}
+	slots, err := admin.Slots(ctx, streamedGroups(cfg)...)
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	now := time.Now()
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(topicsJSON(topics, now))
+	}
+	if len(topics) == 0 {
+		fmt.Fprintln(a.stdout, "the outbox is empty: nothing pending, nothing dead")
+	} else {
+		if err := printTopics(a.stdout, topics, now); err != nil {
+			return err
+		}
+		if err := printBlocked(ctx, a.stdout, admin, now); err != nil {
+			return err
+		}
+	}
+	if err := printSlots(a.stdout, slots); err != nil {
+		return err
+	}
+	if exactlyOnce {
+		return a.printUnits(ctx, admin, cfg)
+	}
+	return nil
+}
+
+// statusConfig loads the configuration and tells whether the delivery is exactly-once; then,
+// unless asJSON (which prints the topics only), it loads the broker part too, from which the
+// transactional units are read.
+func (a *app) statusConfig(asJSON bool) (relayconfig.Config, bool, error) {
+	cfg, err := a.loadConfig(false)
+	if err != nil {
+		return relayconfig.Config{}, false, err
+	}
+	exactlyOnce := forwarder.Delivery(cfg.Forwarder.Delivery) == forwarder.ExactlyOnce
+	if exactlyOnce && !asJSON {
+		if cfg, err = a.loadConfig(true); err != nil {
+			return relayconfig.Config{}, false, err
+		}
+	}
+	return cfg, exactlyOnce, nil
+}
+
+// topicsJSON returns the rows of `status --json`; the ages are taken at now.
+func topicsJSON(topics []forwarder.TopicStatus, now time.Time) []topicStatusJSON {
+	out := make([]topicStatusJSON, 0, len(topics))
+	for _, t := range topics {
+		row := topicStatusJSON{Topic: t.Topic, Pending: t.Pending, Retrying: t.Retrying, Dead: t.Dead, Skipped: t.Skipped}
+		if !t.OldestPending.IsZero() {
+			oldest := t.OldestPending.UTC()
+			age := now.Sub(oldest).Seconds()
+			row.OldestPending, row.OldestPendingAgeSeconds = &oldest, &age
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// printTopics prints the status table, a line per topic; the ages are taken at now.
+func printTopics(w io.Writer, topics []forwarder.TopicStatus, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPENDING\tRETRYING\tDEAD\tSKIPPED\tOLDEST")
+	for _, t := range topics {
+		age := "-"
+		if !t.OldestPending.IsZero() {
+			age = formatAge(now.Sub(t.OldestPending))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", t.Topic, t.Pending, t.Retrying, t.Dead, t.Skipped, age)
+	}
+	return tw.Flush()
 }
 
 // formatAge prints a duration rounded for humans: 850ms, 42s, 3m20s, 5h2m0s.
