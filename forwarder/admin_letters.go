@@ -1,11 +1,13 @@
 package forwarder
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -85,9 +87,16 @@ func (a *Admin) FindDeadLetters(ctx context.Context, f EventFilter) ([]DeadLette
 	return a.scanLetters(ctx, f, limit)
 }
 
+// idChunk bounds the event ids one listing statement names: the databases bound the parameters
+// of a statement (SQLite to 32,766), and a confirmed dry run may list more ids than that.
+const idChunk = 1000
+
 // scanLetters reads the dead and skipped rows matching f a page at a time (seq order), applies
 // the filters SQL does not (error text, fingerprint) and stops at limit (0: no limit).
 func (a *Admin) scanLetters(ctx context.Context, f EventFilter, limit int) ([]DeadLetterEntry, error) {
+	if len(f.EventIDs) > idChunk {
+		return a.scanLetterChunks(ctx, f, limit)
+	}
 	var out []DeadLetterEntry
 	after := int64(-1)
 	filter := storeFilter(f)
@@ -117,6 +126,27 @@ func (a *Admin) scanLetters(ctx context.Context, f EventFilter, limit int) ([]De
 			return out, nil
 		}
 	}
+}
+
+// scanLetterChunks is scanLetters for a filter naming more than idChunk event ids: it reads the
+// letters of each chunk of ids and merges them in seq order, each row once.
+func (a *Admin) scanLetterChunks(ctx context.Context, f EventFilter, limit int) ([]DeadLetterEntry, error) {
+	var out []DeadLetterEntry
+	for ids := range slices.Chunk(f.EventIDs, idChunk) {
+		part := f
+		part.EventIDs = ids
+		entries, err := a.scanLetters(ctx, part, 0)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, entries...)
+	}
+	slices.SortFunc(out, func(x, y DeadLetterEntry) int { return cmp.Compare(x.Seq, y.Seq) })
+	out = slices.CompactFunc(out, func(x, y DeadLetterEntry) bool { return x.Seq == y.Seq })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
 }
 
 // storeFilter is the part of f the database applies.

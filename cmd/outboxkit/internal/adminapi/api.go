@@ -195,11 +195,15 @@ func queryFilter(r *http.Request) (forwarder.EventFilter, error) {
 	return f, nil
 }
 
+// maxActionBody bounds an action's request body: a confirmation names every event id of its dry
+// run, about 40 bytes each, so 16 MiB carries some 400,000 of them.
+const maxActionBody = 16 << 20
+
 // action runs POST /api/v1/actions/{skip|replay|discard} with a Selection as its body, and
 // audits it in the log: who (the token's name), what, how many.
 func (a *API) action(tok Token, r *http.Request) (any, error) {
 	var s Selection
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20))
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxActionBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
 		return nil, InputError{fmt.Errorf("request body: %w", err)}
