@@ -29,8 +29,12 @@ type UnitStatus struct {
 	// Owner is the relay leasing all of the unit's partitions, "" when none does, or
 	// "(split)" when its partitions have several owners (a heartbeat resolves that).
 	Owner string
-	// Checkpoint is nil when the unit never committed a transaction.
+	// Checkpoint is nil when the unit never committed a transaction, or when its last
+	// checkpoint is not readable (CheckpointError then says why).
 	Checkpoint *CheckpointInfo
+	// CheckpointError is set when the unit's last checkpoint could not be decoded: a relay
+	// opening the unit refuses it the same way, and the unit's events wait.
+	CheckpointError string
 }
 
 // CheckpointInfo summarizes a checkpoint.
@@ -70,26 +74,9 @@ func (a *Admin) Units(ctx context.Context, r CheckpointReader, q UnitsQuery) ([]
 	if q.Units < 0 || outbox.Partitions%q.Units != 0 {
 		return nil, fmt.Errorf("forwarder: units %d do not divide the %d partitions", q.Units, outbox.Partitions)
 	}
-	rows, err := a.store.sql().LeaseOwners(q.LeaseGroup).Query(ctx, a.db)
+	owners, err := a.unitOwners(ctx, q.LeaseGroup, q.Units)
 	if err != nil {
-		return nil, fmt.Errorf("forwarder: read leases: %w", err)
-	}
-	owners := map[int]map[string]bool{}
-	for rows.Next() {
-		var p int
-		var owner string
-		if err := rows.Scan(&p, &owner); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("forwarder: read leases: %w", err)
-		}
-		if owners[p%q.Units] == nil {
-			owners[p%q.Units] = map[string]bool{}
-		}
-		owners[p%q.Units][owner] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("forwarder: read leases: %w", err)
+		return nil, err
 	}
 	out := make([]UnitStatus, q.Units)
 	for u := range q.Units {
@@ -110,7 +97,9 @@ func (a *Admin) Units(ctx context.Context, r CheckpointReader, q UnitsQuery) ([]
 		if data != nil {
 			cp, err := decodeCheckpoint(name, data)
 			if err != nil {
-				return nil, err
+				st.CheckpointError = err.Error()
+				out[u] = st
+				continue
 			}
 			st.Checkpoint = &CheckpointInfo{Relay: cp.Relay, Txn: cp.Txn, Time: cp.Time, Published: len(cp.Rows), Dead: len(cp.Dead),
 				Installation: cp.Installation, Foreign: cp.Installation != "" && cp.Installation != installation}
@@ -118,4 +107,31 @@ func (a *Admin) Units(ctx context.Context, r CheckpointReader, q UnitsQuery) ([]
 		out[u] = st
 	}
 	return out, nil
+}
+
+// unitOwners reads the lease group's owners per transactional unit (a partition's unit is its
+// number modulo units); "" stands for a partition no relay leases.
+func (a *Admin) unitOwners(ctx context.Context, group string, units int) (map[int]map[string]bool, error) {
+	rows, err := a.store.sql().LeaseOwners(group).Query(ctx, a.db)
+	if err != nil {
+		return nil, fmt.Errorf("forwarder: read leases: %w", err)
+	}
+	owners := map[int]map[string]bool{}
+	for rows.Next() {
+		var p int
+		var owner string
+		if err := rows.Scan(&p, &owner); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("forwarder: read leases: %w", err)
+		}
+		if owners[p%units] == nil {
+			owners[p%units] = map[string]bool{}
+		}
+		owners[p%units][owner] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("forwarder: read leases: %w", err)
+	}
+	return owners, nil
 }

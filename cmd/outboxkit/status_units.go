@@ -41,6 +41,10 @@ func (a *app) printUnits(ctx context.Context, admin *forwarder.Admin, cfg relayc
 	}
 	fmt.Fprintf(a.stdout, "\ndelivery: exactly_once (checkpoints in topic %s)\n", topic)
 	for _, u := range units {
+		if u.CheckpointError != "" {
+			fmt.Fprintf(a.stdout, "UNREADABLE CHECKPOINT: unit %s: %s; the relays refuse the unit and its events wait\n",
+				u.Unit, u.CheckpointError)
+		}
 		if u.Checkpoint != nil && u.Checkpoint.Foreign {
 			fmt.Fprintf(a.stdout, "FOREIGN CHECKPOINT: unit %s: its last checkpoint belongs to installation %s, not this one; "+
 				"the relays refuse it and the unit's events wait: give the installations different transactional_id_prefix values\n",
@@ -55,7 +59,11 @@ func (a *app) printUnits(ctx context.Context, admin *forwarder.Admin, cfg relayc
 			owner = "-"
 		}
 		if u.Checkpoint == nil {
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\n", u.Unit, owner)
+			last := "-"
+			if u.CheckpointError != "" {
+				last = "unreadable"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\n", u.Unit, owner, last)
 			continue
 		}
 		c := u.Checkpoint

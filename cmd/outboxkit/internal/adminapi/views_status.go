@@ -50,6 +50,8 @@ type UnitView struct {
 	Unit       string          `json:"unit"`
 	Owner      string          `json:"owner"`
 	Checkpoint *CheckpointView `json:"checkpoint"`
+	// CheckpointError says why the last checkpoint is not readable (the relays refuse the unit).
+	CheckpointError string `json:"checkpoint_error,omitempty"`
 }
 
 // CheckpointView is a unit's last checkpoint.
@@ -91,7 +93,7 @@ func Slots(slots []forwarder.SlotStatus) []SlotView {
 func Units(units []forwarder.UnitStatus) []UnitView {
 	out := make([]UnitView, 0, len(units))
 	for _, u := range units {
-		v := UnitView{Unit: u.Unit, Owner: u.Owner}
+		v := UnitView{Unit: u.Unit, Owner: u.Owner, CheckpointError: u.CheckpointError}
 		if c := u.Checkpoint; c != nil {
 			v.Checkpoint = &CheckpointView{Relay: c.Relay, Txn: c.Txn, Time: c.Time.UTC(), Published: c.Published, Dead: c.Dead,
 				Installation: c.Installation, Foreign: c.Foreign}
