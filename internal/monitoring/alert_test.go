@@ -13,8 +13,6 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/outboxkit/outboxkit/internal/faultinject"
-	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -44,9 +42,6 @@ var testOverrides = map[string]Override{
 func TestBacklogAlertFiresWhenTheBrokerStops(t *testing.T) {
 	prometheusBin := binary(t, "prometheus")
 	tool := promtool(t)
-	dsn := testsupport.PostgresDSN(t)
-	db := testsupport.OpenPostgres(t)
-	root := repoRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -55,67 +50,15 @@ func TestBacklogAlertFiresWhenTheBrokerStops(t *testing.T) {
 		t.Logf("%5.1fs "+format, append([]any{time.Since(start).Seconds()}, args...)...)
 	}
 
-	// Build the relay while the dedicated Kafka starts.
-	dir := t.TempDir()
-	type built struct {
-		bin string
-		err error
-	}
-	build := make(chan built, 1)
-	go func() {
-		bin, err := faultinject.BuildCLI(ctx, root, dir)
-		build <- built{bin, err}
-	}()
-	broker := faultinject.Broker{Kind: faultinject.Kafka, RepoRoot: root, StateDir: kafkaStateDir,
-		KafkaPort: kafkaPort, KafkaControllerPort: kafkaControllerPort}
-	logf("starting the dedicated Kafka on %s (state %s) and building outboxkit", broker.Addr(), kafkaStateDir)
-	if err := broker.Start(ctx); err != nil {
-		<-build
-		testsupport.Unavailable(t, "dedicated Kafka", err)
-	}
-	logf("Kafka ready")
-	t.Cleanup(func() {
-		if err := broker.Stop(context.Background()); err != nil {
-			t.Errorf("stop the dedicated Kafka: %v", err)
-		}
-	})
-
-	name := testsupport.UniqueName("monitoring")
-	table, err := outbox.NewTable(outbox.Postgres, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := outbox.Migrate(ctx, db, table); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	t.Cleanup(func() {
-		for _, tbl := range []string{table.Events(), table.Leases(), table.Relays(), table.KeyLocks(), table.Migrations()} {
-			if _, err := db.Exec("DROP TABLE IF EXISTS " + tbl); err != nil {
-				t.Errorf("drop %s: %v", tbl, err)
-			}
-		}
-	})
-
-	b := <-build
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	logf("outboxkit built")
-	bin := b.bin
-	topic := strings.ReplaceAll(name, "_", "-")
+	run := setUpBrokerStop(t, ctx, kafkaStateDir, kafkaPort, kafkaControllerPort, "monitoring", logf)
+	name, topic, broker := run.name, run.topic, run.broker
 	relayAddr := freeAddr(t)
-	relay := startRelay(t, ctx, bin, dir, relayAddr, map[string]any{
-		"database": map[string]any{"dialect": "postgres", "dsn": dsn, "table": table.Events()},
-		"forwarder": map[string]any{"unlimited_retries": true, "initial_interval": "100ms", "max_interval": "1s",
-			"max_poll_interval": "500ms", "dead_letter_topic": topic + "-dlq", "relay_id": "monitoring-test"},
-		"http":   map[string]any{"listen": relayAddr},
-		"log":    map[string]any{"level": "info"},
-		"broker": "kafka",
-		"kafka":  map[string]any{"brokers": []string{broker.Addr()}},
-	})
+	relay := startRelay(t, ctx, run.bin, run.dir, relayAddr, run.relayConfig(relayAddr, map[string]any{
+		"unlimited_retries": true, "initial_interval": "100ms", "max_interval": "1s",
+		"max_poll_interval": "500ms", "dead_letter_topic": topic + "-dlq", "relay_id": "monitoring-test"}))
 
 	prom := startPrometheus(t, ctx, tool, prometheusBin, relayAddr)
-	writes := startWriting(t, db, table, topic)
+	writes := startWriting(t, run.db, run.table, topic)
 
 	logf("relay healthy, Prometheus ready, writing; waiting until Prometheus has scraped relayed events")
 	relayed := fmt.Sprintf(`sum(outboxkit_forwarder_relayed_total{job="outboxkit-relay", table=%q}) > 0`, name)

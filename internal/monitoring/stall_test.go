@@ -11,10 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/outboxkit/outboxkit/internal/faultinject"
-	"github.com/outboxkit/outboxkit/internal/testsupport"
-	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // The dedicated Kafka of the stall test: other ports and state than the shared services,
@@ -33,65 +29,16 @@ const (
 // publish_stall_after) and set the gauge to 1; once Kafka is back, log "publishing recovered" at
 // info and set it to 0. Deadlines are generous: the states are asserted, not the speed.
 func TestPublishStallWarnsWhenTheBrokerStops(t *testing.T) {
-	dsn := testsupport.PostgresDSN(t)
-	db := testsupport.OpenPostgres(t)
-	root := repoRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
-	dir := t.TempDir()
-	type built struct {
-		bin string
-		err error
-	}
-	build := make(chan built, 1)
-	go func() {
-		bin, err := faultinject.BuildCLI(ctx, root, dir)
-		build <- built{bin, err}
-	}()
-	broker := faultinject.Broker{Kind: faultinject.Kafka, RepoRoot: root, StateDir: stallKafkaStateDir,
-		KafkaPort: stallKafkaPort, KafkaControllerPort: stallKafkaControllerPort}
-	if err := broker.Start(ctx); err != nil {
-		<-build
-		testsupport.Unavailable(t, "dedicated Kafka", err)
-	}
-	t.Cleanup(func() {
-		if err := broker.Stop(context.Background()); err != nil {
-			t.Errorf("stop the dedicated Kafka: %v", err)
-		}
-	})
-
-	name := testsupport.UniqueName("stall")
-	table, err := outbox.NewTable(outbox.Postgres, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := outbox.Migrate(ctx, db, table); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	t.Cleanup(func() {
-		for _, tbl := range []string{table.Events(), table.Leases(), table.Relays(), table.KeyLocks(), table.Migrations()} {
-			if _, err := db.Exec("DROP TABLE IF EXISTS " + tbl); err != nil {
-				t.Errorf("drop %s: %v", tbl, err)
-			}
-		}
-	})
-	b := <-build
-	if b.err != nil {
-		t.Fatal(b.err)
-	}
-	topic := strings.ReplaceAll(name, "_", "-")
+	run := setUpBrokerStop(t, ctx, stallKafkaStateDir, stallKafkaPort, stallKafkaControllerPort, "stall", t.Logf)
+	name, broker := run.name, run.broker
 	relayAddr := freeAddr(t)
-	relay := startRelay(t, ctx, b.bin, dir, relayAddr, map[string]any{
-		"database": map[string]any{"dialect": "postgres", "dsn": dsn, "table": table.Events()},
-		"forwarder": map[string]any{"unlimited_retries": true, "initial_interval": "100ms", "max_interval": "1s",
-			"max_poll_interval": "500ms", "publish_stall_after": stallAfter.String(), "relay_id": "stall-test"},
-		"http":   map[string]any{"listen": relayAddr},
-		"log":    map[string]any{"level": "info"},
-		"broker": "kafka",
-		"kafka":  map[string]any{"brokers": []string{broker.Addr()}},
-	})
-	writes := startWriting(t, db, table, topic)
+	relay := startRelay(t, ctx, run.bin, run.dir, relayAddr, run.relayConfig(relayAddr, map[string]any{
+		"unlimited_retries": true, "initial_interval": "100ms", "max_interval": "1s",
+		"max_poll_interval": "500ms", "publish_stall_after": stallAfter.String(), "relay_id": "stall-test"}))
+	writes := startWriting(t, run.db, run.table, run.topic)
 
 	stalled := func() (float64, string) { return metric(ctx, relayAddr, "outboxkit_forwarder_publish_stalled", name) }
 	waitFor(t, ctx, 2*time.Minute, "relayed events with Kafka running", func() (bool, string) {
