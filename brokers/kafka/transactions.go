@@ -40,29 +40,6 @@ const transactionTimeout = 60 * time.Second
 // why it is not shorter.
 const retryMetadataMinAge = 20 * time.Millisecond
 
-// producersPerUnit is how many transactional producers a unit has. They take the unit's
-// transactions in turn, one at a time. With transaction.version 2 (KIP-890) a producer's next
-// transaction cannot add a partition until the markers of its previous one are written on every
-// partition that one touched: the broker answers CONCURRENT_TRANSACTIONS meanwhile, and the
-// client resends after a metadata refresh. On a replicated cluster the markers take longer than
-// the relay's acknowledgement and next claim, so with one producer nearly every transaction met
-// it. With two, a producer's markers have the whole of the other producer's transaction to be
-// written. The unit still runs one transaction at a time, begun after the last one committed,
-// so its checkpoints follow each other in its checkpoint partition in commit order; opening the
-// unit fences all of its producers before reading the last one.
-const producersPerUnit = 2
-
-// transactionalIDs returns the transactional.ids of unit's producers: unit itself (so that the
-// first producer keeps the id a unit had with one producer, and fences such a producer), then
-// unit+"/1", and so on.
-func transactionalIDs(unit string) []string {
-	ids := []string{unit}
-	for i := 1; i < producersPerUnit; i++ {
-		ids = append(ids, fmt.Sprintf("%s/%d", unit, i))
-	}
-	return ids
-}
-
 // units holds the transactional sessions of a Publisher, one per unit.
 type units struct {
 	mu       sync.Mutex
@@ -73,41 +50,20 @@ type units struct {
 	beforeCommit func(unit string)
 }
 
-// unitSession holds the transactional producers of one unit (producersPerUnit), each a client of
-// its own, since a transactional.id belongs to one producer and a producer runs one transaction
-// at a time. next is the producer of the unit's next transaction.
+// unitSession is the transactional producer of one unit: a client of its own, since a
+// transactional.id belongs to one producer and a producer runs one transaction at a time.
 type unitSession struct {
-	mu              sync.Mutex // held by a transaction
-	producers       []*kgo.Client
-	next            int
+	client          *kgo.Client
 	checkpointTopic string
 	partition       int32
 }
 
-// take returns the producer of the session's next transaction and passes the turn on; called
-// with mu held.
-func (s *unitSession) take() *kgo.Client {
-	client := s.producers[s.next]
-	s.next = (s.next + 1) % len(s.producers)
-	return client
-}
-
-// close aborts every producer's open transaction and closes it.
-func (s *unitSession) close() {
-	var wg sync.WaitGroup
-	for _, client := range s.producers {
-		wg.Go(func() { abortAndClose(client) })
-	}
-	wg.Wait()
-}
-
-// OpenUnit starts the transactional session of unit, whose producers' transactional.ids are
-// unit itself and unit+"/1" (transactionalIDs; the producers take the unit's transactions in
-// turn), and returns the value of the last checkpoint any session of unit committed to checkpointTopic (nil
+// OpenUnit starts the transactional session of unit, whose transactional.id is unit itself, and
+// returns the value of the last checkpoint any session of unit committed to checkpointTopic (nil
 // when there is none). It implements the forwarder's TransactionalPublisher.
 //
-// Opening fences every earlier session of unit, in this process or another, by initializing
-// every producer of the unit (InitProducerId): the broker aborts the session's open transaction, and its later produce and commit requests fail (Kafka's producer
+// Opening fences every earlier session of unit, in this process or another: the broker aborts
+// its open transaction, and its later produce and commit requests fail (Kafka's producer
 // fencing, KIP-98). A transaction of that session that was being committed is finished first
 // (InitProducerId waits for it), so the checkpoint returned is the last one committed, and no
 // commit of an earlier session can follow it.
@@ -129,64 +85,34 @@ func (p *Publisher) OpenUnit(ctx context.Context, unit, checkpointTopic string, 
 	if err != nil {
 		return nil, err
 	}
-	s := &unitSession{checkpointTopic: checkpointTopic, partition: int32(slot) % partitions}
-	if s.producers, err = p.initProducers(ctx, unit, checkpointTopic); err != nil {
-		return nil, err
-	}
-	// Every producer of the unit is initialized: no transaction of an earlier session is open
-	// or being committed, so the last checkpoint read now is the last one committed.
-	last, err := p.lastCheckpoint(ctx, checkpointTopic, s.partition, unit)
+	partition := int32(slot) % partitions
+	opts := append(p.opts[:len(p.opts):len(p.opts)],
+		kgo.TransactionalID(unit),
+		kgo.TransactionTimeout(transactionTimeout),
+		kgo.MetadataMinAge(retryMetadataMinAge),
+		kgo.RecordPartitioner(checkpointPartitioner{checkpointTopic: checkpointTopic, keyed: partitioner(p.config.Partitioner)}),
+	)
+	client, err := kgo.NewClient(opts...)
 	if err != nil {
-		s.close()
+		return nil, fmt.Errorf("kafka: cannot create the transactional producer of unit %q: %w", unit, err)
+	}
+	if _, _, err := client.ProducerID(ctx); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("kafka: cannot initialize the transactional producer %q on brokers %v (%s): %w",
+			unit, p.config.Brokers, p.config.Security(), err)
+	}
+	last, err := p.lastCheckpoint(ctx, checkpointTopic, partition, unit)
+	if err != nil {
+		client.Close()
 		return nil, err
 	}
 	p.units.mu.Lock()
 	if p.units.sessions == nil {
 		p.units.sessions = map[string]*unitSession{}
 	}
-	p.units.sessions[unit] = s
+	p.units.sessions[unit] = &unitSession{client: client, checkpointTopic: checkpointTopic, partition: partition}
 	p.units.mu.Unlock()
 	return last, nil
-}
-
-// initProducers creates the transactional producers of unit (transactionalIDs) and initializes
-// them (InitProducerId) in parallel, which fences every earlier producer of the same ids. On an
-// error none is left open.
-func (p *Publisher) initProducers(ctx context.Context, unit, checkpointTopic string) ([]*kgo.Client, error) {
-	ids := transactionalIDs(unit)
-	producers := make([]*kgo.Client, len(ids))
-	errs := make([]error, len(ids))
-	var wg sync.WaitGroup
-	for i, id := range ids {
-		opts := append(p.opts[:len(p.opts):len(p.opts)],
-			kgo.TransactionalID(id),
-			kgo.TransactionTimeout(transactionTimeout),
-			kgo.MetadataMinAge(retryMetadataMinAge),
-			kgo.RecordPartitioner(checkpointPartitioner{checkpointTopic: checkpointTopic, keyed: partitioner(p.config.Partitioner)}),
-		)
-		client, err := kgo.NewClient(opts...)
-		if err != nil {
-			errs[i] = fmt.Errorf("kafka: cannot create the transactional producer %q of unit %q: %w", id, unit, err)
-			continue
-		}
-		producers[i] = client
-		wg.Go(func() {
-			if _, _, err := client.ProducerID(ctx); err != nil {
-				errs[i] = fmt.Errorf("kafka: cannot initialize the transactional producer %q on brokers %v (%s): %w",
-					id, p.config.Brokers, p.config.Security(), err)
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		for _, client := range producers {
-			if client != nil {
-				client.Close()
-			}
-		}
-		return nil, err
-	}
-	return producers, nil
 }
 
 // CloseUnit closes the session of unit, if open, aborting its open transaction. It implements
@@ -197,7 +123,7 @@ func (p *Publisher) CloseUnit(unit string) {
 	delete(p.units.sessions, unit)
 	p.units.mu.Unlock()
 	if s != nil {
-		s.close()
+		abortAndClose(s.client)
 	}
 }
 
@@ -220,7 +146,7 @@ func (p *Publisher) closeUnits() {
 	p.units.sessions = nil
 	p.units.mu.Unlock()
 	for _, s := range sessions {
-		s.close()
+		abortAndClose(s.client)
 	}
 }
 
@@ -250,19 +176,14 @@ func (p *Publisher) CommitUnit(ctx context.Context, unit string, topics []string
 	if s == nil {
 		return errs, fmt.Errorf("kafka: commit of unit %q: %w", unit, ErrUnitNotOpen)
 	}
-	// One transaction of the unit at a time, whichever producer runs it: a transaction begins
-	// after the last one committed, so the checkpoints are in commit order.
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	errs, err := p.commit(ctx, s.take(), s, unit, topics, msgs, checkpoint)
+	errs, err := p.commit(ctx, s, unit, topics, msgs, checkpoint)
 	if err != nil {
 		p.CloseUnit(unit)
 	}
 	return errs, err
 }
 
-// commit runs one transaction of the unit's session s on its producer client.
-func (p *Publisher) commit(ctx context.Context, client *kgo.Client, s *unitSession, unit string, topics []string, msgs []*message.Message, checkpoint []byte) ([]error, error) {
+func (p *Publisher) commit(ctx context.Context, s *unitSession, unit string, topics []string, msgs []*message.Message, checkpoint []byte) ([]error, error) {
 	errs := make([]error, len(msgs))
 	keys := make([]string, len(msgs))
 	records := make([]*kgo.Record, len(msgs))
@@ -282,7 +203,7 @@ func (p *Publisher) commit(ctx context.Context, client *kgo.Client, s *unitSessi
 		closeGaps(msgs, keys, errs)
 		return errs, fmt.Errorf("kafka: transaction of unit %q not begun: %d of %d messages refused by the client", unit, failed, len(msgs))
 	}
-	if err := client.BeginTransaction(); err != nil {
+	if err := s.client.BeginTransaction(); err != nil {
 		return errs, fmt.Errorf("kafka: begin transaction of unit %q: %w", unit, err)
 	}
 	var wg sync.WaitGroup
@@ -290,7 +211,7 @@ func (p *Publisher) commit(ctx context.Context, client *kgo.Client, s *unitSessi
 	var txnErr error // a failure that is not a record's own
 	produce := func(i int, rec *kgo.Record) {
 		wg.Add(1)
-		client.Produce(ctx, rec, func(_ *kgo.Record, err error) {
+		s.client.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 			defer wg.Done()
 			if err == nil {
 				return
@@ -319,9 +240,9 @@ func (p *Publisher) commit(ctx context.Context, client *kgo.Client, s *unitSessi
 	}
 	if failed > 0 {
 		closeGaps(msgs, keys, errs)
-		abortErr := client.AbortBufferedRecords(ctx)
+		abortErr := s.client.AbortBufferedRecords(ctx)
 		if abortErr == nil {
-			abortErr = client.EndTransaction(ctx, kgo.TryAbort)
+			abortErr = s.client.EndTransaction(ctx, kgo.TryAbort)
 		}
 		err := fmt.Errorf("kafka: transaction of unit %q aborted: %d records refused", unit, failed)
 		if txnErr != nil {
@@ -335,7 +256,7 @@ func (p *Publisher) commit(ctx context.Context, client *kgo.Client, s *unitSessi
 	if p.units.beforeCommit != nil {
 		p.units.beforeCommit(unit)
 	}
-	if err := client.EndTransaction(ctx, kgo.TryCommit); err != nil {
+	if err := s.client.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return errs, fmt.Errorf("kafka: commit of the transaction of unit %q (outcome unknown until the unit is opened again): %w", unit, err)
 	}
 	return errs, nil
