@@ -129,8 +129,9 @@ func (f *Forwarder) cdcDeliver(ctx context.Context, worker int, leases []lease, 
 	f.inflight.read(worker)
 	held := f.inflight.hold(worker, f.pipeline.scope(leases, records))
 	defer f.inflight.end(held)
+	token := f.progress.begin()
 	o, err := f.pipeline.deliver(ctx, worker, held, records)
-	f.delivered(o, err)
+	f.delivered(token, o, err)
 	if err != nil || o.allAcknowledged(len(records)) {
 		return err // every record acknowledged: nothing left pending to mark
 	}

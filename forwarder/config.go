@@ -140,8 +140,8 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// StatsInterval is how often the pending-rows gauges are refreshed. Default: 10s.
 	StatsInterval time.Duration
-	// PublishStallAfter is how long every delivery may fail (the broker unreachable, or refusing
-	// everything) before the forwarder says so: a warning, outboxkit_forwarder_publish_stalled
+	// PublishStallAfter is how long every delivery may fail, or one may go without returning (the
+	// broker unreachable, or refusing everything), before the forwarder says so: a warning, outboxkit_forwarder_publish_stalled
 	// set to 1, and an info line when publishing recovers. Default: 1m.
 	PublishStallAfter time.Duration
 

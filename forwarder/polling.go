@@ -138,8 +138,9 @@ func (f *Forwarder) relayBatch(ctx context.Context, worker int) (int, error) {
 	}
 	records = f.pipeline.trimClaim(records)
 	f.metrics.batchSize.Observe(float64(len(records)))
+	token := f.progress.begin()
 	o, err := f.pipeline.deliver(ctx, worker, leases, records)
-	f.delivered(o, err)
+	f.delivered(token, o, err)
 	return len(records), err
 }
 

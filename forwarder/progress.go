@@ -2,39 +2,72 @@ package forwarder
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
 
 // progressWatch says when publishing makes no progress: every delivery since PublishStallAfter
-// ago failed (the broker is unreachable, or refuses everything) while events wait. It warns once
-// per spell, sets outboxkit_forwarder_publish_stalled, and logs the recovery at info level.
+// ago failed, or a delivery has not returned for PublishStallAfter (the broker died with a
+// request in flight: a client that may have sent it neither fails nor retries it until the
+// broker is back), while events wait. It warns once per spell, sets
+// outboxkit_forwarder_publish_stalled, and logs the recovery at info level.
 type progressWatch struct {
 	mu sync.Mutex
 	// failingSince is the first failure after the last success (zero while publishing works).
 	failingSince time.Time
 	lastErr      string
 	stalled      bool
+	// started holds the start of every delivery under way, by the token begin gave it.
+	started map[uint64]time.Time
+	next    uint64
 }
 
-// delivered records a delivery's outcome: a record acknowledged, or dead-lettered (the broker
-// took its dead letter), is progress; nothing of that and a failure (err, or a record to retry)
-// is not.
-func (f *Forwarder) delivered(o outcome, err error) {
+// begin records that a delivery starts and returns its token for delivered.
+func (w *progressWatch) begin() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started == nil {
+		w.started = map[uint64]time.Time{}
+	}
+	w.next++
+	w.started[w.next] = time.Now()
+	return w.next
+}
+
+// hungSince returns the start of the oldest delivery under way that has run for at least
+// after (zero when none has). The caller holds mu.
+func (w *progressWatch) hungSince(after time.Duration) time.Time {
+	var oldest time.Time
+	for _, at := range w.started {
+		if time.Since(at) >= after && (oldest.IsZero() || at.Before(oldest)) {
+			oldest = at
+		}
+	}
+	return oldest
+}
+
+// delivered records the outcome of the delivery begin gave token: a record acknowledged, or
+// dead-lettered (the broker took its dead letter), is progress; nothing of that and a failure
+// (err, or a record to retry) is not. Publishing has recovered once there is progress and no
+// other delivery hangs.
+func (f *Forwarder) delivered(token uint64, o outcome, err error) {
 	w := &f.progress
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	delete(w.started, token)
 	progressed := len(o.acked) > 0
 	for _, st := range o.settled {
 		progressed = progressed || st.dead
 	}
 	switch {
 	case progressed:
-		if w.stalled {
+		if w.stalled && w.hungSince(f.cfg.PublishStallAfter).IsZero() {
 			f.log.Info("publishing recovered", "after", time.Since(w.failingSince).Round(time.Second))
 			f.metrics.publishStalled.Set(0)
+			w.stalled = false
 		}
-		w.failingSince, w.lastErr, w.stalled = time.Time{}, "", false
+		w.failingSince, w.lastErr = time.Time{}, ""
 	case err != nil || len(o.settled) > 0:
 		if w.failingSince.IsZero() {
 			w.failingSince = time.Now()
@@ -48,7 +81,8 @@ func (f *Forwarder) delivered(o outcome, err error) {
 	}
 }
 
-// progressLoop warns when publishing has failed for PublishStallAfter without progress.
+// progressLoop warns when publishing has failed, or a delivery has hung, for PublishStallAfter
+// without progress.
 func (f *Forwarder) progressLoop(ctx context.Context) {
 	tick := time.NewTicker(max(f.cfg.PublishStallAfter/4, 10*time.Millisecond))
 	defer tick.Stop()
@@ -58,14 +92,36 @@ func (f *Forwarder) progressLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		w := &f.progress
-		w.mu.Lock()
-		if !w.stalled && !w.failingSince.IsZero() && time.Since(w.failingSince) >= f.cfg.PublishStallAfter {
-			w.stalled = true
-			f.metrics.publishStalled.Set(1)
-			f.log.Warn("publishing makes no progress: every delivery failed; events wait (broker unreachable or refusing?)",
-				"for", time.Since(w.failingSince).Round(time.Second), "last_error", w.lastErr)
-		}
-		w.mu.Unlock()
+		f.checkProgress()
 	}
+}
+
+// checkProgress warns once per spell when publishing has made no progress for PublishStallAfter.
+func (f *Forwarder) checkProgress() {
+	w := &f.progress
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stalled {
+		return
+	}
+	since, lastErr := w.failingSince, w.lastErr
+	if since.IsZero() || time.Since(since) < f.cfg.PublishStallAfter {
+		since, lastErr = time.Time{}, ""
+	}
+	if hung := w.hungSince(f.cfg.PublishStallAfter); !hung.IsZero() && (since.IsZero() || hung.Before(since)) {
+		since = hung
+		if lastErr == "" {
+			lastErr = fmt.Sprintf("a publish call has not returned for %s", time.Since(hung).Round(time.Second))
+		}
+		if w.failingSince.IsZero() {
+			w.failingSince = hung // the recovery line says how long the spell lasted
+		}
+	}
+	if since.IsZero() {
+		return
+	}
+	w.stalled = true
+	f.metrics.publishStalled.Set(1)
+	f.log.Warn("publishing makes no progress: deliveries fail or do not return; events wait (broker unreachable or refusing?)",
+		"for", time.Since(since).Round(time.Second), "last_error", lastErr)
 }
