@@ -1,15 +1,20 @@
 package main
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
+// TestStatusAndDeadLetters runs status and the dead-letters commands (list, replay, discard) on a
+// PostgreSQL outbox of 5 events, 3 of them dead-lettered by hand.
 func TestStatusAndDeadLetters(t *testing.T) {
 	t.Parallel()
 	db := testsupport.OpenPostgres(t)
@@ -37,6 +42,13 @@ func TestStatusAndDeadLetters(t *testing.T) {
 		}
 	}
 
+	checkStatusOfDeadLetters(t, dir, topic)
+	checkDeadLettersList(t, dir, topic, ids)
+	checkDeadLetterActions(t, db, dir, table, ids)
+}
+
+// checkStatusOfDeadLetters checks status and status --json on topic's 5 events, 3 of them dead.
+func checkStatusOfDeadLetters(t *testing.T, dir, topic string) {
 	res := cli(t, dir, "status")
 	if res.code != 0 {
 		t.Fatalf("status: %s", res)
@@ -56,8 +68,12 @@ func TestStatusAndDeadLetters(t *testing.T) {
 		status[0].OldestPending == nil || status[0].OldestPendingAgeSeconds == nil || *status[0].OldestPendingAgeSeconds < 0 {
 		t.Errorf("status --json = %+v", status)
 	}
+}
 
-	res = cli(t, dir, "dead-letters", "list")
+// checkDeadLettersList checks dead-letters list (text, and --json --limit 2) on topic's events,
+// the first 3 of ids dead with the errors TestStatusAndDeadLetters wrote.
+func checkDeadLettersList(t *testing.T, dir, topic string, ids []uuid.UUID) {
+	res := cli(t, dir, "dead-letters", "list")
 	if res.code != 0 {
 		t.Fatalf("dead-letters list: %s", res)
 	}
@@ -78,9 +94,13 @@ func TestStatusAndDeadLetters(t *testing.T) {
 	if len(dead) != 2 || dead[0].EventID != ids[0].String() || dead[0].Attempts != 10 || dead[0].LastError != "kafka: broker said no (0)" {
 		t.Errorf("dead-letters list --json --limit 2 = %+v", dead)
 	}
+}
 
+// checkDeadLetterActions replays and discards dead letters among ids (the first 3 dead) by id
+// and with --all, and checks the table after each.
+func checkDeadLetterActions(t *testing.T, db *sql.DB, dir, table string, ids []uuid.UUID) {
 	// replay: pending again, with fresh attempts; an id that is no dead letter is reported.
-	res = cli(t, dir, "dead-letters", "replay", ids[0].String(), ids[3].String())
+	res := cli(t, dir, "dead-letters", "replay", ids[0].String(), ids[3].String())
 	if res.code != 0 || !strings.Contains(res.stdout, "replayed 1 of 2 events") || !strings.Contains(res.stderr, "1 of the given ids are not dead letters") {
 		t.Errorf("dead-letters replay: %s", res)
 	}
