@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"maps"
 	"net/url"
@@ -37,6 +38,8 @@ func TestRelayCDCWithLeastDatabasePrivileges(t *testing.T) {
 	testRelayWithLeastPrivileges(t, true)
 }
 
+// testRelayWithLeastPrivileges runs the relay (polling, or cdc with cdc set) as a role that holds
+// only the documented privileges, and checks that events flow and nothing was denied.
 func testRelayWithLeastPrivileges(t *testing.T, cdc bool) {
 	db := testsupport.OpenPostgres(t)
 	ownerDSN := testsupport.PostgresDSN(t)
@@ -47,76 +50,8 @@ func testRelayWithLeastPrivileges(t *testing.T, cdc bool) {
 		t.Fatalf("migrate as the owner: %s", res)
 	}
 
-	role := testsupport.UniqueName("relay_role")
-	var secret [12]byte
-	_, _ = rand.Read(secret[:])
-	password := hex.EncodeToString(secret[:])
-	var dbName string
-	if err := db.QueryRow("SELECT current_database()").Scan(&dbName); err != nil {
-		t.Fatal(err)
-	}
-	// Identifiers are UniqueName's letters, digits and underscores; the password is hex.
-	stmts := []string{
-		"CREATE ROLE " + role + " LOGIN PASSWORD '" + password + "'",
-		"GRANT CONNECT ON DATABASE " + dbName + " TO " + role,
-		"GRANT USAGE ON SCHEMA public TO " + role,
-	}
-	grants := maps.Clone(relayGrants)
-	var env []string
-	if cdc {
-		maps.Copy(grants, cdcGrants)
-		tbl := cdcTable(t, db, table)
-		stmts = append(stmts, "ALTER ROLE "+role+" REPLICATION", "GRANT pg_signal_backend TO "+role,
-			"CREATE PUBLICATION "+testsupport.CDCPublication(t, db, tbl)+" FOR TABLE "+table+" WITH (publish = 'insert')")
-		env = append(env, "OUTBOXKIT_FORWARDER_SOURCE=cdc")
-	}
-	for suffix, privs := range grants {
-		stmts = append(stmts, "GRANT "+strings.Join(privs, ", ")+" ON "+table+suffix+" TO "+role)
-	}
-	t.Cleanup(func() {
-		_, _ = db.Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role)
-		_, _ = db.Exec("DROP OWNED BY " + role)
-		_, _ = db.Exec("REVOKE ALL ON DATABASE " + dbName + " FROM " + role)
-		_, _ = db.Exec("REVOKE ALL ON SCHEMA public FROM " + role)
-		if _, err := db.Exec("DROP ROLE " + role); err != nil {
-			t.Errorf("drop role %s: %v", role, err)
-		}
-	})
-	for _, s := range stmts {
-		if _, err := db.Exec(s); err != nil {
-			t.Fatalf("%s: %v", strings.Replace(s, password, "xxxxx", 1), err)
-		}
-	}
-	// Nothing more: the role's table privileges are exactly relayGrants, and it is no superuser.
-	rows, err := db.Query(`SELECT table_name, privilege_type FROM information_schema.role_table_grants
-		WHERE grantee = $1 ORDER BY 1, 2`, role)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string][]string{}
-	for rows.Next() {
-		var tb, priv string
-		if err := rows.Scan(&tb, &priv); err != nil {
-			t.Fatal(err)
-		}
-		got[strings.TrimPrefix(tb, table)] = append(got[strings.TrimPrefix(tb, table)], priv)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	rows.Close()
-	for suffix, want := range grants {
-		if !slices.Equal(got[suffix], want) {
-			t.Errorf("role has %v on %s%s, want %v", got[suffix], table, suffix, want)
-		}
-	}
-	if len(got) != len(grants) {
-		t.Errorf("role has privileges on other tables: %v", got)
-	}
-	var super bool
-	if err := db.QueryRow("SELECT rolsuper OR rolcreaterole OR rolcreatedb FROM pg_roles WHERE rolname = $1", role).Scan(&super); err != nil || super {
-		t.Fatalf("role attributes: superuser/createrole/createdb = %v (%v)", super, err)
-	}
+	role, password, grants, env := createRelayRole(t, db, table, cdc)
+	checkRoleHoldsOnly(t, db, role, table, grants)
 
 	u, err := url.Parse(ownerDSN)
 	if err != nil {
@@ -153,5 +88,87 @@ func testRelayWithLeastPrivileges(t *testing.T, cdc bool) {
 		if strings.Contains(l, "permission denied") {
 			t.Errorf("a privilege was missing: %s", l)
 		}
+	}
+}
+
+// createRelayRole creates a login role holding exactly the privileges docs/security.md lists
+// for the relay on table (with those cdc adds, and a publication, when cdc is set), dropped
+// with its privileges at the end of the test. It returns the role, its password, its table
+// privileges by table suffix and the environment the relay needs beside the DSN.
+func createRelayRole(t *testing.T, db *sql.DB, table string, cdc bool) (role, password string, grants map[string][]string, env []string) {
+	role = testsupport.UniqueName("relay_role")
+	var secret [12]byte
+	_, _ = rand.Read(secret[:])
+	password = hex.EncodeToString(secret[:])
+	var dbName string
+	if err := db.QueryRow("SELECT current_database()").Scan(&dbName); err != nil {
+		t.Fatal(err)
+	}
+	// Identifiers are UniqueName's letters, digits and underscores; the password is hex.
+	stmts := []string{
+		"CREATE ROLE " + role + " LOGIN PASSWORD '" + password + "'",
+		"GRANT CONNECT ON DATABASE " + dbName + " TO " + role,
+		"GRANT USAGE ON SCHEMA public TO " + role,
+	}
+	grants = maps.Clone(relayGrants)
+	if cdc {
+		maps.Copy(grants, cdcGrants)
+		tbl := cdcTable(t, db, table)
+		stmts = append(stmts, "ALTER ROLE "+role+" REPLICATION", "GRANT pg_signal_backend TO "+role,
+			"CREATE PUBLICATION "+testsupport.CDCPublication(t, db, tbl)+" FOR TABLE "+table+" WITH (publish = 'insert')")
+		env = append(env, "OUTBOXKIT_FORWARDER_SOURCE=cdc")
+	}
+	for suffix, privs := range grants {
+		stmts = append(stmts, "GRANT "+strings.Join(privs, ", ")+" ON "+table+suffix+" TO "+role)
+	}
+	t.Cleanup(func() {
+		_, _ = db.Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role)
+		_, _ = db.Exec("DROP OWNED BY " + role)
+		_, _ = db.Exec("REVOKE ALL ON DATABASE " + dbName + " FROM " + role)
+		_, _ = db.Exec("REVOKE ALL ON SCHEMA public FROM " + role)
+		if _, err := db.Exec("DROP ROLE " + role); err != nil {
+			t.Errorf("drop role %s: %v", role, err)
+		}
+	})
+	for _, s := range stmts {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatalf("%s: %v", strings.Replace(s, password, "xxxxx", 1), err)
+		}
+	}
+	return role, password, grants, env
+}
+
+// checkRoleHoldsOnly checks that role holds exactly grants (by suffix of table) on tables and
+// is no superuser, nor may create roles or databases.
+func checkRoleHoldsOnly(t *testing.T, db *sql.DB, role, table string, grants map[string][]string) {
+	// Nothing more: the role's table privileges are exactly relayGrants, and it is no superuser.
+	rows, err := db.Query(`SELECT table_name, privilege_type FROM information_schema.role_table_grants
+		WHERE grantee = $1 ORDER BY 1, 2`, role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	for rows.Next() {
+		var tb, priv string
+		if err := rows.Scan(&tb, &priv); err != nil {
+			t.Fatal(err)
+		}
+		got[strings.TrimPrefix(tb, table)] = append(got[strings.TrimPrefix(tb, table)], priv)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	for suffix, want := range grants {
+		if !slices.Equal(got[suffix], want) {
+			t.Errorf("role has %v on %s%s, want %v", got[suffix], table, suffix, want)
+		}
+	}
+	if len(got) != len(grants) {
+		t.Errorf("role has privileges on other tables: %v", got)
+	}
+	var super bool
+	if err := db.QueryRow("SELECT rolsuper OR rolcreaterole OR rolcreatedb FROM pg_roles WHERE rolname = $1", role).Scan(&super); err != nil || super {
+		t.Fatalf("role attributes: superuser/createrole/createdb = %v (%v)", super, err)
 	}
 }
