@@ -108,7 +108,7 @@ func (f *Forwarder) takeOverStalled(ctx context.Context) bool {
 
 // newCDCReader is the reader of a session's stream of target on conn.
 func (f *Forwarder) newCDCReader(conn *pgrepl.Conn, target pgrepl.Target) *cdcReader {
-	reader := &cdcReader{stream: pgrepl.NewStream(conn, pgrepl.NewDecoder(target)), batchSize: f.cfg.BatchSize,
+	reader := &cdcReader{stream: pgrepl.NewStream(conn, pgrepl.NewDecoder(target)), batchSize: f.cfg.BatchSize, full: make(chan cdcBatch),
 		maxBytes: f.cfg.MaxBatchBytes, statusInterval: f.cfg.CDC.StatusInterval, receiveLag: f.cdc.metrics.receiveLag}
 	if len(f.cfg.Tenants) > 0 {
 		reader.tenants = map[string]bool{}

@@ -17,6 +17,7 @@ import (
 type streamScheduler struct {
 	f      *Forwarder
 	reader *cdcReader
+	full   <-chan cdcBatch // the reader's full batches (cdcReader.full)
 	queues []chan cdcPart
 	done   chan cdcDone // each worker has at most one part
 	exited chan struct{}
@@ -78,7 +79,7 @@ func (f *Forwarder) streamLoop(ctx context.Context, reader *cdcReader, batches <
 // part that has begun is finished (published and acknowledged) even when the session ends.
 func (f *Forwarder) newStreamScheduler(ctx context.Context, reader *cdcReader) *streamScheduler {
 	workers := f.cfg.Workers
-	s := &streamScheduler{f: f, reader: reader, queues: make([]chan cdcPart, workers), done: make(chan cdcDone, workers),
+	s := &streamScheduler{f: f, reader: reader, full: reader.full, queues: make([]chan cdcPart, workers), done: make(chan cdcDone, workers),
 		exited: make(chan struct{}, workers), busy: make([]bool, workers), waiting: make([][]cdcPart, workers)}
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = stop
@@ -105,21 +106,28 @@ func (s *streamScheduler) stopWorkers() {
 	s.stop()
 }
 
-// intake is the channel to take the next batch from, or nil while none may be taken: a batch is
-// taken while no worker has a full part waiting (BatchSize rows or MaxBatchBytes), also while
-// every worker is busy. So a busy stream goes out in parts of up to BatchSize rows each, and
-// the reader keeps receiving while the workers publish and acknowledge.
+// intake is the channel to take the next batch from, or nil while none may be taken. While a
+// worker is idle, any batch the reader has (it gets its rows at once); while every worker is
+// busy, only a full one (BatchSize rows or MaxBatchBytes, from the reader's full channel); and
+// none while a worker has a full part waiting. So a busy stream goes out in parts of up to
+// BatchSize rows each, and the reader keeps receiving while the workers publish and
+// acknowledge, one batch ahead of them.
 //
 // (Taking batches only while a worker was idle bounded what the workers had ahead of them to
 // the reader's one batch of BatchSize rows, split among them: in a drain with two workers, parts
 // of about BatchSize/2 rows, each paying a whole admit and acknowledgement statement, and the
-// reader stopped, its batch full, most of the time.)
+// reader stopped, its batch full, most of the time. Taking any batch while every worker was
+// busy took the stream a message or two at a time whenever the stream was slower than the
+// loop: a pending batch per commit, and small parts.)
 func (s *streamScheduler) intake(batches <-chan cdcBatch) <-chan cdcBatch {
 	for w := range s.waiting {
 		if n := len(s.waiting[w]); n > 1 || n == 1 && (len(s.waiting[w][0].b.records) >= s.f.cfg.BatchSize ||
 			s.waiting[w][0].b.bytes >= s.f.cfg.MaxBatchBytes) {
 			return nil
 		}
+	}
+	if s.inFlight == len(s.queues) {
+		return s.full
 	}
 	return batches
 }

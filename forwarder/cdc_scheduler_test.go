@@ -3,9 +3,9 @@ package forwarder
 import "testing"
 
 // TestStreamSchedulerTakesBatchesWhileWorkersAreBusy: the delivering loop keeps taking the
-// stream's batches into the workers' next parts while every worker is busy, until one of them
-// has a full part waiting, so that a drain goes out in parts of up to BatchSize rows and the
-// reader keeps receiving meanwhile.
+// stream's full batches into the workers' next parts while every worker is busy, until one of
+// them has a full part waiting, so that a drain goes out in parts of up to BatchSize rows and the
+// reader keeps receiving meanwhile; while a worker is idle it takes any batch.
 func TestStreamSchedulerTakesBatchesWhileWorkersAreBusy(t *testing.T) {
 	rows := func(n int, bytes int64) []cdcPart {
 		return []cdcPart{{batches: []uint64{0}, b: cdcBatch{records: make([]record, n), bytes: bytes}}}
@@ -14,18 +14,20 @@ func TestStreamSchedulerTakesBatchesWhileWorkersAreBusy(t *testing.T) {
 		name    string
 		busy    []bool
 		waiting [][]cdcPart
-		take    bool
+		take    string
 	}{
-		{"all idle, nothing waiting", []bool{false, false}, [][]cdcPart{nil, nil}, true},
-		{"all busy, nothing waiting", []bool{true, true}, [][]cdcPart{nil, nil}, true},
-		{"all busy, parts below BatchSize waiting", []bool{true, true}, [][]cdcPart{rows(500, 500), rows(10, 10)}, true},
-		{"all busy, one part of BatchSize rows waiting", []bool{true, true}, [][]cdcPart{rows(1000, 1000), nil}, false},
-		{"all busy, one part of MaxBatchBytes waiting", []bool{true, true}, [][]cdcPart{nil, rows(3, 1<<20)}, false},
-		{"one idle, a full part waiting for the busy one", []bool{true, false}, [][]cdcPart{rows(1000, 1000), nil}, false},
-		{"all busy, two parts waiting", []bool{true, true}, [][]cdcPart{append(rows(1, 1), rows(1, 1)...), nil}, false},
+		{"all idle, nothing waiting", []bool{false, false}, [][]cdcPart{nil, nil}, "any"},
+		{"one idle, a part below BatchSize waiting", []bool{true, false}, [][]cdcPart{rows(500, 500), nil}, "any"},
+		{"all busy, nothing waiting", []bool{true, true}, [][]cdcPart{nil, nil}, "full"},
+		{"all busy, parts below BatchSize waiting", []bool{true, true}, [][]cdcPart{rows(500, 500), rows(10, 10)}, "full"},
+		{"all busy, one part of BatchSize rows waiting", []bool{true, true}, [][]cdcPart{rows(1000, 1000), nil}, "none"},
+		{"all busy, one part of MaxBatchBytes waiting", []bool{true, true}, [][]cdcPart{nil, rows(3, 1<<20)}, "none"},
+		{"one idle, a full part waiting for the busy one", []bool{true, false}, [][]cdcPart{rows(1000, 1000), nil}, "none"},
+		{"all busy, two parts waiting", []bool{true, true}, [][]cdcPart{append(rows(1, 1), rows(1, 1)...), nil}, "none"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &streamScheduler{f: &Forwarder{cfg: Config{BatchSize: 1000, MaxBatchBytes: 1 << 20}},
+			full := make(chan cdcBatch)
+			s := &streamScheduler{f: &Forwarder{cfg: Config{BatchSize: 1000, MaxBatchBytes: 1 << 20}}, full: full,
 				queues: make([]chan cdcPart, len(tc.busy)), busy: tc.busy, waiting: tc.waiting}
 			for _, b := range tc.busy {
 				if b {
@@ -33,8 +35,15 @@ func TestStreamSchedulerTakesBatchesWhileWorkersAreBusy(t *testing.T) {
 				}
 			}
 			batches := make(chan cdcBatch)
-			if got := s.intake(batches) != nil; got != tc.take {
-				t.Fatalf("intake takes a batch: %v, want %v (busy %v, waiting parts %d and %d)",
+			got := "none"
+			switch s.intake(batches) {
+			case batches:
+				got = "any"
+			case full:
+				got = "full"
+			}
+			if got != tc.take {
+				t.Fatalf("intake takes %s batch, want %s (busy %v, waiting parts %d and %d)",
 					got, tc.take, tc.busy, len(tc.waiting[0]), len(tc.waiting[1]))
 			}
 		})

@@ -47,6 +47,10 @@ type cdcReader struct {
 	offered        pgrepl.LSN // the highest keepalive position handed on to be confirmed
 	// confirmed is the position the delivering loop settled everything before.
 	confirmed atomic.Uint64
+	// full gets the batch too, besides run's out, once it is full (BatchSize rows or
+	// MaxBatchBytes): the delivering loop takes from it while every worker is busy, so that it
+	// takes full batches then, not the stream message by message.
+	full chan cdcBatch
 }
 
 // run reads until ctx ends or the stream fails, sending batches to out. A batch is handed over
@@ -60,14 +64,14 @@ func (r *cdcReader) run(ctx context.Context, out chan<- cdcBatch) error {
 	defer status.Stop()
 	var cur cdcBatch
 	for {
-		var hand chan<- cdcBatch
+		var hand, handFull chan<- cdcBatch
 		if len(cur.records) > 0 || cur.confirm != 0 {
 			hand = out
 			cur.walEnd = r.walEnd
 		}
 		in := msgs
 		if len(cur.records) >= r.batchSize || cur.bytes >= r.maxBytes {
-			in = nil // full: wait until it is taken
+			in, handFull = nil, r.full // full: wait until it is taken
 		}
 		select {
 		case <-ctx.Done():
@@ -79,6 +83,8 @@ func (r *cdcReader) run(ctx context.Context, out chan<- cdcBatch) error {
 				return err
 			}
 		case hand <- cur:
+			cur = cdcBatch{}
+		case handFull <- cur:
 			cur = cdcBatch{}
 		case m := <-in:
 			if err := r.add(ctx, &cur, m); err != nil {
