@@ -33,9 +33,13 @@ func consumeNATS(ctx context.Context, url, topic string, rec *recorder) error {
 	return nil
 }
 
-// natsReaderRetries is how many failed reads in a row (100 ms apart) make the reader connect
-// again.
-const natsReaderRetries = 50
+// natsReaderPatience is how long reads may keep failing (each bounded by natsReadTimeout) before
+// the reader connects again: counted in time, not in reads, since a read that times out takes
+// natsReadTimeout (jetstream's own default is 5 s).
+const (
+	natsReaderPatience = 3 * time.Second
+	natsReadTimeout    = time.Second
+)
 
 // consumeNATSOnce reads from sequence seq over one connection until ctx is cancelled or the
 // connection stays unusable, and returns the next sequence to read.
@@ -45,34 +49,44 @@ func consumeNATSOnce(ctx context.Context, url, topic string, rec *recorder, seq 
 		return seq, fmt.Errorf("faultinject: nats connect: %w", err)
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(natsReadTimeout))
 	if err != nil {
 		return seq, fmt.Errorf("faultinject: jetstream: %w", err)
 	}
 	var (
-		stream  jetstream.Stream
-		lastErr error
+		stream       jetstream.Stream
+		lastErr      error
+		failingSince time.Time
 	)
-	for failures := 0; ctx.Err() == nil; {
-		if failures >= natsReaderRetries || nc.IsClosed() {
-			return seq, fmt.Errorf("faultinject: nats reader: %d failed reads at sequence %d: %v", failures, seq, lastErr)
+	for ctx.Err() == nil {
+		if !failingSince.IsZero() && time.Since(failingSince) >= natsReaderPatience || nc.IsClosed() {
+			return seq, fmt.Errorf("faultinject: nats reader: reads failing since %s at sequence %d: %v",
+				failingSince.Format("15:04:05.000"), seq, lastErr)
 		}
 		if stream == nil {
 			if stream, lastErr = js.Stream(ctx, nats.StreamName(topic)); lastErr != nil {
 				stream = nil
-				failures++
+				failingSince = firstFailure(failingSince)
 				pause(ctx)
 				continue
 			}
 		}
 		m, err := stream.GetMsg(ctx, seq)
 		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				if info, ierr := stream.Info(ctx); ierr == nil && info.State.LastSeq > seq {
+					seq++ // a gap: no message has this sequence; the analysis reports any event lost
+					continue
+				}
+			} else {
+				stream = nil // read the stream's info again: the server may have restarted
+			}
 			lastErr = err
-			failures++
+			failingSince = firstFailure(failingSince)
 			pause(ctx) // not stored yet, or the server is restarting
 			continue
 		}
-		failures = 0
+		failingSince = time.Time{}
 		headers := make(map[string]string, len(m.Header))
 		for k := range m.Header {
 			headers[k] = m.Header.Get(k)
@@ -164,4 +178,12 @@ func pause(ctx context.Context) {
 	case <-ctx.Done():
 	case <-time.After(100 * time.Millisecond):
 	}
+}
+
+// firstFailure returns since, or now when since is zero.
+func firstFailure(since time.Time) time.Time {
+	if since.IsZero() {
+		return time.Now()
+	}
+	return since
 }
