@@ -70,7 +70,10 @@ func runFaults(t *testing.T, kind string, dialect outbox.Dialect, brokerRestart 
 func runFaultsWith(t *testing.T, kind string, dialect outbox.Dialect, brokerRestart bool, delivery string, seed uint64,
 	edits ...func(*Config)) Result {
 	b := dedicatedBroker(t, kind)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	// A bound against a hung run, not a speed check: it covers building outboxkit, the writes
+	// and, on the cluster, three node restarts that each wait for full replication (a minute
+	// each on a busy machine).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cfg := Config{
 		Broker: b, Dialect: dialect, DSN: database(t, dialect), Delivery: delivery, Seed: seed,
