@@ -16,20 +16,23 @@ import (
 
 // composeFile is the part of docker-compose.yml the test checks.
 type composeFile struct {
-	Services map[string]struct {
-		Image       string            `yaml:"image"`
-		Build       any               `yaml:"build"`
-		Command     []string          `yaml:"command"`
-		Environment map[string]string `yaml:"environment"`
-		Volumes     []string          `yaml:"volumes"`
-		Ports       []string          `yaml:"ports"`
-		DependsOn   map[string]struct {
-			Condition string `yaml:"condition"`
-		} `yaml:"depends_on"`
-		Healthcheck struct {
-			Test []string `yaml:"test"`
-		} `yaml:"healthcheck"`
-	} `yaml:"services"`
+	Services map[string]composeService `yaml:"services"`
+}
+
+// composeService is the part of a compose service the test checks.
+type composeService struct {
+	Image       string            `yaml:"image"`
+	Build       any               `yaml:"build"`
+	Command     []string          `yaml:"command"`
+	Environment map[string]string `yaml:"environment"`
+	Volumes     []string          `yaml:"volumes"`
+	Ports       []string          `yaml:"ports"`
+	DependsOn   map[string]struct {
+		Condition string `yaml:"condition"`
+	} `yaml:"depends_on"`
+	Healthcheck struct {
+		Test []string `yaml:"test"`
+	} `yaml:"healthcheck"`
 }
 
 // TestDockerCompose checks what can be checked without Docker: the compose file parses, has the
@@ -46,6 +49,15 @@ func TestDockerCompose(t *testing.T) {
 	if err := yaml.Unmarshal(data, &compose); err != nil {
 		t.Fatalf("docker-compose.yml: %v", err)
 	}
+	checkComposeServices(t, compose)
+	relay, mounted := checkComposeRelay(t, compose)
+	checkComposeRelayConfig(t, compose, relay, filepath.Join(root, mounted))
+	checkDockerfile(t, root)
+}
+
+// checkComposeServices checks the images, environment, health checks and commands of the
+// database and broker services.
+func checkComposeServices(t *testing.T, compose composeFile) {
 	images := map[string]string{
 		"postgres": "postgres:15",
 		"mysql":    "mysql:8",
@@ -86,7 +98,11 @@ func TestDockerCompose(t *testing.T) {
 		t.Errorf("pulsar command %q: want the PULSAR_PREFIX_ settings applied, then a lean standalone", pulsarCmd)
 	}
 	checkPulsarListeners(t, compose.Services["pulsar"].Environment, compose.Services["pulsar"].Ports)
+}
 
+// checkComposeRelay checks the relay service and returns it with the host path of the
+// configuration it mounts.
+func checkComposeRelay(t *testing.T, compose composeFile) (composeService, string) {
 	relay, ok := compose.Services["relay"]
 	if !ok {
 		t.Fatal("service relay is missing")
@@ -111,8 +127,15 @@ func TestDockerCompose(t *testing.T) {
 	if mounted != "./examples/compose/outboxkit.yaml" {
 		t.Fatalf("relay mounts %q as its configuration, want ./examples/compose/outboxkit.yaml", mounted)
 	}
+	return relay, mounted
+}
 
-	cfg, err := relayconfig.Load(filepath.Join(root, mounted), nil, relayconfig.Options{Broker: true})
+// checkComposeRelayConfig loads the relay's mounted configuration (path) with the CLI's own
+// loader and checks that it points at the compose services.
+func checkComposeRelayConfig(t *testing.T, compose composeFile, relay composeService, path string) {
+	pg := compose.Services["postgres"].Environment
+	kafkaEnv := compose.Services["kafka"].Environment
+	cfg, err := relayconfig.Load(path, nil, relayconfig.Options{Broker: true})
 	if err != nil {
 		t.Fatalf("the relay's compose configuration does not load: %v", err)
 	}
@@ -138,7 +161,10 @@ func TestDockerCompose(t *testing.T) {
 	}) {
 		t.Errorf("http.listen %q is not reachable through the relay's published ports %v", cfg.HTTP.Listen, relay.Ports)
 	}
+}
 
+// checkDockerfile checks that the Dockerfile builds the CLI and runs it.
+func checkDockerfile(t *testing.T, root string) {
 	dockerfile, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
 	if err != nil {
 		t.Fatal(err)
