@@ -14,8 +14,13 @@ import (
 // outboxkit takes only two-key locks (pg_advisory_xact_lock(int4, int4)), whose key space
 // PostgreSQL keeps apart from the single-key (bigint) one, so an application's own
 // pg_advisory_lock(bigint) can never block outboxkit or be blocked by it; an application using
-// two-key locks has only this first key to avoid.
+// two-key locks has only this first key, and WakeNamespace, to avoid.
 const AdvisoryNamespace int32 = 0x6f626b74
+
+// WakeNamespace is the first key of the tables' wake-up locks ([Table.WakeLock], "obkw"): apart
+// from AdvisoryNamespace, so that no ordering key's lock, whose second key is a 32-bit fold of
+// the key's hash, can ever be the wake-up lock a waiting relay holds for as long as it waits.
+const WakeNamespace int32 = 0x6f626b77
 
 // AdvisoryXactLock returns the SQL call that takes outboxkit's transaction-scoped advisory lock on
 // key, an SQL expression of type integer (int4) such as a placeholder or a column: every
@@ -31,7 +36,7 @@ func AdvisoryKey(name string) int32 {
 	return int32(h.Sum32())
 }
 
-// WakeLock returns the second key (beside [AdvisoryNamespace]) of the table's wake-up lock on
+// WakeLock returns the second key (beside [WakeNamespace]) of the table's wake-up lock on
 // PostgreSQL. A polling relay's listener holds it, exclusively and on its session, while the relay
 // waits for new events; the notify trigger (schema v8) tries it in shared mode, for the rest of the
 // writer's transaction, and notifies only when that fails, that is while a relay waits. A writer

@@ -44,11 +44,11 @@ type templateData struct {
 	// (MySQL), the reserved header names and prefixes, the limits of validate.go.
 	Partitions, KeyLockSlots, MaxTextField, MaxHeadersBytes int
 	AdvisoryNamespace                                       int32
-	// WakeLock is the advisory-lock key a waiting relay holds and the notify trigger tries
-	// (PostgreSQL, [Table.WakeLock]).
-	WakeLock         int32
-	ReservedHeaders  []string
-	ReservedPrefixes []string
+	// WakeNamespace and WakeLock are the advisory-lock keys a waiting relay holds and the notify
+	// trigger tries (PostgreSQL, [Table.WakeLock]).
+	WakeNamespace, WakeLock int32
+	ReservedHeaders         []string
+	ReservedPrefixes        []string
 }
 
 // Migrations returns the schema migrations of the table, in version order.
@@ -60,8 +60,8 @@ func Migrations(table Table) ([]Migration, error) {
 		Events: table.Events(), Leases: table.Leases(), Relays: table.Relays(), KeyLocks: table.KeyLocks(),
 		Installation: table.Installation(), Units: table.Units(),
 		Short: table.shortName(), Channel: table.Channel(),
-		Schema:   strings.TrimSuffix(table.Events(), table.shortName()),
-		WakeLock: table.WakeLock(),
+		Schema:        strings.TrimSuffix(table.Events(), table.shortName()),
+		WakeNamespace: WakeNamespace, WakeLock: table.WakeLock(),
 	}
 	for s := range keyLockSlots {
 		data.KeyLockSlotList = append(data.KeyLockSlotList, s)

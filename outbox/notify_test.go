@@ -55,7 +55,7 @@ func waitLock(t *testing.T, db *sql.DB, table outbox.Table) (*sql.Conn, func() b
 	try := func() bool {
 		var locked bool
 		if err := conn.QueryRowContext(context.Background(), "SELECT pg_try_advisory_lock($1, $2)",
-			outbox.AdvisoryNamespace, table.WakeLock()).Scan(&locked); err != nil {
+			outbox.WakeNamespace, table.WakeLock()).Scan(&locked); err != nil {
 			t.Fatal(err)
 		}
 		return locked
@@ -170,7 +170,7 @@ func TestMigrationKeepsTheNotifyTriggerAsItWas(t *testing.T) {
 			switch {
 			case c.dropped && def.Valid:
 				t.Fatalf("the migration created the dropped notify trigger again: %s", def.String)
-			case !c.dropped && (!strings.Contains(def.String, fmt.Sprintf("WHEN ((NOT pg_try_advisory_xact_lock_shared(%d, ", outbox.AdvisoryNamespace)) ||
+			case !c.dropped && (!strings.Contains(def.String, fmt.Sprintf("WHEN ((NOT pg_try_advisory_xact_lock_shared(%d, ", outbox.WakeNamespace)) ||
 				!strings.Contains(def.String, fmt.Sprint(table.WakeLock()))):
 				t.Fatalf("notify trigger after version 8: %q, want it conditional on the wake-up lock", def.String)
 			}

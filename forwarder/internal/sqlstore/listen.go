@@ -18,13 +18,13 @@ func Listen(table outbox.Table) string {
 // session if it is free, without waiting: true once every writer that did not notify has ended
 // and the writers notify from now on.
 func WaitLock(table outbox.Table) string {
-	return fmt.Sprintf("SELECT pg_try_advisory_lock(%d, %d)", outbox.AdvisoryNamespace, table.WakeLock())
+	return fmt.Sprintf("SELECT pg_try_advisory_lock(%d, %d)", outbox.WakeNamespace, table.WakeLock())
 }
 
 // WaitUnlock is the statement that releases the wake-up lock WaitLock took: the writers stop
 // notifying.
 func WaitUnlock(table outbox.Table) string {
-	return fmt.Sprintf("SELECT pg_advisory_unlock(%d, %d)", outbox.AdvisoryNamespace, table.WakeLock())
+	return fmt.Sprintf("SELECT pg_advisory_unlock(%d, %d)", outbox.WakeNamespace, table.WakeLock())
 }
 
 // LatestSeq is the query the listener watches while its relay is busy: the highest committed seq

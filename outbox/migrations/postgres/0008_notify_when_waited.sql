@@ -2,7 +2,7 @@
 -- NOTIFY takes a database-wide lock at commit and holds it until the commit is flushed, so every
 -- notifying transaction commits alone: under concurrent writers it cost most of their throughput.
 -- A relay's listener (forwarder.ListenPostgres) holds outboxkit's advisory lock
--- (AdvisoryNamespace, outbox.Table.WakeLock) on its session while it waits; the trigger's
+-- (WakeNamespace, outbox.Table.WakeLock) on its session while it waits; the trigger's
 -- condition tries the same lock in shared mode for the rest of the writer's transaction and
 -- notifies only when a waiting relay holds it. A writer that did not notify holds the shared lock
 -- until its transaction ends, so a relay can start waiting (take the lock) only once every such
@@ -13,7 +13,7 @@ DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = '{{.Events}}'::regclass AND tgname = '{{.Short}}_notify') THEN
         CREATE OR REPLACE TRIGGER {{.Short}}_notify AFTER INSERT ON {{.Events}}
-            FOR EACH STATEMENT WHEN (NOT pg_try_advisory_xact_lock_shared({{.AdvisoryNamespace}}, {{.WakeLock}}))
+            FOR EACH STATEMENT WHEN (NOT pg_try_advisory_xact_lock_shared({{.WakeNamespace}}, {{.WakeLock}}))
             EXECUTE FUNCTION {{.Events}}_notify();
     END IF;
 END
