@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 )
@@ -124,18 +125,32 @@ func createRelayRole(t *testing.T, db *sql.DB, table string, cdc bool) (role, pa
 	t.Cleanup(func() {
 		_, _ = db.Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", role)
 		_, _ = db.Exec("DROP OWNED BY " + role)
-		_, _ = db.Exec("REVOKE ALL ON DATABASE " + dbName + " FROM " + role)
-		_, _ = db.Exec("REVOKE ALL ON SCHEMA public FROM " + role)
+		_ = execCatalogChange(db, "REVOKE ALL ON DATABASE "+dbName+" FROM "+role)
+		_ = execCatalogChange(db, "REVOKE ALL ON SCHEMA public FROM "+role)
 		if _, err := db.Exec("DROP ROLE " + role); err != nil {
 			t.Errorf("drop role %s: %v", role, err)
 		}
 	})
 	for _, s := range stmts {
-		if _, err := db.Exec(s); err != nil {
+		if err := execCatalogChange(db, s); err != nil {
 			t.Fatalf("%s: %v", strings.Replace(s, password, "xxxxx", 1), err)
 		}
 	}
 	return role, password, grants, env
+}
+
+// execCatalogChange runs a GRANT or similar, again when PostgreSQL refused it with "tuple
+// concurrently updated": two sessions changing the privileges of one object (schema public, the
+// database) at the same moment, as tests of several packages do, collide that way.
+func execCatalogChange(db *sql.DB, stmt string) error {
+	var err error
+	for range 10 {
+		if _, err = db.Exec(stmt); err == nil || !strings.Contains(err.Error(), "tuple concurrently updated") {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return err
 }
 
 // checkRoleHoldsOnly checks that role holds exactly grants (by suffix of table) on tables and
