@@ -15,13 +15,14 @@ import (
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
-// consumeNATS reads the stream of topic (brokers/nats' layout, one subject per topic) message by
-// message in stream order from its first sequence, until ctx is cancelled. It reads by sequence
-// rather than through a consumer, so nothing is redelivered by the reader itself: every repeated
-// event id is a relay duplicate (one JetStream's duplicate window did not drop). The stream is
-// created by the relays' first publish; the reader waits for it, and for the server across its
-// restarts: a connection that stays unusable is replaced (a reader stalled on one after a
-// restart once reported 896 events lost that the stream held, seq 1..1509 without a gap).
+// consumeNATS reads the stream of topic (brokers/nats' layout, one subject per topic) in stream
+// order from its first sequence, until ctx is cancelled, through JetStream's ordered consumer:
+// the client's own in-order reader, which recreates its server-side consumer from the last
+// sequence it delivered whenever it misses one or the server restarts. It acknowledges nothing
+// and delivers each stream sequence once, so every repeated event id is a relay duplicate (one
+// JetStream's duplicate window did not drop). Reading message by message with GetMsg instead
+// stalled after the server's restarts: the reader was left at one sequence for the whole drain
+// and reported about a thousand events lost that the stream held (seq 1..1508 without a gap).
 func consumeNATS(ctx context.Context, url, topic string, rec *recorder) error {
 	seq := uint64(1)
 	for ctx.Err() == nil {
@@ -33,68 +34,40 @@ func consumeNATS(ctx context.Context, url, topic string, rec *recorder) error {
 	return nil
 }
 
-// natsReaderPatience is how long reads may keep failing (each bounded by natsReadTimeout) before
-// the reader connects again: counted in time, not in reads, since a read that times out takes
-// natsReadTimeout (jetstream's own default is 5 s).
-const (
-	natsReaderPatience = 3 * time.Second
-	natsReadTimeout    = time.Second
-)
-
 // consumeNATSOnce reads from sequence seq over one connection until ctx is cancelled or the
-// connection stays unusable, and returns the next sequence to read.
+// connection closes, and returns the next sequence to read.
 func consumeNATSOnce(ctx context.Context, url, topic string, rec *recorder, seq uint64) (uint64, error) {
 	nc, err := natsgo.Connect(url, natsgo.MaxReconnects(-1), natsgo.ReconnectWait(200*time.Millisecond))
 	if err != nil {
 		return seq, fmt.Errorf("faultinject: nats connect: %w", err)
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(natsReadTimeout))
+	js, err := jetstream.New(nc)
 	if err != nil {
 		return seq, fmt.Errorf("faultinject: jetstream: %w", err)
 	}
-	var (
-		stream       jetstream.Stream
-		lastErr      error
-		failingSince time.Time
-	)
-	for ctx.Err() == nil {
-		if !failingSince.IsZero() && time.Since(failingSince) >= natsReaderPatience || nc.IsClosed() {
-			return seq, fmt.Errorf("faultinject: nats reader: reads failing since %s at sequence %d: %v",
-				failingSince.Format("15:04:05.000"), seq, lastErr)
-		}
-		if stream == nil {
-			if stream, lastErr = js.Stream(ctx, nats.StreamName(topic)); lastErr != nil {
-				stream = nil
-				failingSince = firstFailure(failingSince)
-				pause(ctx)
-				continue
-			}
-		}
-		m, err := stream.GetMsg(ctx, seq)
+	cons, err := js.OrderedConsumer(ctx, nats.StreamName(topic), jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: seq})
+	if err != nil {
+		return seq, fmt.Errorf("faultinject: nats ordered consumer at sequence %d: %w", seq, err) // no stream yet
+	}
+	for ctx.Err() == nil && !nc.IsClosed() {
+		m, err := cons.Next(jetstream.FetchMaxWait(time.Second))
 		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgNotFound) {
-				if info, ierr := stream.Info(ctx); ierr == nil && info.State.LastSeq > seq {
-					seq++ // a gap: no message has this sequence; the analysis reports any event lost
-					continue
-				}
-			} else {
-				stream = nil // read the stream's info again: the server may have restarted
-			}
-			lastErr = err
-			failingSince = firstFailure(failingSince)
-			pause(ctx) // not stored yet, or the server is restarting
-			continue
+			continue // nothing new within the wait, or the server is restarting
 		}
-		failingSince = time.Time{}
-		headers := make(map[string]string, len(m.Header))
-		for k := range m.Header {
-			headers[k] = m.Header.Get(k)
+		meta, err := m.Metadata()
+		if err != nil {
+			return seq, fmt.Errorf("faultinject: nats message metadata: %w", err)
 		}
-		d := decode(headers[outbox.MetadataEventID], headers[outbox.MetadataAggregateID], m.Data, headers)
-		d.where = fmt.Sprintf("stream sequence %d", seq)
+		headers := make(map[string]string, len(m.Headers()))
+		for k := range m.Headers() {
+			headers[k] = m.Headers().Get(k)
+		}
+		d := decode(headers[outbox.MetadataEventID], headers[outbox.MetadataAggregateID], m.Data(), headers)
+		d.where = fmt.Sprintf("stream sequence %d", meta.Sequence.Stream)
 		rec.add(d)
-		seq++
+		seq = meta.Sequence.Stream + 1
 	}
 	return seq, nil
 }
@@ -178,12 +151,4 @@ func pause(ctx context.Context) {
 	case <-ctx.Done():
 	case <-time.After(100 * time.Millisecond):
 	}
-}
-
-// firstFailure returns since, or now when since is zero.
-func firstFailure(since time.Time) time.Time {
-	if since.IsZero() {
-		return time.Now()
-	}
-	return since
 }
