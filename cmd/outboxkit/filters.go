@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/adminapi"
 	"github.com/outboxkit/outboxkit/forwarder"
 )
 
@@ -53,10 +54,10 @@ func (f *filterFlags) eventFilter(now time.Time) (forwarder.EventFilter, error) 
 	if out.EventIDs, err = parseEventIDs(f.events); err != nil {
 		return out, usageErr(fmt.Errorf("--event: %w", err))
 	}
-	if out.Since, err = parseWhen(f.since, now); err != nil {
+	if out.Since, err = adminapi.ParseWhen(f.since, now); err != nil {
 		return out, usageErr(fmt.Errorf("--since: %w", err))
 	}
-	if out.Until, err = parseWhen(f.until, now); err != nil {
+	if out.Until, err = adminapi.ParseWhen(f.until, now); err != nil {
 		return out, usageErr(fmt.Errorf("--until: %w", err))
 	}
 	return out, nil
@@ -70,19 +71,4 @@ func (f *filterFlags) keyFilter() (forwarder.KeyFilter, error) {
 	}
 	return forwarder.KeyFilter{Topic: ef.Topic, TenantID: ef.TenantID, Key: ef.Key, Group: ef.Group, EventIDs: ef.EventIDs,
 		Limit: ef.Limit}, nil
-}
-
-// parseWhen reads an RFC 3339 time or an age before now ("" is the zero time).
-func parseWhen(s string, now time.Time) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time (2026-01-02T15:04:05Z) nor an age (90m)", s)
-	}
-	return now.Add(-d), nil
 }

@@ -71,10 +71,10 @@ func (s Selection) Filter(now time.Time) (forwarder.EventFilter, error) {
 		f.EventIDs = append(f.EventIDs, u)
 	}
 	var err error
-	if f.Since, err = parseWhen(s.Since, now); err != nil {
+	if f.Since, err = ParseWhen(s.Since, now); err != nil {
 		return f, fmt.Errorf("since: %w", err)
 	}
-	if f.Until, err = parseWhen(s.Until, now); err != nil {
+	if f.Until, err = ParseWhen(s.Until, now); err != nil {
 		return f, fmt.Errorf("until: %w", err)
 	}
 	return f, nil
@@ -85,8 +85,9 @@ func KeyFilter(f forwarder.EventFilter) forwarder.KeyFilter {
 	return forwarder.KeyFilter{Topic: f.Topic, TenantID: f.TenantID, Key: f.Key, Group: f.Group, EventIDs: f.EventIDs, Limit: f.Limit}
 }
 
-// parseWhen reads an RFC 3339 time or an age before now ("" is the zero time).
-func parseWhen(s string, now time.Time) (time.Time, error) {
+// ParseWhen reads an RFC 3339 time or an age before now ("" is the zero time): the since and
+// until of the API's, the console's and the CLI's filters.
+func ParseWhen(s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
