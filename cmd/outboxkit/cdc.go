@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/adminapi"
 	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/relayconfig"
 	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/outbox"
@@ -94,23 +95,6 @@ func streamedGroups(cfg relayconfig.Config) []string {
 	return []string{forwarder.DefaultLeaseGroup(cfg.Forwarder.Tenants)}
 }
 
-// slotStatusJSON is one element of `cdc slots --json`.
-type slotStatusJSON struct {
-	Name       string `json:"name"`
-	LeaseGroup string `json:"lease_group,omitempty"`
-	Missing    bool   `json:"missing"`
-	Active     bool   `json:"active"`
-	ActivePID  int    `json:"active_pid,omitempty"`
-	WALStatus  string `json:"wal_status,omitempty"`
-	LagBytes   int64  `json:"lag_bytes"`
-	Drained    bool   `json:"drained"`
-	// WaitingRows and OldestWaitingSeconds: forwarder.SlotStatus.Waiting and OldestWaiting.
-	WaitingRows          int64   `json:"waiting_rows"`
-	OldestWaitingSeconds float64 `json:"oldest_waiting_seconds"`
-	// Publication: forwarder.SlotStatus.Publication.
-	Publication string `json:"publication"`
-}
-
 func (a *app) slotsCommand() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -151,15 +135,9 @@ a slot far behind is still catching up; otherwise the stream does not deliver th
 			if !asJSON {
 				return printSlots(a.stdout, slots)
 			}
-			out := make([]slotStatusJSON, 0, len(slots))
-			for _, s := range slots {
-				out = append(out, slotStatusJSON{Name: s.Name, LeaseGroup: s.LeaseGroup, Missing: s.Missing, Active: s.Active,
-					ActivePID: s.ActivePID, WALStatus: s.WALStatus, LagBytes: s.LagBytes, Drained: s.Drained,
-					WaitingRows: s.Waiting, OldestWaitingSeconds: s.OldestWaiting.Seconds(), Publication: s.Publication})
-			}
 			enc := json.NewEncoder(a.stdout)
 			enc.SetIndent("", "  ")
-			return enc.Encode(out)
+			return enc.Encode(adminapi.Slots(slots)) // the admin API's /api/v1/slots elements
 		}),
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false,

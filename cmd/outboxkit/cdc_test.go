@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/adminapi"
 	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
@@ -67,7 +68,7 @@ func TestRelayCDC(t *testing.T) {
 		t.Fatalf("status lacks the streaming slot %s: %s", slot, res)
 	}
 	res = cliWithInput(t, dir, "", env, "cdc", "slots", "--json")
-	var slots []slotStatusJSON
+	var slots []adminapi.SlotView
 	if err := json.Unmarshal([]byte(res.stdout), &slots); res.code != 0 || err != nil {
 		t.Fatalf("cdc slots --json: %v: %s", err, res)
 	}
