@@ -28,15 +28,26 @@ type relayProcess struct {
 	done  chan struct{} // closed when stderr is drained
 }
 
+// startRelay runs `outboxkit relay args` in dir with a clean environment and collects its log
+// lines; the process is killed at the end of the test if it still runs.
 func startRelay(t *testing.T, dir string, args ...string) *relayProcess {
+	t.Helper()
+	return startRelayWithEnv(t, dir, nil, args...)
+}
+
+// startRelayWithEnv is startRelay with extra environment entries. The relay logs on stderr
+// only: anything on stdout fails the test.
+func startRelayWithEnv(t *testing.T, dir string, env []string, args ...string) *relayProcess {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"relay"}, args...)...)
 	cmd.Dir = dir
-	cmd.Env = cleanEnv()
+	cmd.Env = cleanEnv(env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +75,9 @@ func startRelay(t *testing.T, dir string, args ...string) *relayProcess {
 		if p.cmd.ProcessState == nil {
 			_ = p.cmd.Process.Kill()
 			_ = p.cmd.Wait()
+		}
+		if stdout.Len() > 0 {
+			t.Errorf("the relay printed on stdout: %s", stdout.String())
 		}
 	})
 	return p

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -42,53 +40,6 @@ func secureKafkaYAML(b securekafka.Broker, caFile string) string {
 
 // passwordEnv is the environment entry that hands the relay its SASL password.
 func passwordEnv(password string) string { return "OUTBOXKIT_KAFKA_SASL_PASSWORD=" + password }
-
-// startRelayWithEnv is startRelay with extra environment entries.
-func startRelayWithEnv(t *testing.T, dir string, env []string, args ...string) *relayProcess {
-	t.Helper()
-	cmd := exec.Command(binary, append([]string{"relay"}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = cleanEnv(env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stdout strings.Builder
-	cmd.Stdout = &stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &relayProcess{cmd: cmd, more: make(chan struct{}, 1), done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			var rec map[string]any
-			_ = json.Unmarshal(sc.Bytes(), &rec)
-			p.mu.Lock()
-			p.raw.WriteString(sc.Text() + "\n")
-			if rec != nil {
-				p.lines = append(p.lines, rec)
-			}
-			p.mu.Unlock()
-			select {
-			case p.more <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			_ = p.cmd.Wait()
-		}
-		if stdout.Len() > 0 {
-			t.Errorf("the relay printed on stdout: %s", stdout.String())
-		}
-	})
-	return p
-}
 
 // runRelayWithEnv runs `outboxkit relay` to completion with extra environment entries.
 func runRelayWithEnv(t *testing.T, dir string, env []string) result {
