@@ -425,10 +425,13 @@ func filter(items []string, prefix string) []string {
 
 // crashingPublisher publishes its first call for real and then does not return until released:
 // the relay dies (its context is cancelled) between the broker's acknowledgement and the
-// outbox's, so the events of that call are in the broker and still pending in the table.
+// outbox's, so the events of that call are in the broker and still pending in the table. A dead
+// relay publishes nothing more: every later call fails without publishing, so only the next
+// relay can publish those events again.
 type crashingPublisher struct {
 	message.Publisher
 	once      sync.Once
+	dead      atomic.Bool
 	published chan struct{} // closed once the first call's events are in the broker
 	release   chan struct{} // closed by the test once the relay is being stopped
 }
@@ -438,12 +441,16 @@ func newCrashingPublisher(pub message.Publisher) *crashingPublisher {
 }
 
 func (p *crashingPublisher) Publish(topic string, msgs ...*message.Message) error {
+	if p.dead.Load() {
+		return errors.New("the relay is dead")
+	}
 	if err := p.Publisher.Publish(topic, msgs...); err != nil {
 		return err
 	}
 	crashed := false
 	p.once.Do(func() {
 		crashed = true
+		p.dead.Store(true)
 		close(p.published)
 		<-p.release
 	})
