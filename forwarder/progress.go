@@ -18,6 +18,8 @@ type progressWatch struct {
 	failingSince time.Time
 	lastErr      string
 	stalled      bool
+	// stalledSince is when the spell being warned about began (failing or hung since).
+	stalledSince time.Time
 	// started holds the start of every delivery under way, by the token begin gave it.
 	started map[uint64]time.Time
 	next    uint64
@@ -63,7 +65,7 @@ func (f *Forwarder) delivered(token uint64, o outcome, err error) {
 	switch {
 	case progressed:
 		if w.stalled && w.hungSince(f.cfg.PublishStallAfter).IsZero() {
-			f.log.Info("publishing recovered", "after", time.Since(w.failingSince).Round(time.Second))
+			f.log.Info("publishing recovered", "after", time.Since(w.stalledSince).Round(time.Second))
 			f.metrics.publishStalled.Set(0)
 			w.stalled = false
 		}
@@ -113,14 +115,11 @@ func (f *Forwarder) checkProgress() {
 		if lastErr == "" {
 			lastErr = fmt.Sprintf("a publish call has not returned for %s", time.Since(hung).Round(time.Second))
 		}
-		if w.failingSince.IsZero() {
-			w.failingSince = hung // the recovery line says how long the spell lasted
-		}
 	}
 	if since.IsZero() {
 		return
 	}
-	w.stalled = true
+	w.stalled, w.stalledSince = true, since
 	f.metrics.publishStalled.Set(1)
 	f.log.Warn("publishing makes no progress: deliveries fail or do not return; events wait (broker unreachable or refusing?)",
 		"for", time.Since(since).Round(time.Second), "last_error", lastErr)
