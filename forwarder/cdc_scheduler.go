@@ -113,12 +113,11 @@ func (s *streamScheduler) stopWorkers() {
 // BatchSize rows each, and the reader keeps receiving while the workers publish and
 // acknowledge, one batch ahead of them.
 //
-// (Taking batches only while a worker was idle bounded what the workers had ahead of them to
-// the reader's one batch of BatchSize rows, split among them: in a drain with two workers, parts
-// of about BatchSize/2 rows, each paying a whole admit and acknowledgement statement, and the
-// reader stopped, its batch full, most of the time. Taking any batch while every worker was
-// busy took the stream a message or two at a time whenever the stream was slower than the
-// loop: a pending batch per commit, and small parts.)
+// Why full batches only while every worker is busy: taking none then would leave the workers
+// only the reader's one batch ahead of them, split among them (parts of about BatchSize/2 rows
+// in a drain with two workers, each paying a whole admit and acknowledgement statement, the
+// reader stopped with its batch full); taking any batch would take a stream slower than the
+// loop a message or two at a time, in small parts.
 func (s *streamScheduler) intake(batches <-chan cdcBatch) <-chan cdcBatch {
 	for w := range s.waiting {
 		if n := len(s.waiting[w]); n > 1 || n == 1 && (len(s.waiting[w][0].b.records) >= s.f.cfg.BatchSize ||
