@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -149,7 +148,7 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 // delivered. Messages the client would refuse on its own (larger than Config.MessageMaxBytes,
 // invalid) are found before anything is produced and their key's later messages are not
 // produced at all; a failure reported by the broker, or a record's retries or ctx running out,
-// fails every later buffered record of the partition inside franz-go (see below). A record the
+// fails every later buffered record of the partition inside franz-go (see logReorderings). A record the
 // broker refused with a permanent error is sent once more alone before that error is reported,
 // since a broker refuses a whole batch for one bad record.
 //
@@ -188,11 +187,18 @@ func (p *Publisher) publishEach(ctx context.Context, topic string, msgs []*messa
 	if err := ctx.Err(); err != nil {
 		return errs, fmt.Errorf("kafka: %d messages not sent to topic %q: %w", len(msgs), topic, err)
 	}
+	records, keys := p.records(topic, msgs, errs)
+	p.produceAll(ctx, topic, msgs, records, errs)
+	p.logReorderings(topic, msgs, keys, errs)
+	p.confirmRefusedAlone(ctx, topic, msgs, records, errs)
+	return errs, nil
+}
 
-	// 1. Marshal and check every message before producing any: a message the client would
-	// refuse on its own fails here, and so does every later message of its key. (franz-go refuses
-	// an oversized record alone and still produces the later records of its partition, which
-	// would leave a gap.)
+// records marshals and checks every message before any is produced: a message the client would
+// refuse on its own fails here (errs[i]), and so does every later message of its key. (franz-go
+// refuses an oversized record alone and still produces the later records of its partition,
+// which would leave a gap.) It returns the records (nil for the failed messages) and the keys.
+func (p *Publisher) records(topic string, msgs []*message.Message, errs []error) ([]*kgo.Record, []string) {
 	keys := make([]string, len(msgs))
 	firstFailed := map[string]int{} // key -> index of its first failed message
 	records := make([]*kgo.Record, len(msgs))
@@ -215,9 +221,13 @@ func (p *Publisher) publishEach(ctx context.Context, topic string, msgs []*messa
 		}
 		records[i] = rec
 	}
+	return records, keys
+}
 
-	// 2. One pipelined produce: every record is buffered at once, the promises run as the
-	// broker answers. Produce blocks only while the client's buffer is full (50,000 records).
+// produceAll produces the records in one pipelined call: every record is buffered at once, the
+// promises run as the broker answers, and it returns once all have answered. Produce blocks only
+// while the client's buffer is full (50,000 records).
+func (p *Publisher) produceAll(ctx context.Context, topic string, msgs []*message.Message, records []*kgo.Record, errs []error) {
 	p.logger.Trace("Sending messages to Kafka", watermill.LogFields{"topic": topic, "count": len(msgs)})
 	var wg sync.WaitGroup
 	for i, rec := range records {
@@ -239,26 +249,31 @@ func (p *Publisher) publishEach(ctx context.Context, topic string, msgs []*messa
 		})
 	}
 	wg.Wait()
+}
 
-	// 3. Gaplessness after the broker's answers. franz-go guarantees it per partition for the
-	// idempotent producer: a failed record fails every later buffered record of its partition.
-	// From franz-go v1.22.3, pkg/kgo:
-	//   - sink.go, finishBatch: "We know that Kafka replied this batch is a failure. We can fail
-	//     this batch and all batches in this partition. This will keep sequence numbers
-	//     correct." (recBuf.failAllRecords);
-	//   - config.go, RecordRetries and RecordDeliveryTimeout: "If a record fails due to retries
-	//     [times out], all records buffered in the same partition are failed as well. This
-	//     ensures gapless ordering: the client will not fail one record only to produce a later
-	//     one successfully.";
-	//   - producer.go, Produce: on context cancellation, timeout or retries, "if it is currently
-	//     safe to fail records, all buffered records for the relevant partition are failed".
-	// A key lives on one partition, so this is gapless per key. Checked here anyway: a later
-	// record of a key that succeeded after an earlier one failed is a reordering that cannot be
-	// undone; it is logged as an error and reported as failed, so that it is sent again after
-	// the earlier one (a duplicate the consumer's dedup absorbs, and the key's last message is
-	// the last one again). Later failures of a key get ErrEarlierMessageFailed, retriable:
-	// franz-go fails them with the error of the first, which says nothing about them. One log
-	// line per key: its first failure, how many later messages were acknowledged.
+// logReorderings makes the failures gapless per key after the broker's answers (closeGaps) and
+// logs each key whose later messages were acknowledged after an earlier one failed.
+//
+// franz-go keeps failures gapless per partition for the idempotent producer: a failed record
+// fails every later buffered record of its partition. From franz-go v1.22.3, pkg/kgo:
+//   - sink.go, finishBatch: "We know that Kafka replied this batch is a failure. We can fail
+//     this batch and all batches in this partition. This will keep sequence numbers
+//     correct." (recBuf.failAllRecords);
+//   - config.go, RecordRetries and RecordDeliveryTimeout: "If a record fails due to retries
+//     [times out], all records buffered in the same partition are failed as well. This
+//     ensures gapless ordering: the client will not fail one record only to produce a later
+//     one successfully.";
+//   - producer.go, Produce: on context cancellation, timeout or retries, "if it is currently
+//     safe to fail records, all buffered records for the relevant partition are failed".
+//
+// A key lives on one partition, so this is gapless per key. Checked here anyway: a later record
+// of a key that succeeded after an earlier one failed is a reordering that cannot be undone; it
+// is logged as an error and reported as failed, so that it is sent again after the earlier one
+// (a duplicate the consumer's dedup absorbs, and the key's last message is the last one again).
+// Later failures of a key get ErrEarlierMessageFailed, retriable: franz-go fails them with the
+// error of the first, which says nothing about them. One log line per key: its first failure,
+// how many later messages were acknowledged.
+func (p *Publisher) logReorderings(topic string, msgs []*message.Message, keys []string, errs []error) {
 	var order []int
 	count := map[int]int{}
 	firstLater := map[int]int{}
@@ -276,14 +291,16 @@ func (p *Publisher) publishEach(ctx context.Context, topic string, msgs []*messa
 			"reordered": count[first], "first_reordered_uuid": msgs[firstLater[first]].UUID,
 		})
 	}
+}
 
-	// 4. A broker refuses a whole batch for one bad record (MESSAGE_TOO_LARGE when
-	// message_max_bytes is above the broker's limit, INVALID_RECORD), failing the innocent
-	// records that shared it with the same permanent error. So a record that failed that way,
-	// the first failure of its key (the later ones carry ErrEarlierMessageFailed by now), is sent
-	// once more, alone, before the error is believed: if it is acknowledged now it was innocent
-	// (its key's later messages stay held back, so the order holds). One at a time and on a
-	// client of its own (confirmAlone), so that a record being confirmed never shares a batch.
+// confirmRefusedAlone sends each record refused with a permanent error, the first failure of its
+// key, once more, alone, before the error is believed. A broker refuses a whole batch for one bad
+// record (MESSAGE_TOO_LARGE when message_max_bytes is above the broker's limit, INVALID_RECORD),
+// failing the innocent records that shared it with the same permanent error; if the record is
+// acknowledged now it was innocent (its key's later messages stay held back, so the order
+// holds). One at a time and on a client of its own (confirmAlone), so that a record being
+// confirmed never shares a batch.
+func (p *Publisher) confirmRefusedAlone(ctx context.Context, topic string, msgs []*message.Message, records []*kgo.Record, errs []error) {
 	for i, err := range errs {
 		if records[i] == nil || err == nil || Retriable(err) || ctx.Err() != nil {
 			continue
@@ -300,94 +317,6 @@ func (p *Publisher) publishEach(ctx context.Context, topic string, msgs []*messa
 		}
 		errs[i] = nil
 	}
-	return errs, nil
-}
-
-// ReorderedLogMessage is the error-level log line of PublishEach when the broker acknowledged
-// messages of a key after an earlier message of that key failed (see PublishEach). Its fields:
-// topic, key, failed_uuid, reordered (how many), first_reordered_uuid.
-const ReorderedLogMessage = "Kafka acknowledged messages after an earlier message of their key failed: " +
-	"the key is out of order on the broker; they are reported as failed, to be sent again after it"
-
-// reordering is a message (later) acknowledged after an earlier message of its key (first)
-// failed with cause.
-type reordering struct {
-	first, later int
-	cause        error
-}
-
-// closeGaps makes errs gapless per key, in place: after the first failure of a key, every later
-// message of that key gets an error wrapping ErrEarlierMessageFailed (keeping an existing one).
-// It returns the later messages that had been acknowledged, the reorderings, for the caller to
-// log. msgs[i] == nil is skipped (its error stays as it is).
-func closeGaps(msgs []*message.Message, keys []string, errs []error) []reordering {
-	var reordered []reordering
-	firstFailed := map[string]int{}
-	for j, err := range errs {
-		if msgs[j] == nil {
-			continue
-		}
-		first, ok := firstFailed[keys[j]]
-		if !ok {
-			if err != nil {
-				firstFailed[keys[j]] = j
-			}
-			continue
-		}
-		if errors.Is(err, ErrEarlierMessageFailed) {
-			continue
-		}
-		if err == nil {
-			reordered = append(reordered, reordering{first: first, later: j, cause: errs[first]})
-		}
-		errs[j] = earlierFailed(msgs[j], msgs[first], keys[j], errs[first])
-	}
-	return reordered
-}
-
-// earlierFailed is the error of msg, not sent (or to be sent again) because the earlier message
-// first of the same key failed with cause. It wraps ErrEarlierMessageFailed, not cause: msg itself
-// is fine, whatever cause says about first.
-func earlierFailed(msg, first *message.Message, key string, cause error) error {
-	return fmt.Errorf("%w: message %s of key %q, after message %s failed (%v)",
-		ErrEarlierMessageFailed, msg.UUID, key, first.UUID, cause)
-}
-
-// recordBatchSlack covers what franz-go's size estimate may add to recordBatchSize: the uvarint
-// length prefix of flexible produce requests (at most one byte more than the fixed one).
-const recordBatchSlack = 16
-
-// recordBatchOverhead is the size of a v2 record batch holding no record (franz-go's
-// recordBatchOverhead: length prefix, base offset, batch length, leader epoch, magic, crc,
-// attributes, last offset delta, two timestamps, producer id and epoch, base sequence, count).
-const recordBatchOverhead = 4 + 8 + 4 + 4 + 1 + 4 + 2 + 4 + 8 + 8 + 8 + 2 + 4 + 4
-
-// recordBatchSize is the size of a record batch holding r alone, computed as franz-go does
-// before buffering r (sink.go, recordNumbersAt and tryBuffer; offset and timestamp deltas are 0
-// for the first record of a batch), plus recordBatchSlack. franz-go refuses r with
-// MESSAGE_TOO_LARGE when this exceeds ProducerBatchMaxBytes.
-func recordBatchSize(r *kgo.Record) int {
-	l := 1 + // attributes
-		varintLen(0) + // timestamp delta
-		varintLen(0) + // offset delta
-		varintLen(int64(len(r.Key))) + len(r.Key) +
-		varintLen(int64(len(r.Value))) + len(r.Value) +
-		varintLen(int64(len(r.Headers)))
-	for _, h := range r.Headers {
-		l += varintLen(int64(len(h.Key))) + len(h.Key) + varintLen(int64(len(h.Value))) + len(h.Value)
-	}
-	return recordBatchOverhead + varintLen(int64(l)) + l + recordBatchSlack
-}
-
-// varintLen is the length of v as a zigzag varint.
-func varintLen(v int64) int {
-	u := uint64(v<<1) ^ uint64(v>>63)
-	n := 1
-	for u >= 0x80 {
-		u >>= 7
-		n++
-	}
-	return n
 }
 
 // record converts msg to a franz-go record with watermill-kafka's wire format and checks that
