@@ -99,9 +99,9 @@ func (f *Forwarder) ownedUnitMarks(marks []unitMark, owned map[int]bool) []unitM
 }
 
 // acknowledgeAll is acknowledge for records the broker all acknowledged, in one statement
-// (store.ackFenced) instead of a transaction of five round trips: what the cdc source's parts
-// mostly are (PostgreSQL only). The polling source could use it on PostgreSQL too; its
-// figures were measured with the transaction and it keeps it.
+// (store.ackFenced) instead of a transaction of five round trips, on the databases that can
+// (sqlstore.OneStatementAcker: PostgreSQL). Most batches of either source are such batches; a
+// batch with failures or exactly-once marks takes the transaction.
 func (f *Forwarder) acknowledgeAll(ctx context.Context, worker int, leases []lease, acked []record) (outcome, map[int]int, error) {
 	if len(acked) == 0 {
 		return outcome{}, map[int]int{}, nil

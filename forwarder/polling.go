@@ -19,11 +19,11 @@ type source interface {
 
 // newSource returns the source of the configured Config.Source.
 func newSource(f *Forwarder, table outbox.Table) (source, error) {
+	f.ackInOneStatement = f.store.sql().AcksInOneStatement()
 	if f.cfg.Source == SourceCDC {
 		if err := f.setupCDC(table); err != nil {
 			return nil, err
 		}
-		f.ackInOneStatement = true
 		return cdcSource{f}, nil
 	}
 	return pollingSource{f}, nil

@@ -4,8 +4,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -283,4 +286,20 @@ func TestStoreRetainedAckClearsTheNextAttempt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPollingAcknowledgesInOneStatementWhereTheDatabaseCan: the polling source, like the cdc
+// source, acknowledges a batch the broker took whole with ackFenced on PostgreSQL, and with the
+// fenced transaction on the databases without the one statement.
+func TestPollingAcknowledgesInOneStatementWhereTheDatabaseCan(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, fx *storeFixture) {
+		f, err := New(Config{DB: fx.db, Dialect: fx.store.dialect, Table: fx.writer.Table().Events(),
+			Publisher: gochannel.NewGoChannel(gochannel.Config{}, nil), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fx.store.dialect == outbox.Postgres; f.ackInOneStatement != want {
+			t.Errorf("polling on %s acknowledges in one statement: %v, want %v", fx.store.dialect, f.ackInOneStatement, want)
+		}
+	})
 }

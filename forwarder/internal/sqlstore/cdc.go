@@ -179,3 +179,22 @@ func (c CDC) Slots(asked []string) Query {
 		" WHERE slot_name = ANY($1) OR slot_name IN (SELECT slot_name FROM " + c.s.table.CDCSlots() + ") ORDER BY slot_name",
 		Args: []any{asked}}
 }
+
+// OneStatementAcker is the capability of a database adapter whose database fences and
+// acknowledges a batch in one statement (CDC.AckFenced: a data-modifying WITH over arrays)
+// instead of a transaction of five round trips.
+type OneStatementAcker interface {
+	Dialect
+	// AcksInOneStatement marks the capability.
+	AcksInOneStatement()
+}
+
+// AcksInOneStatement: PostgreSQL runs CDC.AckFenced.
+func (Postgres) AcksInOneStatement() {}
+
+// AcksInOneStatement reports whether the table's database acknowledges in one statement
+// (OneStatementAcker).
+func (s Statements) AcksInOneStatement() bool {
+	_, ok := s.d.(OneStatementAcker)
+	return ok
+}

@@ -241,6 +241,10 @@ func TestForEveryDialect(t *testing.T) {
 	if !New(pg, "g", nil).Replicates() || New(my, "g", nil).Replicates() {
 		t.Error("only PostgreSQL replicates")
 	}
+	lite, _ := outbox.NewTable(outbox.SQLite, "t")
+	if !New(pg, "g", nil).AcksInOneStatement() || New(my, "g", nil).AcksInOneStatement() || New(lite, "g", nil).AcksInOneStatement() {
+		t.Error("only PostgreSQL acknowledges in one statement")
+	}
 }
 
 func TestListenQuotesTheChannel(t *testing.T) {
