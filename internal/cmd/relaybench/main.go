@@ -417,6 +417,7 @@ func run(o options) error {
 	printCoresTable(os.Stdout, res, o)
 	printSteadyTable(os.Stdout, steadyRows, o)
 	printCDCTargets(os.Stdout, res, steadyRows, o)
+	printExactlyOnceTargets(os.Stdout, res, steadyRows, o)
 	printWriteTable(os.Stdout, writes)
 	printConcurrentTable(os.Stdout, concurrentWrites)
 	noise.print(os.Stdout, res)
