@@ -91,10 +91,15 @@ func New(config Config) (*Forwarder, error) {
 const startAttempts = 5
 
 // Run relays events until ctx is cancelled, then finishes the in-flight batches, releases its
-// leases and returns nil. It returns an error if the database cannot be reached at start
-// (after a few bounded retries, each logged).
+// leases and returns nil, also when ctx is cancelled while it starts. It returns an error if the
+// database cannot be reached at start (after a few bounded retries, each logged).
 func (f *Forwarder) Run(ctx context.Context) error {
 	held, err := f.start(ctx)
+	if err != nil && ctx.Err() != nil {
+		// Stopped while starting, as asked: not a failure. The start may have taken leases.
+		f.releaseLeases(ctx)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -119,13 +124,19 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	wg.Wait()
 	f.pipeline.stop()
 
+	f.releaseLeases(ctx)
+	f.log.Info("forwarder stopped")
+	return nil
+}
+
+// releaseLeases gives up every lease of the relay on shutdown, so that the other relays take its
+// partitions at once instead of after LeaseTTL.
+func (f *Forwarder) releaseLeases(ctx context.Context) {
 	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := f.store.releaseAll(releaseCtx, f.cfg.DB, f.cfg.RelayID); err != nil {
 		f.log.Warn("could not release leases on shutdown; they expire on their own", "error", err)
 	}
-	f.log.Info("forwarder stopped")
-	return nil
 }
 
 // start creates the group's lease rows and takes a first share of partitions, retrying a

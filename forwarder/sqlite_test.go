@@ -2,6 +2,7 @@ package forwarder_test
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -85,5 +87,43 @@ func TestSQLiteSecondRelayWaits(t *testing.T) {
 	}
 	if n := sumCounter(t, reg, "outboxkit_forwarder_relayed_total"); n != float64(len(keys)) {
 		t.Fatalf("after the first relay stopped, the second relayed %v events, want %d", n, len(keys))
+	}
+}
+
+// TestRunReturnsNilWhenStoppedWhileStarting: Run returns nil once its context is cancelled,
+// also while it is still starting (here: waiting for the SQLite database's other relay), as it
+// does when stopped while relaying.
+func TestRunReturnsNilWhenStoppedWhileStarting(t *testing.T) {
+	h := newHarness(t, outbox.SQLite, kfakeBrokers(t))
+	first := h.config(h.publisher())
+	first.RelayID = "relay-first"
+	h.start(first)
+	h.waitForOwners(1)
+
+	var logs syncBuffer
+	second := h.config(h.publisher())
+	second.RelayID = "relay-second"
+	second.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	f, err := forwarder.New(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "another relay runs on this SQLite database"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second relay did not start waiting; its log:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run stopped while starting returned %v, want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30 s of its context's cancellation")
 	}
 }
