@@ -78,8 +78,7 @@ type Config struct {
 	// BatchSize is the most rows claimed at once. Default: 1000. Larger batches amortize the
 	// database round trips; smaller ones bound the duplicates a crash can cause. With
 	// ExactlyOnce delivery it bounds each transactional unit's transaction instead: a polling
-	// worker claims up to BatchSize rows for each unit it serves, in a loop per unit
-	// (MaxBatchBytes likewise).
+	// worker claims up to BatchSize rows for each unit it serves (MaxBatchBytes likewise).
 	BatchSize int
 	// MaxBatchBytes bounds the payload bytes claimed at once, beside BatchSize, so a batch of
 	// large events stays small in memory (an event larger than this is claimed alone). Default:
@@ -88,9 +87,7 @@ type Config struct {
 	// events 35-110 % faster in relaybench, at about 95 MiB of RSS (docs/benchmarks.md).
 	MaxBatchBytes int64
 	// Workers is the number of claim loops per forwarder, each serving its own share of the
-	// leased partitions. Default: 2. With ExactlyOnce delivery and the polling source, a worker
-	// runs one loop per transactional unit of its share (TransactionalUnits loops in all), so
-	// that a unit's transactions do not wait for its siblings'.
+	// leased partitions. Default: 2.
 	Workers int
 	// MinPollInterval is the wait after an empty poll while busy. Default: 10ms.
 	MinPollInterval time.Duration

@@ -4,9 +4,8 @@ package forwarder
 // broker about the same whatever it holds (coordinator log writes, a marker on every partition
 // it touched, and on a replicated cluster their replication), so a worker that is behind fills
 // each of its units' transactions: BatchSize and MaxBatchBytes bound one unit's transaction
-// (its checkpoint lists at most BatchSize rows), and a claim loop claims up to that for each unit
-// it serves at once (a polling worker runs one loop per unit: lanes.go). At least once, they
-// bound the whole claim.
+// (its checkpoint lists at most BatchSize rows), and a worker claims up to that for each unit it
+// serves at once. At least once, they bound the whole claim.
 
 // claimLimits returns the rows and payload bytes a worker claims at once for the ready leases:
 // BatchSize and MaxBatchBytes for each unit among them.

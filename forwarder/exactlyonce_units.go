@@ -24,7 +24,7 @@ type txUnits struct {
 }
 
 // txUnit is the state of one unit. A batch holds mu while it uses the unit (opens it, commits
-// its transaction, acknowledges the rows): with polling only the lane serving the unit's
+// its transaction, acknowledges the rows): with polling only the worker serving the unit's
 // partitions uses it, with the cdc source its stream worker and the retry path may both have
 // rows of it, and a unit runs one transaction at a time.
 type txUnit struct {
@@ -121,8 +121,8 @@ func (f *Forwarder) wholeUnitLeases(leases []lease) map[int][]lease {
 }
 
 // closeUnit closes a unit: its next use opens it again, which recovers. The caller holds the
-// unit's mu, or no batch can be using the unit: with polling, only the lane serving the unit
-// uses it (closeUnitsNotIn runs in that lane); with the cdc source, closeAllUnits runs after
+// unit's mu, or no batch can be using the unit: with polling, only the worker serving the unit
+// uses it (closeUnitsNotIn runs in that worker); with the cdc source, closeAllUnits runs after
 // the stream's workers and retry path have stopped.
 func (f *Forwarder) closeUnit(unit int) {
 	u := f.units.get(unit)
@@ -132,11 +132,7 @@ func (f *Forwarder) closeUnit(unit int) {
 	}
 }
 
-// closeUnitsNotIn closes the open units of the worker that leases hold in part: a polling lane
-// passes the leases of its own unit only, and closes no other lane's unit (closeUnit needs that).
-// A unit none of whose partitions the lane still leases stays open while the lane has nothing
-// to claim; if another relay opened it meanwhile, that fenced this session, whose next commit
-// fails and is followed by an opening that recovers.
+// closeUnitsNotIn closes the open units of the worker that it no longer leases whole.
 func (f *Forwarder) closeUnitsNotIn(worker int, leases []lease) {
 	owned := map[int]int{}
 	for _, l := range leases {
@@ -146,7 +142,7 @@ func (f *Forwarder) closeUnitsNotIn(worker int, leases []lease) {
 	f.units.mu.Lock()
 	var stale []int
 	for n, u := range f.units.units {
-		if n%f.cfg.Workers == worker && u.open && owned[n] > 0 && owned[n] != perUnit {
+		if n%f.cfg.Workers == worker && u.open && owned[n] != perUnit {
 			stale = append(stale, n)
 		}
 	}

@@ -11,9 +11,6 @@ import (
 type pipeline interface {
 	// start prepares the pipeline before the first lease is taken.
 	start(ctx context.Context) error
-	// lanes returns the claim loops a polling worker runs, each over its own share of the
-	// worker's leases (lanes.go).
-	lanes(worker int) []lane
 	// ready prepares a worker's leases for publishing and returns those whose records may be
 	// published now. An error is logged by the pipeline; the leases returned are usable anyway.
 	ready(ctx context.Context, worker int, leases []lease) ([]lease, error)
@@ -50,8 +47,6 @@ type atLeastOnce struct{ f *Forwarder }
 
 func (atLeastOnce) start(context.Context) error { return nil }
 
-func (atLeastOnce) lanes(worker int) []lane { return []lane{{worker: worker}} }
-
 func (atLeastOnce) ready(_ context.Context, _ int, leases []lease) ([]lease, error) {
 	return leases, nil
 }
@@ -80,12 +75,6 @@ type exactlyOnce struct{ f *Forwarder }
 
 // start reads the table's installation identity, which names the units.
 func (p exactlyOnce) start(ctx context.Context) error { return p.f.resolveInstallation(ctx) }
-
-// lanes returns a lane per unit of the worker: a unit's transactions do not wait for those of
-// the worker's other units.
-func (p exactlyOnce) lanes(worker int) []lane {
-	return unitLanes(worker, p.f.cfg.Workers, p.f.cfg.TransactionalUnits)
-}
 
 // ready opens the units the worker leases whole and returns their leases: the rows of a unit
 // leased in part wait until the heartbeat has settled its owner, and so do those of a unit whose

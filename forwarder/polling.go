@@ -34,20 +34,15 @@ type cdcSource struct{ f *Forwarder }
 
 func (s cdcSource) run(ctx context.Context) { s.f.cdcLoop(ctx) }
 
-// pollingSource runs the claim loops of Workers workers, each worker over its own share of the
-// leased partitions (in lanes: one loop per worker, or per transactional unit under
-// exactly-once), woken by Config.Wakeups.
+// pollingSource runs Workers claim loops, each over its own share of the leased partitions,
+// woken by Config.Wakeups.
 type pollingSource struct{ f *Forwarder }
 
 func (pollingSource) start(context.Context) error { return nil }
 
 func (s pollingSource) run(ctx context.Context) {
 	f := s.f
-	var lanes []lane
-	for w := range f.cfg.Workers {
-		lanes = append(lanes, f.pipeline.lanes(w)...)
-	}
-	wakes := make([]chan struct{}, len(lanes))
+	wakes := make([]chan struct{}, f.cfg.Workers)
 	for i := range wakes {
 		wakes[i] = make(chan struct{}, 1)
 	}
@@ -56,25 +51,25 @@ func (s pollingSource) run(ctx context.Context) {
 		workers.Go(func() { fanOut(ctx, f.cfg.Wakeups, wakes) }) // ends with ctx, as the workers do
 	}
 	workers.Go(func() { fanOut(ctx, f.leasesTaken, wakes) })
-	for i, l := range lanes {
-		workers.Go(func() { f.workerLoop(ctx, l, wakes[i]) })
+	for i := range f.cfg.Workers {
+		workers.Go(func() { f.workerLoop(ctx, i, wakes[i]) })
 	}
 	workers.Wait()
 }
 
-// workerLoop claims and relays the batches of one lane of a worker, polling adaptively: at once
-// after a full batch; MinPollInterval after a partial one, ignoring wake-ups meanwhile so that a
-// steady trickle of commits is relayed in batches rather than one claim per commit; and, while
-// idle, backing off to MaxPollInterval unless a wake-up comes first.
-func (f *Forwarder) workerLoop(ctx context.Context, l lane, wake <-chan struct{}) {
+// workerLoop claims and relays batches, polling adaptively: at once after a full batch;
+// MinPollInterval after a partial one, ignoring wake-ups meanwhile so that a steady trickle of
+// commits is relayed in batches rather than one claim per commit; and, while idle, backing off
+// to MaxPollInterval unless a wake-up comes first.
+func (f *Forwarder) workerLoop(ctx context.Context, worker int, wake <-chan struct{}) {
 	interval := f.cfg.MinPollInterval
 	for ctx.Err() == nil {
-		n, err := f.relayBatch(ctx, l)
+		n, err := f.relayBatch(ctx, worker)
 		wakeable := false
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
-				f.log.Warn("relaying a batch failed; its rows stay pending", "worker", l.worker, "error", err)
+				f.log.Warn("relaying a batch failed; its rows stay pending", "worker", worker, "error", err)
 			}
 			interval = min(max(interval*2, 100*time.Millisecond), f.cfg.MaxPollInterval)
 		case n >= f.cfg.BatchSize:
@@ -106,21 +101,21 @@ func (f *Forwarder) workerLoop(ctx context.Context, l lane, wake <-chan struct{}
 // ackTimeout bounds the acknowledgement transaction of one batch.
 const ackTimeout = 30 * time.Second
 
-// relayBatch runs one claim-publish-acknowledge cycle for the partitions of a worker's lane and
-// returns the number of rows claimed. No database transaction is open while the broker is
-// called: the leases and rows are read without locks, and the acknowledgement is one short transaction
+// relayBatch runs one claim-publish-acknowledge cycle for the worker's partitions and returns the
+// number of rows claimed. No database transaction is open while the broker is called: the
+// leases and rows are read without locks, and the acknowledgement is one short transaction
 // fenced by the lease epochs (see lease.go), which drops the acknowledgements of partitions
 // this relay lost meanwhile. A batch that has begun is finished even after Run's context is
 // cancelled, so shutdown leaves nothing half done; its publish is bounded by LeaseTTL, after
 // which another relay may own the rows anyway.
-func (f *Forwarder) relayBatch(ctx context.Context, l lane) (int, error) {
+func (f *Forwarder) relayBatch(ctx context.Context, worker int) (int, error) {
 	if ctx.Err() != nil {
 		return 0, nil
 	}
-	db, worker := f.cfg.DB, l.worker
+	db := f.cfg.DB
 	f.inflight.read(worker)
 	leases, err := f.store.liveLeases(ctx, db, f.cfg.RelayID, worker, f.cfg.Workers)
-	leases = f.inflight.hold(worker, l.of(leases))
+	leases = f.inflight.hold(worker, leases)
 	defer f.inflight.end(leases)
 	if err != nil || len(leases) == 0 {
 		return 0, err
