@@ -28,18 +28,15 @@ func (f *Forwarder) allLeases(ctx context.Context) ([]lease, error) {
 
 // streamBatch publishes the streamed records that are still pending and whose key is free, and
 // leaves those of parked keys to the retry path (marking them). Records no longer pending
-// (already published by the drain, or replayed after a restart) are dropped. When the broker
-// acknowledged every record and the pipeline can acknowledge behind (ackBehind), it returns that
-// acknowledgement as finish, to run beside the worker's next part; the part is done once finish
-// has returned (or, with finish nil, once streamBatch has).
-func (f *Forwarder) streamBatch(ctx context.Context, worker int, leases []lease, b cdcBatch) (finish func() error, err error) {
+// (already published by the drain, or replayed after a restart) are dropped.
+func (f *Forwarder) streamBatch(ctx context.Context, worker int, leases []lease, b cdcBatch) error {
 	records := b.records
 	if len(records) == 0 {
-		return nil, nil
+		return nil
 	}
 	admitted, err := f.admitVisible(ctx, b)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	publish := records[:0:0]
 	var passed []record
@@ -57,14 +54,14 @@ func (f *Forwarder) streamBatch(ctx context.Context, worker int, leases []lease,
 			f.metrics.fencedRows.Add(float64(lost))
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if len(publish) == 0 {
-		return nil, nil
+		return nil
 	}
 	f.metrics.batchSize.Observe(float64(len(publish)))
-	return f.cdcDeliverAhead(ctx, worker, leases, publish)
+	return f.cdcDeliver(ctx, worker, leases, publish)
 }
 
 // visibleWait bounds how long a batch waits for its transactions to become visible.
@@ -135,12 +132,6 @@ func (f *Forwarder) cdcDeliver(ctx context.Context, worker int, leases []lease, 
 	token := f.progress.begin()
 	o, err := f.pipeline.deliver(ctx, worker, held, records)
 	f.delivered(token, o, err)
-	return f.markLeftovers(ctx, worker, held, records, o, err)
-}
-
-// markLeftovers ends a delivery of records with outcome o: it marks the records still pending
-// (held back by publish) for the retry path, unless the delivery failed or acknowledged them all.
-func (f *Forwarder) markLeftovers(ctx context.Context, worker int, held []lease, records []record, o outcome, err error) error {
 	if err != nil || o.allAcknowledged(len(records)) {
 		return err // every record acknowledged: nothing left pending to mark
 	}

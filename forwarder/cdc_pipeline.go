@@ -9,8 +9,8 @@ import (
 
 // The delivering side of the stream: each batch is split by partition among Workers goroutines
 // (a key always goes to the same one, which handles its parts in stream order, so per-key
-// order holds), which admit, publish and acknowledge their parts in parallel. A worker publishes
-// one part at a time; what the stream brings for it meanwhile is appended, in stream order, to the
+// order holds), which admit, publish and acknowledge their parts in parallel. A worker has one
+// part at a time; what the stream brings for it meanwhile is appended, in stream order, to the
 // part it gets next (up to BatchSize rows / MaxBatchBytes per part), so the busier the stream
 // the larger the parts, and a commit never waits behind a part queued before it arrived. The
 // slot position of a batch is confirmed once the parts holding its rows, and those of every
@@ -56,25 +56,6 @@ import (
 //     marked in the table before its part is done, and the table is the source of truth.
 //
 // The workers' and the retry path's acknowledgements are fenced by the lease epochs as before.
-//
-// Acknowledging behind (ackBehind, cdc_ackbehind.go): once the broker has acknowledged every
-// record of a part, a worker leaves the part's acknowledgement (the fenced delete, one
-// statement) to a goroutine of its own and admits and publishes its next part meanwhile; the
-// part is done, for the slot position, once it is acknowledged, and at most one
-// acknowledgement runs behind each worker. Why this keeps the rules above:
-//
-//   - Order within a key: the next part is published after the broker acknowledged the whole
-//     part before; the acknowledgement only deletes that part's rows.
-//   - Parking: a part's rows are pending and unmarked until deleted, which parks no key, so the
-//     next part's admit reads the same as after the delete. Only a part with nothing to settle,
-//     mark or hold back is acknowledged behind: one with a failure or a held-back record is
-//     settled and marked before its worker admits its next part, as before
-//     (TestCDCFailedPartIsSettledBeforeTheKeysNextPart).
-//   - Fencing: the acknowledgement is fenced by the part's epochs as before. If it finds a
-//     partition lost, its rows stay for the new owner, the part fails with errLeasesLost and
-//     nothing after it is confirmed; the next part, published meanwhile, is a wasted publish
-//     (a duplicate), as a stale reading of the leases may already cause. Exactly-once
-//     delivery is not an ackBehind pipeline: its parts are acknowledged in place.
 
 // cdcPart is what a worker publishes at once: its rows of one or more consecutive batches.
 type cdcPart struct {
@@ -83,14 +64,11 @@ type cdcPart struct {
 	b       cdcBatch // records and xids; bytes counts the payloads
 }
 
-// cdcDone is a worker's report: free, it may take its next part; with batches, a part of it is
-// done (err its failure). A part acknowledged behind the next one is reported twice: free once
-// published, done once acknowledged.
+// cdcDone reports a finished part.
 type cdcDone struct {
 	worker  int
 	batches []uint64
 	err     error
-	free    bool
 }
 
 // pendingBatch is a batch whose parts are not all done yet.

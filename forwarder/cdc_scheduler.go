@@ -29,10 +29,7 @@ type streamScheduler struct {
 	firstErr  error
 	reading   atomic.Pointer[leaseReading]
 	busy      []bool
-	inFlight  int // workers busy with a part
-	// unfinished counts the parts handed out and not done: being published, or acknowledged
-	// behind their worker's next part.
-	unfinished int
+	inFlight  int
 	// waiting[w] are worker w's next parts, in stream order; only the last one grows.
 	waiting [][]cdcPart
 }
@@ -82,8 +79,7 @@ func (f *Forwarder) streamLoop(ctx context.Context, reader *cdcReader, batches <
 // part that has begun is finished (published and acknowledged) even when the session ends.
 func (f *Forwarder) newStreamScheduler(ctx context.Context, reader *cdcReader) *streamScheduler {
 	workers := f.cfg.Workers
-	// done holds at most two reports per worker: its part's and the acknowledgement's behind it.
-	s := &streamScheduler{f: f, reader: reader, full: reader.full, queues: make([]chan cdcPart, workers), done: make(chan cdcDone, 2*workers),
+	s := &streamScheduler{f: f, reader: reader, full: reader.full, queues: make([]chan cdcPart, workers), done: make(chan cdcDone, workers),
 		exited: make(chan struct{}, workers), busy: make([]bool, workers), waiting: make([][]cdcPart, workers)}
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = stop
@@ -91,44 +87,12 @@ func (f *Forwarder) newStreamScheduler(ctx context.Context, reader *cdcReader) *
 		s.queues[w] = make(chan cdcPart, 1)
 		go func() {
 			defer func() { s.exited <- struct{}{} }()
-			s.work(wctx, w)
+			for part := range s.queues[w] {
+				s.done <- cdcDone{w, part.batches, f.streamBatch(wctx, w, part.leases, part.b)}
+			}
 		}()
 	}
 	return s
-}
-
-// partAck is a part whose acknowledgement runs behind its worker's next part.
-type partAck struct {
-	batches []uint64
-	finish  func() error
-}
-
-// work is worker w's loop: it streams its parts in order. When a part's acknowledgement may
-// run behind (streamBatch returned finish), the worker hands it to its acknowledging goroutine
-// and takes its next part; the handing waits until the acknowledgement before it has ended, so
-// at most one runs behind the worker, and they end in the worker's order.
-func (s *streamScheduler) work(ctx context.Context, w int) {
-	acks := make(chan partAck)
-	acked := make(chan struct{})
-	go func() {
-		defer close(acked)
-		for a := range acks {
-			s.done <- cdcDone{worker: w, batches: a.batches, err: a.finish()}
-		}
-	}()
-	defer func() {
-		close(acks)
-		<-acked
-	}()
-	for part := range s.queues[w] {
-		finish, err := s.f.streamBatch(ctx, w, part.leases, part.b)
-		if finish == nil {
-			s.done <- cdcDone{worker: w, batches: part.batches, err: err, free: true}
-			continue
-		}
-		acks <- partAck{part.batches, finish}
-		s.done <- cdcDone{worker: w, free: true}
-	}
 }
 
 // stopWorkers closes the workers' queues and waits until they have exited.
@@ -270,40 +234,31 @@ func (s *streamScheduler) dispatch(w int) {
 	s.waiting[w] = s.waiting[w][1:]
 	s.busy[w] = true
 	s.inFlight++
-	s.unfinished++
 	s.f.cdc.partsInFlight.Add(1)
 	s.queues[w] <- part // never blocks: the worker is idle
 }
 
-// settle records a worker's report: that it is free for its next part, that a part is done
-// (published and acknowledged), or both.
+// settle records a finished part.
 func (s *streamScheduler) settle(d cdcDone) {
-	if d.free {
-		s.busy[d.worker] = false
-		s.inFlight--
+	s.busy[d.worker] = false
+	s.inFlight--
+	s.f.cdc.partsInFlight.Add(-1)
+	if d.err != nil && s.firstErr == nil {
+		s.firstErr = d.err
 	}
-	if d.batches != nil {
-		s.unfinished--
-		s.f.cdc.partsInFlight.Add(-1)
-		if d.err != nil && s.firstErr == nil {
-			s.firstErr = d.err
+	for _, n := range d.batches {
+		if len(s.pending) > 0 && n >= s.pending[0].number && n-s.pending[0].number < uint64(len(s.pending)) {
+			s.pending[n-s.pending[0].number].parts--
 		}
-		for _, n := range d.batches {
-			if len(s.pending) > 0 && n >= s.pending[0].number && n-s.pending[0].number < uint64(len(s.pending)) {
-				s.pending[n-s.pending[0].number].parts--
-			}
-		}
-		s.advance()
 	}
-	if d.free {
-		s.dispatch(d.worker)
-	}
+	s.advance()
+	s.dispatch(d.worker)
 }
 
-// drain waits for the parts in flight and the acknowledgements behind them (not for the parts
-// still waiting: their batches are not confirmed, and the stream replays them).
+// drain waits for the parts in flight (not for those still waiting: their batches are not
+// confirmed, and the stream replays them).
 func (s *streamScheduler) drain() {
-	for s.unfinished > 0 {
+	for s.inFlight > 0 {
 		s.settle(<-s.done)
 	}
 }

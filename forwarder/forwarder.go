@@ -261,23 +261,16 @@ func (f *Forwarder) pruneLoop(ctx context.Context) {
 // dead-letter) and acknowledges the outcome in one short transaction fenced by the leases'
 // epochs, and returns it. Every source of records (the polling claim, the CDC stream) ends here.
 func (f *Forwarder) deliver(ctx context.Context, worker int, leases []lease, records []record) (outcome, error) {
-	acked, settled := f.publishSettled(ctx, records)
-	o, _, err := f.acknowledge(ctx, worker, leases, acked, settled)
-	return o, err
-}
-
-// publishSettled publishes records and settles the failures (retry, park or dead-letter): what
-// deliver does before its acknowledgement. Records neither acknowledged nor failed were held
-// back (the later events of a key that failed in the batch) and stay pending.
-func (f *Forwarder) publishSettled(ctx context.Context, records []record) (acked []record, settled []settlement) {
 	publishCtx, cancelPublish := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.LeaseTTL)
-	defer cancelPublish()
 	started := time.Now()
 	acked, failed := f.publish(publishCtx, records)
 	f.metrics.publishSeconds.Observe(time.Since(started).Seconds())
-	settled = make([]settlement, len(failed))
+	settled := make([]settlement, len(failed))
 	for i, fl := range failed {
 		settled[i] = f.settle(publishCtx, fl.record, fl.err)
 	}
-	return acked, settled
+	cancelPublish()
+
+	o, _, err := f.acknowledge(ctx, worker, leases, acked, settled)
+	return o, err
 }

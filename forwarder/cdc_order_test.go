@@ -8,12 +8,12 @@ import (
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 )
 
-// TestCDCFailedPartIsSettledBeforeTheKeysNextPart: a stream worker acknowledges a part behind
-// its next one only when the broker acknowledged every record of it. A part with a failure is
-// settled (its key parked) before the worker admits its next part, whose later event of the same
-// key must then go to the retry path, after the failed one. The test holds the lease rows
-// locked while the failed part settles, so that its settlement waits: a relay that settled
-// behind the next part (as it acknowledges) would publish the later event first.
+// TestCDCFailedPartIsSettledBeforeTheKeysNextPart: a stream worker settles a part with a
+// failure (its key parked) before it admits its next part, whose later event of the same key must
+// then go to the retry path, after the failed one. The test holds the lease rows locked while the
+// failed part settles, so that its settlement waits: a relay that admitted the next part before
+// the settlement was in the table (one that settled behind its next part, say) publishes the
+// later event first.
 func TestCDCFailedPartIsSettledBeforeTheKeysNextPart(t *testing.T) {
 	h := newCDCHarness(t, testsupport.KafkaBrokers(t))
 	testsupport.CreateKafkaTopic(t, h.brokers, h.topic)
