@@ -92,11 +92,12 @@ const startAttempts = 5
 
 // Run relays events until ctx is cancelled, then finishes the in-flight batches, releases its
 // leases and returns nil, also when ctx is cancelled while it starts. It returns an error if the
-// database cannot be reached at start (after a few bounded retries, each logged).
+// database cannot be reached at start (after a few bounded retries, each logged, or when ctx
+// ends while it waits for the database).
 func (f *Forwarder) Run(ctx context.Context) error {
 	held, err := f.start(ctx)
-	if err != nil && ctx.Err() != nil {
-		// Stopped while starting, as asked: not a failure. The start may have taken leases.
+	if errors.Is(err, errStoppedWhileStarting) {
+		// Stopped as asked: not a failure. The start may have taken leases.
 		f.releaseLeases(ctx)
 		return nil
 	}
@@ -139,6 +140,11 @@ func (f *Forwarder) releaseLeases(ctx context.Context) {
 	}
 }
 
+// errStoppedWhileStarting is start's error when ctx ended before the start finished and nothing
+// else failed (Run returns nil for it). When ctx ends while the start waits for an unreachable
+// database, the error is the database's.
+var errStoppedWhileStarting = errors.New("forwarder: stopped while starting")
+
 // start creates the group's lease rows and takes a first share of partitions, retrying a
 // database that is not reachable yet a bounded number of times. On SQLite, while another relay
 // runs on the database, it waits (logging why) until that relay stops or its heartbeat expires.
@@ -169,18 +175,21 @@ func (f *Forwarder) start(ctx context.Context) (holding, error) {
 				f.log.Warn("waiting: another relay runs on this SQLite database (SQLite supports one relay per database)",
 					"other_relay", other.other, "retry_in", f.cfg.HeartbeatInterval)
 				if !sleep(ctx, f.cfg.HeartbeatInterval) {
-					return holding{}, fmt.Errorf("forwarder: start: %w while waiting for relay %q to stop", ctx.Err(), other.other)
+					return holding{}, fmt.Errorf("%w (%w) while waiting for relay %q to stop", errStoppedWhileStarting, ctx.Err(), other.other)
 				}
 				attempt--
 				continue
 			}
 		}
+		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			return holding{}, fmt.Errorf("%w: %w", errStoppedWhileStarting, err)
+		}
 		if ctx.Err() != nil {
-			return holding{}, fmt.Errorf("forwarder: start: %w", ctx.Err())
+			return holding{}, fmt.Errorf("forwarder: start: %w; the database was not ready: %w", ctx.Err(), err)
 		}
 		f.log.Warn("database not ready, retrying", "attempt", attempt, "of", startAttempts, "error", err)
 		if attempt < startAttempts && !sleep(ctx, wait) {
-			return holding{}, fmt.Errorf("forwarder: start: %w", ctx.Err())
+			return holding{}, fmt.Errorf("forwarder: start: %w; the database was not ready: %w", ctx.Err(), err)
 		}
 		wait *= 2
 	}

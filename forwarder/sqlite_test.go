@@ -3,12 +3,14 @@ package forwarder_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outboxkit/outboxkit/forwarder"
@@ -125,5 +127,27 @@ func TestRunReturnsNilWhenStoppedWhileStarting(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return within 30 s of its context's cancellation")
+	}
+}
+
+// TestRunReportsAnUnreachableDatabaseWhenStoppedWhileWaitingForIt: a Run whose context ends while
+// it still waits for a database it could not reach returns the database's error: "never
+// started" is not "stopped as asked".
+func TestRunReportsAnUnreachableDatabaseWhenStoppedWhileWaitingForIt(t *testing.T) {
+	db, err := sql.Open("pgx", "postgres://outboxkit@127.0.0.1:1/outboxkit?connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	f, err := forwarder.New(forwarder.Config{DB: db, Dialect: outbox.Postgres, Table: "outbox_events",
+		Publisher: gochannel.NewGoChannel(gochannel.Config{}, nil), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	err = f.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "the database was not ready") || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Fatalf("Run on an unreachable database until its deadline returned %v, want the database's error", err)
 	}
 }
