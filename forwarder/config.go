@@ -26,6 +26,10 @@ const DefaultDeadLetterTopic = "outboxkit.dead_letters"
 // a default, given in its comment.
 type Config struct {
 	// DB is the database holding the outbox table (for PostgreSQL, open it with pgx's stdlib driver).
+	// The relay uses several of its connections at once (its workers, the heartbeat, the
+	// statistics, the cdc source's retry path): keep more idle than database/sql's default of
+	// two, e.g. DB.SetMaxIdleConns(16) as the CLI does, or the pool closes and opens connections
+	// again all the time.
 	DB *sql.DB
 	// Dialect of DB.
 	Dialect outbox.Dialect

@@ -1,8 +1,14 @@
 package main
 
 import (
+	"context"
+	"database/sql"
 	"strings"
 	"testing"
+
+	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/relayconfig"
+	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // A data source name the dialect's driver cannot parse is a configuration error (exit 2) naming
@@ -21,5 +27,31 @@ func TestUnparsableDSNIsAConfigurationError(t *testing.T) {
 				t.Errorf("%s with %s dsn %q: %s; want exit 2 naming database.dsn without the password", args[0], c.dialect, c.dsn, res)
 			}
 		}
+	}
+}
+
+// The relay's pool keeps the connections its goroutines use at once: eight connections used
+// together and given back stay open, instead of all but database/sql's default two being closed
+// (to be opened again by the next burst).
+func TestRelayPoolKeepsItsConnectionsIdle(t *testing.T) {
+	db, err := openDB(relayconfig.Database{Dialect: outbox.Postgres, DSN: testsupport.PostgresDSN(t), Table: "outbox_events"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	var conns []*sql.Conn
+	for range 8 {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	if st := db.Stats(); st.MaxIdleClosed != 0 || st.Idle != 8 {
+		t.Fatalf("after 8 connections were given back: %d idle, %d closed for lack of idle room; want 8 and 0", st.Idle, st.MaxIdleClosed)
 	}
 }

@@ -190,6 +190,7 @@ func runRelay(role string, d database, name string, o options) error {
 		return fmt.Errorf("open %s: %w", d.label, err)
 	}
 	defer db.Close()
+	db.SetMaxIdleConns(16) // as the CLI's relay (cmd/outboxkit, openDB)
 	if err := db.PingContext(ctx); err != nil {
 		return fmt.Errorf("connect to %s: %w", d.label, err)
 	}
