@@ -30,6 +30,7 @@ type streamScheduler struct {
 	reading   atomic.Pointer[leaseReading]
 	busy      []bool
 	inFlight  int
+	stopping  bool // set by drain: no waiting part is started any more
 	// waiting[w] are worker w's next parts, in stream order; only the last one grows.
 	waiting [][]cdcPart
 }
@@ -227,7 +228,7 @@ func (s *streamScheduler) advance() {
 // dispatch hands worker w its next part if it is idle. After a failure nothing more is
 // published: the stream restarts from the confirmed position.
 func (s *streamScheduler) dispatch(w int) {
-	if s.busy[w] || len(s.waiting[w]) == 0 || s.firstErr != nil {
+	if s.busy[w] || len(s.waiting[w]) == 0 || s.firstErr != nil || s.stopping {
 		return
 	}
 	part := s.waiting[w][0]
@@ -258,6 +259,7 @@ func (s *streamScheduler) settle(d cdcDone) {
 // drain waits for the parts in flight (not for those still waiting: their batches are not
 // confirmed, and the stream replays them).
 func (s *streamScheduler) drain() {
+	s.stopping = true
 	for s.inFlight > 0 {
 		s.settle(<-s.done)
 	}

@@ -49,3 +49,23 @@ func TestStreamSchedulerTakesBatchesWhileWorkersAreBusy(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamSchedulerDrainStartsNoWaitingPart: when the session stops, the loop waits for the
+// parts in flight and starts none of the parts still waiting (their batches are not confirmed;
+// the stream replays them), so a stop does not publish the whole waiting backlog first.
+func TestStreamSchedulerDrainStartsNoWaitingPart(t *testing.T) {
+	part := cdcPart{batches: []uint64{1}, b: cdcBatch{records: make([]record, 3)}}
+	s := &streamScheduler{f: &Forwarder{cdc: &cdcState{}}, queues: []chan cdcPart{make(chan cdcPart, 1)},
+		done: make(chan cdcDone, 1), busy: []bool{true}, inFlight: 1, waiting: [][]cdcPart{{part}}}
+	s.done <- cdcDone{worker: 0, batches: []uint64{0}}
+	drained := make(chan struct{})
+	go func() { s.drain(); close(drained) }()
+	select {
+	case <-drained:
+	case part := <-s.queues[0]: // started instead; the drain now waits for it
+		t.Fatalf("the drain handed the worker its waiting part of %d rows", len(part.b.records))
+	}
+	if len(s.waiting[0]) != 1 || s.inFlight != 0 {
+		t.Fatalf("after the drain: %d parts waiting, %d in flight; want 1 and 0", len(s.waiting[0]), s.inFlight)
+	}
+}
