@@ -51,7 +51,18 @@ func TestStreamDecodesInserts(t *testing.T) {
 	table := w.Table()
 	const slot, pub = "pgrepl_stream_test_slot", "pgrepl_stream_test_pub"
 	cleanup := func() {
-		_, _ = db.Exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot)
+		// A slot left behind keeps the server's WAL forever. Dropping it fails while the walsender
+		// of the test's closed replication connection still holds it: try again for a while.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			_, err := db.Exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("drop replication slot %s: %v", slot, err)
+				break
+			}
+		}
 		_ = pgrepl.DropPublication(context.Background(), db, pub)
 		for _, n := range table.Tables() {
 			_, _ = db.Exec("DROP TABLE IF EXISTS " + n)
