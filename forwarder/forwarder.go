@@ -35,8 +35,8 @@ type Forwarder struct {
 	// source feeds pipeline, chosen by New from Config.Source and Config.Delivery.
 	source   source
 	pipeline pipeline
-	// ackInOneStatement has batches whose records were all acknowledged by the broker
-	// acknowledged in one statement (acknowledgeAll), where the database can (PostgreSQL).
+	// ackInOneStatement: a batch the broker took whole is acknowledged in one statement
+	// (acknowledgeAll), where the database can (PostgreSQL).
 	ackInOneStatement bool
 	// txp, units and installation serve ExactlyOnce delivery (transactional.go); txp is nil
 	// otherwise. installation is the table's identity, read at start.
