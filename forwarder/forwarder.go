@@ -149,7 +149,9 @@ var errStoppedWhileStarting = errors.New("forwarder: stopped while starting")
 // database that is not reachable yet a bounded number of times. On SQLite, while another relay
 // runs on the database, it waits (logging why) until that relay stops or its heartbeat expires.
 func (f *Forwarder) start(ctx context.Context) (holding, error) {
-	var err error
+	// notReady is the last error of an attempt that failed on its own, not because ctx ended
+	// during it: once the database has failed, a stop is reported as that failure.
+	var err, notReady error
 	wait := 500 * time.Millisecond
 	for attempt := 1; attempt <= startAttempts; attempt++ {
 		if err = f.store.ensureLeaseRows(ctx, f.cfg.DB); err == nil {
@@ -181,15 +183,19 @@ func (f *Forwarder) start(ctx context.Context) (holding, error) {
 				continue
 			}
 		}
-		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		stoppedInAttempt := errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+		if ctx.Err() != nil && stoppedInAttempt && notReady == nil {
 			return holding{}, fmt.Errorf("%w: %w", errStoppedWhileStarting, err)
 		}
+		if !stoppedInAttempt || notReady == nil {
+			notReady = err
+		}
 		if ctx.Err() != nil {
-			return holding{}, fmt.Errorf("forwarder: start: %w; the database was not ready: %w", ctx.Err(), err)
+			return holding{}, fmt.Errorf("forwarder: start: %w; the database was not ready: %w", ctx.Err(), notReady)
 		}
 		f.log.Warn("database not ready, retrying", "attempt", attempt, "of", startAttempts, "error", err)
 		if attempt < startAttempts && !sleep(ctx, wait) {
-			return holding{}, fmt.Errorf("forwarder: start: %w; the database was not ready: %w", ctx.Err(), err)
+			return holding{}, fmt.Errorf("forwarder: start: %w; the database was not ready: %w", ctx.Err(), notReady)
 		}
 		wait *= 2
 	}

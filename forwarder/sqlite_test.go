@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -132,9 +133,12 @@ func TestRunReturnsNilWhenStoppedWhileStarting(t *testing.T) {
 
 // TestRunReportsAnUnreachableDatabaseWhenStoppedWhileWaitingForIt: a Run whose context ends while
 // it still waits for a database it could not reach returns the database's error: "never
-// started" is not "stopped as asked".
+// started" is not "stopped as asked". The server here refuses the first connection and never
+// answers the later ones, so the context always ends inside an attempt, after a database error:
+// the error must be that one, not the attempt's "context deadline exceeded".
 func TestRunReportsAnUnreachableDatabaseWhenStoppedWhileWaitingForIt(t *testing.T) {
-	db, err := sql.Open("pgx", "postgres://outboxkit@127.0.0.1:1/outboxkit?connect_timeout=1")
+	addr := unansweringServer(t)
+	db, err := sql.Open("pgx", "postgres://outboxkit@"+addr+"/outboxkit?sslmode=disable")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +151,43 @@ func TestRunReportsAnUnreachableDatabaseWhenStoppedWhileWaitingForIt(t *testing.
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	err = f.Run(ctx)
-	if err == nil || !strings.Contains(err.Error(), "the database was not ready") || !strings.Contains(err.Error(), "127.0.0.1:1") {
+	if err == nil || !strings.Contains(err.Error(), "the database was not ready") || !strings.Contains(err.Error(), addr) {
 		t.Fatalf("Run on an unreachable database until its deadline returned %v, want the database's error", err)
 	}
+}
+
+// unansweringServer listens on loopback, closes the first connection at once and holds every
+// later one open without a word, and returns its address.
+func unansweringServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for first := true; ; first = false {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if first {
+				conn.Close()
+				continue
+			}
+			mu.Lock()
+			held = append(held, conn)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
 }
