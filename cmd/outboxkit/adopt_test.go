@@ -65,6 +65,11 @@ func TestAdoptThenRelaySeed004(t *testing.T) {
 	insert(aggType, "o-0")
 	cfg := strings.Replace(pgConfig(testsupport.PostgresDSN(t), relay, fmt.Sprintf("broker: kafka\nkafka:\n  brokers: [%s]\n", strings.Join(brokers, ", "))),
 		"forwarder:\n", "forwarder:\n  max_attempts: 3\n  max_interval: 200ms\n", 1)
+	// The lease TTL bounds a publish call. 2 s was too short on a loaded CI machine for the
+	// broker's answer on the poison topic (and for the dead-letter topic's first metadata): each
+	// attempt ended in "context deadline exceeded", a retriable error, so the poison event took 6
+	// attempts instead of 1.
+	cfg = strings.Replace(cfg, "lease_ttl: 2s", "lease_ttl: 15s", 1)
 	dir := writeConfig(t, cfg)
 	if err := os.WriteFile(filepath.Join(dir, "adopt.yaml"), []byte(adoptMapping(team)), 0o600); err != nil {
 		t.Fatal(err)
