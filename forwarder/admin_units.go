@@ -1,6 +1,7 @@
 package forwarder
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -69,7 +70,11 @@ func (a *Admin) Units(ctx context.Context, r CheckpointReader, q UnitsQuery) ([]
 		q.CheckpointTopic = DefaultCheckpointTopic
 	}
 	if q.Units == 0 {
-		q.Units = defaultTransactionalUnits
+		recorded, _, err := a.store.recordedUnits(ctx, a.db, q.TransactionalIDPrefix)
+		if err != nil {
+			return nil, fmt.Errorf("forwarder: %w", err)
+		}
+		q.Units = cmp.Or(recorded, defaultUnits(0))
 	}
 	if q.Units < 0 || outbox.Partitions%q.Units != 0 {
 		return nil, fmt.Errorf("forwarder: units %d do not divide the %d partitions", q.Units, outbox.Partitions)

@@ -52,7 +52,9 @@ type Config struct {
 	// holds the partitions p with p % TransactionalUnits == u, is leased whole, and publishes its
 	// batches in transactions of its own, with a producer (one connection per broker) of its
 	// own. Fewer units make larger transactions; more units spread a group over more relays.
-	// It must divide outbox.Partitions (64) and be a multiple of Workers. Default: 8.
+	// It must divide outbox.Partitions (64) and be a multiple of Workers. Default: the count the
+	// lease group already runs with (its rows in the units table), else Workers (at least 2).
+	// A count other than the group's is refused while rows are pending (docs/exactly-once.md).
 	TransactionalUnits int
 	// TransactionalIDPrefix names the transactional units of ExactlyOnce delivery: unit
 	// "<prefix>/uNN" (the Kafka transactional.id) for unit NN. It must be unique per outbox
@@ -176,10 +178,10 @@ func (c *Config) setDefaults() {
 	}
 	setDefault(&c.Delivery, AtLeastOnce)
 	setDefault(&c.CheckpointTopic, DefaultCheckpointTopic)
-	setDefault(&c.TransactionalUnits, defaultTransactionalUnits)
 	setDefault(&c.BatchSize, 1000)
 	setDefault(&c.MaxBatchBytes, 1<<20)
 	setDefault(&c.Workers, 2)
+	setDefault(&c.TransactionalUnits, defaultUnits(c.Workers))
 	setDefault(&c.MinPollInterval, 10*time.Millisecond)
 	setDefault(&c.MaxPollInterval, time.Second)
 	setDefault(&c.MaxAttempts, 10)

@@ -29,9 +29,6 @@ const (
 // DefaultCheckpointTopic is the default Config.CheckpointTopic.
 const DefaultCheckpointTopic = "outboxkit.checkpoints"
 
-// defaultTransactionalUnits is the default Config.TransactionalUnits.
-const defaultTransactionalUnits = 8
-
 // TransactionalPublisher is implemented by publishers that publish messages and a checkpoint in
 // one broker transaction, with zombie fencing (brokers/kafka.Publisher). With
 // Config.Delivery ExactlyOnce, the forwarder runs one unit per partition it leases.

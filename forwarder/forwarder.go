@@ -43,6 +43,8 @@ type Forwarder struct {
 	txp          TransactionalPublisher
 	units        txUnits
 	installation string
+	// unitsConfigured: Config.TransactionalUnits was set, not defaulted (resolveUnits).
+	unitsConfigured bool
 	// share is how this relay shares the partitions with the others of its lease group.
 	share sharePolicy
 	// leasesTaken tells the polling workers that partitions were taken between heartbeats of
@@ -57,6 +59,7 @@ type Forwarder struct {
 
 // New validates config and returns a Forwarder. It touches neither the database nor the broker.
 func New(config Config) (*Forwarder, error) {
+	unitsConfigured := config.TransactionalUnits != 0
 	config.setDefaults()
 	if err := config.Validate(); err != nil {
 		return nil, err
@@ -70,7 +73,8 @@ func New(config Config) (*Forwarder, error) {
 		return nil, fmt.Errorf("forwarder: %w", err)
 	}
 	f := &Forwarder{
-		cfg: config,
+		cfg:             config,
+		unitsConfigured: unitsConfigured,
 		store: &store{table: table, dialect: config.Dialect, group: config.LeaseGroup, tenants: config.Tenants,
 			idleTimeout: max(time.Second, config.LeaseTTL/2)},
 		metrics:     m,

@@ -151,3 +151,40 @@ func (s *store) applyCheckpoint(ctx context.Context, tx *sql.Tx, cp checkpoint, 
 	}
 	return mismatched, nil
 }
+
+// recordedUnits returns the unit count the units table records for the units named
+// "<prefix>/uNN" (one more than the highest NN; 0 when there is none) and their names.
+func (s *store) recordedUnits(ctx context.Context, q querier, prefix string) (int, []string, error) {
+	rows, err := s.sql().UnitNames().Query(ctx, q)
+	if err != nil {
+		return 0, nil, fmt.Errorf("read the transactional units of %s: %w", s.table.Units(), err)
+	}
+	defer rows.Close()
+	count := 0
+	var names []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return 0, nil, fmt.Errorf("read the transactional units of %s: %w", s.table.Units(), err)
+		}
+		if n, ok := unitIndex(name, prefix); ok {
+			count = max(count, n+1)
+			names = append(names, name)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, nil, fmt.Errorf("read the transactional units of %s: %w", s.table.Units(), err)
+	}
+	return count, names, nil
+}
+
+// forgetUnits deletes the units table's rows of names.
+func (s *store) forgetUnits(ctx context.Context, q querier, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	if _, err := s.sql().ForgetUnits(names).Exec(ctx, q); err != nil {
+		return fmt.Errorf("delete the rows of %d transactional units from %s: %w", len(names), s.table.Units(), err)
+	}
+	return nil
+}

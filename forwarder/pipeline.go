@@ -73,8 +73,13 @@ func (atLeastOnce) logAttrs() []any { return []any{"delivery", AtLeastOnce} }
 // checkpoint (transactional.go).
 type exactlyOnce struct{ f *Forwarder }
 
-// start reads the table's installation identity, which names the units.
-func (p exactlyOnce) start(ctx context.Context) error { return p.f.resolveInstallation(ctx) }
+// start reads the table's installation identity, which names the units, and settles their count.
+func (p exactlyOnce) start(ctx context.Context) error {
+	if err := p.f.resolveInstallation(ctx); err != nil {
+		return err
+	}
+	return p.f.resolveUnits(ctx)
+}
 
 // ready opens the units the worker leases whole and returns their leases: the rows of a unit
 // leased in part wait until the heartbeat has settled its owner, and so do those of a unit whose

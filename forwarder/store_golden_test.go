@@ -208,6 +208,8 @@ func renderUnitStatements(g *goldenRun, s *store, db *sql.DB, records []record) 
 	g.step("installationID", func() error { _, err := s.installationID(ctx, db); return err })
 	g.step("ensureUnitRow", func() error { return s.ensureUnitRow(ctx, db, unit) })
 	g.step("cleanedDigest", func() error { _, err := s.cleanedDigest(ctx, db, unit); return err })
+	g.step("recordedUnits", func() error { _, _, err := s.recordedUnits(ctx, db, "golden"); return err })
+	g.step("forgetUnits", func() error { return s.forgetUnits(ctx, db, []string{"golden/u02", "golden/u03"}) })
 	g.step("markCleaned", func() error {
 		return s.markCleaned(ctx, db, []unitMark{{name: unit, digest: "d0"}, {name: "golden/u01", digest: "d1"}})
 	})

@@ -165,8 +165,10 @@ func (h *eoHarness) startRelay(id string, wrap func(*Publisher) forwarder.Transa
 	f, err := forwarder.New(forwarder.Config{
 		DB: db, Dialect: outbox.Postgres, Table: h.writer.Table().Events(), Publisher: tp, RelayID: id,
 		Delivery: forwarder.ExactlyOnce, CheckpointTopic: h.checkpoint, TransactionalIDPrefix: h.prefix, Metrics: reg, DeadLetterTopic: h.topic + "-dlq",
-		IsRetriable: Retriable,
-		LeaseTTL:    2 * time.Second, HeartbeatInterval: 200 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond,
+		// 8 units: more units than relays, so that the tests move units between relays.
+		TransactionalUnits: 8,
+		IsRetriable:        Retriable,
+		LeaseTTL:           2 * time.Second, HeartbeatInterval: 200 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond,
 		InitialInterval: 20 * time.Millisecond, MaxInterval: 200 * time.Millisecond, BatchSize: 200,
 		Source: h.source, CDC: h.cdcConfig(proxy.dsn), TracerProvider: h.tracer, MessagingSystem: "kafka",
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("relay", id),

@@ -41,3 +41,17 @@ func (s Statements) MarkCleaned(marks []UnitMark) Query {
 	args := append(append(caseArgs, s.nowArg()), names...)
 	return s.q("UPDATE "+s.table.Units()+" SET cleaned = CASE unit"+cases.String()+" END, cleaned_at = ? WHERE unit IN "+in(len(marks)), args...)
 }
+
+// UnitNames selects the name of every unit the units table has a row of.
+func (s Statements) UnitNames() Query {
+	return s.q("SELECT unit FROM " + s.table.Units())
+}
+
+// ForgetUnits deletes the units table's rows of the units names.
+func (s Statements) ForgetUnits(names []string) Query {
+	args := make([]any, len(names))
+	for i, n := range names {
+		args[i] = n
+	}
+	return s.q("DELETE FROM "+s.table.Units()+" WHERE unit IN "+in(len(names)), args...)
+}
