@@ -21,23 +21,26 @@ type Forwarder struct {
 	Delivery              string
 	CheckpointTopic       string
 	TransactionalIDPrefix string
-	BatchSize             int
-	MaxBatchBytes         int
-	Workers               int
-	MaxAttempts           int
-	UnlimitedRetries      bool
-	InitialInterval       time.Duration
-	MaxInterval           time.Duration
-	DeadLetterTopic       string
-	Retention             time.Duration
-	PruneInterval         time.Duration
-	LeaseTTL              time.Duration
-	PublishStallAfter     time.Duration
-	Tenants               []string
-	LeaseGroup            string
-	RelayID               string
-	MinPollInterval       time.Duration
-	MaxPollInterval       time.Duration
+	// TransactionalUnits is forwarder.Config.TransactionalUnits (0: the lease group's count, else
+	// the default).
+	TransactionalUnits int
+	BatchSize          int
+	MaxBatchBytes      int
+	Workers            int
+	MaxAttempts        int
+	UnlimitedRetries   bool
+	InitialInterval    time.Duration
+	MaxInterval        time.Duration
+	DeadLetterTopic    string
+	Retention          time.Duration
+	PruneInterval      time.Duration
+	LeaseTTL           time.Duration
+	PublishStallAfter  time.Duration
+	Tenants            []string
+	LeaseGroup         string
+	RelayID            string
+	MinPollInterval    time.Duration
+	MaxPollInterval    time.Duration
 }
 
 // fields binds the section's keys.
@@ -64,6 +67,7 @@ func (f *Forwarder) fields() []field {
 		{key: "source", target: &f.Source},
 		{key: "checkpoint_topic", target: &f.CheckpointTopic},
 		{key: "transactional_id_prefix", target: &f.TransactionalIDPrefix},
+		{key: "transactional_units", target: &f.TransactionalUnits, positive: true},
 	}
 }
 
@@ -111,6 +115,7 @@ func (f *Forwarder) validate() error {
 	}{
 		{"forwarder.batch_size", f.BatchSize}, {"forwarder.max_batch_bytes", f.MaxBatchBytes},
 		{"forwarder.workers", f.Workers}, {"forwarder.max_attempts", f.MaxAttempts},
+		{"forwarder.transactional_units", f.TransactionalUnits},
 	}
 	for _, p := range positiveInts {
 		if p.value < 0 {
@@ -178,6 +183,7 @@ func (f Forwarder) Apply(c *forwarder.Config) {
 	c.Delivery = forwarder.Delivery(f.Delivery)
 	c.CheckpointTopic = f.CheckpointTopic
 	c.TransactionalIDPrefix = f.TransactionalIDPrefix
+	c.TransactionalUnits = f.TransactionalUnits
 	c.BatchSize = f.BatchSize
 	c.MaxBatchBytes = int64(f.MaxBatchBytes)
 	c.UnlimitedRetries = f.UnlimitedRetries

@@ -45,15 +45,15 @@ func TestParseErrorsForwarder(t *testing.T) {
 
 func TestParseDelivery(t *testing.T) {
 	base := "database:\n  dialect: postgres\n  dsn: postgres://x\n"
-	kafkaDoc := base + "broker: kafka\nkafka:\n  brokers: [127.0.0.1:9092]\nforwarder:\n  delivery: exactly_once\n  checkpoint_topic: app.checkpoints\n  transactional_id_prefix: app/outbox\n"
+	kafkaDoc := base + "broker: kafka\nkafka:\n  brokers: [127.0.0.1:9092]\nforwarder:\n  delivery: exactly_once\n  checkpoint_topic: app.checkpoints\n  transactional_id_prefix: app/outbox\n  transactional_units: 8\n"
 	cfg, err := Parse([]byte(kafkaDoc), nil, Options{Broker: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var fc forwarder.Config
 	cfg.Forwarder.Apply(&fc)
-	if fc.Delivery != forwarder.ExactlyOnce || fc.CheckpointTopic != "app.checkpoints" || fc.TransactionalIDPrefix != "app/outbox" {
-		t.Errorf("Apply: delivery %q, checkpoint topic %q, prefix %q", fc.Delivery, fc.CheckpointTopic, fc.TransactionalIDPrefix)
+	if fc.Delivery != forwarder.ExactlyOnce || fc.CheckpointTopic != "app.checkpoints" || fc.TransactionalIDPrefix != "app/outbox" || fc.TransactionalUnits != 8 {
+		t.Errorf("Apply: delivery %q, checkpoint topic %q, prefix %q, units %d", fc.Delivery, fc.CheckpointTopic, fc.TransactionalIDPrefix, fc.TransactionalUnits)
 	}
 	env := map[string]string{EnvForwarderDelivery: " at_least_once "}
 	cfg, err = Parse([]byte(kafkaDoc), func(k string) (string, bool) { v, ok := env[k]; return v, ok }, Options{Broker: true})
@@ -61,6 +61,7 @@ func TestParseDelivery(t *testing.T) {
 		t.Errorf("%s override: delivery %q, error %v", EnvForwarderDelivery, cfg.Forwarder.Delivery, err)
 	}
 	for _, c := range []struct{ doc, want string }{
+		{base + "forwarder:\n  transactional_units: 0\n", "forwarder.transactional_units: must be positive, got 0"},
 		{base + "forwarder:\n  delivery: twice\n", `forwarder.delivery: unknown value "twice" (allowed: at_least_once, exactly_once; or set OUTBOXKIT_FORWARDER_DELIVERY)`},
 		{base + "broker: pulsar\npulsar:\n  url: pulsar://127.0.0.1:6650\nforwarder:\n  delivery: exactly_once\n", `forwarder.delivery: "exactly_once" needs broker kafka (or kfake), not "pulsar"`},
 		{base + "broker: nats\nnats:\n  urls: [nats://127.0.0.1:4222]\nforwarder:\n  delivery: exactly_once\n", `forwarder.delivery: "exactly_once" needs broker kafka (or kfake), not "nats": JetStream has no transaction`},

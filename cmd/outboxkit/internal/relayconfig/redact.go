@@ -181,6 +181,7 @@ func (f Forwarder) LogValue() slog.Value {
 	dur("max_poll_interval", f.MaxPollInterval)
 	str("checkpoint_topic", f.CheckpointTopic)
 	str("transactional_id_prefix", f.TransactionalIDPrefix)
+	num("transactional_units", f.TransactionalUnits)
 	return slog.GroupValue(attrs...)
 }
 
