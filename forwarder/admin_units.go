@@ -70,7 +70,7 @@ func (a *Admin) Units(ctx context.Context, r CheckpointReader, q UnitsQuery) ([]
 		q.CheckpointTopic = DefaultCheckpointTopic
 	}
 	if q.Units == 0 {
-		recorded, _, err := a.store.recordedUnits(ctx, a.db, q.TransactionalIDPrefix)
+		recorded, err := a.store.recordedUnits(ctx, a.db, q.TransactionalIDPrefix)
 		if err != nil {
 			return nil, fmt.Errorf("forwarder: %w", err)
 		}

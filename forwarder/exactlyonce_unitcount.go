@@ -2,19 +2,19 @@ package forwarder
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
-// The unit count of a lease group must not change while any of its rows is pending: relays that
-// grouped the partitions differently would not read the last checkpoint of every unit that
-// published those rows, and would publish some of them again. The units table records the count:
-// a unit's row is created when the unit is first opened, before it publishes anything, so the
-// units of the group that ever published are the rows named "<prefix>/uNN".
+// The unit count of a lease group must not change: relays that grouped the partitions
+// differently would not read the last checkpoint of every unit that published a row, and could
+// publish it again. The units table records the count: a relay makes the rows of all its units
+// before it takes a lease, and every opening of a unit makes the unit's row before it publishes,
+// so the rows named "<prefix>/uNN" are the group's units.
 
 // minDefaultUnits is the fewest transactional units a lease group gets by default: fewer units
 // make fewer, larger transactions, each with a fixed cost at the broker (docs/exactly-once.md).
@@ -23,44 +23,51 @@ const minDefaultUnits = 2
 // defaultUnits is the TransactionalUnits of a lease group whose units table records none.
 func defaultUnits(workers int) int { return max(minDefaultUnits, workers) }
 
-// resolveUnits settles the unit count before the first lease is taken. A group that recorded a
-// count keeps it when the configuration leaves TransactionalUnits unset (so a relay whose
-// default changed does not regroup the partitions). A configured count that differs from the
-// recorded one is refused while rows are pending; with none pending, it replaces the recorded
-// one.
+// ErrUnitCountMismatch is the error of an exactly-once relay configured with a unit count other
+// than the one its lease group runs with.
+var ErrUnitCountMismatch = errors.New("the transactional unit count differs from the lease group's")
+
+// resolveUnits settles the unit count before the first lease is taken and records it. A group
+// that recorded a count keeps it when TransactionalUnits is unset (so a relay whose default
+// changed does not regroup the partitions); a configured count that differs is refused.
 func (f *Forwarder) resolveUnits(ctx context.Context) error {
-	recorded, names, err := f.store.recordedUnits(ctx, f.cfg.DB, f.cfg.TransactionalIDPrefix)
+	recorded, err := f.store.recordedUnits(ctx, f.cfg.DB, f.cfg.TransactionalIDPrefix)
 	if err != nil {
 		return err
 	}
-	configured := f.cfg.TransactionalUnits
 	switch {
-	case recorded == 0 || recorded == configured:
-		return nil
-	case !f.unitsConfigured:
-		if outbox.Partitions%recorded != 0 || recorded%f.cfg.Workers != 0 {
-			return fmt.Errorf("forwarder: lease group %q runs with %d transactional units (rows of %s), which do not divide the %d partitions "+
-				"or are not a multiple of Workers %d", f.cfg.LeaseGroup, recorded, f.store.table.Units(), outbox.Partitions, f.cfg.Workers)
-		}
+	case recorded == 0 || recorded == f.cfg.TransactionalUnits:
+	case !f.unitsConfigured && recorded%f.cfg.Workers == 0:
 		f.setUnits(recorded)
-		return nil
+	case !f.unitsConfigured:
+		return fmt.Errorf("lease group %q runs with %d transactional units (rows of %s), not a multiple of Workers %d: "+
+			"set Workers (forwarder.workers) to a divisor of %d: %w", f.cfg.LeaseGroup, recorded, f.store.table.Units(), f.cfg.Workers, recorded, ErrUnitCountMismatch)
+	default:
+		return f.unitCountMismatch(recorded)
 	}
-	pending, err := f.pendingRows(ctx)
-	if err != nil {
-		return err
+	for u := range f.cfg.TransactionalUnits {
+		if err := f.store.ensureUnitRow(ctx, f.cfg.DB, f.unitName(u)); err != nil {
+			return err
+		}
 	}
-	if pending > 0 {
-		return fmt.Errorf("forwarder: TransactionalUnits %d, but lease group %q runs with %d units (rows of %s) and %d rows are pending: "+
-			"leave TransactionalUnits unset or set it to %d, or stop every relay of the group, let one relay with %d units "+
-			"publish every pending row, then start the relays with %d (docs/exactly-once.md)",
-			configured, f.cfg.LeaseGroup, recorded, f.store.table.Units(), pending, recorded, recorded, configured)
-	}
-	stale := slices.DeleteFunc(names, func(name string) bool { n, _ := unitIndex(name, f.cfg.TransactionalIDPrefix); return n < configured })
-	if err := f.store.forgetUnits(ctx, f.cfg.DB, stale); err != nil {
-		return err
-	}
-	f.log.Info("transactional unit count changed (no row was pending)", "lease_group", f.cfg.LeaseGroup, "from", recorded, "to", configured)
 	return nil
+}
+
+// checkUnitCount refuses, in the fenced transaction of a unit's opening, a unit count other
+// than the one the units table records: relays of one group that started together with
+// different counts both passed resolveUnits, and the second must not publish.
+func (f *Forwarder) checkUnitCount(ctx context.Context, q querier) error {
+	recorded, err := f.store.recordedUnits(ctx, q, f.cfg.TransactionalIDPrefix)
+	if err != nil || recorded == f.cfg.TransactionalUnits {
+		return err
+	}
+	return f.unitCountMismatch(recorded)
+}
+
+func (f *Forwarder) unitCountMismatch(recorded int) error {
+	return fmt.Errorf("TransactionalUnits (forwarder.transactional_units) is %d, but lease group %q runs with %d units "+
+		"(rows of %s): leave it unset or set it to %d; to change the count see docs/exactly-once.md: %w",
+		f.cfg.TransactionalUnits, f.cfg.LeaseGroup, recorded, f.store.table.Units(), recorded, ErrUnitCountMismatch)
 }
 
 // setUnits makes n the unit count, before any lease is taken.
@@ -69,17 +76,15 @@ func (f *Forwarder) setUnits(n int) {
 	f.share.units = n
 }
 
-// pendingRows counts the rows waiting to be published in the relay's scope.
-func (f *Forwarder) pendingRows(ctx context.Context) (int64, error) {
-	stats, err := f.store.stats(ctx, f.cfg.DB)
-	if err != nil {
-		return 0, err
+// unitCountOf is the unit count that the highest unit number recorded implies: the smallest
+// divisor of outbox.Partitions above it. The rows of a group's higher units can be missing
+// where a relay of an earlier version opened only some of its units; those never published.
+func unitCountOf(highest int) int {
+	n := 1
+	for n <= highest && n < outbox.Partitions {
+		n *= 2
 	}
-	var n int64
-	for _, st := range stats {
-		n += st.pending
-	}
-	return n, nil
+	return n
 }
 
 // unitIndex parses NN out of a unit name "<prefix>/uNN"; ok is false for another prefix.

@@ -3,9 +3,12 @@ package forwarder
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -72,43 +75,80 @@ func TestUnitCountDefaultsToTheGroupsRecordedOne(t *testing.T) {
 	}
 }
 
-// TestUnitCountChangeIsRefusedWhileRowsArePending: a configured count other than the group's
-// recorded one is refused, naming both, while a row is pending; once none is, it is taken and
-// the rows of the units it no longer has are deleted.
-func TestUnitCountChangeIsRefusedWhileRowsArePending(t *testing.T) {
+// TestUnitCountOtherThanTheGroupsIsRefused: a configured count other than the group's recorded
+// one is refused at start, naming both, as a permanent error (Run returns it at once).
+func TestUnitCountOtherThanTheGroupsIsRefused(t *testing.T) {
 	db := unitCountDB(t)
 	first, err := startExactlyOnce(t, db, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
-	recordUnits(t, first, 8)
-	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.SQLite})
+	_, err = startExactlyOnce(t, db, 4)
+	if !errors.Is(err, ErrUnitCountMismatch) || !strings.Contains(err.Error(), "is 4") || !strings.Contains(err.Error(), "runs with 8 units") {
+		t.Fatalf("4 units on a group of 8: %v, want ErrUnitCountMismatch naming 4 and 8", err)
+	}
+	f, err := New(Config{DB: db, Dialect: outbox.SQLite, Publisher: &fakeTxPublisher{}, Delivery: ExactlyOnce, TransactionalUnits: 16,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	if err := f.Run(context.Background()); !errors.Is(err, ErrUnitCountMismatch) || time.Since(started) > 5*time.Second {
+		t.Fatalf("Run with 16 units on a group of 8 returned %v after %v, want ErrUnitCountMismatch at once", err, time.Since(started))
+	}
+	if n, err := first.store.recordedUnits(context.Background(), db, first.cfg.TransactionalIDPrefix); err != nil || n != 8 {
+		t.Fatalf("after the refusals the units table records %d units (%v), want 8", n, err)
+	}
+}
+
+// TestUnitCountOfAPartlyOpenedGroup: a group whose relay of an earlier version opened only units
+// 0-5 of its 8 records 8 (the smallest count above the highest unit), so a relay with the count
+// unset keeps 8 and records the rows of all of them.
+func TestUnitCountOfAPartlyOpenedGroup(t *testing.T) {
+	db := unitCountDB(t)
+	old, err := startExactlyOnce(t, db, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("DELETE FROM "+old.store.table.Units()+" WHERE unit IN (?, ?)", old.unitName(6), old.unitName(7)); err != nil {
+		t.Fatal(err)
+	}
+	upgraded, err := startExactlyOnce(t, db, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := upgraded.cfg.TransactionalUnits; got != 8 {
+		t.Fatalf("a group with the rows of units 0-5 got %d units, want 8", got)
+	}
+	var rows int
+	if err := db.QueryRow("SELECT count(*) FROM " + old.store.table.Units()).Scan(&rows); err != nil || rows != 8 {
+		t.Fatalf("the units table has %d rows (%v), want 8", rows, err)
+	}
+}
+
+// TestUnitOpeningChecksTheCount: relays of one group that started together with different
+// counts both pass the start; the one whose count the units table no longer records must not
+// open a unit (and so publishes nothing). One unit: SQLite takes one opening at a time.
+func TestUnitOpeningChecksTheCount(t *testing.T) {
+	db := unitCountDB(t)
+	f, err := New(Config{DB: db, Dialect: outbox.SQLite, Publisher: &fakeTxPublisher{}, Delivery: ExactlyOnce, TransactionalUnits: 1,
+		Workers: 1, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := inTx(ctx, db, func(tx *sql.Tx) error {
-		return w.WriteTx(ctx, tx, outbox.Event{Topic: "orders", AggregateType: "order", AggregateID: "o-1", EventType: "Placed", Payload: []byte("{}")})
-	}); err != nil {
+	if _, err := f.start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, err = startExactlyOnce(t, db, 4)
-	if err == nil || !strings.Contains(err.Error(), "TransactionalUnits 4") || !strings.Contains(err.Error(), "runs with 8 units") ||
-		!strings.Contains(err.Error(), "1 rows are pending") {
-		t.Fatalf("4 units on a group of 8 with a pending row: %v, want a refusal naming 4, 8 and the pending row", err)
+	leases, err := f.store.liveLeases(ctx, db, f.cfg.RelayID, 0, 1)
+	if err != nil || len(leases) != outbox.Partitions {
+		t.Fatalf("the relay holds %d leases (%v), want all %d", len(leases), err, outbox.Partitions)
 	}
-	if _, err := db.Exec("DELETE FROM " + first.store.table.Events()); err != nil {
-		t.Fatal(err)
+	recordUnits(t, f, 8) // what a relay with 8 units, started at the same moment, records
+	if err := f.openLeasedUnits(ctx, 0, leases); !errors.Is(err, ErrUnitCountMismatch) {
+		t.Fatalf("opening the unit of a relay with 1 where the table records 8: %v, want ErrUnitCountMismatch", err)
 	}
-	changed, err := startExactlyOnce(t, db, 4)
-	if err != nil {
-		t.Fatalf("4 units on a group of 8 with no row pending: %v", err)
-	}
-	recorded, _, err := changed.store.recordedUnits(ctx, db, changed.cfg.TransactionalIDPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if recorded != 4 {
-		t.Fatalf("after the change the units table records %d units, want 4", recorded)
+	if f.units.get(0).open {
+		t.Fatal("a unit was left open: the relay could publish with a count the group does not run with")
 	}
 }

@@ -200,7 +200,10 @@ func (f *Forwarder) openUnit(ctx context.Context, n int, leases []lease, u *txUn
 			lost = err == nil
 			return err
 		}
-		if err := f.store.ensureUnitRow(ackCtx, tx, unit); err != nil || !cleanup {
+		if err := f.store.ensureUnitRow(ackCtx, tx, unit); err != nil {
+			return err
+		}
+		if err := f.checkUnitCount(ackCtx, tx); err != nil || !cleanup {
 			return err
 		}
 		applied, mismatched, err = f.cleanUpCheckpoint(ackCtx, tx, unit, u, cp, last)

@@ -153,38 +153,28 @@ func (s *store) applyCheckpoint(ctx context.Context, tx *sql.Tx, cp checkpoint, 
 }
 
 // recordedUnits returns the unit count the units table records for the units named
-// "<prefix>/uNN" (one more than the highest NN; 0 when there is none) and their names.
-func (s *store) recordedUnits(ctx context.Context, q querier, prefix string) (int, []string, error) {
+// "<prefix>/uNN" (unitCountOf the highest NN; 0 when there is none).
+func (s *store) recordedUnits(ctx context.Context, q querier, prefix string) (int, error) {
 	rows, err := s.sql().UnitNames().Query(ctx, q)
 	if err != nil {
-		return 0, nil, fmt.Errorf("read the transactional units of %s: %w", s.table.Units(), err)
+		return 0, fmt.Errorf("read the transactional units of %s: %w", s.table.Units(), err)
 	}
 	defer rows.Close()
-	count := 0
-	var names []string
+	highest := -1
 	for rows.Next() {
 		var name string
 		if err := rows.Scan(&name); err != nil {
-			return 0, nil, fmt.Errorf("read the transactional units of %s: %w", s.table.Units(), err)
+			return 0, fmt.Errorf("read the transactional units of %s: %w", s.table.Units(), err)
 		}
 		if n, ok := unitIndex(name, prefix); ok {
-			count = max(count, n+1)
-			names = append(names, name)
+			highest = max(highest, n)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return 0, nil, fmt.Errorf("read the transactional units of %s: %w", s.table.Units(), err)
+		return 0, fmt.Errorf("read the transactional units of %s: %w", s.table.Units(), err)
 	}
-	return count, names, nil
-}
-
-// forgetUnits deletes the units table's rows of names.
-func (s *store) forgetUnits(ctx context.Context, q querier, names []string) error {
-	if len(names) == 0 {
-		return nil
+	if highest < 0 {
+		return 0, nil
 	}
-	if _, err := s.sql().ForgetUnits(names).Exec(ctx, q); err != nil {
-		return fmt.Errorf("delete the rows of %d transactional units from %s: %w", len(names), s.table.Units(), err)
-	}
-	return nil
+	return unitCountOf(highest), nil
 }

@@ -73,8 +73,8 @@ func relayExactlyOnce(t *testing.T, source string) {
 			withCheckpoint++
 		}
 	}
-	if units != 8 || withCheckpoint == 0 {
-		t.Errorf("status lists %d units (want 8), %d with a checkpoint (want at least 1):\n%s", units, withCheckpoint, res.stdout)
+	if units != 2 || withCheckpoint == 0 {
+		t.Errorf("status lists %d units (want 2, the default), %d with a checkpoint (want at least 1):\n%s", units, withCheckpoint, res.stdout)
 	}
 	if source == "cdc" {
 		if slot := testsupport.CDCSlot(t, db, tbl, "default"); grepLines(res.stdout, slot) == "" {

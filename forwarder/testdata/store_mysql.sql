@@ -123,10 +123,6 @@ SELECT cleaned FROM golden_outbox_units WHERE unit = ?;
 -- recordedUnits
 SELECT unit FROM golden_outbox_units;
 
--- forgetUnits
-DELETE FROM golden_outbox_units WHERE unit IN (?, ?);
-DELETE FROM golden_outbox_units WHERE unit IN (?, ?);
-
 -- markCleaned
 UPDATE golden_outbox_units SET cleaned = CASE unit WHEN ? THEN ? WHEN ? THEN ? END, cleaned_at = ? WHERE unit IN (?, ?);
 UPDATE golden_outbox_units SET cleaned = CASE unit WHEN ? THEN ? WHEN ? THEN ? END, cleaned_at = ? WHERE unit IN (?, ?);

@@ -82,9 +82,6 @@ SELECT cleaned FROM golden_outbox_units WHERE unit = $1;
 -- recordedUnits
 SELECT unit FROM golden_outbox_units;
 
--- forgetUnits
-DELETE FROM golden_outbox_units WHERE unit IN ($1, $2);
-
 -- markCleaned
 UPDATE golden_outbox_units SET cleaned = CASE unit WHEN $1 THEN $2 WHEN $3 THEN $4 END, cleaned_at = $5 WHERE unit IN ($6, $7);
 

@@ -46,12 +46,3 @@ func (s Statements) MarkCleaned(marks []UnitMark) Query {
 func (s Statements) UnitNames() Query {
 	return s.q("SELECT unit FROM " + s.table.Units())
 }
-
-// ForgetUnits deletes the units table's rows of the units names.
-func (s Statements) ForgetUnits(names []string) Query {
-	args := make([]any, len(names))
-	for i, n := range names {
-		args[i] = n
-	}
-	return s.q("DELETE FROM "+s.table.Units()+" WHERE unit IN "+in(len(names)), args...)
-}
