@@ -54,7 +54,7 @@ type Config struct {
 	// own. Fewer units make larger transactions; more units spread a group over more relays.
 	// It must divide outbox.Partitions (64) and be a multiple of Workers. Default: the count the
 	// lease group already runs with (its rows in the units table), else Workers (at least 2).
-	// A count other than the group's is refused while rows are pending (docs/exactly-once.md).
+	// A count other than the group's is refused (ErrUnitCountMismatch; docs/exactly-once.md).
 	TransactionalUnits int
 	// TransactionalIDPrefix names the transactional units of ExactlyOnce delivery: unit
 	// "<prefix>/uNN" (the Kafka transactional.id) for unit NN. It must be unique per outbox
