@@ -70,11 +70,15 @@ func (a *Admin) Units(ctx context.Context, r CheckpointReader, q UnitsQuery) ([]
 		q.CheckpointTopic = DefaultCheckpointTopic
 	}
 	if q.Units == 0 {
-		recorded, err := a.store.recordedUnits(ctx, a.db, q.TransactionalIDPrefix)
+		count, err := a.store.unitCount(ctx, a.db, q.TransactionalIDPrefix)
 		if err != nil {
 			return nil, fmt.Errorf("forwarder: %w", err)
 		}
-		q.Units = cmp.Or(recorded, defaultUnits(0))
+		legacy, err := a.store.recordedUnits(ctx, a.db, q.TransactionalIDPrefix)
+		if err != nil {
+			return nil, fmt.Errorf("forwarder: %w", err)
+		}
+		q.Units = cmp.Or(count, legacy, defaultUnits(0))
 	}
 	if q.Units < 0 || outbox.Partitions%q.Units != 0 {
 		return nil, fmt.Errorf("forwarder: units %d do not divide the %d partitions", q.Units, outbox.Partitions)

@@ -1,6 +1,7 @@
 package forwarder
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,9 +13,10 @@ import (
 
 // The unit count of a lease group must not change: relays that grouped the partitions
 // differently would not read the last checkpoint of every unit that published a row, and could
-// publish it again. The units table records the count: a relay makes the rows of all its units
-// before it takes a lease, and every opening of a unit makes the unit's row before it publishes,
-// so the rows named "<prefix>/uNN" are the group's units.
+// publish it again. The units table records the count in the row "<prefix>/units"
+// (sqlstore.UnitCount), written once by the first relay that starts; earlier versions did not
+// write it, and for their groups the count is read off the units' own rows, "<prefix>/uNN",
+// which every opening of a unit makes before the unit publishes.
 
 // minDefaultUnits is the fewest transactional units a lease group gets by default: fewer units
 // make fewer, larger transactions, each with a fixed cost at the broker (docs/exactly-once.md).
@@ -27,47 +29,60 @@ func defaultUnits(workers int) int { return max(minDefaultUnits, workers) }
 // than the one its lease group runs with.
 var ErrUnitCountMismatch = errors.New("the transactional unit count differs from the lease group's")
 
-// resolveUnits settles the unit count before the first lease is taken and records it. A group
-// that recorded a count keeps it when TransactionalUnits is unset (so a relay whose default
-// changed does not regroup the partitions); a configured count that differs is refused.
+// resolveUnits settles the unit count before the first lease is taken, recording it for the
+// group if none is. A group that recorded a count keeps it when TransactionalUnits is unset (so a
+// relay whose default changed does not regroup the partitions); a configured count that differs
+// is refused.
 func (f *Forwarder) resolveUnits(ctx context.Context) error {
-	recorded, err := f.store.recordedUnits(ctx, f.cfg.DB, f.cfg.TransactionalIDPrefix)
+	prefix := f.cfg.TransactionalIDPrefix
+	count, err := f.store.unitCount(ctx, f.cfg.DB, prefix)
 	if err != nil {
 		return err
 	}
-	switch {
-	case recorded == 0 || recorded == f.cfg.TransactionalUnits:
-	case !f.unitsConfigured && recorded%f.cfg.Workers == 0:
-		f.setUnits(recorded)
-	case !f.unitsConfigured:
-		return fmt.Errorf("lease group %q runs with %d transactional units (rows of %s), not a multiple of Workers %d: "+
-			"set Workers (forwarder.workers) to a divisor of %d: %w", f.cfg.LeaseGroup, recorded, f.store.table.Units(), f.cfg.Workers, recorded, ErrUnitCountMismatch)
-	default:
-		return f.unitCountMismatch(recorded)
-	}
-	for u := range f.cfg.TransactionalUnits {
-		if err := f.store.ensureUnitRow(ctx, f.cfg.DB, f.unitName(u)); err != nil {
+	if count == 0 {
+		proposed, err := f.store.recordedUnits(ctx, f.cfg.DB, prefix)
+		if err != nil {
+			return err
+		}
+		if proposed == 0 || !f.unitsConfigured {
+			proposed = cmp.Or(proposed, f.cfg.TransactionalUnits)
+		}
+		if err := f.store.recordUnitCount(ctx, f.cfg.DB, prefix, proposed); err != nil {
+			return err
+		}
+		if count, err = f.store.unitCount(ctx, f.cfg.DB, prefix); err != nil {
 			return err
 		}
 	}
-	return nil
+	switch {
+	case count == f.cfg.TransactionalUnits:
+		return nil
+	case !f.unitsConfigured && count%f.cfg.Workers == 0:
+		f.setUnits(count)
+		return nil
+	case !f.unitsConfigured:
+		return fmt.Errorf("lease group %q runs with %d transactional units (%s in %s), not a multiple of Workers %d: "+
+			"set Workers (forwarder.workers) to a divisor of %d: %w", f.cfg.LeaseGroup, count, unitCountRow(prefix), f.store.table.Units(), f.cfg.Workers, count, ErrUnitCountMismatch)
+	default:
+		return f.unitCountMismatch(count)
+	}
 }
 
 // checkUnitCount refuses, in the fenced transaction of a unit's opening, a unit count other
-// than the one the units table records: relays of one group that started together with
-// different counts both passed resolveUnits, and the second must not publish.
+// than the one the units table records: a guard against a count changed in the table while the
+// relay ran.
 func (f *Forwarder) checkUnitCount(ctx context.Context, q querier) error {
-	recorded, err := f.store.recordedUnits(ctx, q, f.cfg.TransactionalIDPrefix)
-	if err != nil || recorded == f.cfg.TransactionalUnits {
+	count, err := f.store.unitCount(ctx, q, f.cfg.TransactionalIDPrefix)
+	if err != nil || count == f.cfg.TransactionalUnits {
 		return err
 	}
-	return f.unitCountMismatch(recorded)
+	return f.unitCountMismatch(count)
 }
 
 func (f *Forwarder) unitCountMismatch(recorded int) error {
 	return fmt.Errorf("TransactionalUnits (forwarder.transactional_units) is %d, but lease group %q runs with %d units "+
-		"(rows of %s): leave it unset or set it to %d; to change the count see docs/exactly-once.md: %w",
-		f.cfg.TransactionalUnits, f.cfg.LeaseGroup, recorded, f.store.table.Units(), recorded, ErrUnitCountMismatch)
+		"(%s in %s): leave it unset or set it to %d; to change the count see docs/exactly-once.md: %w",
+		f.cfg.TransactionalUnits, f.cfg.LeaseGroup, recorded, unitCountRow(f.cfg.TransactionalIDPrefix), f.store.table.Units(), recorded, ErrUnitCountMismatch)
 }
 
 // setUnits makes n the unit count, before any lease is taken.
@@ -77,8 +92,9 @@ func (f *Forwarder) setUnits(n int) {
 }
 
 // unitCountOf is the unit count that the highest unit number recorded implies: the smallest
-// divisor of outbox.Partitions above it. The rows of a group's higher units can be missing
-// where a relay of an earlier version opened only some of its units; those never published.
+// divisor of outbox.Partitions above it. The rows of a group's higher units can be missing where
+// a relay of an earlier version opened only some of its units; since the units table exists, a
+// unit without a row has never published.
 func unitCountOf(highest int) int {
 	n := 1
 	for n <= highest && n < outbox.Partitions {

@@ -41,37 +41,47 @@ func startExactlyOnce(t *testing.T, db *sql.DB, units int) (*Forwarder, error) {
 	return f, f.pipeline.start(context.Background())
 }
 
-// recordUnits gives the units table a row for each of the first n units of f's group, as their
-// openings do.
-func recordUnits(t *testing.T, f *Forwarder, n int) {
+// legacyUnits gives the units table a row for each of the first n units of the group, as the
+// openings of a relay of an earlier version did (without the count row), and returns the
+// group's prefix.
+func legacyUnits(t *testing.T, db *sql.DB, n int) string {
 	t.Helper()
+	f, err := New(Config{DB: db, Dialect: outbox.SQLite, Publisher: &fakeTxPublisher{}, Delivery: ExactlyOnce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := f.resolveInstallation(ctx); err != nil {
+		t.Fatal(err)
+	}
 	for u := range n {
-		if err := f.store.ensureUnitRow(context.Background(), f.cfg.DB, f.unitName(u)); err != nil {
+		if err := f.store.ensureUnitRow(ctx, db, f.unitName(u)); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return f.cfg.TransactionalIDPrefix
 }
 
 // TestUnitCountDefaultsToTheGroupsRecordedOne: a group that never ran exactly-once gets the
-// default (2 with 2 workers); a group whose units table records 8 units (the default of earlier
-// versions) keeps 8 when TransactionalUnits is unset, so an upgrade does not regroup its
-// partitions while rows of the old units' checkpoints may be pending.
+// default (2 with 2 workers); a group whose units table has the rows of 8 units, made by a relay
+// of an earlier version (default 8), keeps 8 when TransactionalUnits is unset, so an upgrade does
+// not regroup its partitions while rows of the old units' checkpoints may be pending.
 func TestUnitCountDefaultsToTheGroupsRecordedOne(t *testing.T) {
-	db := unitCountDB(t)
-	fresh, err := startExactlyOnce(t, db, 0)
+	fresh, err := startExactlyOnce(t, unitCountDB(t), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := fresh.cfg.TransactionalUnits; got != 2 {
 		t.Fatalf("a new group got %d units, want 2", got)
 	}
-	recordUnits(t, fresh, 8)
+	db := unitCountDB(t)
+	legacyUnits(t, db, 8)
 	upgraded, err := startExactlyOnce(t, db, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, share := upgraded.cfg.TransactionalUnits, upgraded.share.units; got != 8 || share != 8 {
-		t.Fatalf("a group recording 8 units got %d units (share granule %d), want 8", got, share)
+		t.Fatalf("a group with the rows of 8 units got %d units (share granule %d), want 8", got, share)
 	}
 }
 
@@ -96,22 +106,19 @@ func TestUnitCountOtherThanTheGroupsIsRefused(t *testing.T) {
 	if err := f.Run(context.Background()); !errors.Is(err, ErrUnitCountMismatch) || time.Since(started) > 5*time.Second {
 		t.Fatalf("Run with 16 units on a group of 8 returned %v after %v, want ErrUnitCountMismatch at once", err, time.Since(started))
 	}
-	if n, err := first.store.recordedUnits(context.Background(), db, first.cfg.TransactionalIDPrefix); err != nil || n != 8 {
+	if n, err := first.store.unitCount(context.Background(), db, first.cfg.TransactionalIDPrefix); err != nil || n != 8 {
 		t.Fatalf("after the refusals the units table records %d units (%v), want 8", n, err)
 	}
 }
 
 // TestUnitCountOfAPartlyOpenedGroup: a group whose relay of an earlier version opened only units
-// 0-5 of its 8 records 8 (the smallest count above the highest unit), so a relay with the count
-// unset keeps 8 and records the rows of all of them.
+// 0-5 of its 8 counts as 8 (the smallest count above the highest unit): a relay with the count
+// unset keeps 8 and records it; one configured with 4 is refused (and records 8 all the same).
 func TestUnitCountOfAPartlyOpenedGroup(t *testing.T) {
 	db := unitCountDB(t)
-	old, err := startExactlyOnce(t, db, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec("DELETE FROM "+old.store.table.Units()+" WHERE unit IN (?, ?)", old.unitName(6), old.unitName(7)); err != nil {
-		t.Fatal(err)
+	prefix := legacyUnits(t, db, 6)
+	if _, err := startExactlyOnce(t, db, 4); !errors.Is(err, ErrUnitCountMismatch) || !strings.Contains(err.Error(), "runs with 8 units") {
+		t.Fatalf("4 units on a group with the rows of units 0-5: %v, want ErrUnitCountMismatch naming 8", err)
 	}
 	upgraded, err := startExactlyOnce(t, db, 0)
 	if err != nil {
@@ -120,15 +127,14 @@ func TestUnitCountOfAPartlyOpenedGroup(t *testing.T) {
 	if got := upgraded.cfg.TransactionalUnits; got != 8 {
 		t.Fatalf("a group with the rows of units 0-5 got %d units, want 8", got)
 	}
-	var rows int
-	if err := db.QueryRow("SELECT count(*) FROM " + old.store.table.Units()).Scan(&rows); err != nil || rows != 8 {
-		t.Fatalf("the units table has %d rows (%v), want 8", rows, err)
+	if n, err := upgraded.store.unitCount(context.Background(), db, prefix); err != nil || n != 8 {
+		t.Fatalf("the recorded count is %d (%v), want 8", n, err)
 	}
 }
 
-// TestUnitOpeningChecksTheCount: relays of one group that started together with different
-// counts both pass the start; the one whose count the units table no longer records must not
-// open a unit (and so publishes nothing). One unit: SQLite takes one opening at a time.
+// TestUnitOpeningChecksTheCount: a unit is opened only while the units table records the
+// relay's count; one changed in the table while the relay runs stops its openings (and so its
+// publishing). One unit: SQLite takes one opening at a time.
 func TestUnitOpeningChecksTheCount(t *testing.T) {
 	db := unitCountDB(t)
 	f, err := New(Config{DB: db, Dialect: outbox.SQLite, Publisher: &fakeTxPublisher{}, Delivery: ExactlyOnce, TransactionalUnits: 1,
@@ -144,11 +150,28 @@ func TestUnitOpeningChecksTheCount(t *testing.T) {
 	if err != nil || len(leases) != outbox.Partitions {
 		t.Fatalf("the relay holds %d leases (%v), want all %d", len(leases), err, outbox.Partitions)
 	}
-	recordUnits(t, f, 8) // what a relay with 8 units, started at the same moment, records
+	if _, err := db.Exec("UPDATE "+f.store.table.Units()+" SET cleaned = '8' WHERE unit = ?", unitCountRow(f.cfg.TransactionalIDPrefix)); err != nil {
+		t.Fatal(err)
+	}
 	if err := f.openLeasedUnits(ctx, 0, leases); !errors.Is(err, ErrUnitCountMismatch) {
 		t.Fatalf("opening the unit of a relay with 1 where the table records 8: %v, want ErrUnitCountMismatch", err)
 	}
 	if f.units.get(0).open {
 		t.Fatal("a unit was left open: the relay could publish with a count the group does not run with")
+	}
+}
+
+// TestUnitCountOfRelaysStartingTogether: two relays that start at the same moment on a new group,
+// one with 2 units and one with 8, agree on the count the first of them recorded: one starts,
+// the other is refused.
+func TestUnitCountOfRelaysStartingTogether(t *testing.T) {
+	db := unitCountDB(t)
+	errs := make(chan error, 2)
+	for _, units := range []int{2, 8} {
+		go func() { _, err := startExactlyOnce(t, db, units); errs <- err }()
+	}
+	first, second := <-errs, <-errs
+	if (first == nil) == (second == nil) || !errors.Is(errors.Join(first, second), ErrUnitCountMismatch) {
+		t.Fatalf("relays with 2 and 8 units started together: %v and %v, want one started and one ErrUnitCountMismatch", first, second)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -177,4 +178,33 @@ func (s *store) recordedUnits(ctx context.Context, q querier, prefix string) (in
 		return 0, nil
 	}
 	return unitCountOf(highest), nil
+}
+
+// unitCountRow names the units table's row that holds the unit count of the units named
+// "<prefix>/uNN".
+func unitCountRow(prefix string) string { return prefix + "/units" }
+
+// unitCount returns the unit count recorded for prefix, 0 when none is.
+func (s *store) unitCount(ctx context.Context, q querier, prefix string) (int, error) {
+	var value string
+	err := s.sql().UnitCount(unitCountRow(prefix)).QueryRow(ctx, q).Scan(&value)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read the transactional unit count of %s in %s: %w", prefix, s.table.Units(), err)
+	}
+	n, err := strconv.Atoi(value)
+	if err != nil || n <= 0 || outbox.Partitions%n != 0 {
+		return 0, fmt.Errorf("the transactional unit count of %s in %s is %q, not a divisor of %d", prefix, s.table.Units(), value, outbox.Partitions)
+	}
+	return n, nil
+}
+
+// recordUnitCount records count for prefix unless one is recorded already.
+func (s *store) recordUnitCount(ctx context.Context, q querier, prefix string, count int) error {
+	if _, err := s.sql().RecordUnitCount(unitCountRow(prefix), count).Exec(ctx, q); err != nil {
+		return fmt.Errorf("record the transactional unit count of %s in %s: %w", prefix, s.table.Units(), err)
+	}
+	return nil
 }

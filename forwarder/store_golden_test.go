@@ -209,6 +209,8 @@ func renderUnitStatements(g *goldenRun, s *store, db *sql.DB, records []record) 
 	g.step("ensureUnitRow", func() error { return s.ensureUnitRow(ctx, db, unit) })
 	g.step("cleanedDigest", func() error { _, err := s.cleanedDigest(ctx, db, unit); return err })
 	g.step("recordedUnits", func() error { _, err := s.recordedUnits(ctx, db, "golden"); return err })
+	g.step("recordUnitCount", func() error { return s.recordUnitCount(ctx, db, "golden", 2) })
+	g.step("unitCount", func() error { _, err := s.unitCount(ctx, db, "golden"); return err })
 	g.step("markCleaned", func() error {
 		return s.markCleaned(ctx, db, []unitMark{{name: unit, digest: "d0"}, {name: "golden/u01", digest: "d1"}})
 	})

@@ -82,6 +82,12 @@ SELECT cleaned FROM golden_outbox_units WHERE unit = $1;
 -- recordedUnits
 SELECT unit FROM golden_outbox_units;
 
+-- recordUnitCount
+INSERT INTO golden_outbox_units (unit, cleaned, cleaned_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING;
+
+-- unitCount
+SELECT cleaned FROM golden_outbox_units WHERE unit = $1;
+
 -- markCleaned
 UPDATE golden_outbox_units SET cleaned = CASE unit WHEN $1 THEN $2 WHEN $3 THEN $4 END, cleaned_at = $5 WHERE unit IN ($6, $7);
 

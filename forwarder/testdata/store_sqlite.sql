@@ -76,6 +76,12 @@ SELECT cleaned FROM golden_outbox_units WHERE unit = ?;
 -- recordedUnits
 SELECT unit FROM golden_outbox_units;
 
+-- recordUnitCount
+INSERT OR IGNORE INTO golden_outbox_units (unit, cleaned, cleaned_at) VALUES (?, ?, ?);
+
+-- unitCount
+SELECT cleaned FROM golden_outbox_units WHERE unit = ?;
+
 -- markCleaned
 UPDATE golden_outbox_units SET cleaned = CASE unit WHEN ? THEN ? WHEN ? THEN ? END, cleaned_at = ? WHERE unit IN (?, ?);
 

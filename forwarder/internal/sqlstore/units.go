@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -45,4 +46,19 @@ func (s Statements) MarkCleaned(marks []UnitMark) Query {
 // UnitNames selects the name of every unit the units table has a row of.
 func (s Statements) UnitNames() Query {
 	return s.q("SELECT unit FROM " + s.table.Units())
+}
+
+// The units table's row "<prefix>/units" holds a lease group's unit count, in decimal, in its
+// cleaned column: the first relay to record it wins (InsertIgnore), so relays that start together
+// with different counts agree on one. It keeps the count beside the units' rows without a
+// column of its own.
+
+// UnitCount selects the unit count recorded under name.
+func (s Statements) UnitCount(name string) Query {
+	return s.q("SELECT cleaned FROM "+s.table.Units()+" WHERE unit = ?", name)
+}
+
+// RecordUnitCount records count under name unless a count is recorded there already.
+func (s Statements) RecordUnitCount(name string, count int) Query {
+	return s.q(s.d.InsertIgnore(s.table.Units(), "unit, cleaned, cleaned_at", "(?, ?, ?)"), name, strconv.Itoa(count), s.nowArg())
 }
