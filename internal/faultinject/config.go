@@ -172,12 +172,14 @@ func (c Config) heartbeat() time.Duration { return c.LeaseTTL / 4 }
 
 // TakeoverBound is the longest a stalled relay may keep its partitions: its lease runs out
 // after at most LeaseTTL, the others notice within another LeaseTTL (their view of its
-// liveness) and take the partitions at their next heartbeat.
+// liveness) and take the partitions at their next heartbeat. A relay stopped inside a lease
+// transaction holds the lease rows until the database ends its idle transaction, after the
+// forwarder's idle timeout (max(1 s, LeaseTTL/2)), and the others' heartbeats wait for it.
 func (c Config) TakeoverBound() time.Duration {
 	if c.LeaseTTL == 0 {
 		c.setDefaults()
 	}
-	return 2*c.LeaseTTL + c.heartbeat()
+	return 2*c.LeaseTTL + c.heartbeat() + max(time.Second, c.LeaseTTL/2)
 }
 
 // errMissing reports a Config without its required fields.
