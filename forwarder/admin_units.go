@@ -71,14 +71,13 @@ func (a *Admin) Units(ctx context.Context, r CheckpointReader, q UnitsQuery) ([]
 	}
 	if q.Units == 0 {
 		count, err := a.store.unitCount(ctx, a.db, q.TransactionalIDPrefix)
+		if err == nil && count == 0 {
+			count, err = a.store.recordedUnits(ctx, a.db, q.TransactionalIDPrefix) // a group of an earlier version
+		}
 		if err != nil {
 			return nil, fmt.Errorf("forwarder: %w", err)
 		}
-		legacy, err := a.store.recordedUnits(ctx, a.db, q.TransactionalIDPrefix)
-		if err != nil {
-			return nil, fmt.Errorf("forwarder: %w", err)
-		}
-		q.Units = cmp.Or(count, legacy, defaultUnits(0))
+		q.Units = cmp.Or(count, defaultUnits(0))
 	}
 	if q.Units < 0 || outbox.Partitions%q.Units != 0 {
 		return nil, fmt.Errorf("forwarder: units %d do not divide the %d partitions", q.Units, outbox.Partitions)
