@@ -10,6 +10,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // ErrRefusedInTransaction wraps the broker's refusal of a record produced inside a transaction.
@@ -29,16 +31,38 @@ var ErrUnitNotOpen = errors.New("kafka: transactional unit not open")
 const transactionTimeout = 60 * time.Second
 
 // retryMetadataMinAge is the MetadataMinAge of every unit's producer. franz-go resends a refused
-// produce batch only after a metadata refresh, and refreshes at most once per MetadataMinAge
-// (5 s by default). With transaction.version 2 (KIP-890) the broker adds a partition to a
-// transaction when the transaction's first record reaches it, and refuses that record with
-// CONCURRENT_TRANSACTIONS while the markers of the producer's previous transaction are still
-// being written. On a replicated cluster that is the usual case for a unit that begins its
-// next transaction right after a commit, and each refusal stalled the unit for up to 5 s. With a
-// short minimum age the resend waits for one metadata round trip. The cost is more metadata
-// requests while a partition has no leader (about one per MetadataMinAge and unit), which is
-// why it is not shorter.
+// produce batch (a partition's leader moved, say) only after a metadata refresh, and refreshes at
+// most once per MetadataMinAge (5 s by default): a unit holds its transaction open, and its
+// partitions wait, for as long. With a short minimum age the resend waits for one metadata round
+// trip. The cost is more metadata requests while a partition has no leader (about one per
+// MetadataMinAge and unit), which is why it is not shorter.
 const retryMetadataMinAge = 20 * time.Millisecond
+
+// concurrentTransactionsBackoff is how long a unit's producer waits before asking again to add a
+// partition to its transaction while the coordinator still finishes the unit's previous one.
+// Shorter polls sooner but loads the coordinator that is writing those very markers.
+const concurrentTransactionsBackoff = 5 * time.Millisecond
+
+// explicitPartitionAdds returns the request versions of a unit's producer: those of franz-go,
+// but at most the versions before transaction.version 2 (KIP-890 part 2) for Produce, EndTxn
+// and TxnOffsetCommit, so that the producer adds each partition to its transaction with an
+// AddPartitionsToTxn request of its own instead of with the partition's first record.
+//
+// Either way a unit's next transaction cannot begin on a partition until the coordinator has
+// written the markers of its previous one. With version 2 the broker refuses the first record
+// with CONCURRENT_TRANSACTIONS and franz-go resends it only after a metadata refresh; with an
+// explicit AddPartitionsToTxn the refusal is retried after concurrentTransactionsBackoff, so the
+// transaction starts sooner after the markers are written. Fencing is Kafka's producer fencing
+// in both (KIP-98): opening a unit bumps its producer epoch, and the brokers verify that a
+// transactional write belongs to an ongoing transaction (KIP-890 part 1, on by default since
+// Kafka 3.6). docs/exactly-once.md compares the two on a three-broker cluster.
+func explicitPartitionAdds() *kversion.Versions {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(int16(kmsg.Produce), 11)
+	v.SetMaxKeyVersion(int16(kmsg.EndTxn), 4)
+	v.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 4)
+	return v
+}
 
 // units holds the transactional sessions of a Publisher, one per unit.
 type units struct {
@@ -90,6 +114,8 @@ func (p *Publisher) OpenUnit(ctx context.Context, unit, checkpointTopic string, 
 		kgo.TransactionalID(unit),
 		kgo.TransactionTimeout(transactionTimeout),
 		kgo.MetadataMinAge(retryMetadataMinAge),
+		kgo.MaxVersions(explicitPartitionAdds()),
+		kgo.ConcurrentTransactionsBackoff(concurrentTransactionsBackoff),
 		kgo.RecordPartitioner(checkpointPartitioner{checkpointTopic: checkpointTopic, keyed: partitioner(p.config.Partitioner)}),
 	)
 	client, err := kgo.NewClient(opts...)
