@@ -175,3 +175,65 @@ func TestUnitCountOfRelaysStartingTogether(t *testing.T) {
 		t.Fatalf("relays with 2 and 8 units started together: %v and %v, want one started and one ErrUnitCountMismatch", first, second)
 	}
 }
+
+// TestRunEndsWhenAUnitOpeningIsRefused: a relay whose unit count the units table no longer
+// records (changed by hand while it runs) stops: Run releases its leases and returns
+// ErrUnitCountMismatch instead of holding its partitions and retrying the opening for ever.
+// fakeTxPublisher fails every commit, so the unit is opened again before each try.
+func TestRunEndsWhenAUnitOpeningIsRefused(t *testing.T) {
+	db := unitCountDB(t)
+	writer, err := outbox.NewWriter(outbox.Config{Dialect: outbox.SQLite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	event, err := outbox.NewJSONEvent("orders", "order", "o-1", "OrderPlaced", map[string]int{"total": 42})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writer.WriteTx(context.Background(), tx, event); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(Config{DB: db, Dialect: outbox.SQLite, Publisher: &fakeTxPublisher{}, Delivery: ExactlyOnce, TransactionalUnits: 1,
+		Workers: 1, MinPollInterval: time.Millisecond, MaxPollInterval: 20 * time.Millisecond, InitialInterval: time.Millisecond,
+		MaxInterval: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	for opened := 0; opened == 0; time.Sleep(10 * time.Millisecond) {
+		if err := db.QueryRow("SELECT count(*) FROM "+f.store.table.Units()+" WHERE unit LIKE '%/u00'").Scan(&opened); err != nil {
+			t.Fatal(err)
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the relay did not open its unit")
+		}
+	}
+	if _, err := db.Exec("UPDATE "+f.store.table.Units()+" SET cleaned = '8' WHERE unit LIKE '%/units'"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrUnitCountMismatch) {
+			t.Fatalf("Run returned %v, want ErrUnitCountMismatch", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the relay kept running 10 s after its unit count was refused")
+	}
+	var held int
+	if err := db.QueryRow("SELECT count(*) FROM "+f.store.table.Leases()+" WHERE owner = ?", f.cfg.RelayID).Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	if held != 0 {
+		t.Fatalf("the stopped relay still holds %d leases", held)
+	}
+}

@@ -211,6 +211,9 @@ func (f *Forwarder) openUnit(ctx context.Context, n int, leases []lease, u *txUn
 	})
 	if err != nil || lost {
 		f.closeUnit(n)
+		if errors.Is(err, ErrUnitCountMismatch) {
+			f.halt(err) // every later opening would be refused too
+		}
 		if err != nil {
 			return false, fmt.Errorf("check the leases of unit %s and clean up its last checkpoint: %w", unit, err)
 		}

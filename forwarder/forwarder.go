@@ -55,6 +55,8 @@ type Forwarder struct {
 	// progress says when publishing makes no progress (progress.go).
 	progress progressWatch
 	cdc      *cdcState // nil unless Source is SourceCDC
+	// stopRun ends Run with its cause; set by Run before the workers start, nil before.
+	stopRun context.CancelCauseFunc
 }
 
 // New validates config and returns a Forwarder. It touches neither the database nor the broker.
@@ -97,7 +99,9 @@ const startAttempts = 5
 // Run relays events until ctx is cancelled, then finishes the in-flight batches, releases its
 // leases and returns nil, also when ctx is cancelled while it starts. It returns an error if the
 // database cannot be reached at start (after a few bounded retries, each logged, or when ctx
-// ends while it waits for the database).
+// ends while it waits for the database). With ExactlyOnce it returns ErrUnitCountMismatch, at
+// start or, after finishing its in-flight batches and releasing its leases, once the lease
+// group's unit count is no longer the relay's (see docs/exactly-once.md).
 func (f *Forwarder) Run(ctx context.Context) error {
 	held, err := f.start(ctx)
 	if errors.Is(err, errStoppedWhileStarting) {
@@ -111,6 +115,9 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	f.log.Info("forwarder started", append([]any{"workers", f.cfg.Workers, "lease_group", f.cfg.LeaseGroup,
 		"source", f.cfg.Source}, f.pipeline.logAttrs()...)...)
 
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	f.stopRun = stopRun
 	var wg sync.WaitGroup
 	heartbeats := func(ctx context.Context) { f.heartbeatLoop(ctx, held) }
 	loops := []func(context.Context){heartbeats, f.statsLoop, f.progressLoop}
@@ -124,14 +131,26 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	for _, loop := range loops {
 		wg.Go(func() { loop(loopCtx) })
 	}
-	f.source.run(ctx)
+	f.source.run(runCtx)
 	stopLoops()
 	wg.Wait()
 	f.pipeline.stop()
 
 	f.releaseLeases(ctx)
 	f.log.Info("forwarder stopped")
+	if cause := context.Cause(runCtx); errors.Is(cause, ErrUnitCountMismatch) {
+		return fmt.Errorf("forwarder: stopped on table %s: %w", f.store.table, cause)
+	}
 	return nil
+}
+
+// halt ends Run on an error that waiting cannot mend, logging it; outside Run it does nothing
+// (the caller returns the error).
+func (f *Forwarder) halt(err error) {
+	if f.stopRun != nil {
+		f.log.Error("stopping the relay: its settings no longer match its lease group", "error", err)
+		f.stopRun(err)
+	}
 }
 
 // releaseLeases gives up every lease of the relay on shutdown, so that the other relays take its
