@@ -211,14 +211,14 @@ func TestRunEndsWhenAUnitOpeningIsRefused(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx) }()
 	for opened := 0; opened == 0; time.Sleep(10 * time.Millisecond) {
-		if err := db.QueryRow("SELECT count(*) FROM "+f.store.table.Units()+" WHERE unit LIKE '%/u00'").Scan(&opened); err != nil {
+		if err := db.QueryRow("SELECT count(*) FROM " + f.store.table.Units() + " WHERE unit LIKE '%/u00'").Scan(&opened); err != nil {
 			t.Fatal(err)
 		}
 		if ctx.Err() != nil {
 			t.Fatal("the relay did not open its unit")
 		}
 	}
-	if _, err := db.Exec("UPDATE "+f.store.table.Units()+" SET cleaned = '8' WHERE unit LIKE '%/units'"); err != nil {
+	if _, err := db.Exec("UPDATE " + f.store.table.Units() + " SET cleaned = '8' WHERE unit LIKE '%/units'"); err != nil {
 		t.Fatal(err)
 	}
 	select {
