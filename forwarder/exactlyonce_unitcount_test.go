@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -235,5 +236,31 @@ func TestRunEndsWhenAUnitOpeningIsRefused(t *testing.T) {
 	}
 	if held != 0 {
 		t.Fatalf("the stopped relay still holds %d leases", held)
+	}
+}
+
+// TestRunReturnsNilWhenStoppedWithAMismatchOfAnotherRelay: a relay stopped through its context,
+// whatever the context's cause (errgroup cancels with the first error of a sibling, here
+// another relay's refused count), stopped as asked: Run returns nil. Only its own refusal is
+// its error.
+func TestRunReturnsNilWhenStoppedWithAMismatchOfAnotherRelay(t *testing.T) {
+	db := unitCountDB(t)
+	f, err := New(Config{DB: db, Dialect: outbox.SQLite, Publisher: &fakeTxPublisher{}, Delivery: ExactlyOnce, TransactionalUnits: 1,
+		Workers: 1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	time.Sleep(200 * time.Millisecond)
+	cancel(fmt.Errorf("another relay: %w", ErrUnitCountMismatch))
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run stopped by its context returned %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return 10 s after its context was cancelled")
 	}
 }

@@ -55,8 +55,11 @@ type Forwarder struct {
 	// progress says when publishing makes no progress (progress.go).
 	progress progressWatch
 	cdc      *cdcState // nil unless Source is SourceCDC
-	// stopRun ends Run with its cause; set by Run before the workers start, nil before.
+	// stopRun ends Run; set by Run before the workers start. halted is the error halt stopped
+	// it with; halting lets one halt through, and none once Run has stopped its source.
 	stopRun context.CancelCauseFunc
+	halting sync.Once
+	halted  error
 }
 
 // New validates config and returns a Forwarder. It touches neither the database nor the broker.
@@ -132,25 +135,30 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		wg.Go(func() { loop(loopCtx) })
 	}
 	f.source.run(runCtx)
+	f.halting.Do(func() {}) // a later halt does nothing; an earlier one's halted is visible
 	stopLoops()
 	wg.Wait()
 	f.pipeline.stop()
 
 	f.releaseLeases(ctx)
 	f.log.Info("forwarder stopped")
-	if cause := context.Cause(runCtx); errors.Is(cause, ErrUnitCountMismatch) {
-		return fmt.Errorf("forwarder: stopped on table %s: %w", f.store.table, cause)
+	if f.halted != nil {
+		return fmt.Errorf("forwarder: stopped on table %s: %w", f.store.table, f.halted)
 	}
 	return nil
 }
 
-// halt ends Run on an error that waiting cannot mend, logging it; outside Run it does nothing
-// (the caller returns the error).
+// halt ends Run on an error that waiting cannot mend, logging it once; before Run starts its
+// workers, and after it has stopped them, it does nothing (the caller returns the error).
 func (f *Forwarder) halt(err error) {
-	if f.stopRun != nil {
+	if f.stopRun == nil {
+		return
+	}
+	f.halting.Do(func() {
+		f.halted = err
 		f.log.Error("stopping the relay: its settings no longer match its lease group", "error", err)
 		f.stopRun(err)
-	}
+	})
 }
 
 // releaseLeases gives up every lease of the relay on shutdown, so that the other relays take its

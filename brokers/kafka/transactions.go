@@ -39,8 +39,10 @@ const transactionTimeout = 60 * time.Second
 const retryMetadataMinAge = 20 * time.Millisecond
 
 // concurrentTransactionsBackoff is how long a unit's producer waits before asking again to add a
-// partition to its transaction while the coordinator still finishes the unit's previous one.
-// Shorter polls sooner but loads the coordinator that is writing those very markers.
+// partition to its transaction while the coordinator still finishes the unit's previous one
+// (and before retrying InitProducerId and EndTxn on the same answer; franz-go lengthens it after
+// a second of such answers). Shorter polls sooner but loads the coordinator that is writing
+// those very markers.
 const concurrentTransactionsBackoff = 5 * time.Millisecond
 
 // explicitPartitionAdds returns the request versions of a unit's producer: those of franz-go,

@@ -197,7 +197,8 @@ func startRelayTracing(ctx context.Context, logger *slog.Logger) (*sdktrace.Trac
 // relayStopped returns the relay's result from the forwarder's, runErr: ctx is the signal
 // context made from parent.
 func relayStopped(ctx, parent context.Context, runErr error, logger *slog.Logger) error {
-	if runErr != nil && ctx.Err() != nil && parent.Err() == nil {
+	stoppedBySettings := errors.Is(runErr, forwarder.ErrUnitCountMismatch) // whether or not a signal came too
+	if runErr != nil && ctx.Err() != nil && parent.Err() == nil && !stoppedBySettings {
 		// A signal arrived while the forwarder was still waiting for the database: the
 		// operator asked for the stop, so it is not a failure.
 		logger.Info("outboxkit relay stopped before the forwarder started", "error", runErr)
