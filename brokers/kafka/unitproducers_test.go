@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 )
@@ -118,4 +120,56 @@ func readCommittedValues(t *testing.T, brokers []string, topic string, want int)
 		}
 	}
 	return got
+}
+
+// requestCounter counts the requests a client writes to its brokers, by request key.
+type requestCounter struct {
+	mu     sync.Mutex
+	counts map[int16]int
+}
+
+func (c *requestCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err == nil {
+		c.mu.Lock()
+		c.counts[key]++
+		c.mu.Unlock()
+	}
+}
+
+func (c *requestCounter) count(key kmsg.Key) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[int16(key)]
+}
+
+// TestUnitAddsPartitionsExplicitly: a unit's producer adds the partitions of its transactions
+// with AddPartitionsToTxn (transaction version 1), retried every concurrentTransactionsBackoff,
+// and not with their first record (version 2, whose refusals wait for a metadata refresh): two
+// consecutive transactions each send one. It fails if a franz-go upgrade stops honouring the
+// version cap.
+func TestUnitAddsPartitionsExplicitly(t *testing.T) {
+	brokers := testsupport.KafkaBrokers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := newUnitPublisher(t, brokers)
+	counter := &requestCounter{counts: map[int16]int{}}
+	p.opts = append(p.opts, kgo.WithHooks(counter))
+	unit := testsupport.UniqueName("eo-adds-unit")
+	cpTopic := testsupport.UniqueName("eo-adds-cp")
+	topic := testsupport.UniqueName("eo-adds")
+	if _, err := p.OpenUnit(ctx, unit, cpTopic, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		value := fmt.Sprintf("v-%d", i)
+		if _, err := p.CommitUnit(ctx, unit, []string{topic}, []*message.Message{message.NewMessage(value, []byte(value))}, []byte("cp-"+value)); err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+	}
+	if adds := counter.count(kmsg.AddPartitionsToTxn); adds < 2 {
+		t.Fatalf("two transactions sent %d AddPartitionsToTxn requests, want at least 2 (one each)", adds)
+	}
+	if got := readCommittedValues(t, brokers, topic, 2); !slices.Equal(got, []string{"v-0", "v-1"}) {
+		t.Fatalf("read_committed: %v, want [v-0 v-1]", got)
+	}
 }
