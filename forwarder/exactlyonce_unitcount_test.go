@@ -253,7 +253,12 @@ func TestRunReturnsNilWhenStoppedWithAMismatchOfAnotherRelay(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx) }()
-	time.Sleep(200 * time.Millisecond)
+	// Cancelled once it runs: a relay cancelled while it starts returns nil on another path.
+	for held := 0; held == 0; time.Sleep(10 * time.Millisecond) {
+		if err := db.QueryRow("SELECT count(*) FROM "+f.store.table.Leases()+" WHERE owner = ?", f.cfg.RelayID).Scan(&held); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cancel(fmt.Errorf("another relay: %w", ErrUnitCountMismatch))
 	select {
 	case err := <-done:

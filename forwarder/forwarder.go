@@ -57,7 +57,7 @@ type Forwarder struct {
 	cdc      *cdcState // nil unless Source is SourceCDC
 	// stopRun ends Run; set by Run before the workers start. halted is the error halt stopped
 	// it with; halting lets one halt through, and none once Run has stopped its source.
-	stopRun context.CancelCauseFunc
+	stopRun context.CancelFunc
 	halting sync.Once
 	halted  error
 }
@@ -118,8 +118,8 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	f.log.Info("forwarder started", append([]any{"workers", f.cfg.Workers, "lease_group", f.cfg.LeaseGroup,
 		"source", f.cfg.Source}, f.pipeline.logAttrs()...)...)
 
-	runCtx, stopRun := context.WithCancelCause(ctx)
-	defer stopRun(nil)
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
 	f.stopRun = stopRun
 	var wg sync.WaitGroup
 	heartbeats := func(ctx context.Context) { f.heartbeatLoop(ctx, held) }
@@ -157,7 +157,7 @@ func (f *Forwarder) halt(err error) {
 	f.halting.Do(func() {
 		f.halted = err
 		f.log.Error("stopping the relay: its settings no longer match its lease group", "error", err)
-		f.stopRun(err)
+		f.stopRun()
 	})
 }
 
