@@ -79,6 +79,7 @@ type options struct {
 	units        int
 	compress     string
 	svg          string
+	relaysSVG    string
 	only         string // "" for the whole run, or onlyWrite
 	command      string // the command line, printed with the results
 }
@@ -121,6 +122,7 @@ func main() {
 	flag.IntVar(&o.units, "units", 0, "outboxkit-eo forwarder TransactionalUnits (0: its default)")
 	flag.StringVar(&o.compress, "compression", "", "Kafka compression for all relays (none, gzip, snappy, lz4, zstd; empty: brokers/kafka's default, lz4)")
 	flag.StringVar(&o.svg, "svg", "", "write an SVG plot of events/s against the number of keys to this file")
+	flag.StringVar(&o.relaysSVG, "relays-svg", "", "write an SVG plot of each relay's drain events/s and steady-rate latency distribution to this file")
 	flag.StringVar(&o.only, "only", "", "write: measure only the write-side table (PostgreSQL, no Kafka), -repeat times")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -248,10 +250,12 @@ func (o *options) parse(brokers, keys, dbs, payloads, relays string) error {
 	default:
 		return fmt.Errorf("-only: %q is not a part of the run (want %s)", o.only, onlyWrite)
 	}
-	if o.svg != "" {
-		dir := filepath.Dir(o.svg)
-		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			return fmt.Errorf("-svg: %q: directory %q does not exist", o.svg, dir)
+	for _, f := range [][2]string{{"-svg", o.svg}, {"-relays-svg", o.relaysSVG}} {
+		if f[1] == "" {
+			continue
+		}
+		if dir := filepath.Dir(f[1]); !isDir(dir) {
+			return fmt.Errorf("%s: %q: directory %q does not exist", f[0], f[1], dir)
 		}
 	}
 	return nil
@@ -427,7 +431,18 @@ func run(o options) error {
 		}
 		fmt.Fprintf(os.Stdout, "\nplot written to %s\n", o.svg)
 	}
+	if o.relaysSVG != "" {
+		if err := writeRelaysPlot(o.relaysSVG, res, steadyRows, o); err != nil {
+			return fmt.Errorf("-relays-svg %s: %w", o.relaysSVG, err)
+		}
+		fmt.Fprintf(os.Stdout, "\nrelays plot written to %s\n", o.relaysSVG)
+	}
 	return nil
+}
+
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
 }
 
 // runWriteSide measures and prints the write-side table alone (-only write), -repeat times.

@@ -27,6 +27,8 @@ type steadyResult struct {
 	// stream, from outboxkit_cdc_receive_lag_seconds); hasRecv says they were reported.
 	recvP50, recvP99 time.Duration
 	hasRecv          bool
+	// quantiles are the latencies at the relays plot's quantiles (latencyQuantiles).
+	quantiles []time.Duration
 }
 
 // steady writes single-event transactions at o.rate for o.seconds, from o.writers concurrent
@@ -77,7 +79,8 @@ func steady(db *sql.DB, d database, o options, relay string, relays, size, keys 
 	}
 	slices.Sort(latencies)
 	r := steadyResult{db: d.label, relay: relay, relays: relays, keys: keys, events: got,
-		p50: latencies[len(latencies)/2], p99: latencies[len(latencies)*99/100], cpu: cpu, rssMiB: rss}
+		p50: latencies[len(latencies)/2], p99: latencies[len(latencies)*99/100], cpu: cpu, rssMiB: rss,
+		quantiles: latencyQuantiles(latencies)}
 	r.recvP50, r.recvP99, r.hasRecv = parseReceiveLag(children[0].output())
 	return r, nil
 }
