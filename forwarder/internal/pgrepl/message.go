@@ -84,8 +84,16 @@ func (d *Decoder) Decode(data []byte) (m Message, ok bool, err error) {
 	return nil, false, nil
 }
 
-// decodeWAL decodes one pgoutput message.
+// decodeWAL decodes one pgoutput message; the outbox's inserts by the decoder itself, the rest
+// with pglogrepl.
 func (d *Decoder) decodeWAL(walEnd LSN, data []byte) (Message, error) {
+	if len(data) > 0 && data[0] == 'I' {
+		row, ours, err := d.insert(data[1:])
+		if err != nil || !ours {
+			return Skipped{WALEnd: walEnd}, err
+		}
+		return Insert{WALEnd: walEnd, Row: row}, nil
+	}
 	msg, err := pglogrepl.ParseV2(data, false)
 	if err != nil {
 		return nil, fmt.Errorf("cdc: parse pgoutput message: %w", err)
@@ -93,12 +101,6 @@ func (d *Decoder) decodeWAL(walEnd LSN, data []byte) (Message, error) {
 	switch m := msg.(type) {
 	case *pglogrepl.RelationMessageV2:
 		return Skipped{WALEnd: walEnd}, d.Relation(m)
-	case *pglogrepl.InsertMessageV2:
-		row, ours, err := d.Insert(m)
-		if err != nil || !ours {
-			return Skipped{WALEnd: walEnd}, err
-		}
-		return Insert{WALEnd: walEnd, Row: row}, nil
 	case *pglogrepl.BeginMessage:
 		return Begin{WALEnd: walEnd, Xid: m.Xid, FinalLSN: m.FinalLSN}, nil
 	case *pglogrepl.CommitMessage:

@@ -1,12 +1,15 @@
 package pgrepl_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,6 +188,81 @@ func TestDecodeCapturedStream(t *testing.T) {
 	}
 }
 
+// capturedPayloads returns the CopyData payloads of testdata/capture.json and its target.
+func capturedPayloads(t *testing.T) (pgrepl.Target, [][]byte) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "capture.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c capture
+	if err := json.Unmarshal(data, &c); err != nil {
+		t.Fatal(err)
+	}
+	var payloads [][]byte
+	for _, m := range c.Messages {
+		p, err := hex.DecodeString(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		payloads = append(payloads, p)
+	}
+	return c.Target, payloads
+}
+
+// TestDecodeRefusesTruncatedInserts decodes every prefix of the captured inserts that ends
+// inside the pgoutput message: each is an error, never a panic or a row.
+func TestDecodeRefusesTruncatedInserts(t *testing.T) {
+	target, payloads := capturedPayloads(t)
+	inserts := 0
+	for i, p := range payloads {
+		if p[25] != 'I' {
+			continue
+		}
+		inserts++
+		for n := 26; n < len(p); n++ {
+			d := pgrepl.NewDecoder(target)
+			for _, q := range payloads[:i] {
+				if _, _, err := d.Decode(q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m, ok, err := d.Decode(p[:n:n])
+			if err == nil {
+				t.Fatalf("insert %d cut to %d of %d bytes: decoded %+v (ok %v), want an error", inserts, n, len(p), m, ok)
+			}
+		}
+	}
+	if inserts != len(captureEvents()) {
+		t.Fatalf("the capture has %d inserts, want %d", inserts, len(captureEvents()))
+	}
+}
+
+// TestRelationRefusesAColumnOfAnotherType changes the type of the captured relation's payload
+// column to text: the relation message is refused with an error naming the column.
+func TestRelationRefusesAColumnOfAnotherType(t *testing.T) {
+	target, payloads := capturedPayloads(t)
+	d := pgrepl.NewDecoder(target)
+	for _, p := range payloads {
+		if p[25] != 'R' {
+			continue
+		}
+		p = append([]byte(nil), p...)
+		// A column is its flags, its name (NUL-terminated), its type OID and its type modifier.
+		at := bytes.Index(p, []byte("\x00payload\x00"))
+		if at < 0 {
+			t.Fatal("no payload column in the captured relation message")
+		}
+		binary.BigEndian.PutUint32(p[at+len("\x00payload\x00"):], 25) // text
+		_, _, err := d.Decode(p)
+		if err == nil || !strings.Contains(err.Error(), `column "payload"`) || !strings.Contains(err.Error(), "not bytea") {
+			t.Fatalf("a text payload column: %v, want an error naming the column and its type", err)
+		}
+		return
+	}
+	t.Fatal("no relation message in the capture")
+}
+
 // receiveTransaction returns the stream's XLogData payloads up to the first commit.
 func receiveTransaction(ctx context.Context, t *testing.T, conn *pgrepl.Conn) [][]byte {
 	t.Helper()
@@ -251,8 +329,9 @@ func checkTransaction(t *testing.T, msgs []pgrepl.Message) {
 			len(e.Headers) != len(w.Headers) || e.Headers["trace"] != w.Headers["trace"] {
 			t.Errorf("insert %d: got %+v, want %+v", i, e, w)
 		}
-		if r.Seq <= 0 || r.Partition < 0 || r.Partition >= outbox.Partitions || r.Attempts != 0 || e.CreatedAt.IsZero() ||
-			e.CreatedAt.Location() != time.UTC {
+		if r.Seq <= 0 || r.Partition < 0 || r.Partition >= outbox.Partitions || r.Attempts != 0 || e.CreatedAt.Year() < 2025 ||
+			e.CreatedAt.After(time.Now().Add(time.Minute)) || e.CreatedAt.Location() != time.UTC ||
+			r.KeyHash != outbox.KeyHash(w.TenantID, w.AggregateType, w.AggregateID) {
 			t.Errorf("insert %d: row %+v", i, r)
 		}
 		if i > 0 && r.Seq <= inserts[i-1].Seq {
