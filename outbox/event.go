@@ -141,7 +141,8 @@ const Partitions = 64
 func PartitionOf(keyHash int64) int { return int(keyHash % Partitions) }
 
 // ToMessage converts the event into a Watermill message: the UUID is the event id, the payload is
-// copied, and the metadata carries the event's headers plus the outboxkit keys.
+// the event's (shared, not copied), and the metadata carries the event's headers plus the
+// outboxkit keys.
 func (e Event) ToMessage() *message.Message {
 	msg := message.NewMessage(e.ID.String(), e.Payload)
 	for k, v := range e.Headers {

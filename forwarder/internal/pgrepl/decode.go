@@ -23,17 +23,18 @@ type Decoder struct {
 	target    Target // the outbox table, resolved by PostgreSQL (ResolveTable)
 	table     string // its name, for errors
 	relations map[uint32]*relation
-	values    [][]byte // the current insert's columns, reused
+	values    []tupleColumn // the current insert's columns, reused
 }
 
-// relation is the column layout of one relation: for each column of the outbox table that a
-// row needs, its position in the tuple.
+// relation is the column layout of one relation: for the outbox, the position in the tuple of
+// each column a row needs (in Columns' order).
 type relation struct {
-	ours    bool
-	columns map[string]int
+	ours bool
+	pos  [numColumns]int
 }
 
-// Columns are the outbox table's columns a row is decoded from.
+// Columns are the outbox table's columns a row is decoded from, in the order of the col
+// constants (tuple.go).
 var Columns = []string{"seq", "event_id", "topic", "aggregate_type", "aggregate_id", "event_type", "tenant_id",
 	"payload", "headers", "key_hash", "created_at", "attempts", "partition_no"}
 
@@ -48,23 +49,26 @@ func NewDecoder(target Target) *Decoder {
 // relation of another table (a publication shared by mistake) is remembered as not ours, and
 // its inserts are ignored. The outbox's columns must have the types its schema gives them.
 func (d *Decoder) Relation(m *pglogrepl.RelationMessageV2) error {
-	rel := &relation{columns: map[string]int{}, ours: m.RelationID == d.target.OID}
+	rel := &relation{ours: m.RelationID == d.target.OID}
 	if !rel.ours && m.Namespace == d.target.Schema && m.RelationName == d.target.Name {
 		// The table was dropped and created again: the session ends, and the next one resolves it anew.
 		return fmt.Errorf("cdc: relation %s now has OID %d, not %d (recreated?)", d.table, m.RelationID, d.target.OID)
 	}
-	for i, c := range m.Columns {
-		rel.columns[c.Name] = i
-	}
 	if rel.ours {
-		for _, c := range Columns {
-			pos, ok := rel.columns[c]
+		positions := make(map[string]int, len(m.Columns))
+		for i, c := range m.Columns {
+			positions[c.Name] = i
+		}
+		types := columnTypes()
+		for col, name := range Columns {
+			pos, ok := positions[name]
 			if !ok {
-				return fmt.Errorf("cdc: relation %s.%s has no column %q (is the table migrated?)", m.Namespace, m.RelationName, c)
+				return fmt.Errorf("cdc: relation %s.%s has no column %q (is the table migrated?)", m.Namespace, m.RelationName, name)
 			}
-			if want := columnKind[c]; !want.accepts(m.Columns[pos].DataType) {
-				return fmt.Errorf("cdc: column %q of %s.%s has the type of OID %d, not %s", c, m.Namespace, m.RelationName, m.Columns[pos].DataType, want.name)
+			if want := types[col]; !want.accepts(m.Columns[pos].DataType) {
+				return fmt.Errorf("cdc: column %q of %s.%s has the type of OID %d, not %s", name, m.Namespace, m.RelationName, m.Columns[pos].DataType, want.name)
 			}
+			rel.pos[col] = pos
 		}
 	}
 	d.relations[m.RelationID] = rel
@@ -74,7 +78,7 @@ func (d *Decoder) Relation(m *pglogrepl.RelationMessageV2) error {
 // insert decodes the body of an insert message (after its type byte) into a row; ok is false
 // for a relation that is not the outbox.
 func (d *Decoder) insert(body []byte) (r Row, ok bool, err error) {
-	relID, values, text, err := tupleColumns(body, d.values)
+	relID, values, err := tupleColumns(body, d.values)
 	if err != nil {
 		return Row{}, false, fmt.Errorf("cdc: parse an insert message: %w", err)
 	}
@@ -85,9 +89,6 @@ func (d *Decoder) insert(body []byte) (r Row, ok bool, err error) {
 	}
 	if !rel.ours {
 		return Row{}, false, nil
-	}
-	if text {
-		return Row{}, false, fmt.Errorf("cdc: an insert into %s came with columns in text format, not binary", d.table)
 	}
 	r, err = d.decodeRow(rel, values)
 	return r, err == nil, err

@@ -61,7 +61,8 @@ func (m Commit) ServerWALEnd() LSN { return m.WALEnd }
 func (m Skipped) ServerWALEnd() LSN { return m.WALEnd }
 
 // Decode decodes one CopyData payload of the stream: a primary keepalive, or XLogData
-// carrying a pgoutput message (protocol 2). ok is false for a payload of another kind.
+// carrying a pgoutput message (protocol 2). ok is false for a payload of another kind. An
+// Insert's payload aliases data, which the caller must not reuse.
 func (d *Decoder) Decode(data []byte) (m Message, ok bool, err error) {
 	if len(data) == 0 {
 		return nil, false, nil
@@ -85,9 +86,10 @@ func (d *Decoder) Decode(data []byte) (m Message, ok bool, err error) {
 }
 
 // decodeWAL decodes one pgoutput message; the outbox's inserts by the decoder itself, the rest
-// with pglogrepl.
+// with pglogrepl. Streaming of in-progress transactions is off (Start), so no message carries an
+// xid before its body.
 func (d *Decoder) decodeWAL(walEnd LSN, data []byte) (Message, error) {
-	if len(data) > 0 && data[0] == 'I' {
+	if len(data) > 0 && data[0] == byte(pglogrepl.MessageTypeInsert) {
 		row, ours, err := d.insert(data[1:])
 		if err != nil || !ours {
 			return Skipped{WALEnd: walEnd}, err

@@ -27,21 +27,35 @@ type columnType struct {
 	name string
 }
 
-var (
-	int8Type   = columnType{[]uint32{pgtype.Int8OID}, "bigint"}
-	int4Type   = columnType{[]uint32{pgtype.Int4OID}, "integer"}
-	int2Type   = columnType{[]uint32{pgtype.Int2OID}, "smallint"}
-	uuidType   = columnType{[]uint32{pgtype.UUIDOID}, "uuid"}
-	textType   = columnType{[]uint32{pgtype.TextOID, pgtype.VarcharOID}, "text"}
-	byteaType  = columnType{[]uint32{pgtype.ByteaOID}, "bytea"}
-	jsonbType  = columnType{[]uint32{pgtype.JSONBOID}, "jsonb"}
-	stampType  = columnType{[]uint32{pgtype.TimestamptzOID}, "timestamptz"}
-	columnKind = map[string]columnType{
-		"seq": int8Type, "event_id": uuidType, "topic": textType, "aggregate_type": textType, "aggregate_id": textType,
-		"event_type": textType, "tenant_id": textType, "payload": byteaType, "headers": jsonbType, "key_hash": int8Type,
-		"created_at": stampType, "attempts": int4Type, "partition_no": int2Type,
-	}
+// The outbox row's columns, in the order of Columns and columnTypes.
+const (
+	colSeq = iota
+	colEventID
+	colTopic
+	colAggregateType
+	colAggregateID
+	colEventType
+	colTenantID
+	colPayload
+	colHeaders
+	colKeyHash
+	colCreatedAt
+	colAttempts
+	colPartition
+	numColumns
 )
+
+// columnTypes returns the type of each outbox column, in Columns' order.
+func columnTypes() [numColumns]columnType {
+	int8Type := columnType{[]uint32{pgtype.Int8OID}, "bigint"}
+	textType := columnType{[]uint32{pgtype.TextOID, pgtype.VarcharOID}, "text"}
+	return [numColumns]columnType{
+		colSeq: int8Type, colEventID: {[]uint32{pgtype.UUIDOID}, "uuid"}, colTopic: textType, colAggregateType: textType,
+		colAggregateID: textType, colEventType: textType, colTenantID: textType, colPayload: {[]uint32{pgtype.ByteaOID}, "bytea"},
+		colHeaders: {[]uint32{pgtype.JSONBOID}, "jsonb"}, colKeyHash: int8Type, colCreatedAt: {[]uint32{pgtype.TimestamptzOID}, "timestamptz"},
+		colAttempts: {[]uint32{pgtype.Int4OID}, "integer"}, colPartition: {[]uint32{pgtype.Int2OID}, "smallint"},
+	}
+}
 
 // accepts reports whether oid is one of the type's OIDs.
 func (c columnType) accepts(oid uint32) bool {
@@ -53,102 +67,114 @@ func (c columnType) accepts(oid uint32) bool {
 	return false
 }
 
-// errShortTuple: the message ends inside its tuple.
-var errShortTuple = errors.New("message ends inside its tuple")
+// tupleColumn is one value of a tuple: its kind ('b' binary, 't' text, 'n' NULL, 'u' an
+// unchanged TOAST value) and, for 'b' and 't', its bytes (a sub-slice of the message).
+type tupleColumn struct {
+	kind byte
+	data []byte
+}
 
 // tupleColumns splits an insert message's body (after its 'I' byte: the relation OID, 'N' and
-// the tuple) into the relation OID and the columns' values, appended to cols[:0]; a value is
-// nil for a NULL or an unchanged TOAST value, and text reports whether any came in text format.
-func tupleColumns(body []byte, cols [][]byte) (relation uint32, out [][]byte, text bool, err error) {
+// the tuple) into the relation OID and the tuple's values, appended to cols[:0].
+func tupleColumns(body []byte, cols []tupleColumn) (relation uint32, out []tupleColumn, err error) {
 	if len(body) < 7 || body[4] != 'N' {
-		return 0, nil, false, fmt.Errorf("not an insert of a new tuple (%d bytes)", len(body))
+		return 0, nil, fmt.Errorf("not an insert of a new tuple (%d bytes: % x)", len(body), body[:min(len(body), 8)])
 	}
 	relation = binary.BigEndian.Uint32(body)
 	n := int(binary.BigEndian.Uint16(body[5:]))
 	rest := body[7:]
 	out = cols[:0]
-	for range n {
+	for i := range n {
 		if len(rest) < 1 {
-			return 0, nil, false, errShortTuple
+			return 0, nil, fmt.Errorf("the message ends before column %d of %d", i, n)
 		}
-		kind := rest[0]
+		c := tupleColumn{kind: rest[0]}
 		rest = rest[1:]
-		switch kind {
+		switch c.kind {
 		case 'n', 'u':
-			out = append(out, nil)
+			out = append(out, c)
 			continue
-		case 't':
-			text = true
-		case 'b':
+		case 't', 'b':
 		default:
-			return 0, nil, false, fmt.Errorf("column %d of kind %q", len(out), kind)
+			return 0, nil, fmt.Errorf("column %d of %d is of kind %q", i, n, c.kind)
 		}
 		if len(rest) < 4 {
-			return 0, nil, false, errShortTuple
+			return 0, nil, fmt.Errorf("the message ends inside the length of column %d of %d", i, n)
 		}
 		size := binary.BigEndian.Uint32(rest)
 		rest = rest[4:]
 		if uint64(size) > uint64(len(rest)) {
-			return 0, nil, false, errShortTuple
+			return 0, nil, fmt.Errorf("column %d of %d is %d bytes, the message has %d left", i, n, size, len(rest))
 		}
-		out = append(out, rest[:size:size])
+		c.data = rest[:size:size]
+		out = append(out, c)
 		rest = rest[size:]
 	}
-	return relation, out, text, nil
+	return relation, out, nil
 }
 
-// rowColumns reads the outbox row's columns (binary format, the types Relation checked) into r.
+// rowColumns reads the outbox columns of one tuple, each in the binary format of its type
+// (checked by Relation). The first failure is kept, with its column, and later reads return
+// zero values.
 type rowColumns struct {
-	values [][]byte // by position in the tuple
-	rel    *relation
+	values []tupleColumn // by position in the tuple
+	pos    *[numColumns]int
 	err    error
-	name   string // the first column that failed
+	col    int // the column that failed
 }
 
-func (c *rowColumns) value(name string, size int) []byte {
+// value returns column col's bytes, which alias the message; size is the length its type's
+// binary format has, or -1 for any.
+func (c *rowColumns) value(col, size int) []byte {
 	if c.err != nil {
 		return nil
 	}
-	pos := c.rel.columns[name]
+	pos := c.pos[col]
 	if pos >= len(c.values) {
-		c.err, c.name = fmt.Errorf("the tuple has %d columns, the column is at %d", len(c.values), pos), name
+		c.fail(col, fmt.Errorf("the tuple has %d columns, the column is at %d", len(c.values), pos))
 		return nil
 	}
 	v := c.values[pos]
 	switch {
-	case v == nil:
-		c.err, c.name = errors.New("NULL"), name
-	case size >= 0 && len(v) != size:
-		c.err, c.name = fmt.Errorf("%d bytes, want %d", len(v), size), name
+	case v.kind == 'n':
+		c.fail(col, errors.New("NULL"))
+	case v.kind == 'u':
+		c.fail(col, errors.New("an unchanged TOAST value, not the value"))
+	case v.kind == 't':
+		c.fail(col, errors.New("in text format, not binary"))
+	case size >= 0 && len(v.data) != size:
+		c.fail(col, fmt.Errorf("%d bytes, want %d", len(v.data), size))
 	}
-	return v
+	return v.data
 }
 
-func (c *rowColumns) int64(name string) int64 {
-	if v := c.value(name, 8); c.err == nil {
+func (c *rowColumns) fail(col int, err error) { c.err, c.col = err, col }
+
+func (c *rowColumns) int64(col int) int64 {
+	if v := c.value(col, 8); c.err == nil {
 		return int64(binary.BigEndian.Uint64(v))
 	}
 	return 0
 }
 
-func (c *rowColumns) int32(name string) int32 {
-	if v := c.value(name, 4); c.err == nil {
+func (c *rowColumns) int32(col int) int32 {
+	if v := c.value(col, 4); c.err == nil {
 		return int32(binary.BigEndian.Uint32(v))
 	}
 	return 0
 }
 
-func (c *rowColumns) int16(name string) int16 {
-	if v := c.value(name, 2); c.err == nil {
+func (c *rowColumns) int16(col int) int16 {
+	if v := c.value(col, 2); c.err == nil {
 		return int16(binary.BigEndian.Uint16(v))
 	}
 	return 0
 }
 
-func (c *rowColumns) text(name string) string { return string(c.value(name, -1)) }
+func (c *rowColumns) text(col int) string { return string(c.value(col, -1)) }
 
-func (c *rowColumns) uuid(name string) (id uuid.UUID) {
-	if v := c.value(name, 16); c.err == nil {
+func (c *rowColumns) uuid(col int) (id uuid.UUID) {
+	if v := c.value(col, 16); c.err == nil {
 		copy(id[:], v)
 	}
 	return id
@@ -156,56 +182,59 @@ func (c *rowColumns) uuid(name string) (id uuid.UUID) {
 
 // jsonb returns the JSON text of a jsonb value (its binary format: a version byte, 1, then the
 // text).
-func (c *rowColumns) jsonb(name string) []byte {
-	v := c.value(name, -1)
+func (c *rowColumns) jsonb(col int) []byte {
+	v := c.value(col, -1)
 	if c.err != nil {
 		return nil
 	}
 	if len(v) == 0 || v[0] != 1 {
-		c.err, c.name = errors.New("not jsonb of format version 1"), name
+		c.fail(col, fmt.Errorf("jsonb of format version % x, want 01", v[:min(len(v), 1)]))
 		return nil
 	}
 	return v[1:]
 }
 
-// postgresEpoch is where timestamptz's binary format counts microseconds from.
-var postgresEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+// unixToY2K is the seconds from the Unix epoch to 2000-01-01 UTC, where timestamptz's binary
+// format counts microseconds from.
+const unixToY2K = 946_684_800
 
-func (c *rowColumns) timestamp(name string) time.Time {
-	us := c.int64(name)
+// timestamp reads a timestamptz; PostgreSQL's infinity and -infinity are refused (no event is
+// written with them).
+func (c *rowColumns) timestamp(col int) time.Time {
+	us := c.int64(col)
 	if c.err != nil {
 		return time.Time{}
 	}
 	if us == math.MaxInt64 || us == math.MinInt64 {
-		c.err, c.name = errors.New("an infinite timestamp"), name
+		c.fail(col, errors.New("an infinite timestamp"))
 		return time.Time{}
 	}
-	return postgresEpoch.Add(time.Duration(us) * time.Microsecond)
+	return time.Unix(unixToY2K+us/1_000_000, us%1_000_000*1_000).UTC()
 }
 
-// decodeRow reads the outbox row of an insert's tuple.
-func (d *Decoder) decodeRow(rel *relation, values [][]byte) (Row, error) {
-	c := rowColumns{values: values, rel: rel}
+// decodeRow reads the outbox row of an insert's tuple. The payload aliases the message.
+func (d *Decoder) decodeRow(rel *relation, values []tupleColumn) (Row, error) {
+	c := rowColumns{values: values, pos: &rel.pos}
 	var r Row
-	r.Seq = c.int64("seq")
-	r.Event.ID = c.uuid("event_id")
-	r.Event.Topic = c.text("topic")
-	r.Event.AggregateType = c.text("aggregate_type")
-	r.Event.AggregateID = c.text("aggregate_id")
-	r.Event.EventType = c.text("event_type")
-	r.Event.TenantID = c.text("tenant_id")
-	r.Event.Payload = c.value("payload", -1)
-	headers := c.jsonb("headers")
-	r.KeyHash = c.int64("key_hash")
-	r.Event.CreatedAt = c.timestamp("created_at")
-	r.Attempts = int(c.int32("attempts"))
-	r.Partition = int(c.int16("partition_no"))
+	r.Seq = c.int64(colSeq)
+	r.Event.ID = c.uuid(colEventID)
+	r.Event.Topic = c.text(colTopic)
+	r.Event.AggregateType = c.text(colAggregateType)
+	r.Event.AggregateID = c.text(colAggregateID)
+	r.Event.EventType = c.text(colEventType)
+	r.Event.TenantID = c.text(colTenantID)
+	r.Event.Payload = c.value(colPayload, -1)
+	headers := c.jsonb(colHeaders)
+	r.KeyHash = c.int64(colKeyHash)
+	r.Event.CreatedAt = c.timestamp(colCreatedAt)
+	r.Attempts = int(c.int32(colAttempts))
+	r.Partition = int(c.int16(colPartition))
 	if c.err != nil {
-		return Row{}, fmt.Errorf("cdc: decode column %q of %s: %w", c.name, d.table, c.err)
+		return Row{}, fmt.Errorf("cdc: decode column %q of %s: %w", Columns[c.col], d.table, c.err)
 	}
-	if len(headers) > 2 || len(headers) == 2 && string(headers) != "{}" {
+	if string(headers) != "{}" {
 		if err := json.Unmarshal(headers, &r.Event.Headers); err != nil {
-			return Row{}, fmt.Errorf("cdc: row %d of %s: headers: %w", r.Seq, d.table, err)
+			return Row{}, fmt.Errorf("cdc: row %d of %s: headers %.100q: %w", r.Seq, d.table, headers, err)
 		}
 		if len(r.Event.Headers) == 0 {
 			r.Event.Headers = nil
