@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
+	"github.com/outboxkit/outboxkit/internal/pgrepl"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 

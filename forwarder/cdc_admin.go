@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
+	"github.com/outboxkit/outboxkit/internal/pgrepl"
 )
 
 // SlotStatus is one replication slot of the cdc source, as PostgreSQL reports it.

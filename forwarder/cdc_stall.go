@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
+	"github.com/outboxkit/outboxkit/internal/pgrepl"
 )
 
 // The stall check: never silent about rows the stream does not deliver. A stream can run,

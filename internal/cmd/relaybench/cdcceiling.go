@@ -3,26 +3,24 @@ package main
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outboxkit/outboxkit/internal/pgrepl"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // The cdc ceiling relay (-source cdc, beside the ceiling relay) is the simplest relay that could
 // stream the same slot to the same broker: it receives the stream as outboxkit-cdc does
-// (pgoutput protocol 2, binary, one goroutine receiving), decodes each insert with pgx's codecs
-// into the record the other relays send, produces it with franz-go (idempotent, acks=all, lz4)
+// (pgoutput protocol 2, binary, one goroutine receiving), decodes each insert with the cdc
+// source's decoder (internal/pgrepl) into the record the other relays send, produces it with franz-go (idempotent, acks=all, lz4)
 // and confirms the slot position once every record before it is acknowledged. It reads nothing
 // back from the table and deletes nothing: no admit, no acknowledgement in the table, no parked
 // keys, no retries, no leases, no metrics (what Trendyol's go-pq-cdc-kafka does, with the other
@@ -32,10 +30,6 @@ import (
 
 // relayCDCCeiling is the cdc ceiling relay.
 const relayCDCCeiling = "cdc-ceiling"
-
-// cdcCeilingColumns are the columns the cdc ceiling relay decodes, in the order of its scan.
-var cdcCeilingColumns = []string{"event_id", "topic", "aggregate_type", "aggregate_id", "event_type", "tenant_id",
-	"payload", "headers", "created_at"}
 
 // runCDCCeiling is the cdc ceiling relay's child process, until ctx ends.
 func runCDCCeiling(ctx context.Context, d database, name string, o options) error {
@@ -48,6 +42,10 @@ func runCDCCeiling(ctx context.Context, d database, name string, o options) erro
 		return err
 	}
 	slot, pub, err := cdcNames(ctx, db, table)
+	var target pgrepl.Target
+	if err == nil {
+		target, err = pgrepl.ResolveTable(ctx, db, table.Events())
+	}
 	_ = db.Close()
 	if err != nil {
 		return err
@@ -79,8 +77,7 @@ func runCDCCeiling(ctx context.Context, d database, name string, o options) erro
 	}); err != nil {
 		return fmt.Errorf("start streaming slot %s: %w", slot, err)
 	}
-	s := &cdcCeilingStream{conn: conn, client: client, table: table.Events(), types: pgtype.NewMap(),
-		relations: map[uint32]*cdcCeilingRelation{}, acks: &ackTracker{done: map[uint64]bool{}}}
+	s := &cdcCeilingStream{conn: conn, client: client, decoder: pgrepl.NewDecoder(target), acks: &ackTracker{done: map[uint64]bool{}}}
 	err = s.run(ctx)
 	if ctx.Err() != nil {
 		return nil
@@ -88,22 +85,13 @@ func runCDCCeiling(ctx context.Context, d database, name string, o options) erro
 	return err
 }
 
-// cdcCeilingRelation is the column layout of a relation the stream announced.
-type cdcCeilingRelation struct {
-	ours bool
-	pos  []int // of cdcCeilingColumns in the tuple
-	oids []uint32
-}
-
 // cdcCeilingStream is the state of one streaming session.
 type cdcCeilingStream struct {
-	conn      *pgconn.PgConn
-	client    *kgo.Client
-	table     string
-	types     *pgtype.Map
-	relations map[uint32]*cdcCeilingRelation
-	acks      *ackTracker
-	produced  uint64
+	conn     *pgconn.PgConn
+	client   *kgo.Client
+	decoder  *pgrepl.Decoder
+	acks     *ackTracker
+	produced uint64
 	// commits are the ends of the transactions decoded and not confirmed yet, with the number
 	// of records produced up to each.
 	commits []cdcCeilingCommit
@@ -206,103 +194,32 @@ func (s *cdcCeilingStream) run(ctx context.Context) error {
 				return err
 			}
 		case data := <-msgs:
-			switch data[0] {
-			case pglogrepl.PrimaryKeepaliveMessageByteID:
-				ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
-				if err != nil {
-					return fmt.Errorf("parse keepalive: %w", err)
-				}
-				if ka.ReplyRequested {
-					if err := s.confirm(ctx); err != nil {
-						return err
-					}
-				}
-			case pglogrepl.XLogDataByteID:
-				xld, err := pglogrepl.ParseXLogData(data[1:])
-				if err != nil {
-					return fmt.Errorf("parse XLogData: %w", err)
-				}
-				if err := s.decode(ctx, xld.WALData); err != nil {
-					return err
-				}
+			if err := s.handle(ctx, data); err != nil {
+				return err
 			}
 		}
 	}
 }
 
-// decode handles one pgoutput message: an insert of the outbox table is produced at once.
-func (s *cdcCeilingStream) decode(ctx context.Context, data []byte) error {
-	msg, err := pglogrepl.ParseV2(data, false)
-	if err != nil {
-		return fmt.Errorf("parse pgoutput message: %w", err)
+// handle decodes one CopyData payload: an insert of the outbox table is produced at once.
+func (s *cdcCeilingStream) handle(ctx context.Context, data []byte) error {
+	msg, ok, err := s.decoder.Decode(data)
+	if err != nil || !ok {
+		return err
 	}
 	switch m := msg.(type) {
-	case *pglogrepl.RelationMessageV2:
-		rel := &cdcCeilingRelation{ours: m.RelationName == s.table}
-		at := map[string]int{}
-		for i, c := range m.Columns {
-			at[c.Name] = i
-			rel.oids = append(rel.oids, c.DataType)
+	case pgrepl.Keepalive:
+		if m.ReplyRequested {
+			return s.confirm(ctx)
 		}
-		for _, c := range cdcCeilingColumns {
-			p, ok := at[c]
-			if rel.ours && !ok {
-				return fmt.Errorf("relation %s has no column %q", m.RelationName, c)
-			}
-			rel.pos = append(rel.pos, p)
-		}
-		s.relations[m.RelationID] = rel
-	case *pglogrepl.InsertMessageV2:
-		rel := s.relations[m.RelationID]
-		if rel == nil {
-			return fmt.Errorf("insert into relation %d before its relation message", m.RelationID)
-		}
-		if !rel.ours {
-			return nil
-		}
-		e, err := s.event(rel, m.Tuple)
-		if err != nil {
-			return err
-		}
+	case pgrepl.Insert:
 		n := s.produced
 		s.produced++
-		s.client.Produce(ctx, toRecord(e), func(_ *kgo.Record, err error) { s.acks.ack(n, err) })
-	case *pglogrepl.CommitMessage:
-		s.commits = append(s.commits, cdcCeilingCommit{end: m.TransactionEndLSN, produced: s.produced})
+		s.client.Produce(ctx, toRecord(m.Row.Event), func(_ *kgo.Record, err error) { s.acks.ack(n, err) })
+	case pgrepl.Commit:
+		s.commits = append(s.commits, cdcCeilingCommit{end: m.EndLSN, produced: s.produced})
 	}
 	return nil
-}
-
-// event decodes an insert's tuple into the event it holds.
-func (s *cdcCeilingStream) event(rel *cdcCeilingRelation, tuple *pglogrepl.TupleData) (outbox.Event, error) {
-	var (
-		e                outbox.Event
-		eventID, created any
-		headers          []byte
-	)
-	dest := []any{&eventID, &e.Topic, &e.AggregateType, &e.AggregateID, &e.EventType, &e.TenantID, &e.Payload, &headers, &created}
-	for i, pos := range rel.pos {
-		if pos >= len(tuple.Columns) {
-			return e, fmt.Errorf("insert has %d columns, column %q is at %d", len(tuple.Columns), cdcCeilingColumns[i], pos)
-		}
-		if err := s.types.Scan(rel.oids[pos], pgtype.BinaryFormatCode, tuple.Columns[pos].Data, dest[i]); err != nil {
-			return e, fmt.Errorf("decode column %q: %w", cdcCeilingColumns[i], err)
-		}
-	}
-	id, ok := eventID.([16]byte)
-	if !ok {
-		return e, fmt.Errorf("event id of type %T", eventID)
-	}
-	e.ID = uuid.UUID(id)
-	if t, ok := created.(time.Time); ok {
-		e.CreatedAt = t.UTC()
-	}
-	if len(headers) > 0 {
-		if err := json.Unmarshal(headers, &e.Headers); err != nil {
-			return e, fmt.Errorf("headers: %w", err)
-		}
-	}
-	return e, nil
 }
 
 // confirm reports the end of the last transaction whose records are all acknowledged.
