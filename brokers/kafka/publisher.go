@@ -35,7 +35,6 @@ const closeFlushTimeout = 30 * time.Second
 // Publish, PublishEach and Close are safe for concurrent use.
 type Publisher struct {
 	config    Config
-	marshaler wkafka.Marshaler
 	client    *kgo.Client
 	logger    watermill.LoggerAdapter
 	opts      []kgo.Opt
@@ -79,7 +78,6 @@ func NewPublisher(config Config, logger watermill.LoggerAdapter) (*Publisher, er
 	}
 	return &Publisher{
 		config:    config,
-		marshaler: NewMarshaler(config.KeyMetadata),
 		client:    client,
 		logger:    logger,
 		opts:      opts,
@@ -101,8 +99,8 @@ func (p *Publisher) confirmAlone(ctx context.Context, rec *kgo.Record) error {
 }
 
 // NewMarshaler returns watermill-kafka's marshaler with the message key taken from the metadata
-// entry keyMetadata. The publisher marshals with it (and converts the result to a franz-go
-// record); the same value unmarshals consumed messages.
+// entry keyMetadata: the subscriber unmarshals with it, and the publisher's records are what it
+// marshals (Publisher.record).
 func NewMarshaler(keyMetadata string) wkafka.MarshalerUnmarshaler {
 	return wkafka.NewWithPartitioningMarshaler(func(_ string, msg *message.Message) (string, error) {
 		return msg.Metadata.Get(keyMetadata), nil
@@ -319,29 +317,23 @@ func (p *Publisher) confirmRefusedAlone(ctx context.Context, topic string, msgs 
 	}
 }
 
-// record converts msg to a franz-go record with watermill-kafka's wire format and checks that
-// the client will not refuse it.
+// record converts msg to a franz-go record with watermill-kafka's wire format (what NewMarshaler
+// marshals: the UUID header, one header per metadata entry, the key from KeyMetadata), built
+// directly rather than through the Sarama message the marshaler returns, and checks that the
+// client will not refuse it.
 func (p *Publisher) record(topic string, msg *message.Message) (*kgo.Record, error) {
-	km, err := p.marshaler.Marshal(topic, msg)
-	if err != nil {
-		return nil, fmt.Errorf("kafka: cannot marshal message %s for topic %q: %w: %w", msg.UUID, topic, ErrInvalidMessage, err)
+	if msg.Metadata.Get(wkafka.UUIDHeaderKey) != "" {
+		return nil, fmt.Errorf("kafka: cannot marshal message %s for topic %q: %w: metadata %s is reserved by watermill for the message UUID",
+			msg.UUID, topic, ErrInvalidMessage, wkafka.UUIDHeaderKey)
 	}
-	rec := &kgo.Record{Topic: topic, Headers: make([]kgo.RecordHeader, len(km.Headers))}
-	if km.Key != nil {
-		if rec.Key, err = km.Key.Encode(); err != nil {
-			return nil, fmt.Errorf("kafka: cannot encode the key of message %s: %w: %w", msg.UUID, ErrInvalidMessage, err)
-		}
+	rec := &kgo.Record{Topic: topic, Key: []byte(msg.Metadata.Get(p.config.KeyMetadata)), Value: msg.Payload,
+		Headers: make([]kgo.RecordHeader, 0, 1+len(msg.Metadata))}
+	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: wkafka.UUIDHeaderKey, Value: []byte(msg.UUID)})
+	for k, v := range msg.Metadata {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
 	}
 	if rec.Key == nil {
-		rec.Key = []byte{} // an empty key, hashed like any other (as the Sarama publisher did)
-	}
-	if km.Value != nil {
-		if rec.Value, err = km.Value.Encode(); err != nil {
-			return nil, fmt.Errorf("kafka: cannot encode the payload of message %s: %w: %w", msg.UUID, ErrInvalidMessage, err)
-		}
-	}
-	for i, h := range km.Headers {
-		rec.Headers[i] = kgo.RecordHeader{Key: string(h.Key), Value: h.Value}
+		rec.Key = []byte{} // an empty key, hashed like any other (a nil key would be spread at random)
 	}
 	if size := recordBatchSize(rec); size > p.config.MessageMaxBytes {
 		return nil, fmt.Errorf("kafka: message %s is %d bytes as a record batch, above message_max_bytes %d: %w",
