@@ -34,10 +34,10 @@ const closeFlushTimeout = 30 * time.Second
 //
 // Publish, PublishEach and Close are safe for concurrent use.
 type Publisher struct {
-	config    Config
-	client    *kgo.Client
-	logger    watermill.LoggerAdapter
-	opts      []kgo.Opt
+	config Config
+	client *kgo.Client
+	logger watermill.LoggerAdapter
+	opts   []kgo.Opt
 
 	// confirmer sends the records refused with a permanent error once more, alone, one at a
 	// time (confirmMu), on a client of its own, created on first use: on the shared client, a
@@ -77,10 +77,10 @@ func NewPublisher(config Config, logger watermill.LoggerAdapter) (*Publisher, er
 		return nil, fmt.Errorf("kafka: no broker of %v answered (%s): %w", config.Brokers, config.Security(), err)
 	}
 	return &Publisher{
-		config:    config,
-		client:    client,
-		logger:    logger,
-		opts:      opts,
+		config: config,
+		client: client,
+		logger: logger,
+		opts:   opts,
 	}, nil
 }
 
