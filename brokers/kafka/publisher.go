@@ -322,18 +322,17 @@ func (p *Publisher) confirmRefusedAlone(ctx context.Context, topic string, msgs 
 // directly rather than through the Sarama message the marshaler returns, and checks that the
 // client will not refuse it.
 func (p *Publisher) record(topic string, msg *message.Message) (*kgo.Record, error) {
-	if msg.Metadata.Get(wkafka.UUIDHeaderKey) != "" {
+	if _, reserved := msg.Metadata[wkafka.UUIDHeaderKey]; reserved {
 		return nil, fmt.Errorf("kafka: cannot marshal message %s for topic %q: %w: metadata %s is reserved by watermill for the message UUID",
 			msg.UUID, topic, ErrInvalidMessage, wkafka.UUIDHeaderKey)
 	}
+	// The key is never nil, even when empty: franz-go hashes an empty key like any other and
+	// spreads nil keys.
 	rec := &kgo.Record{Topic: topic, Key: []byte(msg.Metadata.Get(p.config.KeyMetadata)), Value: msg.Payload,
 		Headers: make([]kgo.RecordHeader, 0, 1+len(msg.Metadata))}
 	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: wkafka.UUIDHeaderKey, Value: []byte(msg.UUID)})
 	for k, v := range msg.Metadata {
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
-	}
-	if rec.Key == nil {
-		rec.Key = []byte{} // an empty key, hashed like any other (a nil key would be spread at random)
 	}
 	if size := recordBatchSize(rec); size > p.config.MessageMaxBytes {
 		return nil, fmt.Errorf("kafka: message %s is %d bytes as a record batch, above message_max_bytes %d: %w",

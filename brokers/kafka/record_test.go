@@ -31,7 +31,8 @@ func TestRecordIsWhatTheMarshalerMarshals(t *testing.T) {
 		}
 		key, _ := km.Key.Encode()
 		value, _ := km.Value.Encode()
-		if rec.Topic != "orders" || rec.Key == nil || string(rec.Key) != string(key) || string(rec.Value) != string(value) {
+		if rec.Topic != "orders" || rec.Key == nil || string(rec.Key) != string(key) || string(rec.Value) != string(value) ||
+			(rec.Value == nil) != (value == nil) {
 			t.Errorf("message %s: record key %q value %q, marshaler key %q value %q", msg.UUID, rec.Key, rec.Value, key, value)
 		}
 		var got, want []string
@@ -51,10 +52,12 @@ func TestRecordIsWhatTheMarshalerMarshals(t *testing.T) {
 			t.Errorf("message %s read back as %+v (%v)", msg.UUID, back, err)
 		}
 	}
-	forged := message.NewMessage("9f0c2d0e-4", nil)
-	forged.Metadata.Set(wkafka.UUIDHeaderKey, "forged")
-	if _, err := p.record("orders", forged); !errors.Is(err, ErrInvalidMessage) {
-		t.Errorf("a message with the reserved UUID header: %v, want ErrInvalidMessage", err)
+	for _, value := range []string{"forged", ""} {
+		forged := message.NewMessage("9f0c2d0e-4", nil)
+		forged.Metadata.Set(wkafka.UUIDHeaderKey, value)
+		if _, err := p.record("orders", forged); !errors.Is(err, ErrInvalidMessage) {
+			t.Errorf("a message with the reserved UUID header %q: %v, want ErrInvalidMessage", value, err)
+		}
 	}
 }
 

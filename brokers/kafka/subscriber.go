@@ -11,8 +11,8 @@ import (
 // NewSubscriber returns watermill-kafka's Subscriber configured from config: the same Sarama
 // settings as the publisher (protocol version, TLS, SASL), config.ConsumerGroup, the initial
 // offset (oldest by default), config.IsolationLevel (read_uncommitted by default; set
-// read_committed to consume a topic written in exactly_once delivery mode) and the unmarshaler
-// matching the publisher's marshaler. It is used
+// read_committed to consume a topic written in exactly_once delivery mode) and NewMarshaler,
+// the wire format of the publisher's records. It is used
 // as is because its consumer-group handling (rebalances, reconnects, ack-then-commit) is what a
 // Watermill user expects; only the publishing side needed replacing.
 func NewSubscriber(config Config, logger watermill.LoggerAdapter) (*wkafka.Subscriber, error) {

@@ -254,6 +254,9 @@ func (o *options) parse(brokers, keys, dbs, payloads, relays string) error {
 		if f[1] == "" {
 			continue
 		}
+		if o.only == onlyWrite {
+			return fmt.Errorf("%s %q: -only %s draws no plot", f[0], f[1], onlyWrite)
+		}
 		if dir := filepath.Dir(f[1]); !isDir(dir) {
 			return fmt.Errorf("%s: %q: directory %q does not exist", f[0], f[1], dir)
 		}
