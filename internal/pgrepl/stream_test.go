@@ -130,27 +130,12 @@ func TestStreamDecodesInserts(t *testing.T) {
 // TestDecodeCapturedStream decodes a stream captured from PostgreSQL 15 (testdata/capture.json),
 // without a database.
 func TestDecodeCapturedStream(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("testdata", "capture.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c capture
-	if err := json.Unmarshal(data, &c); err != nil {
-		t.Fatal(err)
-	}
-	var payloads [][]byte
-	for _, m := range c.Messages {
-		p, err := hex.DecodeString(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		payloads = append(payloads, p)
-	}
-	checkTransaction(t, decode(t, pgrepl.NewDecoder(c.Target), payloads))
+	target, payloads := capturedPayloads(t)
+	checkTransaction(t, decode(t, pgrepl.NewDecoder(target), payloads))
 
 	// Another relation's inserts are skipped; a relation of the table's name with another OID
 	// (the table recreated) ends the stream.
-	other := c.Target
+	other := target
 	other.OID++
 	other.Name = "not_the_outbox"
 	for _, m := range decode(t, pgrepl.NewDecoder(other), payloads) {
@@ -158,7 +143,7 @@ func TestDecodeCapturedStream(t *testing.T) {
 			t.Fatalf("an insert into another relation was decoded as the outbox's: %+v", m)
 		}
 	}
-	recreated := c.Target
+	recreated := target
 	recreated.OID++
 	d := pgrepl.NewDecoder(recreated)
 	var failed bool
@@ -172,7 +157,7 @@ func TestDecodeCapturedStream(t *testing.T) {
 	}
 	// An insert before its relation message is refused. (An XLogData payload is 'w', three
 	// 8-byte positions and times, and the pgoutput message, whose first byte is its type.)
-	d = pgrepl.NewDecoder(c.Target)
+	d = pgrepl.NewDecoder(target)
 	var refused bool
 	for _, p := range payloads {
 		if p[25] == 'R' {
