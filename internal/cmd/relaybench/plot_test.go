@@ -17,6 +17,15 @@ func TestRenderPlotIsWellFormedSVG(t *testing.T) {
 			points: [][2]float64{{1, 39900}, {10, 44900}, {1000, 47900}}},
 	}
 	svg := renderPlot(series, o, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	checkSVG(t, svg, ">1000<", ">100<", ">10<", ">1<", "ceiling 60k", "48k", "&amp; &lt;co&gt;")
+	if svg != renderPlot(series, o, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Error("the same results render differently")
+	}
+}
+
+// checkSVG fails t unless svg is well-formed XML holding every wanted text.
+func checkSVG(t *testing.T, svg string, wants ...string) {
+	t.Helper()
 	dec := xml.NewDecoder(strings.NewReader(svg))
 	for {
 		if _, err := dec.Token(); err == io.EOF {
@@ -25,13 +34,10 @@ func TestRenderPlotIsWellFormedSVG(t *testing.T) {
 			t.Fatalf("not well-formed XML: %v\n%s", err, svg)
 		}
 	}
-	for _, want := range []string{">1000<", ">100<", ">10<", ">1<", "ceiling 60k", "48k", "&amp; &lt;co&gt;"} {
+	for _, want := range wants {
 		if !strings.Contains(svg, want) {
 			t.Errorf("plot lacks %q", want)
 		}
-	}
-	if svg != renderPlot(series, o, time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)) {
-		t.Error("the same results render differently")
 	}
 }
 

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/xml"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -47,19 +45,7 @@ func TestRenderRelaysPlotIsWellFormedSVG(t *testing.T) {
 	curves := []relayCurve{{relay: relayCDC, quantiles: quantiles, p50: 2 * time.Millisecond, p99: 80 * time.Millisecond}}
 	when := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
 	svg := renderRelaysPlot(groups, curves, o, when)
-	dec := xml.NewDecoder(strings.NewReader(svg))
-	for {
-		if _, err := dec.Token(); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatalf("not well-formed XML: %v\n%s", err, svg)
-		}
-	}
-	for _, want := range []string{">outboxkit-cdc<", ">cdc-ceiling<", "61k", "1,000 keys", "p99.9", "outboxkit-cdc p99 80.0 ms", "&amp; &lt;co&gt;"} {
-		if !strings.Contains(svg, want) {
-			t.Errorf("plot lacks %q", want)
-		}
-	}
+	checkSVG(t, svg, ">outboxkit-cdc<", ">cdc-ceiling<", "61k", "1,000 keys", "p99.9", "outboxkit-cdc p99 80.0 ms", "&amp; &lt;co&gt;")
 	if svg != renderRelaysPlot(groups, curves, o, when) {
 		t.Error("the same results render differently")
 	}
