@@ -64,6 +64,9 @@ func pollChan[T any](ctx context.Context, ch <-chan T, rec func(T) record) (out 
 }
 
 func newKafkaSource(o options, topic string) (source, error) {
+	if err := createTopic(o.brokers, topic); err != nil {
+		return nil, err
+	}
 	client, err := newConsumer(o.brokers, topic)
 	if err != nil {
 		return nil, err
