@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/outboxkit/outboxkit/outbox"
@@ -54,8 +55,23 @@ const RetryOrder = "COALESCE(commit_lsn, 0)"
 func (c CDC) Admit(seqs, parts, keys []int64) Query {
 	events := c.s.table.Events()
 	return Query{SQL: "SELECT seq, status = 0 AND next_attempt_at IS NULL AND key_hash NOT IN (SELECT p.key_hash FROM " +
-		events + " p WHERE p.partition_no = ANY($2::smallint[]) AND p.key_hash = ANY($3)" +
-		" AND (p.status = 2 OR p.next_attempt_at IS NOT NULL)) FROM " + events + " WHERE seq = ANY($1)", Args: []any{seqs, parts, keys}}
+		events + " p WHERE p.partition_no = ANY(" + unplanned(2, "smallint[]") + ") AND p.key_hash = ANY(" + unplanned(3, "bigint[]") + ")" +
+		" AND (p.status = 2 OR p.next_attempt_at IS NOT NULL)) FROM " + events + " WHERE seq = ANY(" + unplanned(1, "bigint[]") + ")",
+		Args: []any{seqs, parts, keys}}
+}
+
+// unplanned is parameter $n of type typ as a value the planner does not look into (a scalar
+// subquery, run once per execution). The statements a relay sends for every batch bind the
+// batch's seqs, partitions and keys as arrays; the planner sizes a plan by an array it can see,
+// so every execution of such a prepared statement cost less planned for its own arrays than its
+// generic plan did, and PostgreSQL planned each one anew, which took longer than running it.
+// With the arrays out of sight, every plan costs the same and PostgreSQL keeps the generic one
+// from the sixth execution on a connection. Only for arrays whose size changes nothing in the
+// plan's shape: an index lookup per element, or a filter.
+func unplanned(n int, typ string) string {
+	// The outer cast makes the subquery an expression: ANY((SELECT ...)) would compare with
+	// each row of the subquery instead of each element of the array.
+	return "(SELECT $" + strconv.Itoa(n) + "::" + typ + ")::" + typ
 }
 
 // TransactionsRunning selects whether any of the transactions xids still holds its
@@ -66,12 +82,22 @@ func (c CDC) TransactionsRunning(xids []string) Query {
 }
 
 // ownedLeases is the WITH clause that locks the lease rows of the partitions ($3) owner ($2)
-// still holds with the epochs ($4) read, in partition order, before any event row.
+// still holds with the epochs ($4, in the order of $3) read, in partition order, before any event
+// row. Each lease row is checked against its epoch by position rather than joined with the
+// arrays: a join's plan depends on the estimates of the lease table.
 func (c CDC) ownedLeases() string {
-	return "WITH owned AS (SELECT l.partition_no FROM " + c.s.table.Leases() +
-		" l JOIN unnest($3::int[], $4::bigint[]) AS c(p, e) ON l.partition_no = c.p" +
-		" WHERE l.lease_group = $1 AND l.owner = $2 AND l.epoch = c.e ORDER BY l.partition_no FOR UPDATE OF l),"
+	parts := unplanned(3, "int[]")
+	return "WITH owned AS (SELECT l.partition_no FROM " + c.s.table.Leases() + " l" +
+		" WHERE l.lease_group = $1 AND l.owner = $2 AND l.partition_no = ANY(" + parts + ")" +
+		" AND l.epoch = (" + unplanned(4, "bigint[]") + ")[array_position(" + parts + ", l.partition_no)]" +
+		" ORDER BY l.partition_no FOR UPDATE OF l),"
 }
+
+// ownedFilter is the condition that keeps the event rows of the partitions found owned. It reads
+// them as an array, filtering the rows looked up by seq: as IN (SELECT ... FROM owned) the
+// planner, which expected one owned partition, could look the batch's rows up once per owned
+// partition.
+const ownedFilter = "partition_no = ANY(ARRAY(SELECT partition_no FROM owned))"
 
 // MarkRetry gives the still pending, unmarked rows seqs of the partitions owner still holds
 // with the epochs read a next attempt time (now) and their commit positions lsns (0: none). It
@@ -79,8 +105,8 @@ func (c CDC) ownedLeases() string {
 func (c CDC) MarkRetry(owner string, parts []int32, epochs []int64, seqs, lsns []int64) Query {
 	return Query{SQL: c.ownedLeases() +
 		" marked AS (UPDATE " + c.s.table.Events() + " e SET next_attempt_at = clock_timestamp(), commit_lsn = NULLIF(m.lsn, 0)" +
-		" FROM unnest($5::bigint[], $6::bigint[]) AS m(seq, lsn) WHERE e.seq = m.seq AND e.status = 0 AND e.next_attempt_at IS NULL" +
-		" AND e.partition_no IN (SELECT partition_no FROM owned) RETURNING 1)" +
+		" FROM unnest(" + unplanned(5, "bigint[]") + ", " + unplanned(6, "bigint[]") + ") AS m(seq, lsn) WHERE e.seq = m.seq AND e.status = 0 AND e.next_attempt_at IS NULL" +
+		" AND e." + ownedFilter + " RETURNING 1)" +
 		" SELECT partition_no, (SELECT COUNT(*) FROM marked) FROM owned", Args: []any{c.s.group, owner, parts, epochs, seqs, lsns}}
 }
 
@@ -95,7 +121,7 @@ func (c CDC) AckFenced(owner string, parts []int32, epochs []int64, seqs []int64
 		args = append(args, c.s.nowArg())
 	}
 	return Query{SQL: c.ownedLeases() +
-		" acked AS (" + act + " WHERE seq = ANY($5) AND partition_no IN (SELECT partition_no FROM owned) RETURNING 1)" +
+		" acked AS (" + act + " WHERE seq = ANY(" + unplanned(5, "bigint[]") + ") AND " + ownedFilter + " RETURNING 1)" +
 		" SELECT partition_no FROM owned", Args: args}
 }
 

@@ -1,0 +1,206 @@
+package forwarder
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// The plans PostgreSQL runs for the statements a relay sends once per batch: each reads the
+// batch's rows once, and a prepared statement keeps one generic plan instead of being planned
+// again for every batch's arrays.
+
+// planFixture is a PostgreSQL table of rows events over 1,000 keys, every partition leased by
+// relay "A"; with analyzed, its statistics are fresh (else the tables are as new, before
+// autovacuum first reads them).
+type planFixture struct {
+	*storeFixture
+	leases []lease
+	seqs   []int64
+}
+
+func newPlanFixture(t *testing.T, rows int, analyzed bool) *planFixture {
+	t.Helper()
+	fx := newStoreFixture(t, outbox.Postgres)
+	if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
+		t.Fatal(err)
+	}
+	fx.heartbeat("A", time.Hour)
+	leases := fx.leases("A")
+	if len(leases) != outbox.Partitions {
+		t.Fatalf("relay A holds %d leases, want %d", len(leases), outbox.Partitions)
+	}
+	events := make([]outbox.Event, rows)
+	for i := range events {
+		events[i] = outbox.Event{Topic: "t", AggregateType: "order", AggregateID: fmt.Sprintf("order-%d", i%1000),
+			EventType: "Happened", Payload: []byte("{}")}
+	}
+	tx, err := fx.db.BeginTx(fx.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for start := 0; start < rows; start += 1000 {
+		if err := fx.writer.WriteTx(fx.ctx, tx, events[start:min(start+1000, rows)]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if analyzed {
+		for _, table := range []string{fx.store.table.Events(), fx.store.table.Leases()} {
+			if _, err := fx.db.Exec("ANALYZE " + table); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var seqs []int64
+	rs, err := fx.db.Query("SELECT seq FROM " + fx.store.table.Events() + " ORDER BY seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rs.Next() {
+		var seq int64
+		if err := rs.Scan(&seq); err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, seq)
+	}
+	if err := rs.Err(); err != nil || len(seqs) != rows {
+		t.Fatalf("read %d seqs of %d rows: %v", len(seqs), rows, err)
+	}
+	return &planFixture{storeFixture: fx, leases: leases, seqs: seqs}
+}
+
+// records returns the fixture's rows as the records a batch carries.
+func (fx *planFixture) records() []record {
+	out := make([]record, len(fx.seqs))
+	rs, err := fx.db.Query("SELECT seq, key_hash, partition_no FROM " + fx.store.table.Events() + " ORDER BY seq")
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+	defer rs.Close()
+	for i := 0; rs.Next(); i++ {
+		if err := rs.Scan(&out[i].seq, &out[i].keyHash, &out[i].partition); err != nil {
+			fx.t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// planNode is a node of EXPLAIN (FORMAT JSON)'s plan tree.
+type planNode struct {
+	NodeType string     `json:"Node Type"`
+	Relation string     `json:"Relation Name"`
+	Loops    float64    `json:"Actual Loops"`
+	Plans    []planNode `json:"Plans"`
+}
+
+// scansOf returns how many times the plan of q, run in a transaction rolled back afterwards,
+// scanned table, over all its nodes that read it.
+func (fx *planFixture) scansOf(q sqlstore.Query, table string) float64 {
+	fx.t.Helper()
+	tx, err := fx.db.BeginTx(fx.ctx, nil)
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var out string
+	if err := tx.QueryRowContext(fx.ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+q.SQL, q.Args...).Scan(&out); err != nil {
+		fx.t.Fatalf("explain %s: %v", q.SQL, err)
+	}
+	var plans []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal([]byte(out), &plans); err != nil || len(plans) != 1 {
+		fx.t.Fatalf("read the plan of %s: %v", q.SQL, err)
+	}
+	var loops float64
+	var walk func(n planNode)
+	walk = func(n planNode) {
+		if n.Relation == table && strings.Contains(n.NodeType, "Scan") {
+			loops += n.Loops
+		}
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	walk(plans[0].Plan)
+	return loops
+}
+
+// TestAckFencedReadsTheBatchOnce: the one-statement acknowledgement of a batch of rows in many
+// partitions looks its rows up once. With the owned partitions as an IN (SELECT ...) join, the
+// planner, which expected one owned lease of a lease table not analyzed yet, looked the whole
+// batch up again for each owned partition (64 times, in a table of 100,000 rows).
+func TestAckFencedReadsTheBatchOnce(t *testing.T) {
+	fx := newPlanFixture(t, 100000, false)
+	if _, err := fx.db.Exec("ANALYZE " + fx.store.table.Events()); err != nil {
+		t.Fatal(err)
+	}
+	batch := fx.seqs[:1000]
+	q := fx.store.sql().CDC().AckFenced("A", leaseArraysOf(fx.leases), leaseEpochsOf(fx.leases), batch, false)
+	if scans := fx.scansOf(q, fx.store.table.Events()); scans != 1 {
+		t.Fatalf("acknowledging %d rows of %d partitions scanned the events %v times, want once", len(batch), outbox.Partitions, scans)
+	}
+}
+
+// TestBatchStatementsKeepAGenericPlan: the statements a relay sends for every batch of the
+// stream (admit, the one-statement acknowledgement) stop being planned for each batch's arrays
+// once prepared on a connection: PostgreSQL settles on their generic plan.
+func TestBatchStatementsKeepAGenericPlan(t *testing.T) {
+	fx := newPlanFixture(t, 20000, true)
+	recs := fx.records()
+	cdc := fx.store.sql().CDC()
+	parts, epochs := leaseArraysOf(fx.leases[:2]), leaseEpochsOf(fx.leases[:2])
+	statements := map[string]sqlstore.Query{
+		"admit": cdc.Admit([]int64{recs[0].seq, recs[1].seq}, []int64{int64(recs[0].partition)}, []int64{recs[0].keyHash}),
+		// seqs of no row: planned and run, nothing deleted
+		"ackFenced": cdc.AckFenced("A", parts, epochs, []int64{-1, -2}, false),
+	}
+	conn, err := fx.db.Conn(fx.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	for name, q := range statements {
+		for range 8 {
+			if err := drain(fx.ctx, conn, q); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		var generic, custom int64
+		if err := conn.QueryRowContext(fx.ctx, "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1",
+			q.SQL).Scan(&generic, &custom); err != nil {
+			t.Fatalf("%s: read its plan counts (was it prepared on the connection?): %v", name, err)
+		}
+		if generic == 0 {
+			t.Errorf("%s was planned for its arguments at each of its %d executions, never with its generic plan", name, custom)
+		}
+	}
+}
+
+// drain runs q on conn and reads its rows to the end.
+func drain(ctx context.Context, conn *sql.Conn, q sqlstore.Query) error {
+	rows, err := conn.QueryContext(ctx, q.SQL, q.Args...)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return rows.Close()
+}
+
+func leaseArraysOf(leases []lease) []int32 { parts, _ := leaseArrays(leases); return parts }
+
+func leaseEpochsOf(leases []lease) []int64 { _, epochs := leaseArrays(leases); return epochs }
