@@ -96,13 +96,13 @@ SELECT seq, event_id FROM golden_outbox WHERE seq IN ($1, $2);
 UPDATE golden_outbox SET status = $1, attempts = $2, next_attempt_at = $3, last_error = $4 WHERE seq = $5 AND status = 0;
 
 -- cdc admit
-SELECT seq, status = 0 AND next_attempt_at IS NULL AND key_hash NOT IN (SELECT p.key_hash FROM golden_outbox p WHERE p.partition_no = ANY($2::smallint[]) AND p.key_hash = ANY($3) AND (p.status = 2 OR p.next_attempt_at IS NOT NULL)) FROM golden_outbox WHERE seq = ANY($1);
+SELECT seq, status = 0 AND next_attempt_at IS NULL AND key_hash NOT IN (SELECT p.key_hash FROM golden_outbox p WHERE p.partition_no = ANY((SELECT $2::smallint[])::smallint[]) AND p.key_hash = ANY((SELECT $3::bigint[])::bigint[]) AND (p.status = 2 OR p.next_attempt_at IS NOT NULL)) FROM golden_outbox WHERE seq = ANY((SELECT $1::bigint[])::bigint[]);
 
 -- cdc transactionsRunning
 SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'transactionid' AND transactionid::text = ANY($1));
 
 -- cdc markRetry
-WITH owned AS (SELECT l.partition_no FROM golden_outbox_leases l JOIN unnest($3::int[], $4::bigint[]) AS c(p, e) ON l.partition_no = c.p WHERE l.lease_group = $1 AND l.owner = $2 AND l.epoch = c.e ORDER BY l.partition_no FOR UPDATE OF l), marked AS (UPDATE golden_outbox e SET next_attempt_at = clock_timestamp(), commit_lsn = NULLIF(m.lsn, 0) FROM unnest($5::bigint[], $6::bigint[]) AS m(seq, lsn) WHERE e.seq = m.seq AND e.status = 0 AND e.next_attempt_at IS NULL AND e.partition_no IN (SELECT partition_no FROM owned) RETURNING 1) SELECT partition_no, (SELECT COUNT(*) FROM marked) FROM owned;
+WITH owned AS (SELECT l.partition_no FROM golden_outbox_leases l WHERE l.lease_group = $1 AND l.owner = $2 AND l.partition_no = ANY((SELECT $3::int[])::int[]) AND l.epoch = ((SELECT $4::bigint[])::bigint[])[array_position((SELECT $3::int[])::int[], l.partition_no)] ORDER BY l.partition_no FOR UPDATE OF l), marked AS (UPDATE golden_outbox e SET next_attempt_at = clock_timestamp(), commit_lsn = NULLIF(m.lsn, 0) FROM unnest((SELECT $5::bigint[])::bigint[], (SELECT $6::bigint[])::bigint[]) AS m(seq, lsn) WHERE e.seq = m.seq AND e.status = 0 AND e.next_attempt_at IS NULL AND e.partition_no = ANY(ARRAY(SELECT partition_no FROM owned)) RETURNING 1) SELECT partition_no, (SELECT COUNT(*) FROM marked) FROM owned;
 
 -- cdc markParkedUpTo
 UPDATE golden_outbox SET next_attempt_at = clock_timestamp() WHERE status = 0 AND next_attempt_at IS NULL AND seq <= $1 AND key_hash IN (SELECT p.key_hash FROM golden_outbox p WHERE p.status = 2 OR p.next_attempt_at IS NOT NULL);
@@ -126,7 +126,7 @@ INSERT INTO golden_outbox_cdc_slots (slot_name, drained_at) VALUES ($1, now()) O
 SELECT COALESCE((SELECT drained_at IS NOT NULL FROM golden_outbox_cdc_slots WHERE slot_name = $1), false);
 
 -- cdc ackFenced
-WITH owned AS (SELECT l.partition_no FROM golden_outbox_leases l JOIN unnest($3::int[], $4::bigint[]) AS c(p, e) ON l.partition_no = c.p WHERE l.lease_group = $1 AND l.owner = $2 AND l.epoch = c.e ORDER BY l.partition_no FOR UPDATE OF l), acked AS (DELETE FROM golden_outbox WHERE seq = ANY($5) AND partition_no IN (SELECT partition_no FROM owned) RETURNING 1) SELECT partition_no FROM owned;
+WITH owned AS (SELECT l.partition_no FROM golden_outbox_leases l WHERE l.lease_group = $1 AND l.owner = $2 AND l.partition_no = ANY((SELECT $3::int[])::int[]) AND l.epoch = ((SELECT $4::bigint[])::bigint[])[array_position((SELECT $3::int[])::int[], l.partition_no)] ORDER BY l.partition_no FOR UPDATE OF l), acked AS (DELETE FROM golden_outbox WHERE seq = ANY((SELECT $5::bigint[])::bigint[]) AND partition_no = ANY(ARRAY(SELECT partition_no FROM owned)) RETURNING 1) SELECT partition_no FROM owned;
 
 -- cdc strandedRows
 SELECT COUNT(*), COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - MIN(created_at)), 0)::float8 FROM golden_outbox WHERE status = 0 AND next_attempt_at IS NULL AND created_at < clock_timestamp() - make_interval(secs => $1);
