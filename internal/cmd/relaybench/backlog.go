@@ -206,6 +206,23 @@ type sample struct {
 	decodeRate float64
 	// cores are the cores each kind of process ran during the drain (coresBetween).
 	cores map[string]float64
+	// firstEvent is when the first event arrived, from the relay's go: the relay's start-up and
+	// the first batch's way through, inside the drain's time.
+	firstEvent time.Duration
+}
+
+// firstArrival is a source that notes when the first record arrived.
+type firstArrival struct {
+	source
+	at time.Time
+}
+
+func (f *firstArrival) poll(ctx context.Context) []record {
+	out := f.source.poll(ctx)
+	if len(out) > 0 && f.at.IsZero() {
+		f.at = time.Now()
+	}
+	return out
 }
 
 func (s sample) rate() float64 { return float64(s.events) / s.seconds }
@@ -254,7 +271,8 @@ func drain(db *sql.DB, d database, o options, relay string, size, keys int) (sam
 	procsBefore := readProcTimes(child.cmd.Process.Pid)
 	began := time.Now()
 	consumeCtx, cancel := child.watch(10 * time.Minute)
-	got, _, err := consumeN(consumeCtx, consumer, o.events, false)
+	timed := &firstArrival{source: consumer}
+	got, _, err := consumeN(consumeCtx, timed, o.events, false)
 	elapsed := time.Since(began)
 	procsAfter := readProcTimes(child.cmd.Process.Pid)
 	cores := coresBetween(procsBefore, procsAfter, time.Since(coresFrom))
@@ -263,7 +281,7 @@ func drain(db *sql.DB, d database, o options, relay string, size, keys int) (sam
 	if err != nil {
 		return sample{}, errors.Join(err, childErr)
 	}
-	s := sample{events: got, seconds: elapsed.Seconds(), cpu: cpu, rssMiB: rss, cores: cores}
+	s := sample{events: got, seconds: elapsed.Seconds(), cpu: cpu, rssMiB: rss, cores: cores, firstEvent: timed.at.Sub(began)}
 	if relay == relayCDC {
 		// After the relay: the two never compete for the machine.
 		_, pub, err := cdcNames(ctx, db, table)

@@ -365,8 +365,8 @@ func run(o options) error {
 						return fmt.Errorf("%s drain on %s, %d B, %d keys: %w", c.relay, db.label, size, c.keys, err)
 					}
 					res.add(k, s)
-					fmt.Fprintf(os.Stderr, "[%d/%d] %s %s %d B %d keys: %.0f events/s, CPU %.2f s, peak RSS %.0f MiB\n",
-						rep, o.repeat, db.label, c.relay, size, c.keys, s.rate(), s.cpu.Seconds(), s.rssMiB)
+					fmt.Fprintf(os.Stderr, "[%d/%d] %s %s %d B %d keys: %.0f events/s, CPU %.2f s, peak RSS %.0f MiB, first event after %v\n",
+						rep, o.repeat, db.label, c.relay, size, c.keys, s.rate(), s.cpu.Seconds(), s.rssMiB, s.firstEvent.Round(time.Millisecond))
 				}
 			}
 		}
