@@ -14,6 +14,7 @@
 # to standalone.conf) and PULSAR_READY (the readiness command, called with the HTTP port).
 
 _pulsar_pom="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/pulsar/pom.xml"
+_pulsar_launcher_src="$(dirname "$_pulsar_pom")/OutboxkitStandalone.java"
 
 # _pulsar_ready HTTP_PORT: the broker serves topics (health check round-trips a message
 # through a heartbeat topic) and public/default exists.
@@ -42,6 +43,22 @@ _pulsar_classpath() {
   mv "$cpfile.tmp" "$cpfile"
 }
 
+# _pulsar_launcher DIR LOGDIR JAVA: compile the broker's main class (OutboxkitStandalone.java, which
+# initializes the client's Schema classes before the broker's threads can deadlock on them) into
+# DIR/launcher, unless it is newer than its source and the classpath.
+_pulsar_launcher() {
+  local dir=$1 logdir=$2 class=$1/launcher/OutboxkitStandalone.class
+  local javac
+  javac=$(dirname "$(readlink -f "$3")")/javac
+  [ -f "$class" ] && [ "$class" -nt "$_pulsar_launcher_src" ] && [ "$class" -nt "$dir/classpath" ] && return 0
+  "$javac" -nowarn -d "$dir/launcher" -cp "$(cat "$dir/classpath")" "$_pulsar_launcher_src" \
+    >"$logdir/pulsar-javac.log" 2>&1 || {
+    echo "pulsar: compiling $_pulsar_launcher_src failed; last lines of $logdir/pulsar-javac.log:" >&2
+    tail -n 30 "$logdir/pulsar-javac.log" >&2
+    return 1
+  }
+}
+
 # _pulsar_write_config DIR PORT HTTP_PORT: standalone.conf (broker and bookie read the same
 # file) and the log4j2 config, rewritten on every start.
 _pulsar_write_config() {
@@ -65,6 +82,9 @@ allowAutoTopicCreation=true
 allowAutoTopicCreationType=non-partitioned
 brokerDeleteInactiveTopicsEnabled=false
 brokerShutdownTimeoutMs=15000
+# A topic load that takes this long is stuck, not slow (see _pulsar_topic_load_stuck): fail it
+# sooner than the default 60 s, so that a start detects it and starts a new JVM.
+topicLoadTimeoutSeconds=30
 # One bookie: every ledger has one copy.
 managedLedgerDefaultEnsembleSize=1
 managedLedgerDefaultWriteQuorum=1
@@ -154,6 +174,7 @@ start_pulsar() {
       fi
     done
     _pulsar_classpath "$dir" "$logdir" || return 1
+    _pulsar_launcher "$dir" "$logdir" "$java" || return 1
     _pulsar_write_config "$dir" "$port" "$http"
     : >"$logfile"
     rm -f "$pidfile"
@@ -172,7 +193,7 @@ start_pulsar() {
           -Dlog4j2.configurationFile="$dir/log4j2.xml" -Dlog4j.shutdownHookEnabled=false \
           -Dbookkeeper.metadata.bookie.drivers=org.apache.pulsar.metadata.bookkeeper.PulsarMetadataBookieDriver \
           -Dbookkeeper.metadata.client.drivers=org.apache.pulsar.metadata.bookkeeper.PulsarMetadataClientDriver \
-          -cp "$(cat "$dir/classpath")" org.apache.pulsar.PulsarStandaloneStarter \
+          -cp "$(cat "$dir/classpath"):$dir/launcher" OutboxkitStandalone \
           --config "$dir/standalone.conf" --no-functions-worker --no-stream-storage \
           --metadata-dir "$dir/data/metadata" --bookkeeper-dir "$dir/data/bookkeeper" \
           --zookeeper-dir "$dir/data/zookeeper" --bookkeeper-port "$bkport"
@@ -186,12 +207,9 @@ start_pulsar() {
   # Wait until a topic can be served, failing fast if the JVM dies; and a few seconds more, to see
   # that its bookie is not re-registering in a loop (which readiness can miss: the bookie is
   # registered part of the time).
-  local deadline=$((SECONDS + timeout)) loops=0
+  local deadline=$((SECONDS + timeout)) failure=""
   until "$ready" "$http"; do
-    if _pulsar_bookie_loops "$logfile"; then
-      loops=1
-      break
-    fi
+    failure=$(_pulsar_start_failure "$logfile") && break
     if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
       echo "$name: process exited during startup; last lines of $logfile:" >&2
       tail -n 60 "$logfile" >&2
@@ -204,30 +222,62 @@ start_pulsar() {
     fi
     sleep 1
   done
-  if ((loops == 0)); then
+  if [ -z "$failure" ]; then
     sleep "${PULSAR_LOOP_WAIT:-3}"
-    _pulsar_bookie_loops "$logfile" && loops=1
+    _pulsar_bookie_loops "$logfile" && failure=bookie-loop
   fi
-  if ((loops)); then
-    # Keep the evidence: the next start truncates the log.
-    cp "$logfile" "$logfile.bookie-loop"
-    stop_pidfile "$pidfile"
-    if [ -n "${_PULSAR_RETRIED:-}" ]; then
-      echo "$name: its bookie keeps losing its registration, also after a restart; log in $logfile.bookie-loop" >&2
-      return 1
-    fi
-    if ((wiped)); then
-      echo "$name: its bookie keeps losing its registration (log in $logfile.bookie-loop); starting again from empty data" >&2
-      _pulsar_wipe_data "$dir"
-    else
-      # Started on data that must survive (a graceful restart): restart once on the same data.
-      echo "$name: its bookie keeps losing its registration (log in $logfile.bookie-loop); restarting it on the same data" >&2
-    fi
-    _PULSAR_RETRIED=1 start_pulsar
+  if [ -n "$failure" ]; then
+    _pulsar_start_again "$failure" "$pid" "$pidfile" "$logfile" "$dir" "$name" "$wiped"
     return
   fi
   echo "$ready_line"
 }
+
+# _pulsar_start_failure LOGFILE: print why a starting broker will never serve (bookie-loop,
+# topic-load-stuck) and succeed, or fail while it may still come up.
+_pulsar_start_failure() {
+  if _pulsar_bookie_loops "$1"; then
+    echo bookie-loop
+  elif _pulsar_topic_load_stuck "$1"; then
+    echo topic-load-stuck
+  else
+    return 1
+  fi
+}
+
+# _pulsar_start_again FAILURE PID PIDFILE LOGFILE DIR NAME WIPED: stop a broker that started but
+# will never serve, keep its log as evidence (the next start truncates it), and start it once more:
+# on empty data for a bookie loop on data already thrown away (WIPED=1), otherwise on the same data
+# (a graceful restart's data must survive). A second failure is final.
+_pulsar_start_again() {
+  local failure=$1 pid=$2 pidfile=$3 logfile=$4 dir=$5 name=$6 wiped=$7 why
+  case $failure in
+    bookie-loop) why="its bookie keeps losing its registration" ;;
+    *) why="its topic loads never finish"
+      # A thread dump into the log (the JVM writes it to stdout) shows where they wait.
+      kill -QUIT "$pid" 2>/dev/null && sleep 2 ;;
+  esac
+  cp "$logfile" "$logfile.$failure"
+  stop_pidfile "$pidfile"
+  if [ -n "${_PULSAR_RETRIED:-}" ]; then
+    echo "$name: $why, also after a restart; log in $logfile.$failure" >&2
+    return 1
+  fi
+  if [[ $failure == bookie-loop ]] && ((wiped)); then
+    echo "$name: $why (log in $logfile.$failure); starting again from empty data" >&2
+    _pulsar_wipe_data "$dir"
+  else
+    echo "$name: $why (log in $logfile.$failure); restarting it on the same data" >&2
+  fi
+  _PULSAR_RETRIED=1 start_pulsar
+}
+
+# _pulsar_topic_load_stuck LOGFILE: true when the broker gave up loading a topic
+# (topicLoadTimeoutSeconds) while starting. A healthy standalone loads a topic in well under a
+# second, so a load that times out is stuck, not slow, and only a new JVM recovers: a class
+# initialization deadlock did that (OutboxkitStandalone.java now prevents that one; this catches
+# any other).
+_pulsar_topic_load_stuck() { grep -q 'Failed to load topic within timeout' "$1" 2>/dev/null; }
 
 # _pulsar_wipe_data DIR: remove the broker's metadata and ledgers (the classpath, config and
 # secrets stay).
