@@ -62,12 +62,15 @@ func (c CDC) Admit(seqs, parts, keys []int64) Query {
 
 // unplanned is parameter $n of type typ as a value the planner does not look into (a scalar
 // subquery, run once per execution). The statements a relay sends for every batch bind the
-// batch's seqs, partitions and keys as arrays; the planner sizes a plan by an array it can see,
-// so every execution of such a prepared statement cost less planned for its own arrays than its
-// generic plan did, and PostgreSQL planned each one anew, which took longer than running it.
-// With the arrays out of sight, every plan costs the same and PostgreSQL keeps the generic one
-// from the sixth execution on a connection. Only for arrays whose size changes nothing in the
-// plan's shape: an index lookup per element, or a filter.
+// batch's seqs, partitions and keys as arrays. A plan made for arrays the planner can see costs
+// less than the generic plan, so PostgreSQL would plan every execution again, and planning takes
+// longer than running such a statement; with the arrays out of sight every plan costs the same,
+// and PostgreSQL keeps the generic plan from the sixth execution on a connection. Only for arrays
+// whose size changes nothing in the plan's shape: an index lookup per element, or a filter.
+//
+// A generic plan lasts until the table's statistics change: made while the table is a few pages,
+// it scans the table, and keeps scanning a backlog that builds up later until (auto)analyze
+// replaces the statistics (docs/cdc.md, Risks).
 func unplanned(n int, typ string) string {
 	// The outer cast makes the subquery an expression: ANY((SELECT ...)) would compare with
 	// each row of the subquery instead of each element of the array.
@@ -84,7 +87,8 @@ func (c CDC) TransactionsRunning(xids []string) Query {
 // ownedLeases is the WITH clause that locks the lease rows of the partitions ($3) owner ($2)
 // still holds with the epochs ($4, in the order of $3) read, in partition order, before any event
 // row. Each lease row is checked against its epoch by position rather than joined with the
-// arrays: a join's plan depends on the estimates of the lease table.
+// arrays: a join's plan depends on the estimates of the lease table. The partitions are distinct,
+// as a relay's leases are (one row per partition).
 func (c CDC) ownedLeases() string {
 	parts := unplanned(3, "int[]")
 	return "WITH owned AS (SELECT l.partition_no FROM " + c.s.table.Leases() + " l" +

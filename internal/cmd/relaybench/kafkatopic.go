@@ -16,7 +16,7 @@ import (
 func createTopic(brokers []string, topic string) error {
 	admin, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
 	if err != nil {
-		return err
+		return fmt.Errorf("Kafka admin client for topic %s: %w", topic, err)
 	}
 	defer admin.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), topicReadyWait)
@@ -28,12 +28,10 @@ func createTopic(brokers []string, topic string) error {
 const topicReadyWait = 30 * time.Second
 
 // awaitTopic creates topic with the brokers' default partitions and replication (what
-// auto-creation would give it) and returns once every partition's leader serves it, so that a
-// drain times the relay and not the topic's creation: auto-created under the consumer's first
-// metadata request, a topic could leave the consumer without its partitions until the next
-// refresh (franz-go spaces them by MetadataMinAge, 5 s); created but not yet served, its
-// partitions' offsets could not be listed, and the consumer listed them again a second later.
-// Either wait fell inside drains of well under a second.
+// auto-creation would give it) and returns once every partition's leader serves it (or ctx
+// ends), so that a drain times the relay and not the topic's creation: a topic auto-created by
+// the consumer's first metadata request, or created but not yet served by its leaders, makes the
+// consumer wait for its next metadata refresh or offset listing.
 func awaitTopic(ctx context.Context, adm *kadm.Client, topic string) error {
 	created, err := adm.CreateTopic(ctx, -1, -1, nil, topic)
 	if err == nil {
@@ -48,7 +46,10 @@ func awaitTopic(ctx context.Context, adm *kadm.Client, topic string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("Kafka topic %s is not served on every partition after %v: %w", topic, topicReadyWait, errors.Join(err, ctx.Err()))
+			if errors.Is(err, ctx.Err()) {
+				return fmt.Errorf("Kafka topic %s is not served on every partition in time: %w", topic, err)
+			}
+			return fmt.Errorf("Kafka topic %s is not served on every partition in time: %w", topic, errors.Join(err, ctx.Err()))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -60,7 +61,7 @@ func awaitTopic(ctx context.Context, adm *kadm.Client, topic string) error {
 func topicServed(ctx context.Context, adm *kadm.Client, topic string) error {
 	md, err := adm.Metadata(ctx, topic)
 	if err != nil {
-		return err
+		return fmt.Errorf("topic %s metadata: %w", topic, err)
 	}
 	t := md.Topics[topic]
 	if t.Err != nil || len(t.Partitions) == 0 {
@@ -73,7 +74,7 @@ func topicServed(ctx context.Context, adm *kadm.Client, topic string) error {
 	}
 	listed, err := adm.ListStartOffsets(ctx, topic)
 	if err != nil {
-		return err
+		return fmt.Errorf("list topic %s's start offsets: %w", topic, err)
 	}
 	if len(listed[topic]) != len(t.Partitions) {
 		return fmt.Errorf("topic %s: %d of %d partitions listed", topic, len(listed[topic]), len(t.Partitions))
