@@ -83,7 +83,8 @@ install_packages() {
   [ -x "$PG_BIN/postgres" ] || missing+=(postgresql-15 postgresql-client-15)
   command -v mariadbd >/dev/null 2>&1 || missing+=(mariadb-server mariadb-client)
   command -v mvn >/dev/null 2>&1 || missing+=(maven)
-  [ -x "$JAVA_BIN" ] || missing+=(openjdk-17-jdk-headless)
+  # A JDK: Pulsar's main class is compiled at its first start (scripts/services/pulsar.sh).
+  [ -x "$JAVA_BIN" ] && [ -x "$(dirname "$(readlink -f "$JAVA_BIN")")/javac" ] || missing+=(openjdk-17-jdk-headless)
   # Headless Chromium for the web console's browser test (cmd/outboxkit.TestConsoleInChromium).
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   ((${#missing[@]} == 0)) && return 0

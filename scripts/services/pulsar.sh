@@ -6,8 +6,11 @@
 # Functions worker, stream storage and WebSocket are off. Everything listens on 127.0.0.1:
 #   PULSAR_PORT (6650, binary protocol), PULSAR_HTTP_PORT (8080, admin REST + /metrics),
 #   PULSAR_BOOKIE_PORT (3181, the bookie, used only by the broker itself).
-# State (classpath, generated config, data, pid file) goes to $SERVICES_STATE_DIR/pulsar,
-# the log to $SERVICES_LOG_DIR/pulsar.log. Jars land in Maven's local cache (~/.m2).
+# The JVM's main class is OutboxkitStandalone (pulsar/OutboxkitStandalone.java, compiled with the
+# JDK's javac at a start that finds it missing or stale), which starts Pulsar's own.
+# State (classpath, compiled main class, generated config, data, pid file) goes to
+# $SERVICES_STATE_DIR/pulsar, the logs to $SERVICES_LOG_DIR/pulsar.log and pulsar-javac.log.
+# Jars land in Maven's local cache (~/.m2).
 #
 # Another instance (pulsar-secure.sh) sets, around start_pulsar: PULSAR_DIR and PULSAR_LOG
 # (state directory and log file), PULSAR_NAME (in messages), PULSAR_EXTRA_CONF (lines appended
@@ -43,20 +46,25 @@ _pulsar_classpath() {
   mv "$cpfile.tmp" "$cpfile"
 }
 
-# _pulsar_launcher DIR LOGDIR JAVA: compile the broker's main class (OutboxkitStandalone.java, which
-# initializes the client's Schema classes before the broker's threads can deadlock on them) into
-# DIR/launcher, unless it is newer than its source and the classpath.
+# _pulsar_launcher DIR LOGDIR JAVA NAME: compile the broker's main class (OutboxkitStandalone.java,
+# which initializes the client's Schema classes before the broker's threads can deadlock on them)
+# into DIR/launcher with the javac beside JAVA, unless the class is newer than its source and the
+# classpath. Compiled for Java 17 whatever the JDK (a later start may run another java), without
+# annotation processors (log4j's on the classpath), into a directory renamed into place once
+# complete (an interrupted compile leaves no class behind that looks fresh).
 _pulsar_launcher() {
-  local dir=$1 logdir=$2 class=$1/launcher/OutboxkitStandalone.class
-  local javac
+  local dir=$1 logdir=$2 name=$4 class=$1/launcher/OutboxkitStandalone.class
+  local javac log=$2/$4-javac.log
   javac=$(dirname "$(readlink -f "$3")")/javac
   [ -f "$class" ] && [ "$class" -nt "$_pulsar_launcher_src" ] && [ "$class" -nt "$dir/classpath" ] && return 0
-  "$javac" -nowarn -d "$dir/launcher" -cp "$(cat "$dir/classpath")" "$_pulsar_launcher_src" \
-    >"$logdir/pulsar-javac.log" 2>&1 || {
-    echo "pulsar: compiling $_pulsar_launcher_src failed; last lines of $logdir/pulsar-javac.log:" >&2
-    tail -n 30 "$logdir/pulsar-javac.log" >&2
+  rm -rf "$dir/launcher.tmp"
+  if ! "$javac" --release 17 -proc:none -nowarn -d "$dir/launcher.tmp" -cp "$(cat "$dir/classpath")" \
+    "$_pulsar_launcher_src" >"$log" 2>&1; then
+    echo "$name: compiling $_pulsar_launcher_src failed (a JDK 17 or later with javac is needed); last lines of $log:" >&2
+    tail -n 30 "$log" >&2
     return 1
-  }
+  fi
+  rm -rf "$dir/launcher" && mv "$dir/launcher.tmp" "$dir/launcher"
 }
 
 # _pulsar_write_config DIR PORT HTTP_PORT: standalone.conf (broker and bookie read the same
@@ -153,8 +161,9 @@ start_pulsar() {
   mkdir -p "$dir/data" "$logdir"
 
   # Start unless our own process is still alive (e.g. still booting from an earlier call).
-  local pid="" wiped=0
+  local pid="" wiped=0 launched=0
   if ! pid=$(pidfile_pid "$pidfile"); then
+    launched=1
     pid=$(cat "$pidfile" 2>/dev/null || true)
     # A pid file left behind (see killed_uncleanly): besides the reasons given there, the
     # bookie's registration is still in the RocksDB metadata, and a standalone started on it can
@@ -174,7 +183,7 @@ start_pulsar() {
       fi
     done
     _pulsar_classpath "$dir" "$logdir" || return 1
-    _pulsar_launcher "$dir" "$logdir" "$java" || return 1
+    _pulsar_launcher "$dir" "$logdir" "$java" "$name" || return 1
     _pulsar_write_config "$dir" "$port" "$http"
     : >"$logfile"
     rm -f "$pidfile"
@@ -209,7 +218,7 @@ start_pulsar() {
   # registered part of the time).
   local deadline=$((SECONDS + timeout)) failure=""
   until "$ready" "$http"; do
-    failure=$(_pulsar_start_failure "$logfile") && break
+    failure=$(_pulsar_start_failure "$logfile" "$launched") && break
     if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
       echo "$name: process exited during startup; last lines of $logfile:" >&2
       tail -n 60 "$logfile" >&2
@@ -227,56 +236,62 @@ start_pulsar() {
     _pulsar_bookie_loops "$logfile" && failure=bookie-loop
   fi
   if [ -n "$failure" ]; then
-    _pulsar_start_again "$failure" "$pid" "$pidfile" "$logfile" "$dir" "$name" "$wiped"
+    _pulsar_start_again "$failure" "$pidfile" "$logfile" "$dir" "$name" "$wiped"
     return
   fi
   echo "$ready_line"
 }
 
-# _pulsar_start_failure LOGFILE: print why a starting broker will never serve (bookie-loop,
-# topic-load-stuck) and succeed, or fail while it may still come up.
+# _pulsar_start_failure LOGFILE LAUNCHED: print why a starting broker will never serve
+# (bookie-loop; topic-load-stuck, judged only for a JVM this call launched, whose log holds
+# nothing but this start) and succeed, or fail while it may still come up.
 _pulsar_start_failure() {
   if _pulsar_bookie_loops "$1"; then
     echo bookie-loop
-  elif _pulsar_topic_load_stuck "$1"; then
+  elif (($2)) && _pulsar_topic_load_stuck "$1"; then
     echo topic-load-stuck
   else
     return 1
   fi
 }
 
-# _pulsar_start_again FAILURE PID PIDFILE LOGFILE DIR NAME WIPED: stop a broker that started but
-# will never serve, keep its log as evidence (the next start truncates it), and start it once more:
-# on empty data for a bookie loop on data already thrown away (WIPED=1), otherwise on the same data
-# (a graceful restart's data must survive). A second failure is final.
+# _pulsar_start_again FAILURE PIDFILE LOGFILE DIR NAME WIPED: stop a broker that started but
+# will never serve, keep its log as evidence (the next start truncates it; a retry's log is kept
+# beside the first), and start it once more: on empty data for a bookie loop on data already
+# thrown away (WIPED=1), otherwise on the same data (a graceful restart's data must survive). A
+# second failure is final.
 _pulsar_start_again() {
-  local failure=$1 pid=$2 pidfile=$3 logfile=$4 dir=$5 name=$6 wiped=$7 why
+  local failure=$1 pidfile=$2 logfile=$3 dir=$4 name=$5 wiped=$6 why pid
+  local kept=$logfile.$failure${_PULSAR_RETRIED:+.retry}
   case $failure in
     bookie-loop) why="its bookie keeps losing its registration" ;;
-    *) why="its topic loads never finish"
-      # A thread dump into the log (the JVM writes it to stdout) shows where they wait.
-      kill -QUIT "$pid" 2>/dev/null && sleep 2 ;;
+    *)
+      why="its topic loads never finish"
+      # A thread dump into the log (the JVM writes it to stdout) shows where they wait; sent
+      # only to the pid file's JVM while it is alive (a pid may be reused once it exits).
+      if pid=$(pidfile_pid "$pidfile"); then kill -QUIT "$pid" 2>/dev/null && sleep 2; fi
+      ;;
   esac
-  cp "$logfile" "$logfile.$failure"
+  cp "$logfile" "$kept"
   stop_pidfile "$pidfile"
   if [ -n "${_PULSAR_RETRIED:-}" ]; then
-    echo "$name: $why, also after a restart; log in $logfile.$failure" >&2
+    echo "$name: $why, also after a restart; logs in $logfile.$failure and $kept" >&2
     return 1
   fi
   if [[ $failure == bookie-loop ]] && ((wiped)); then
-    echo "$name: $why (log in $logfile.$failure); starting again from empty data" >&2
+    echo "$name: $why (log in $kept); starting again from empty data" >&2
     _pulsar_wipe_data "$dir"
   else
-    echo "$name: $why (log in $logfile.$failure); restarting it on the same data" >&2
+    echo "$name: $why (log in $kept); restarting it on the same data" >&2
   fi
   _PULSAR_RETRIED=1 start_pulsar
 }
 
 # _pulsar_topic_load_stuck LOGFILE: true when the broker gave up loading a topic
-# (topicLoadTimeoutSeconds) while starting. A healthy standalone loads a topic in well under a
-# second, so a load that times out is stuck, not slow, and only a new JVM recovers: a class
-# initialization deadlock did that (OutboxkitStandalone.java now prevents that one; this catches
-# any other).
+# (topicLoadTimeoutSeconds). A healthy standalone loads a topic in well under a second, so a
+# load that times out while the broker starts is stuck, not slow, and only a new JVM recovers.
+# One cause is a class initialization deadlock, which OutboxkitStandalone.java prevents; this
+# catches the others.
 _pulsar_topic_load_stuck() { grep -q 'Failed to load topic within timeout' "$1" 2>/dev/null; }
 
 # _pulsar_wipe_data DIR: remove the broker's metadata and ledgers (the classpath, config and

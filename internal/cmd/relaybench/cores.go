@@ -86,7 +86,7 @@ func coreUser(pid, self, relayPID int) string {
 	switch cmd := string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})); {
 	case strings.Contains(cmd, "kafka.Kafka"), strings.Contains(cmd, "nats-server"),
 		strings.Contains(cmd, "beam.smp") && strings.Contains(cmd, "rabbit"),
-		strings.Contains(cmd, " OutboxkitStandalone "):
+		strings.Contains(cmd, " OutboxkitStandalone "), strings.Contains(cmd, "org.apache.pulsar.PulsarStandaloneStarter"):
 		return "kafka" // the brokers' column: Kafka, NATS, RabbitMQ, Pulsar
 	case strings.HasPrefix(cmd, "postgres: walsender"):
 		return "walsender"

@@ -1,8 +1,8 @@
 /**
  * Initializes Pulsar's client Schema interface and one of its AbstractSchema subclasses in two
- * threads at once, and prints "deadlock" when neither finished within three seconds, "ok" when both
- * did. With the argument "launcher" it first does what OutboxkitStandalone does before the broker
- * starts.
+ * threads at once, and prints "deadlock" when a thread has not finished after waiting up to three
+ * seconds for each, "ok" when both have. With the argument "launcher" it first does what
+ * OutboxkitStandalone does before the broker starts.
  */
 public final class SchemaRace {
     public static void main(String[] args) throws Exception {
