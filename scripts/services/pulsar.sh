@@ -90,9 +90,6 @@ allowAutoTopicCreation=true
 allowAutoTopicCreationType=non-partitioned
 brokerDeleteInactiveTopicsEnabled=false
 brokerShutdownTimeoutMs=15000
-# A topic load that takes this long is stuck, not slow (see _pulsar_topic_load_stuck): fail it
-# sooner than the default 60 s, so that a start detects it and starts a new JVM.
-topicLoadTimeoutSeconds=30
 # One bookie: every ledger has one copy.
 managedLedgerDefaultEnsembleSize=1
 managedLedgerDefaultWriteQuorum=1
