@@ -13,10 +13,10 @@
 // With RELAYBENCH_CPUPROFILE=<dir>, every relay child writes a CPU profile of its run to
 // <dir>/<relay>-<table>.pprof.
 //
-// The files of this command, by job: main.go (flags, the run), backlog.go (filling the outbox,
-// consuming from Kafka, the drain and steady scenarios), child.go (the relay child processes),
-// ceiling.go (the ceiling relay), table.go (the printed tables and the noise report), plot.go
-// (the SVG plot).
+// The files of this command, by job: main.go (flags), run.go (the run: drains, steady rates,
+// write side, report), backlog.go (filling the outbox, consuming from Kafka, the drain and
+// steady scenarios), child.go (the relay child processes), ceiling.go (the ceiling relay),
+// table.go (the printed tables and the noise report), plot.go (the SVG plot).
 package main
 
 import (
@@ -27,7 +27,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
@@ -332,166 +331,9 @@ func fatalf(format string, args ...any) {
 	os.Exit(1)
 }
 
-// run measures every drain o asks for, then the steady-rate latency, and prints the tables.
-func run(o options) error {
-	began := time.Now()
-	noise := newNoise()
-	conns, err := openAll(o)
-	if err != nil {
-		return err
-	}
-	defer conns.close()
-	if o.only == onlyWrite {
-		return runWriteSide(conns, o, noise, began)
-	}
-	res := newResults(o)
-	for rep := 1; rep <= o.repeat; rep++ {
-		for _, db := range o.dbs {
-			for _, size := range o.payloads {
-				for _, c := range drainCases(o) {
-					noise.sample()
-					k := drainKey{db: db.name, size: size, keys: c.keys, relay: c.relay}
-					if reason := res.unavailable(k); reason != "" {
-						continue
-					}
-					s, err := drain(conns.get(db.name), db, o, c.relay, size, c.keys)
-					if err != nil {
-						var na *notAvailableError
-						if asNotAvailable(err, &na) {
-							res.markUnavailable(k, na.reason)
-							fmt.Fprintf(os.Stderr, "%s on %s: n/a: %s\n", c.relay, db.label, na.reason)
-							continue
-						}
-						return fmt.Errorf("%s drain on %s, %d B, %d keys: %w", c.relay, db.label, size, c.keys, err)
-					}
-					res.add(k, s)
-					fmt.Fprintf(os.Stderr, "[%d/%d] %s %s %d B %d keys: %.0f events/s, CPU %.2f s, peak RSS %.0f MiB, first event after %v\n",
-						rep, o.repeat, db.label, c.relay, size, c.keys, s.rate(), s.cpu.Seconds(), s.rssMiB, s.firstEvent.Round(time.Millisecond))
-				}
-			}
-		}
-	}
-	var steadyRows []steadyResult
-	if o.rate > 0 {
-		for _, db := range o.dbs {
-			for _, relay := range o.relays {
-				if relay == relayCeiling {
-					continue // the ceiling relay polls without pause; a latency figure would not mean anything
-				}
-				noise.sample()
-				if reason := res.unavailableRelay(db.name, relay); reason != "" {
-					continue
-				}
-				for _, n := range o.steadyRelays {
-					r, err := steady(conns.get(db.name), db, o, relay, n, o.payloads[0], maxInt(o.keys))
-					if err != nil {
-						return fmt.Errorf("%s steady rate on %s, %d relays: %w", relay, db.label, n, err)
-					}
-					steadyRows = append(steadyRows, r)
-				}
-			}
-		}
-	}
-	var writes []writeCost
-	var concurrentWrites []concurrentCost
-	if contains(o.relays, relayCDC) && containsDB(o.dbs, "postgres") {
-		noise.sample()
-		pg, _ := o.database("postgres")
-		if writes, err = measureWriteSide(conns.get("postgres"), pg, 2000); err != nil {
-			return fmt.Errorf("write-side cost: %w", err)
-		}
-		noise.sample()
-		if concurrentWrites, err = measureConcurrentWrites(conns.get("postgres"), pg); err != nil {
-			return fmt.Errorf("write side under concurrency: %w", err)
-		}
-	}
-	var sqlWrites []sqlWriteCost
-	if contains(o.relays, relaySQLWriters) {
-		for _, db := range o.dbs {
-			noise.sample()
-			costs, err := measureSQLWriteCost(conns.get(db.name), db, sqlWriteTransactions)
-			if err != nil {
-				return fmt.Errorf("plain-SQL write cost on %s: %w", db.label, err)
-			}
-			sqlWrites = append(sqlWrites, costs...)
-		}
-	}
-	noise.sample()
-	noise.finish(time.Since(began))
-	printDrainTable(os.Stdout, res, o)
-	printSQLWriteTable(os.Stdout, sqlWrites, sqlWriteTransactions)
-	printDecodeTable(os.Stdout, res, o)
-	printCoresTable(os.Stdout, res, o)
-	printSteadyTable(os.Stdout, steadyRows, o)
-	printCDCTargets(os.Stdout, res, steadyRows, o)
-	printExactlyOnceTargets(os.Stdout, res, steadyRows, o)
-	printWriteTable(os.Stdout, writes)
-	printConcurrentTable(os.Stdout, concurrentWrites)
-	noise.print(os.Stdout, res)
-	if o.svg != "" {
-		if err := writePlot(o.svg, res, o); err != nil {
-			return fmt.Errorf("-svg %s: %w", o.svg, err)
-		}
-		fmt.Fprintf(os.Stdout, "\nplot written to %s\n", o.svg)
-	}
-	if o.relaysSVG != "" {
-		if err := writeRelaysPlot(o.relaysSVG, res, steadyRows, o); err != nil {
-			return fmt.Errorf("-relays-svg %s: %w", o.relaysSVG, err)
-		}
-		fmt.Fprintf(os.Stdout, "\nrelays plot written to %s\n", o.relaysSVG)
-	}
-	return nil
-}
-
 func isDir(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && st.IsDir()
-}
-
-// runWriteSide measures and prints the write-side table alone (-only write), -repeat times.
-func runWriteSide(conns connections, o options, noise *noise, began time.Time) error {
-	pg, _ := o.database("postgres")
-	for rep := 1; rep <= o.repeat; rep++ {
-		noise.sample()
-		writes, err := measureWriteSide(conns.get("postgres"), pg, 2000)
-		if err != nil {
-			return fmt.Errorf("write-side cost: %w", err)
-		}
-		noise.sample()
-		concurrent, err := measureConcurrentWrites(conns.get("postgres"), pg)
-		if err != nil {
-			return fmt.Errorf("write side under concurrency: %w", err)
-		}
-		fmt.Fprintf(os.Stdout, "\n[%d/%d] load average %s", rep, o.repeat, loadavg())
-		printWriteTable(os.Stdout, writes)
-		printConcurrentTable(os.Stdout, concurrent)
-	}
-	noise.sample()
-	noise.finish(time.Since(began))
-	noise.printMachine(os.Stdout)
-	return nil
-}
-
-// drainCase is one relay at one number of keys; the ceiling, which ignores keys, is measured
-// once per (db, payload), at the largest number of keys.
-type drainCase struct {
-	relay string
-	keys  int
-}
-
-func drainCases(o options) []drainCase {
-	var cases []drainCase
-	if contains(o.relays, relayCeiling) {
-		cases = append(cases, drainCase{relayCeiling, maxInt(o.keys)})
-	}
-	for _, k := range o.keys {
-		for _, r := range o.relays {
-			if r != relayCeiling {
-				cases = append(cases, drainCase{r, k})
-			}
-		}
-	}
-	return cases
 }
 
 func maxInt(list []int) int {
