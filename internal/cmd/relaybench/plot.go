@@ -61,6 +61,8 @@ func writePlot(path string, r *results, o options) error {
 	return nil
 }
 
+// renderPlot draws the drain rate of every series against the number of keys, with each
+// series' ceiling and stock forwarder, as an SVG document.
 func renderPlot(series []plotSeries, o options, when time.Time) string {
 	f := newDrainFrame(series, o)
 	var b strings.Builder
