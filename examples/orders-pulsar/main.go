@@ -44,6 +44,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/outboxkit/outboxkit/brokers/brokerconfig"
 	"github.com/outboxkit/outboxkit/forwarder"
@@ -118,6 +119,8 @@ type outcome struct {
 	duplicate        bool
 }
 
+// run places the orders, relays their events to the shipping consumer, delivers one again and
+// checks that every order was shipped exactly once, telling the story to out.
 func run(ctx context.Context, out io.Writer, opts options) error {
 	if opts.Orders < 1 {
 		return fmt.Errorf("-orders %d: need at least 1", opts.Orders)
@@ -137,14 +140,7 @@ func run(ctx context.Context, out io.Writer, opts options) error {
 	if err != nil {
 		return err
 	}
-	dsn := opts.DSN
-	if dsn == "" {
-		if v, ok := opts.LookupEnv("OUTBOXKIT_PG_DSN"); ok && v != "" {
-			dsn = v
-		} else {
-			dsn = defaultDSN
-		}
-	}
+	dsn := databaseDSN(opts)
 	n := newNames(opts.Unique, cfg.Pulsar.SubscriptionName)
 	fmt.Fprintf(out, "orders-pulsar: %d orders, PostgreSQL outbox %q, broker %s %s, topic %q, subscription %q\n\n",
 		opts.Orders, n.outbox, cfg.Broker, cfg.Pulsar.URL, n.topic, n.group)
@@ -180,99 +176,159 @@ func run(ctx context.Context, out io.Writer, opts options) error {
 	if err != nil {
 		return err
 	}
-	routerCtx, stopRouter := context.WithCancel(ctx)
-	routerDone := make(chan error, 1)
-	go func() { routerDone <- router.Run(routerCtx) }()
-	defer func() {
-		stopRouter()
-		<-routerDone
-	}()
 
-	// The forwarder, woken by LISTEN/NOTIFY on every committed outbox insert.
-	fwdCtx, stopForwarder := context.WithCancel(ctx)
+	// The consumer and the forwarder (woken by LISTEN/NOTIFY on every committed outbox insert).
+	running, stop, err := startRelay(ctx, db, dsn, writer.Table(), brokers, router, logger)
+	if err != nil {
+		return err
+	}
+	defer stop()
+
+	// The application places the orders, each with its event in one transaction.
+	ids, err := placeOrders(ctx, out, db, writer, n, opts.Orders)
+	if err != nil {
+		return err
+	}
+
+	// Every order is shipped exactly once, also when its event is delivered again.
+	w := watcher{out: out, outcomes: outcomes, placed: map[string]bool{}}
+	for _, id := range ids {
+		w.placed[id] = true
+	}
+	if err := w.shipAll(running); err != nil {
+		return err
+	}
+	if err := redeliver(running, out, brokers, n, w, &firstDelivery, ids[0]); err != nil {
+		return err
+	}
+	return reportShipments(ctx, out, db, n, ids, inbox)
+}
+
+// startRelay runs the consumer's router and a forwarder of table until stop, or until one of them
+// fails: that cancels running, and its error is running's cause.
+func startRelay(ctx context.Context, db *sql.DB, dsn string, table outbox.Table, brokers *brokerconfig.Brokers,
+	router *message.Router, logger *slog.Logger) (running context.Context, stop func(), err error) {
+	runCtx, cancel := context.WithCancel(ctx)
+	group, running := errgroup.WithContext(runCtx)
+	stop = func() {
+		cancel()
+		_ = group.Wait()
+	}
 	fwd, err := forwarder.New(forwarder.Config{
-		DB: db, Dialect: outbox.Postgres, Table: writer.Table().Events(), Publisher: brokers.Publisher(),
-		Wakeups: forwarder.ListenPostgres(fwdCtx, dsn, writer.Table(), logger),
+		DB: db, Dialect: outbox.Postgres, Table: table.Events(), Publisher: brokers.Publisher(),
+		Wakeups: forwarder.ListenPostgres(running, dsn, table, logger),
 		Logger:  logger,
 	})
 	if err != nil {
-		stopForwarder()
-		return fmt.Errorf("forwarder: %w", err)
+		stop()
+		return nil, nil, fmt.Errorf("forwarder: %w", err)
 	}
-	fwdDone := make(chan error, 1)
-	go func() { fwdDone <- fwd.Run(fwdCtx) }()
-	defer func() {
-		stopForwarder()
-		<-fwdDone
-	}()
+	group.Go(func() error { return stoppedBy("consumer", router.Run(running)) })
+	group.Go(func() error { return stoppedBy("forwarder", fwd.Run(running)) })
+	return running, stop, nil
+}
 
-	// The application places the orders, each with its event in one transaction.
+// databaseDSN is -dsn, else $OUTBOXKIT_PG_DSN, else the test services' database.
+func databaseDSN(opts options) string {
+	if opts.DSN != "" {
+		return opts.DSN
+	}
+	if v, ok := opts.LookupEnv("OUTBOXKIT_PG_DSN"); ok && v != "" {
+		return v
+	}
+	return defaultDSN
+}
+
+// stoppedBy names what stopped with err; nil (stopped because the example ended) stays nil.
+func stoppedBy(what string, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s stopped: %w", what, err)
+	}
+	return nil
+}
+
+// placeOrders places count orders, each with its OrderPlaced event in one database/sql
+// transaction, and returns their ids, unique to this run.
+func placeOrders(ctx context.Context, out io.Writer, db *sql.DB, writer *outbox.Writer, n names, count int) ([]string, error) {
 	runID := randomHex(3)
-	placed := map[string]bool{}
 	var ids []string
-	for i := 1; i <= opts.Orders; i++ {
+	for i := 1; i <= count; i++ {
 		o := order{ID: fmt.Sprintf("o-%s-%d", runID, i), Customer: fmt.Sprintf("customer-%d", i), TotalCents: 1000 + 250*i}
 		eventID, err := placeOrder(ctx, db, writer, n, o)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		placed[o.ID] = true
 		ids = append(ids, o.ID)
 		fmt.Fprintf(out, "placed order %s and its OrderPlaced event %s in one database/sql transaction\n", o.ID, eventID)
 	}
+	return ids, nil
+}
 
-	// Every order is shipped exactly once.
-	wait := func(want func(outcome) bool, what string) (outcome, error) {
-		for {
-			select {
-			case oc := <-outcomes:
-				if !placed[oc.orderID] {
-					continue // an event of an earlier run left in a shared table or topic
-				}
-				if oc.duplicate {
-					fmt.Fprintf(out, "shipping: event %s of order %s already processed: acknowledged, no second shipment\n", oc.eventID, oc.orderID)
-				} else {
-					fmt.Fprintf(out, "shipping: order %s shipped (event %s)\n", oc.orderID, oc.eventID)
-				}
-				if want(oc) {
-					return oc, nil
-				}
-			case err := <-routerDone:
-				return outcome{}, fmt.Errorf("consumer stopped while waiting for %s: %w", what, err)
-			case err := <-fwdDone:
-				return outcome{}, fmt.Errorf("forwarder stopped while waiting for %s: %w", what, err)
-			case <-ctx.Done():
-				return outcome{}, fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+// watcher reads the shipping consumer's outcomes of this run's orders (placed) and tells them.
+type watcher struct {
+	out      io.Writer
+	outcomes <-chan outcome
+	placed   map[string]bool
+}
+
+// await tells each outcome until one that want accepts, and returns it; ctx ending first is an
+// error naming what was awaited (ctx's cause says why).
+func (w watcher) await(ctx context.Context, want func(outcome) bool, what string) (outcome, error) {
+	for {
+		select {
+		case oc := <-w.outcomes:
+			if !w.placed[oc.orderID] {
+				continue // an event of an earlier run left in a shared table or topic
 			}
+			if oc.duplicate {
+				fmt.Fprintf(w.out, "shipping: event %s of order %s already processed: acknowledged, no second shipment\n", oc.eventID, oc.orderID)
+			} else {
+				fmt.Fprintf(w.out, "shipping: order %s shipped (event %s)\n", oc.orderID, oc.eventID)
+			}
+			if want(oc) {
+				return oc, nil
+			}
+		case <-ctx.Done():
+			return outcome{}, fmt.Errorf("waiting for %s: %w", what, context.Cause(ctx))
 		}
 	}
+}
+
+// shipAll waits until every placed order was shipped.
+func (w watcher) shipAll(ctx context.Context) error {
 	shipped := map[string]bool{}
-	for len(shipped) < len(placed) {
-		oc, err := wait(func(oc outcome) bool { return !oc.duplicate }, "the shipments")
+	for len(shipped) < len(w.placed) {
+		oc, err := w.await(ctx, func(oc outcome) bool { return !oc.duplicate }, "the shipments")
 		if err != nil {
 			return err
 		}
 		shipped[oc.orderID] = true
 	}
-	fmt.Fprintf(out, "all %d orders shipped\n\n", len(placed))
+	fmt.Fprintf(w.out, "all %d orders shipped\n\n", len(w.placed))
+	return nil
+}
 
-	// A redelivery: the same event (same id, key and payload) reaches the consumer again.
-	first, ok := firstDelivery.Load(ids[0])
+// redeliver publishes the first delivery of order id again (same event id, key and payload) and
+// waits until the consumer has seen it.
+func redeliver(ctx context.Context, out io.Writer, brokers *brokerconfig.Brokers, n names, w watcher, firstDelivery *sync.Map, id string) error {
+	first, ok := firstDelivery.Load(id)
 	if !ok {
-		return fmt.Errorf("no delivery of order %s was recorded", ids[0])
+		return fmt.Errorf("no delivery of order %s was recorded", id)
 	}
 	again := first.(*message.Message)
 	againID := again.Metadata.Get(outbox.MetadataEventID)
 	fmt.Fprintf(out, "redelivering event %s of order %s, as a relay that crashed after the broker's ack but before deleting the row would\n",
-		againID, ids[0])
+		againID, id)
 	if err := brokers.Publisher().Publish(n.topic, again.Copy()); err != nil {
 		return fmt.Errorf("publish the redelivery: %w", err)
 	}
-	if _, err := wait(func(oc outcome) bool { return oc.eventID == againID }, "the redelivery"); err != nil {
-		return err
-	}
+	_, err := w.await(ctx, func(oc outcome) bool { return oc.eventID == againID }, "the redelivery")
+	return err
+}
 
-	// The effect, read back from the database.
+// reportShipments reads the shipments per order back from the database, and fails unless every
+// order has exactly one.
+func reportShipments(ctx context.Context, out io.Writer, db *sql.DB, n names, ids []string, inbox *middleware.Inbox) error {
 	var counts []string
 	exactlyOnce := true
 	sort.Strings(ids)
