@@ -31,6 +31,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"golang.org/x/sync/errgroup"
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
 
 	"github.com/outboxkit/outboxkit/brokers/brokerconfig"
@@ -98,6 +99,8 @@ type received struct {
 	change                  change
 }
 
+// run relays the script's events through the broker opts.ConfigPath configures and checks that
+// each arrives once, each account's in order, telling the story to out.
 func run(ctx context.Context, out io.Writer, opts options) error {
 	if opts.Timeout <= 0 {
 		opts.Timeout = time.Minute
@@ -107,50 +110,19 @@ func run(ctx context.Context, out io.Writer, opts options) error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 	// The only input that differs between brokers.
-	data, err := os.ReadFile(opts.ConfigPath)
+	cfg, err := loadConfig(opts)
 	if err != nil {
-		return fmt.Errorf("read broker configuration: %w", err)
+		return err
 	}
-	lookup := opts.LookupEnv
-	if lookup == nil {
-		lookup = func(string) (string, bool) { return "", false }
-	}
-	cfg, err := brokerconfig.Parse(data, lookup)
-	if err != nil {
-		return fmt.Errorf("broker configuration %s: %w", opts.ConfigPath, err)
-	}
-	topic, group := "accounts", cfg.Kafka.ConsumerGroup
-	switch cfg.Broker {
-	case brokerconfig.BrokerPulsar:
-		group = cfg.Pulsar.SubscriptionName
-	case brokerconfig.BrokerNATS:
-		group = cfg.NATS.ConsumerGroup
-	}
-	if opts.Unique {
-		suffix := "_" + randomHex(4)
-		topic, group = topic+suffix, group+suffix
-	}
+	topic, group := names(cfg, opts.Unique)
 	fmt.Fprintf(out, "broker: %s (from %s), topic %q, consumer %q\n", cfg.Broker, filepath.Base(opts.ConfigPath), topic, group)
 
 	// The outbox: SQLite in a temporary directory.
-	dir, err := os.MkdirTemp("", "outboxkit-switch-broker-")
+	db, writer, closeDB, err := openOutbox(ctx)
 	if err != nil {
-		return fmt.Errorf("create temporary directory: %w", err)
+		return err
 	}
-	defer os.RemoveAll(dir)
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "outbox.db")+
-		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
-	if err != nil {
-		return fmt.Errorf("open SQLite: %w", err)
-	}
-	defer db.Close()
-	writer, err := outbox.NewWriter(outbox.Config{Dialect: outbox.SQLite})
-	if err != nil {
-		return fmt.Errorf("outbox writer: %w", err)
-	}
-	if err := outbox.Migrate(ctx, db, writer.Table()); err != nil {
-		return fmt.Errorf("migrate outbox: %w", err)
-	}
+	defer closeDB()
 
 	// Everything broker-specific is behind Build.
 	brokers, err := brokerconfig.Build(ctx, cfg, watermill.NopLogger{})
@@ -160,15 +132,146 @@ func run(ctx context.Context, out io.Writer, opts options) error {
 	defer brokers.Close()
 
 	// The consumer.
+	got := make(chan received, 4*len(script))
+	router, err := newConsumer(brokers, topic, group, got)
+	if err != nil {
+		return err
+	}
+
+	// The forwarder.
+	fwd, err := forwarder.New(forwarder.Config{
+		DB: db, Dialect: outbox.SQLite, Table: writer.Table().Events(), Publisher: brokers.Publisher(),
+		MaxPollInterval: 100 * time.Millisecond, Logger: logger,
+	})
+	if err != nil {
+		return fmt.Errorf("forwarder: %w", err)
+	}
+
+	// Both run until the example ends, or until one of them fails: that cancels running, and its
+	// error is running's cause.
+	runCtx, stop := context.WithCancel(ctx)
+	relay, running := errgroup.WithContext(runCtx)
+	relay.Go(func() error { return stoppedBy("router", router.Run(running)) })
+	relay.Go(func() error { return stoppedBy("forwarder", fwd.Run(running)) })
+	defer func() {
+		stop()
+		_ = relay.Wait()
+	}()
+
+	// The events, each in its own transaction, keyed by account.
+	written, err := writeScript(ctx, db, writer, topic)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "wrote %d events for 2 accounts to the outbox\n", len(script))
+
+	byKey, err := consumeInOrder(running, out, got, written)
+	if err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fmt.Fprintln(out, "per key, in order:")
+	for _, k := range keys {
+		fmt.Fprintf(out, "  %s: %s\n", k, strings.Join(byKey[k], ", "))
+	}
+	fmt.Fprintf(out, "all %d events delivered through %s, each account's events in commit order\n", len(script), cfg.Broker)
+	return nil
+}
+
+// writeScript writes the script's events to topic, each in its own transaction, and returns
+// their ids.
+func writeScript(ctx context.Context, db *sql.DB, writer *outbox.Writer, topic string) (map[string]bool, error) {
+	written := map[string]bool{}
+	for _, s := range script {
+		e, err := outbox.NewJSONEvent(topic, "account", s.change.Account, s.eventType, s.change)
+		if err != nil {
+			return nil, fmt.Errorf("event %s: %w", s.eventType, err)
+		}
+		if err := writeEvent(ctx, db, writer, &e); err != nil {
+			return nil, err
+		}
+		written[e.ID.String()] = true
+	}
+	return written, nil
+}
+
+// loadConfig reads the broker configuration at opts.ConfigPath, with opts.LookupEnv's overrides.
+func loadConfig(opts options) (brokerconfig.Config, error) {
+	data, err := os.ReadFile(opts.ConfigPath)
+	if err != nil {
+		return brokerconfig.Config{}, fmt.Errorf("read broker configuration: %w", err)
+	}
+	lookup := opts.LookupEnv
+	if lookup == nil {
+		lookup = func(string) (string, bool) { return "", false }
+	}
+	cfg, err := brokerconfig.Parse(data, lookup)
+	if err != nil {
+		return brokerconfig.Config{}, fmt.Errorf("broker configuration %s: %w", opts.ConfigPath, err)
+	}
+	return cfg, nil
+}
+
+// names returns the topic and the consumer's group or subscription, with a random suffix when
+// unique.
+func names(cfg brokerconfig.Config, unique bool) (topic, group string) {
+	topic, group = "accounts", cfg.Kafka.ConsumerGroup
+	switch cfg.Broker {
+	case brokerconfig.BrokerPulsar:
+		group = cfg.Pulsar.SubscriptionName
+	case brokerconfig.BrokerNATS:
+		group = cfg.NATS.ConsumerGroup
+	}
+	if unique {
+		suffix := "_" + randomHex(4)
+		topic, group = topic+suffix, group+suffix
+	}
+	return topic, group
+}
+
+// openOutbox opens an SQLite database in a new temporary directory, migrates its outbox, and
+// returns it, the outbox writer and the function that closes it and removes the directory.
+func openOutbox(ctx context.Context) (*sql.DB, *outbox.Writer, func(), error) {
+	dir, err := os.MkdirTemp("", "outboxkit-switch-broker-")
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("create temporary directory: %w", err)
+	}
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "outbox.db")+
+		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, nil, fmt.Errorf("open SQLite: %w", err)
+	}
+	closeDB := func() {
+		db.Close()
+		os.RemoveAll(dir)
+	}
+	writer, err := outbox.NewWriter(outbox.Config{Dialect: outbox.SQLite})
+	if err != nil {
+		closeDB()
+		return nil, nil, nil, fmt.Errorf("outbox writer: %w", err)
+	}
+	if err := outbox.Migrate(ctx, db, writer.Table()); err != nil {
+		closeDB()
+		return nil, nil, nil, fmt.Errorf("migrate outbox: %w", err)
+	}
+	return db, writer, closeDB, nil
+}
+
+// newConsumer returns a Watermill Router that hands every event of topic, read as group, to got.
+func newConsumer(brokers *brokerconfig.Brokers, topic, group string, got chan<- received) (*message.Router, error) {
 	sub, err := brokers.NewSubscriber(group)
 	if err != nil {
-		return fmt.Errorf("subscriber: %w", err)
+		return nil, fmt.Errorf("subscriber: %w", err)
 	}
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, watermill.NopLogger{})
 	if err != nil {
-		return fmt.Errorf("router: %w", err)
+		return nil, fmt.Errorf("router: %w", err)
 	}
-	got := make(chan received, 4*len(script))
 	router.AddConsumerHandler("print", topic, sub, func(msg *message.Message) error {
 		r := received{
 			eventID:   msg.Metadata.Get(outbox.MetadataEventID),
@@ -185,49 +288,25 @@ func run(ctx context.Context, out io.Writer, opts options) error {
 			return msg.Context().Err() // nacked: redelivered later
 		}
 	})
-	routerCtx, stopRouter := context.WithCancel(ctx)
-	routerDone := make(chan error, 1)
-	go func() { routerDone <- router.Run(routerCtx) }()
-	defer func() {
-		stopRouter()
-		<-routerDone
-	}()
+	return router, nil
+}
 
-	// The forwarder.
-	fwd, err := forwarder.New(forwarder.Config{
-		DB: db, Dialect: outbox.SQLite, Table: writer.Table().Events(), Publisher: brokers.Publisher(),
-		MaxPollInterval: 100 * time.Millisecond, Logger: logger,
-	})
+// stoppedBy names what stopped with err; nil (stopped because the example ended) stays nil.
+func stoppedBy(what string, err error) error {
 	if err != nil {
-		return fmt.Errorf("forwarder: %w", err)
+		return fmt.Errorf("%s stopped: %w", what, err)
 	}
-	fwdCtx, stopForwarder := context.WithCancel(ctx)
-	fwdDone := make(chan error, 1)
-	go func() { fwdDone <- fwd.Run(fwdCtx) }()
-	defer func() {
-		stopForwarder()
-		<-fwdDone
-	}()
+	return nil
+}
 
-	// The events, each in its own transaction, keyed by account.
-	written := map[string]bool{}
-	for _, s := range script {
-		e, err := outbox.NewJSONEvent(topic, "account", s.change.Account, s.eventType, s.change)
-		if err != nil {
-			return fmt.Errorf("event %s: %w", s.eventType, err)
-		}
-		if err := writeEvent(ctx, db, writer, &e); err != nil {
-			return err
-		}
-		written[e.ID.String()] = true
-	}
-	fmt.Fprintf(out, "wrote %d events for 2 accounts to the outbox\n", len(script))
-
-	// Consume them: every event once, each account's events in order.
+// consumeInOrder reads got until every written event arrived once, checking that each account's
+// events arrive in order, and returns each account's event types in arrival order. ctx ending
+// first is an error (its cause says why).
+func consumeInOrder(ctx context.Context, out io.Writer, got <-chan received, written map[string]bool) (map[string][]string, error) {
 	seen := map[string]bool{}
 	next := map[string]int{}
 	byKey := map[string][]string{}
-	for len(seen) < len(script) {
+	for len(seen) < len(written) {
 		select {
 		case r := <-got:
 			if !written[r.eventID] {
@@ -240,34 +319,19 @@ func run(ctx context.Context, out io.Writer, opts options) error {
 			}
 			seen[r.eventID] = true
 			if r.key != r.change.Account {
-				return fmt.Errorf("event %s: key %q but account %q", r.eventID, r.key, r.change.Account)
+				return nil, fmt.Errorf("event %s: key %q but account %q", r.eventID, r.key, r.change.Account)
 			}
 			if want := next[r.key] + 1; r.change.Seq != want {
-				return fmt.Errorf("account %s: event #%d arrived when #%d was due: per-key order broken", r.key, r.change.Seq, want)
+				return nil, fmt.Errorf("account %s: event #%d arrived when #%d was due: per-key order broken", r.key, r.change.Seq, want)
 			}
 			next[r.key] = r.change.Seq
 			byKey[r.key] = append(byKey[r.key], r.eventType)
 			fmt.Fprintf(out, "  received key %s #%d %s (event %s)\n", r.key, r.change.Seq, r.eventType, r.eventID)
-		case err := <-fwdDone:
-			return fmt.Errorf("forwarder stopped early: %w", err)
-		case err := <-routerDone:
-			return fmt.Errorf("router stopped early: %w", err)
 		case <-ctx.Done():
-			return fmt.Errorf("received %d of %d events: %w", len(seen), len(script), ctx.Err())
+			return nil, fmt.Errorf("received %d of %d events: %w", len(seen), len(written), context.Cause(ctx))
 		}
 	}
-
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	fmt.Fprintln(out, "per key, in order:")
-	for _, k := range keys {
-		fmt.Fprintf(out, "  %s: %s\n", k, strings.Join(byKey[k], ", "))
-	}
-	fmt.Fprintf(out, "all %d events delivered through %s, each account's events in commit order\n", len(script), cfg.Broker)
-	return nil
+	return byKey, nil
 }
 
 // writeEvent commits one event in its own transaction (in a real service, with business rows)
