@@ -29,6 +29,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/components/cqrs"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"golang.org/x/sync/errgroup"
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
 
 	"github.com/outboxkit/outboxkit/brokers/brokerconfig"
@@ -92,36 +93,121 @@ func run(ctx context.Context, out io.Writer, dir string) error {
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
+	db, closeDB, err := openDatabase(dir)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	fmt.Fprintln(out, "outboxkit + Watermill CQRS: typed events through the outbox (SQLite) to in-process Kafka (kfake)")
+
+	// 1. Schema, outbox writer, and the event bus on top of it. The marshaler encodes the events
+	// on both sides: the bus and the consumer's processor.
+	marshaler := cqrs.JSONMarshaler{GenerateName: cqrs.StructName}
+	writer, bus, err := setup(ctx, db, marshaler)
+	if err != nil {
+		return err
+	}
+
+	// 2. The application: each order's row and events in one transaction.
+	if err := placeOrders(ctx, out, db, bus, writer.Table()); err != nil {
+		return err
+	}
+
+	// 3. The broker, from configuration.
+	cfg, err := brokerconfig.Parse([]byte(brokerYAML), nil)
+	if err != nil {
+		return fmt.Errorf("broker configuration: %w", err)
+	}
+	brokers, err := brokerconfig.Build(ctx, cfg, watermill.NopLogger{})
+	if err != nil {
+		return fmt.Errorf("build broker %s: %w", cfg.Broker, err)
+	}
+	defer brokers.Close()
+
+	// 4. The consumer: a read model fed by a cqrs.EventGroupProcessor (one subscriber for the
+	// topic, one typed handler per event).
+	received := make(chan string, 16)
+	router, err := newReadModel(brokers, marshaler, received)
+	if err != nil {
+		return err
+	}
+
+	// 5. The forwarder relays committed outbox rows and deletes each after the broker's ack.
+	fwd, err := forwarder.New(forwarder.Config{
+		DB: db, Dialect: outbox.SQLite, Table: writer.Table().Events(), Publisher: brokers.Publisher(),
+		MaxPollInterval: 100 * time.Millisecond, // SQLite has no LISTEN/NOTIFY: poll often
+		Logger:          logger,
+	})
+	if err != nil {
+		return fmt.Errorf("forwarder: %w", err)
+	}
+	// Both run until the demo ends, or until one of them fails: that cancels running, and its
+	// error is running's cause.
+	runCtx, stop := context.WithCancel(ctx)
+	relay, running := errgroup.WithContext(runCtx)
+	relay.Go(func() error { return stoppedBy("router", router.Run(running)) })
+	relay.Go(func() error { return stoppedBy("forwarder", fwd.Run(running)) })
+	defer func() {
+		stop()
+		_ = relay.Wait()
+	}()
+	fmt.Fprintf(out, "forwarder relaying to topic %q; read model consuming as group %q\n", topic, cfg.Kafka.ConsumerGroup)
+
+	// 6. Wait for the three committed events (delivery is at least once: duplicates are named).
+	n, err := awaitEvents(running, out, received, 3)
+	if err != nil {
+		return err
+	}
+	if err := waitOutboxEmpty(ctx, db, writer.Table()); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\noutbox is empty: the read model received %d events, none of order o-2\n\n", n)
+	fmt.Fprint(out, `What happened:
+  - eventbus.New built a Watermill *cqrs.EventBus whose Publish writes into the outbox, in the
+    transaction carried by the context (eventbus.WithTx): the events commit or roll back with the order.
+  - Order o-2's transaction was rolled back, so its OrderPlaced and OrderPaid never existed.
+  - The forwarder published the committed events to Kafka (here kfake), keyed by order id.
+  - A cqrs.EventGroupProcessor decoded each message by its cqrs name into *OrderPlaced or *OrderPaid
+    and called the typed handler; o-1's events arrived in the order they were written.
+`)
+	return nil
+}
+
+// openDatabase opens the SQLite file shop.db in dir (a new temporary directory when dir is ""),
+// and returns it and the function that closes it and removes the temporary directory.
+func openDatabase(dir string) (*sql.DB, func(), error) {
+	cleanup := func() {}
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "outboxkit-cqrs-")
 		if err != nil {
-			return fmt.Errorf("create temporary directory: %w", err)
+			return nil, nil, fmt.Errorf("create temporary directory: %w", err)
 		}
-		defer os.RemoveAll(tmp)
+		cleanup = func() { os.RemoveAll(tmp) }
 		dir = tmp
 	}
 	dbPath := filepath.Join(dir, "shop.db")
 	db, err := sql.Open("sqlite", "file:"+dbPath+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate")
 	if err != nil {
-		return fmt.Errorf("open SQLite %s: %w", dbPath, err)
+		cleanup()
+		return nil, nil, fmt.Errorf("open SQLite %s: %w", dbPath, err)
 	}
-	defer db.Close()
-	fmt.Fprintln(out, "outboxkit + Watermill CQRS: typed events through the outbox (SQLite) to in-process Kafka (kfake)")
+	return db, func() { db.Close(); cleanup() }, nil
+}
 
-	// 1. Schema, outbox writer, and the event bus on top of it.
+// setup creates the orders table and the outbox, and returns the outbox writer and the event bus
+// that writes into it.
+func setup(ctx context.Context, db *sql.DB, marshaler cqrs.CommandEventMarshaler) (*outbox.Writer, *cqrs.EventBus, error) {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS orders (
 		id TEXT PRIMARY KEY, customer TEXT NOT NULL, total_cents INTEGER NOT NULL, paid INTEGER NOT NULL DEFAULT 0)`); err != nil {
-		return fmt.Errorf("create table orders: %w", err)
+		return nil, nil, fmt.Errorf("create table orders: %w", err)
 	}
 	writer, err := outbox.NewWriter(outbox.Config{Dialect: outbox.SQLite})
 	if err != nil {
-		return fmt.Errorf("outbox writer: %w", err)
+		return nil, nil, fmt.Errorf("outbox writer: %w", err)
 	}
 	if err := outbox.Migrate(ctx, db, writer.Table()); err != nil {
-		return fmt.Errorf("migrate outbox: %w", err)
+		return nil, nil, fmt.Errorf("migrate outbox: %w", err)
 	}
-	// The marshaler encodes the events on both sides: the bus and the consumer's processor.
-	marshaler := cqrs.JSONMarshaler{GenerateName: cqrs.StructName}
 	bus, err := eventbus.New(eventbus.Config{
 		Writer:    writer,
 		Marshaler: marshaler,
@@ -130,10 +216,14 @@ func run(ctx context.Context, out io.Writer, dir string) error {
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("event bus: %w", err)
+		return nil, nil, fmt.Errorf("event bus: %w", err)
 	}
+	return writer, bus, nil
+}
 
-	// 2. The application: each order's row and events in one transaction.
+// placeOrders places the demo's three orders through bus, o-2's rolled back, and tells how many
+// events the outbox holds then.
+func placeOrders(ctx context.Context, out io.Writer, db *sql.DB, bus *cqrs.EventBus, table outbox.Table) error {
 	for _, o := range []struct {
 		placed OrderPlaced
 		pay    bool // capture the payment in the same transaction
@@ -155,63 +245,32 @@ func run(ctx context.Context, out io.Writer, dir string) error {
 			fmt.Fprintf(out, "order %s: saved with OrderPlaced\n", o.placed.OrderID)
 		}
 	}
-	pending, err := countRows(ctx, db, writer.Table())
+	pending, err := countRows(ctx, db, table)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "the outbox holds %d pending events\n\n", pending)
+	return nil
+}
 
-	// 3. The broker, from configuration.
-	cfg, err := brokerconfig.Parse([]byte(brokerYAML), nil)
+// stoppedBy names what stopped with err; nil (stopped because the demo ended) stays nil.
+func stoppedBy(what string, err error) error {
 	if err != nil {
-		return fmt.Errorf("broker configuration: %w", err)
+		return fmt.Errorf("%s stopped: %w", what, err)
 	}
-	brokers, err := brokerconfig.Build(ctx, cfg, watermill.NopLogger{})
-	if err != nil {
-		return fmt.Errorf("build broker %s: %w", cfg.Broker, err)
-	}
-	defer brokers.Close()
+	return nil
+}
 
-	// 4. The consumer: a read model fed by a cqrs.EventGroupProcessor (one subscriber for the
-	// topic, one typed handler per event).
-	received := make(chan string, 16)
-	router, err := newReadModel(brokers, marshaler, received)
-	if err != nil {
-		return err
-	}
-	routerCtx, stopRouter := context.WithCancel(ctx)
-	routerDone := make(chan error, 1)
-	go func() { routerDone <- router.Run(routerCtx) }()
-	defer func() {
-		stopRouter()
-		<-routerDone
-	}()
-
-	// 5. The forwarder relays committed outbox rows and deletes each after the broker's ack.
-	fwd, err := forwarder.New(forwarder.Config{
-		DB: db, Dialect: outbox.SQLite, Table: writer.Table().Events(), Publisher: brokers.Publisher(),
-		MaxPollInterval: 100 * time.Millisecond, // SQLite has no LISTEN/NOTIFY: poll often
-		Logger:          logger,
-	})
-	if err != nil {
-		return fmt.Errorf("forwarder: %w", err)
-	}
-	fwdCtx, stopForwarder := context.WithCancel(ctx)
-	fwdDone := make(chan error, 1)
-	go func() { fwdDone <- fwd.Run(fwdCtx) }()
-	defer func() {
-		stopForwarder()
-		<-fwdDone
-	}()
-	fmt.Fprintf(out, "forwarder relaying to topic %q; read model consuming as group %q\n", topic, cfg.Kafka.ConsumerGroup)
-
-	// 6. Wait for the three committed events (delivery is at least once: duplicates are named).
+// awaitEvents tells the read model's lines until want distinct ones arrived, and returns how many
+// did. A duplicate is named and skipped; an event of the rolled-back order o-2 is an error, and so
+// is ctx ending first (its cause says why).
+func awaitEvents(ctx context.Context, out io.Writer, received <-chan string, want int) (int, error) {
 	seen := map[string]bool{}
-	for len(seen) < 3 {
+	for len(seen) < want {
 		select {
 		case line := <-received:
 			if strings.Contains(line, "order o-2 ") {
-				return fmt.Errorf("an event of the rolled-back order o-2 arrived: %s", line)
+				return 0, fmt.Errorf("an event of the rolled-back order o-2 arrived: %s", line)
 			}
 			if seen[line] {
 				fmt.Fprintf(out, "duplicate delivery ignored: %s\n", line)
@@ -219,27 +278,11 @@ func run(ctx context.Context, out io.Writer, dir string) error {
 			}
 			seen[line] = true
 			fmt.Fprintln(out, line)
-		case err := <-fwdDone:
-			return fmt.Errorf("forwarder stopped early: %w", err)
-		case err := <-routerDone:
-			return fmt.Errorf("router stopped early: %w", err)
 		case <-ctx.Done():
-			return fmt.Errorf("read model received %d of 3 events: %w", len(seen), ctx.Err())
+			return 0, fmt.Errorf("read model received %d of %d events: %w", len(seen), want, context.Cause(ctx))
 		}
 	}
-	if err := waitOutboxEmpty(ctx, db, writer.Table()); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "\noutbox is empty: the read model received %d events, none of order o-2\n\n", len(seen))
-	fmt.Fprint(out, `What happened:
-  - eventbus.New built a Watermill *cqrs.EventBus whose Publish writes into the outbox, in the
-    transaction carried by the context (eventbus.WithTx): the events commit or roll back with the order.
-  - Order o-2's transaction was rolled back, so its OrderPlaced and OrderPaid never existed.
-  - The forwarder published the committed events to Kafka (here kfake), keyed by order id.
-  - A cqrs.EventGroupProcessor decoded each message by its cqrs name into *OrderPlaced or *OrderPaid
-    and called the typed handler; o-1's events arrived in the order they were written.
-`)
-	return nil
+	return len(seen), nil
 }
 
 // placeOrder saves the order, publishes OrderPlaced (and OrderPaid when pay is set) through the
