@@ -9,22 +9,33 @@ import (
 // events (delivered, lost, phantoms, order, duplicates), the rows left in every installation's
 // table, the poison events, and the effects.
 func (e *env) analyze(ctx context.Context, res *Result) error {
-	out, deliveries := e.out, e.rec.deliveries
+	out := e.out
 	res.Committed, res.RolledBack, res.Uncertain = len(out.committed), len(out.rolledBack), len(out.uncertain)
-	res.Messages = len(deliveries)
-	sample := func(format string, args ...any) {
-		if len(res.Samples) < 5 {
-			res.Samples = append(res.Samples, fmt.Sprintf(format, args...))
-		}
+	res.Messages = len(e.rec.deliveries)
+	seen := e.checkDeliveries(res)
+	e.countLost(res, seen)
+	if err := e.countRows(ctx, res); err != nil {
+		return err
 	}
+	if err := e.checkPoison(ctx, res, seen); err != nil {
+		return err
+	}
+	return e.checkEffects(ctx, res)
+}
+
+// checkDeliveries counts the deliveries that could not be decoded, the duplicates, the events
+// delivered, the poison events published, the phantoms (events never committed) and the per-key
+// order violations, and returns the event ids delivered.
+func (e *env) checkDeliveries(res *Result) map[string]bool {
+	out := e.out
 	seen := map[string]bool{}
 	phantom := map[string]bool{}
 	last := map[string]int64{}
 	lastAt := map[string]delivery{}
-	for _, d := range deliveries {
+	for _, d := range e.rec.deliveries {
 		if d.bad != "" {
 			res.Undecodable++
-			sample("message %q: %s", d.id, d.bad)
+			e.sample(res, "message %q: %s", d.id, d.bad)
 			continue
 		}
 		if seen[d.id] {
@@ -43,39 +54,42 @@ func (e *env) analyze(ctx context.Context, res *Result) error {
 			if !phantom[d.id] {
 				phantom[d.id] = true
 				res.Phantoms++
-				sample("phantom %s (key %s seq %d, rolled back: %v)", d.id, d.key, d.seq, out.rolledBack[d.id])
+				e.sample(res, "phantom %s (key %s seq %d, rolled back: %v)", d.id, d.key, d.seq, out.rolledBack[d.id])
 			}
 			continue
 		}
 		if d.seq <= last[d.key] {
 			res.OrderViolations++
 			prev := lastAt[d.key]
-			sample("key %s: seq %d (%s, %s) arrived after seq %d (%s, %s)", d.key, d.seq, d.where,
+			e.sample(res, "key %s: seq %d (%s, %s) arrived after seq %d (%s, %s)", d.key, d.seq, d.where,
 				d.at.Format("15:04:05.000"), last[d.key], prev.where, prev.at.Format("15:04:05.000"))
 		}
 		if d.seq > last[d.key] {
 			last[d.key], lastAt[d.key] = d.seq, d
 		}
 	}
+	return seen
+}
+
+// countLost counts the committed events never delivered, per installation when there are several.
+func (e *env) countLost(res *Result, seen map[string]bool) {
 	if len(e.insts) > 1 {
 		res.LostBy = make([]int, len(e.insts))
 	}
-	for id := range out.committed {
+	for id := range e.out.committed {
 		if !seen[id] {
 			res.Lost++
 			if res.LostBy != nil {
-				res.LostBy[out.installation[id]]++
+				res.LostBy[e.out.installation[id]]++
 			}
-			sample("lost %s (installation %d)", id, out.installation[id])
+			e.sample(res, "lost %s (installation %d)", id, e.out.installation[id])
 		}
 	}
+}
 
-	if err := e.countRows(ctx, res); err != nil {
-		return err
-	}
-	if err := e.checkPoison(ctx, res, seen); err != nil {
-		return err
-	}
+// checkEffects reads the consumers' effects and counts the committed events without exactly one,
+// and the effects of events never committed.
+func (e *env) checkEffects(ctx context.Context, res *Result) error {
 	rows, err := e.db.QueryContext(ctx, "SELECT event_id, COUNT(*) FROM "+e.effectsTable+" GROUP BY event_id")
 	if err != nil {
 		return fmt.Errorf("faultinject: read effects: %w", err)
@@ -86,24 +100,24 @@ func (e *env) analyze(ctx context.Context, res *Result) error {
 		var id string
 		var n int
 		if err := rows.Scan(&id, &n); err != nil {
-			return err
+			return fmt.Errorf("faultinject: read effects: %w", err)
 		}
 		effectsOf[id] = n
 		res.Effects += n
 	}
 	if err := rows.Err(); err != nil {
-		return err
+		return fmt.Errorf("faultinject: read effects: %w", err)
 	}
-	for id := range out.committed {
+	for id := range e.out.committed {
 		if effectsOf[id] != 1 {
 			res.EffectViolations++
-			sample("event %s has %d effects", id, effectsOf[id])
+			e.sample(res, "event %s has %d effects", id, effectsOf[id])
 		}
 	}
 	for id, n := range effectsOf {
-		if !out.committed[id] && !out.uncertain[id] {
+		if !e.out.committed[id] && !e.out.uncertain[id] {
 			res.EffectViolations++
-			sample("effect for uncommitted event %s (%d)", id, n)
+			e.sample(res, "effect for uncommitted event %s (%d)", id, n)
 		}
 	}
 	return nil
