@@ -145,8 +145,8 @@ func run(ctx context.Context, out io.Writer, dir string) error {
 	// error is running's cause.
 	runCtx, stop := context.WithCancel(ctx)
 	relay, running := errgroup.WithContext(runCtx)
-	relay.Go(func() error { return stoppedBy("router", router.Run(running)) })
-	relay.Go(func() error { return stoppedBy("forwarder", fwd.Run(running)) })
+	relay.Go(func() error { return stoppedBy(running, "router", router.Run(running)) })
+	relay.Go(func() error { return stoppedBy(running, "forwarder", fwd.Run(running)) })
 	defer func() {
 		stop()
 		_ = relay.Wait()
@@ -253,8 +253,12 @@ func placeOrders(ctx context.Context, out io.Writer, db *sql.DB, bus *cqrs.Event
 	return nil
 }
 
-// stoppedBy names what stopped with err; nil (stopped because the demo ended) stays nil.
-func stoppedBy(what string, err error) error {
+// stoppedBy names what stopped with err. A nil err is an error too unless running ended (the
+// demo stopping it): a Watermill Router returns nil once all its handlers stopped.
+func stoppedBy(running context.Context, what string, err error) error {
+	if err == nil && running.Err() == nil {
+		err = errors.New("returned while the demo was running")
+	}
 	if err != nil {
 		return fmt.Errorf("%s stopped: %w", what, err)
 	}

@@ -228,8 +228,8 @@ func startRelay(ctx context.Context, db *sql.DB, dsn string, table outbox.Table,
 		stop()
 		return nil, nil, fmt.Errorf("forwarder: %w", err)
 	}
-	group.Go(func() error { return stoppedBy("consumer", router.Run(running)) })
-	group.Go(func() error { return stoppedBy("forwarder", fwd.Run(running)) })
+	group.Go(func() error { return stoppedBy(running, "consumer", router.Run(running)) })
+	group.Go(func() error { return stoppedBy(running, "forwarder", fwd.Run(running)) })
 	return running, stop, nil
 }
 
@@ -244,8 +244,12 @@ func databaseDSN(opts options) string {
 	return defaultDSN
 }
 
-// stoppedBy names what stopped with err; nil (stopped because the example ended) stays nil.
-func stoppedBy(what string, err error) error {
+// stoppedBy names what stopped with err. A nil err is an error too unless running ended (the
+// example stopping it): a Watermill Router returns nil once all its handlers stopped.
+func stoppedBy(running context.Context, what string, err error) error {
+	if err == nil && running.Err() == nil {
+		err = errors.New("returned while the example was running")
+	}
 	if err != nil {
 		return fmt.Errorf("%s stopped: %w", what, err)
 	}

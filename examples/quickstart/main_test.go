@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -43,5 +44,23 @@ func TestQuickstart(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Fatalf("output lacks %q", want)
 		}
+	}
+}
+
+// TestStoppedByReportsAnEarlyReturn: a router or forwarder that returns while the demo runs stops
+// the wait with an error naming it, even when it returned nil (a Watermill Router does once all
+// its handlers stopped); one that returns because the demo ended stops nothing.
+func TestStoppedByReportsAnEarlyReturn(t *testing.T) {
+	running, stop := context.WithCancel(context.Background())
+	if err := stoppedBy(running, "router", nil); err == nil || !strings.Contains(err.Error(), "router stopped") {
+		t.Errorf("router returned nil while running: got %v, want an error naming it", err)
+	}
+	failed := errors.New("broker gone")
+	if err := stoppedBy(running, "forwarder", failed); !errors.Is(err, failed) || !strings.Contains(err.Error(), "forwarder stopped") {
+		t.Errorf("forwarder failed: got %v, want its error, named", err)
+	}
+	stop()
+	if err := stoppedBy(running, "router", nil); err != nil {
+		t.Errorf("router returned nil after the demo ended: got %v, want nil", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -151,8 +152,8 @@ func run(ctx context.Context, out io.Writer, opts options) error {
 	// error is running's cause.
 	runCtx, stop := context.WithCancel(ctx)
 	relay, running := errgroup.WithContext(runCtx)
-	relay.Go(func() error { return stoppedBy("router", router.Run(running)) })
-	relay.Go(func() error { return stoppedBy("forwarder", fwd.Run(running)) })
+	relay.Go(func() error { return stoppedBy(running, "router", router.Run(running)) })
+	relay.Go(func() error { return stoppedBy(running, "forwarder", fwd.Run(running)) })
 	defer func() {
 		stop()
 		_ = relay.Wait()
@@ -291,8 +292,12 @@ func newConsumer(brokers *brokerconfig.Brokers, topic, group string, got chan<- 
 	return router, nil
 }
 
-// stoppedBy names what stopped with err; nil (stopped because the example ended) stays nil.
-func stoppedBy(what string, err error) error {
+// stoppedBy names what stopped with err. A nil err is an error too unless running ended (the
+// example stopping it): a Watermill Router returns nil once all its handlers stopped.
+func stoppedBy(running context.Context, what string, err error) error {
+	if err == nil && running.Err() == nil {
+		err = errors.New("returned while the example was running")
+	}
 	if err != nil {
 		return fmt.Errorf("%s stopped: %w", what, err)
 	}

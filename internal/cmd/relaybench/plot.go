@@ -112,11 +112,12 @@ func newDrainFrame(series []plotSeries, o options) drainFrame {
 		x0: marginL, x1: plotW - marginR, y0: plotH - marginB, y1: marginT}
 }
 
-// px is the x of a number of keys; py the y of a rate.
+// px is the x of a number of keys.
 func (f drainFrame) px(keys float64) float64 {
 	return f.x0 + (math.Log10(keys)-math.Log10(f.lo))/(math.Log10(f.hi)-math.Log10(f.lo))*(f.x1-f.x0)
 }
 
+// py is the y of a rate, in events/s.
 func (f drainFrame) py(v float64) float64 { return f.y0 - v/f.yTop*(f.y0-f.y1) }
 
 // writeAxes writes the grid, the y axis, and the x axis: every decade, and each measured number

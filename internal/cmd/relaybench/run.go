@@ -189,6 +189,8 @@ type drainCase struct {
 	keys  int
 }
 
+// drainCases returns the drains of one database and payload size: the ceiling first, then every
+// relay at every number of keys.
 func drainCases(o options) []drainCase {
 	var cases []drainCase
 	if contains(o.relays, relayCeiling) {
