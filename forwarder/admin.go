@@ -38,9 +38,8 @@ func NewAdmin(db *sql.DB, dialect outbox.Dialect, table string) (*Admin, error) 
 // Config.Tenants relays them; no tenants: every event. A filter naming another tenant then selects nothing. Relays, Slots and
 // Units stay installation-wide (they show no events).
 func (a *Admin) ForTenants(tenants ...string) *Admin {
-	st := *a.store
-	st.tenants = append([]string(nil), tenants...)
-	return &Admin{db: a.db, store: &st}
+	st := &store{table: a.store.table, dialect: a.store.dialect, group: a.store.group, tenants: append([]string(nil), tenants...)}
+	return &Admin{db: a.db, store: st}
 }
 
 // DeadLetter is one dead-lettered event kept in the outbox table.

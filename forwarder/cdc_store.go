@@ -34,7 +34,7 @@ func (s *store) admit(ctx context.Context, q querier, records []record) (admitte
 			parts = append(parts, int64(r.partition))
 		}
 	}
-	rows, err := s.sql().CDC().Admit(seqs, parts, keys).Query(ctx, q)
+	rows, err := s.sql().CDC().Admit(seqs, parts, keys).InGeneration(s.plans.observe(len(records))).Query(ctx, q)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cdc: read which of %d streamed rows are pending: %w", len(records), err)
 	}
@@ -83,7 +83,7 @@ func (s *store) markRetry(ctx context.Context, q querier, owner string, leases [
 	}
 	// The lease rows are locked in partition order before any event row, as everywhere else.
 	parts, epochs := leaseArrays(leases)
-	rows, err := s.sql().CDC().MarkRetry(owner, parts, epochs, seqs, lsns).Query(ctx, q)
+	rows, err := s.sql().CDC().MarkRetry(owner, parts, epochs, seqs, lsns).InGeneration(s.plans.observe(len(records))).Query(ctx, q)
 	if err != nil {
 		return 0, nil, fmt.Errorf("cdc: leave %d rows to the retry path: %w", len(records), err)
 	}
@@ -136,12 +136,14 @@ func (s *store) claimUpTo(ctx context.Context, q querier, partitions []int, limi
 }
 
 func (s *store) claimWith(ctx context.Context, q querier, claim sqlstore.Query) ([]record, error) {
-	rows, err := claim.Query(ctx, q)
+	rows, err := claim.InGeneration(s.plans.current()).Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("cdc: claim rows: %w", err)
 	}
 	defer rows.Close()
-	return scanRecords(rows)
+	records, err := scanRecords(rows)
+	s.plans.observe(len(records))
+	return records, err
 }
 
 // otherLiveOwners counts the unexpired leases of the group held by relays other than owner.
@@ -183,7 +185,7 @@ func (s *store) setSlotDrained(ctx context.Context, q querier, slot string, drai
 // the relay (what inLeaseTx's idle timeout is for).
 func (s *store) ackFenced(ctx context.Context, q querier, owner string, leases []lease, seqs []int64, retain bool) (map[int]bool, error) {
 	parts, epochs := leaseArrays(leases)
-	rows, err := s.sql().CDC().AckFenced(owner, parts, epochs, seqs, retain).Query(ctx, q)
+	rows, err := s.sql().CDC().AckFenced(owner, parts, epochs, seqs, retain).InGeneration(s.plans.observe(len(seqs))).Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("ack %d rows: %w", len(seqs), err)
 	}

@@ -34,6 +34,8 @@ type store struct {
 	tenants []string
 	// idleTimeout bounds how long a transaction locking lease rows may stay idle (inLeaseTx).
 	idleTimeout time.Duration
+	// plans is the plan generation of the statements sent for every batch.
+	plans replanner
 }
 
 // sql returns the statements of the store's table, lease group and tenants.
@@ -56,12 +58,14 @@ type record struct {
 // of payload (the first row always): sqlstore.Statements.Claim. No row locks are taken and no
 // transaction is held: the lease epochs fence the acknowledgement instead (see fence).
 func (s *store) claim(ctx context.Context, q querier, partitions []int, limit int, maxBytes int64) ([]record, error) {
-	rows, err := s.sql().Claim(partitions, limit, maxBytes).Query(ctx, q)
+	rows, err := s.sql().Claim(partitions, limit, maxBytes).InGeneration(s.plans.current()).Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("claim rows: %w", err)
 	}
 	defer rows.Close()
-	return scanRecords(rows)
+	records, err := scanRecords(rows)
+	s.plans.observe(len(records))
+	return records, err
 }
 
 // claimQuery is claim's statement, in the dialect's placeholders, and its arguments.

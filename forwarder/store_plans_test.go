@@ -37,23 +37,7 @@ func newPlanFixture(t *testing.T, rows int, analyzed bool) *planFixture {
 	if len(leases) != outbox.Partitions {
 		t.Fatalf("relay A holds %d leases, want %d", len(leases), outbox.Partitions)
 	}
-	events := make([]outbox.Event, rows)
-	for i := range events {
-		events[i] = outbox.Event{Topic: "t", AggregateType: "order", AggregateID: fmt.Sprintf("order-%d", i%1000),
-			EventType: "Happened", Payload: []byte("{}")}
-	}
-	tx, err := fx.db.BeginTx(fx.ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for start := 0; start < rows; start += 1000 {
-		if err := fx.writer.WriteTx(fx.ctx, tx, events[start:min(start+1000, rows)]...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	writeRows(fx, rows)
 	if analyzed {
 		for _, table := range []string{fx.store.table.Events(), fx.store.table.Leases()} {
 			if _, err := fx.db.Exec("ANALYZE " + table); err != nil {
@@ -61,22 +45,55 @@ func newPlanFixture(t *testing.T, rows int, analyzed bool) *planFixture {
 			}
 		}
 	}
-	var seqs []int64
+	pfx := &planFixture{storeFixture: fx, leases: leases}
+	pfx.readSeqs()
+	if len(pfx.seqs) != rows {
+		t.Fatalf("read %d seqs of %d rows", len(pfx.seqs), rows)
+	}
+	return pfx
+}
+
+// readSeqs reads the seqs of the fixture's rows into fx.seqs.
+func (fx *planFixture) readSeqs() {
+	fx.t.Helper()
+	fx.seqs = fx.seqs[:0]
 	rs, err := fx.db.Query("SELECT seq FROM " + fx.store.table.Events() + " ORDER BY seq")
 	if err != nil {
-		t.Fatal(err)
+		fx.t.Fatal(err)
 	}
+	defer rs.Close()
 	for rs.Next() {
 		var seq int64
 		if err := rs.Scan(&seq); err != nil {
-			t.Fatal(err)
+			fx.t.Fatal(err)
 		}
-		seqs = append(seqs, seq)
+		fx.seqs = append(fx.seqs, seq)
 	}
-	if err := rs.Err(); err != nil || len(seqs) != rows {
-		t.Fatalf("read %d seqs of %d rows: %v", len(seqs), rows, err)
+	if err := rs.Err(); err != nil {
+		fx.t.Fatal(err)
 	}
-	return &planFixture{storeFixture: fx, leases: leases, seqs: seqs}
+}
+
+// writeRows writes rows events over 1,000 keys into the fixture's table, in one transaction.
+func writeRows(fx *storeFixture, rows int) {
+	fx.t.Helper()
+	events := make([]outbox.Event, rows)
+	for i := range events {
+		events[i] = outbox.Event{Topic: "t", AggregateType: "order", AggregateID: fmt.Sprintf("order-%d", i%1000),
+			EventType: "Happened", Payload: []byte("{}")}
+	}
+	tx, err := fx.db.BeginTx(fx.ctx, nil)
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+	for start := 0; start < rows; start += 1000 {
+		if err := fx.writer.WriteTx(fx.ctx, tx, events[start:min(start+1000, rows)]...); err != nil {
+			fx.t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		fx.t.Fatal(err)
+	}
 }
 
 // records returns the fixture's rows as the records a batch carries.

@@ -69,8 +69,9 @@ func (c CDC) Admit(seqs, parts, keys []int64) Query {
 // whose size changes nothing in the plan's shape: an index lookup per element, or a filter.
 //
 // A generic plan lasts until the table's statistics change: made while the table is a few pages,
-// it scans the table, and keeps scanning a backlog that builds up later until (auto)analyze
-// replaces the statistics (docs/cdc.md, Risks).
+// it scans the table, and would keep scanning a backlog that builds up later until (auto)analyze
+// replaces the statistics; the forwarder moves such statements to a new plan generation when its
+// batches show a backlog (Query.InGeneration).
 func unplanned(n int, typ string) string {
 	// The outer cast makes the subquery an expression: ANY((SELECT ...)) would compare with
 	// each row of the subquery instead of each element of the array.

@@ -30,6 +30,18 @@ type Query struct {
 	Args []any
 }
 
+// InGeneration returns the statement of plan generation n (0: s itself): its text begins with a
+// comment naming n, so a driver that prepares each text once per connection (pgx) prepares it
+// anew, and PostgreSQL plans it on the tables as they are now instead of keeping the generic
+// plan it made on them before.
+func (s Query) InGeneration(n int) Query {
+	if n == 0 {
+		return s
+	}
+	s.SQL = "/* plans " + strconv.Itoa(n) + " */ " + s.SQL
+	return s
+}
+
 // Exec runs the statement on q.
 func (s Query) Exec(ctx context.Context, q Querier) (sql.Result, error) {
 	return q.ExecContext(ctx, s.SQL, s.Args...)
