@@ -26,7 +26,7 @@ type planFixture struct {
 	seqs   []int64
 }
 
-func newPlanFixture(t *testing.T, rows int, analyzed bool) *planFixture {
+func newPlanFixture(t testing.TB, rows int, analyzed bool) *planFixture {
 	t.Helper()
 	fx := newStoreFixture(t, outbox.Postgres)
 	if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {

@@ -21,7 +21,7 @@ import (
 // leases) on each of the three databases, against the real servers.
 
 type storeFixture struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	db     *sql.DB
 	writer *outbox.Writer
@@ -35,7 +35,7 @@ func forEachDialect(t *testing.T, fn func(t *testing.T, fx *storeFixture)) {
 	}
 }
 
-func newStoreFixture(t *testing.T, dialect outbox.Dialect) *storeFixture {
+func newStoreFixture(t testing.TB, dialect outbox.Dialect) *storeFixture {
 	t.Helper()
 	var db *sql.DB
 	switch dialect {
