@@ -38,7 +38,9 @@ func NewAdmin(db *sql.DB, dialect outbox.Dialect, table string) (*Admin, error) 
 // Config.Tenants relays them; no tenants: every event. A filter naming another tenant then selects nothing. Relays, Slots and
 // Units stay installation-wide (they show no events).
 func (a *Admin) ForTenants(tenants ...string) *Admin {
-	st := &store{table: a.store.table, dialect: a.store.dialect, group: a.store.group, tenants: append([]string(nil), tenants...)}
+	// A store of its own (its replanner is not shared), with everything else of a's.
+	st := &store{table: a.store.table, dialect: a.store.dialect, group: a.store.group, idleTimeout: a.store.idleTimeout,
+		tenants: append([]string(nil), tenants...)}
 	return &Admin{db: a.db, store: st}
 }
 

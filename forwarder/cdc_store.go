@@ -34,7 +34,7 @@ func (s *store) admit(ctx context.Context, q querier, records []record) (admitte
 			parts = append(parts, int64(r.partition))
 		}
 	}
-	rows, err := s.sql().CDC().Admit(seqs, parts, keys).InGeneration(s.plans.observe(len(records))).Query(ctx, q)
+	rows, err := s.sql().CDC().Admit(seqs, parts, keys).InGeneration(s.plans.observe(len(records), batchBytes(records))).Query(ctx, q)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cdc: read which of %d streamed rows are pending: %w", len(records), err)
 	}
@@ -83,7 +83,7 @@ func (s *store) markRetry(ctx context.Context, q querier, owner string, leases [
 	}
 	// The lease rows are locked in partition order before any event row, as everywhere else.
 	parts, epochs := leaseArrays(leases)
-	rows, err := s.sql().CDC().MarkRetry(owner, parts, epochs, seqs, lsns).InGeneration(s.plans.observe(len(records))).Query(ctx, q)
+	rows, err := s.planned(s.sql().CDC().MarkRetry(owner, parts, epochs, seqs, lsns)).Query(ctx, q)
 	if err != nil {
 		return 0, nil, fmt.Errorf("cdc: leave %d rows to the retry path: %w", len(records), err)
 	}
@@ -127,23 +127,20 @@ func (s *store) maxSeq(ctx context.Context, q querier) (int64, error) {
 // rows marked without one first), then seq: commit order per key, also without key locks
 // (claim's rules otherwise).
 func (s *store) claimRetry(ctx context.Context, q querier, partitions []int, limit int, maxBytes int64) ([]record, error) {
-	return s.claimWith(ctx, q, s.sql().CDC().ClaimRetry(partitions, limit, maxBytes))
+	return s.cdcClaim(ctx, q, s.sql().CDC().ClaimRetry(partitions, limit, maxBytes))
 }
 
 // claimUpTo claims pending rows up to seq horizon (the drain of a fresh slot).
 func (s *store) claimUpTo(ctx context.Context, q querier, partitions []int, limit int, maxBytes int64, horizon int64) ([]record, error) {
-	return s.claimWith(ctx, q, s.sql().CDC().ClaimUpTo(partitions, limit, maxBytes, horizon))
+	return s.cdcClaim(ctx, q, s.sql().CDC().ClaimUpTo(partitions, limit, maxBytes, horizon))
 }
 
-func (s *store) claimWith(ctx context.Context, q querier, claim sqlstore.Query) ([]record, error) {
-	rows, err := claim.InGeneration(s.plans.current()).Query(ctx, q)
+func (s *store) cdcClaim(ctx context.Context, q querier, claim sqlstore.Query) ([]record, error) {
+	records, err := s.claimWith(ctx, q, claim)
 	if err != nil {
 		return nil, fmt.Errorf("cdc: claim rows: %w", err)
 	}
-	defer rows.Close()
-	records, err := scanRecords(rows)
-	s.plans.observe(len(records))
-	return records, err
+	return records, nil
 }
 
 // otherLiveOwners counts the unexpired leases of the group held by relays other than owner.
@@ -185,7 +182,7 @@ func (s *store) setSlotDrained(ctx context.Context, q querier, slot string, drai
 // the relay (what inLeaseTx's idle timeout is for).
 func (s *store) ackFenced(ctx context.Context, q querier, owner string, leases []lease, seqs []int64, retain bool) (map[int]bool, error) {
 	parts, epochs := leaseArrays(leases)
-	rows, err := s.sql().CDC().AckFenced(owner, parts, epochs, seqs, retain).InGeneration(s.plans.observe(len(seqs))).Query(ctx, q)
+	rows, err := s.planned(s.sql().CDC().AckFenced(owner, parts, epochs, seqs, retain)).Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("ack %d rows: %w", len(seqs), err)
 	}

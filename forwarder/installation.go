@@ -84,7 +84,7 @@ func (s *store) eventIDs(ctx context.Context, q querier, seqs []int64) (map[int6
 	if len(seqs) == 0 {
 		return out, nil
 	}
-	rows, err := s.sql().EventIDs(seqs).Query(ctx, q)
+	rows, err := s.planned(s.sql().EventIDs(seqs)).Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("read the event ids of %d rows: %w", len(seqs), err)
 	}

@@ -1,13 +1,29 @@
 package forwarder
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
 
+// generationOf is the generation number in a plan label ("" is 0).
+func generationOf(t *testing.T, label string) int {
+	t.Helper()
+	if label == "" {
+		return 0
+	}
+	_, n, ok := strings.Cut(label, ".")
+	g, err := strconv.Atoi(n)
+	if !ok || err != nil {
+		t.Fatalf("plan label %q: want <tag>.<generation>", label)
+	}
+	return g
+}
+
 // TestReplannerMovesOnBacklogs: small batches never move the statements to a new generation; a
-// backlog's first large batch does at once, then again after 1 s, 2 s, 4 s and so on up to once a
-// minute while batches stay large; after a quiet spell, a new backlog starts over.
+// backlog's first large batch does at once, then again after 1, 2, 4, 8 and 16 s while batches
+// stay large, then no more; after a quiet spell, a new backlog starts over.
 func TestReplannerMovesOnBacklogs(t *testing.T) {
 	start := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
 	now := start
@@ -15,10 +31,10 @@ func TestReplannerMovesOnBacklogs(t *testing.T) {
 	at := func(d time.Duration, rows, want int) {
 		t.Helper()
 		now = start.Add(d)
-		if got := r.observe(rows); got != want {
+		if got := generationOf(t, r.observe(rows, 0)); got != want {
 			t.Fatalf("a batch of %d rows at %v: generation %d, want %d", rows, d, got, want)
 		}
-		if got := r.current(); got != want {
+		if got := generationOf(t, r.current()); got != want {
 			t.Fatalf("after a batch of %d rows at %v: current generation %d, want %d", rows, d, got, want)
 		}
 	}
@@ -34,20 +50,41 @@ func TestReplannerMovesOnBacklogs(t *testing.T) {
 	at(27*time.Second, 1000, 4)
 	at(35*time.Second-time.Millisecond, 1000, 4)
 	at(35*time.Second, 1000, 5)
-	// Once a minute at most while the backlog lasts.
-	gen := r.current()
-	for d := time.Duration(0); d <= 10*time.Minute; d += 100 * time.Millisecond {
-		now = start.Add(time.Hour + d)
-		r.observe(1000)
-	}
-	// at 0, 1, 3, 7, 15, 31 and 63 s, then every minute: 123, 183, ..., 543 s
-	if moves := r.current() - gen; moves != 15 {
-		t.Fatalf("10 minutes of large batches made %d generations, want 15", moves)
+	at(44*time.Second, 1000, 5) // large batches 9 s apart: the same backlog
+	at(51*time.Second, 1000, 6) // 16 s after the fifth: the last of the backlog
+	for d := 51 * time.Second; d < 10*time.Minute; d += 5 * time.Second {
+		at(d, 1000, 6)
 	}
 	// A quiet spell of backlogQuiet, then a new backlog: new plans at once.
-	gen = r.current()
-	last := now
-	at(last.Sub(start)+backlogQuiet-time.Millisecond, 5, gen)
-	at(last.Sub(start)+backlogQuiet, 1000, gen+1)
-	at(last.Sub(start)+backlogQuiet+time.Second, 1000, gen+2)
+	at(10*time.Minute+backlogQuiet-5*time.Second-time.Millisecond, 1000, 6)
+	at(10*time.Minute+2*backlogQuiet, 1000, 7)
+	at(10*time.Minute+2*backlogQuiet+time.Second, 1000, 8)
+}
+
+// TestReplannerLabelsAreItsOwn: two relays' replanners in one process label their generations
+// differently, so relays sharing a connection pool never share a statement of a later
+// generation, which the other may have planned on a small table.
+func TestReplannerLabelsAreItsOwn(t *testing.T) {
+	var a, b replanner
+	la, lb := a.observe(largeBatch, 0), b.observe(largeBatch, 0)
+	if la == "" || lb == "" || la == lb {
+		t.Fatalf("first generations of two replanners: %q and %q, want two different labels", la, lb)
+	}
+}
+
+// TestReplannerByteRule: a batch that reached half its byte bound shows a backlog whatever its
+// rows (large payloads fill a batch before largeBatch rows), and so do full batches smaller
+// than largeBatch.
+func TestReplannerByteRule(t *testing.T) {
+	r := replanner{minRows: 20, minBytes: 1 << 19}
+	if got := r.observe(19, 1<<19-1); got != "" {
+		t.Fatalf("19 rows of %d bytes moved the statements to generation %q", 1<<19-1, got)
+	}
+	if got := r.observe(5, 1<<19); got == "" {
+		t.Fatal("5 rows of half the byte bound did not move the statements")
+	}
+	r = replanner{minRows: 20}
+	if got := r.observe(20, 0); got == "" {
+		t.Fatal("a batch of minRows rows did not move the statements")
+	}
 }

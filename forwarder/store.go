@@ -58,15 +58,29 @@ type record struct {
 // of payload (the first row always): sqlstore.Statements.Claim. No row locks are taken and no
 // transaction is held: the lease epochs fence the acknowledgement instead (see fence).
 func (s *store) claim(ctx context.Context, q querier, partitions []int, limit int, maxBytes int64) ([]record, error) {
-	rows, err := s.sql().Claim(partitions, limit, maxBytes).InGeneration(s.plans.current()).Query(ctx, q)
+	records, err := s.claimWith(ctx, q, s.sql().Claim(partitions, limit, maxBytes))
 	if err != nil {
 		return nil, fmt.Errorf("claim rows: %w", err)
 	}
+	return records, nil
+}
+
+// claimWith runs a claim in the statements' plan generation and notes the batch's size: a
+// large batch moves the next statements to new plans (replanner).
+func (s *store) claimWith(ctx context.Context, q querier, claim sqlstore.Query) ([]record, error) {
+	rows, err := s.planned(claim).Query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
 	records, err := scanRecords(rows)
-	s.plans.observe(len(records))
+	s.plans.observe(len(records), batchBytes(records))
 	return records, err
 }
+
+// planned returns q, a statement on the events sent for every batch, in the plan generation of
+// such statements (replanner).
+func (s *store) planned(q sqlstore.Query) sqlstore.Query { return q.InGeneration(s.plans.current()) }
 
 // claimQuery is claim's statement, in the dialect's placeholders, and its arguments.
 func (s *store) claimQuery(partitions []int, limit int, maxBytes int64) (string, []any) {
@@ -111,7 +125,7 @@ func (s *store) ack(ctx context.Context, q querier, seqs []int64, retain bool) e
 	if len(seqs) == 0 {
 		return nil
 	}
-	if _, err := s.sql().Ack(seqs, retain).Exec(ctx, q); err != nil {
+	if _, err := s.planned(s.sql().Ack(seqs, retain)).Exec(ctx, q); err != nil {
 		return fmt.Errorf("ack %d rows: %w", len(seqs), err)
 	}
 	return nil
@@ -120,7 +134,7 @@ func (s *store) ack(ctx context.Context, q querier, seqs []int64, retain bool) e
 // fail records a failed attempt: the row stays pending until nextAttempt, or becomes dead.
 func (s *store) fail(ctx context.Context, q querier, seq int64, attempts int, nextAttempt time.Time, dead bool, reason string) error {
 	reason = truncateUTF8(reason, maxReasonBytes)
-	if _, err := s.sql().Fail(seq, attempts, nextAttempt, dead, reason).Exec(ctx, q); err != nil {
+	if _, err := s.planned(s.sql().Fail(seq, attempts, nextAttempt, dead, reason)).Exec(ctx, q); err != nil {
 		return fmt.Errorf("record failure of row %d: %w", seq, err)
 	}
 	return nil

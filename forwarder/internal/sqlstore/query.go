@@ -30,15 +30,16 @@ type Query struct {
 	Args []any
 }
 
-// InGeneration returns the statement of plan generation n (0: s itself): its text begins with a
-// comment naming n, so a driver that prepares each text once per connection (pgx) prepares it
-// anew, and PostgreSQL plans it on the tables as they are now instead of keeping the generic
-// plan it made on them before.
-func (s Query) InGeneration(n int) Query {
-	if n == 0 {
+// InGeneration returns the statement of plan generation label ("": s itself): its text begins
+// with a comment naming the generation, so a driver that prepares each text once per connection
+// (pgx) prepares it anew, and PostgreSQL plans it on the tables as they are now instead of
+// keeping the generic plan it made on them before. The label is SQL written by the forwarder,
+// never from input.
+func (s Query) InGeneration(label string) Query {
+	if label == "" {
 		return s
 	}
-	s.SQL = "/* plans " + strconv.Itoa(n) + " */ " + s.SQL
+	s.SQL = "/* plans " + label + " */ " + s.SQL
 	return s
 }
 
