@@ -1,6 +1,7 @@
 package pgrepl
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -96,9 +97,17 @@ func (d *Decoder) decodeWAL(walEnd LSN, data []byte) (Message, error) {
 		}
 		return Insert{WALEnd: walEnd, Row: row}, nil
 	}
-	msg, err := pglogrepl.ParseV2(data, false)
+	if len(data) == 0 {
+		return nil, errors.New("cdc: an empty pgoutput message")
+	}
+	switch pglogrepl.MessageType(data[0]) {
+	case pglogrepl.MessageTypeRelation, pglogrepl.MessageTypeBegin, pglogrepl.MessageTypeCommit:
+	default:
+		return Skipped{WALEnd: walEnd}, nil // not used by the source: left unparsed
+	}
+	msg, err := parsePgoutput(data)
 	if err != nil {
-		return nil, fmt.Errorf("cdc: parse pgoutput message: %w", err)
+		return nil, err
 	}
 	switch m := msg.(type) {
 	case *pglogrepl.RelationMessageV2:
@@ -109,4 +118,20 @@ func (d *Decoder) decodeWAL(walEnd LSN, data []byte) (Message, error) {
 		return Commit{WALEnd: walEnd, EndLSN: m.TransactionEndLSN, Time: m.CommitTime}, nil
 	}
 	return Skipped{WALEnd: walEnd}, nil
+}
+
+// parsePgoutput parses a relation, begin or commit message with pglogrepl, whose decoders index
+// past the end of some truncated messages (a relation message cut inside its columns): such a
+// panic is returned as the error it is, since a server never sends those messages.
+func parsePgoutput(data []byte) (msg pglogrepl.Message, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg, err = nil, fmt.Errorf("cdc: parse pgoutput message %q of %d bytes: malformed (%v)", data[0], len(data), r)
+		}
+	}()
+	msg, err = pglogrepl.ParseV2(data, false)
+	if err != nil {
+		return nil, fmt.Errorf("cdc: parse pgoutput message %q: %w", data[0], err)
+	}
+	return msg, nil
 }

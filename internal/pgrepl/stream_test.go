@@ -324,3 +324,40 @@ func checkTransaction(t *testing.T, msgs []pgrepl.Message) {
 		}
 	}
 }
+
+// TestDecodeRefusesEveryTruncatedMessage decodes every prefix of every captured message (begin,
+// relation, inserts, commit) that ends inside its pgoutput message, the empty one included:
+// each is an error, never a panic.
+func TestDecodeRefusesEveryTruncatedMessage(t *testing.T) {
+	target, payloads := capturedPayloads(t)
+	kinds := map[byte]int{}
+	for i, p := range payloads {
+		if p[0] != 'w' {
+			continue
+		}
+		kinds[p[25]]++
+		for n := 25; n < len(p); n++ {
+			d := pgrepl.NewDecoder(target)
+			for _, q := range payloads[:i] {
+				if _, _, err := d.Decode(q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("message %q cut to %d of %d bytes: panic %v", p[25], n, len(p), r)
+					}
+				}()
+				if m, ok, err := d.Decode(p[:n:n]); err == nil {
+					t.Fatalf("message %q cut to %d of %d bytes: decoded %+v (ok %v), want an error", p[25], n, len(p), m, ok)
+				}
+			}()
+		}
+	}
+	for _, kind := range []byte("BRIC") {
+		if kinds[kind] == 0 {
+			t.Fatalf("the capture has no %q message (%v)", kind, kinds)
+		}
+	}
+}
