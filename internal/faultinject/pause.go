@@ -171,33 +171,8 @@ func RunPause(ctx context.Context, cfg Config) (Result, error) {
 	}
 	e.startWriters()
 
-	// Wait until every relay owns partitions and events flow.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		owners, err := e.leaseOwners(ctx, e.insts[0])
-		if err != nil {
-			return res, err
-		}
-		distinct := map[string]bool{}
-		for _, o := range owners {
-			if o != "" {
-				distinct[o] = true
-			}
-		}
-		if len(distinct) >= cfg.Relays && e.rec.count() >= 100 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return res, fmt.Errorf("faultinject: after 60s %d of %d relays own partitions and %d events arrived",
-				len(distinct), cfg.Relays, e.rec.count())
-		}
-		select {
-		case err := <-e.writeErrs:
-			return res, fmt.Errorf("faultinject: writer: %w", err)
-		case <-ctx.Done():
-			return res, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+	if err := e.awaitSharedFlow(ctx); err != nil {
+		return res, err
 	}
 	e.logf("%d relays share the partitions and events flow; pausing one for %s", cfg.Relays, 3*cfg.LeaseTTL)
 	p, err := e.pauseRelay(ctx, e.insts[0], -1, 3*cfg.LeaseTTL, 3*time.Second)
@@ -208,19 +183,7 @@ func RunPause(ctx context.Context, cfg Config) (Result, error) {
 	res.Pauses = append(res.Pauses, p)
 	e.logf("pause: %s (bound %s)", p, res.TakeoverBound)
 
-	// Events committed while it was stopped, up to 1 s before SIGCONT, must have arrived by
-	// SIGCONT: the others relayed them.
-	e.outMu.Lock()
-	var during []string
-	for id, at := range e.out.committedAt {
-		if !at.Before(p.stoppedAt) && at.Before(p.resumedAt.Add(-time.Second)) {
-			during = append(during, id)
-		}
-	}
-	e.outMu.Unlock()
-	res.Stalled = e.rec.notDeliveredBy(during, p.resumedAt)
-	e.logf("%d events committed during the pause (until 1s before SIGCONT), %d of them not delivered by SIGCONT",
-		len(during), res.Stalled)
+	res.Stalled = e.stalledBy(p)
 
 	time.Sleep(2 * cfg.LeaseTTL)
 	e.stopWrites.Store(true)
@@ -244,4 +207,53 @@ func RunPause(ctx context.Context, cfg Config) (Result, error) {
 	}
 	res.Duration = time.Since(start)
 	return res, nil
+}
+
+// awaitSharedFlow waits, up to 60 s, until every relay of the first installation owns
+// partitions and events flow.
+func (e *env) awaitSharedFlow(ctx context.Context) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		owners, err := e.leaseOwners(ctx, e.insts[0])
+		if err != nil {
+			return err
+		}
+		distinct := map[string]bool{}
+		for _, o := range owners {
+			if o != "" {
+				distinct[o] = true
+			}
+		}
+		if len(distinct) >= e.cfg.Relays && e.rec.count() >= 100 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("faultinject: after 60s %d of %d relays own partitions and %d events arrived",
+				len(distinct), e.cfg.Relays, e.rec.count())
+		}
+		select {
+		case err := <-e.writeErrs:
+			return fmt.Errorf("faultinject: writer: %w", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// stalledBy counts the events committed while the relay of p was stopped, up to 1 s before its
+// SIGCONT, that had not arrived by SIGCONT: the other relays must have relayed them.
+func (e *env) stalledBy(p Pause) int {
+	e.outMu.Lock()
+	var during []string
+	for id, at := range e.out.committedAt {
+		if !at.Before(p.stoppedAt) && at.Before(p.resumedAt.Add(-time.Second)) {
+			during = append(during, id)
+		}
+	}
+	e.outMu.Unlock()
+	stalled := e.rec.notDeliveredBy(during, p.resumedAt)
+	e.logf("%d events committed during the pause (until 1s before SIGCONT), %d of them not delivered by SIGCONT",
+		len(during), stalled)
+	return stalled
 }

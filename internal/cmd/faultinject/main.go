@@ -36,120 +36,148 @@ func main() {
 	os.Exit(run())
 }
 
-func run() int {
-	var (
-		size       = flag.String("size", "small", "preset: small (3,000 events) or large (50,000 events); other flags override it")
-		broker     = flag.String("broker", faultinject.Kafka, "kafka, kafka-cluster (three nodes, one restarted at a time), pulsar, nats or rabbitmq (a dedicated one, started by scripts/services.sh)")
-		scenario   = flag.String("scenario", "faults", "faults (every fault, by the writers' progress) or pause (one relay SIGSTOPped for 3 x lease TTL)")
-		database   = flag.String("db", "postgres", "database: postgres or mysql (MariaDB)")
-		source     = flag.String("source", "polling", "the relays' forwarder.source: polling or cdc (PostgreSQL logical replication; -db postgres)")
-		delivery   = flag.String("delivery", "at_least_once", "the relays' forwarder.delivery: at_least_once or exactly_once (kafka only; duplicates then fail the run)")
-		dsn        = flag.String("dsn", "", "database DSN (default $OUTBOXKIT_PG_DSN or $OUTBOXKIT_MYSQL_DSN)")
-		events     = flag.Int("events", 0, "events to commit")
-		keys       = flag.Int("keys", 0, "aggregates the events are spread over")
-		writers    = flag.Int("writers", 0, "concurrent writers")
-		rate       = flag.Int("rate", -1, "committed events per second (0: unlimited)")
-		relays     = flag.Int("relays", 3, "relay processes")
-		kills      = flag.Int("kills", 0, "relay SIGKILLs")
-		pauses     = flag.Int("pauses", 0, "relay SIGSTOP/SIGCONT pauses (every other one, the first included, longer than 3 x lease TTL)")
-		noPauses   = flag.Bool("no-pauses", false, "do not pause relays")
-		leaseTTL   = flag.Duration("lease-ttl", 2*time.Second, "the relays' lease TTL")
-		rollback   = flag.Float64("rollback", 0.1, "share of transactions rolled back")
-		downtime   = flag.Duration("broker-downtime", 0, "how long the broker stays down when restarted")
-		noRestart  = flag.Bool("no-broker-restart", false, "do not restart the broker")
-		restarts   = flag.Int("broker-restarts", 0, "how many times the broker is restarted (0: once; a kafka-cluster restarts one node at a time, in turn)")
-		noCut      = flag.Bool("no-db-cut", false, "do not cut the relays' database connections")
-		seed       = flag.Uint64("seed", 0, "random seed (0: random)")
-		stateDir   = flag.String("state-dir", faultinject.DefaultStateDir, "state directory of the dedicated broker")
-		binary     = flag.String("outboxkit", "", "outboxkit binary (default: build ./cmd/outboxkit)")
-		keep       = flag.Bool("keep", false, "keep the tables, relay config and logs")
-		keepBroker = flag.Bool("keep-broker", false, "leave the dedicated broker running")
-		insts      = flag.Int("installations", 1, "services sharing the database and the broker, each in a schema of its own (search_path) with the default table outbox_events (postgres)")
-		table      = flag.String("table", "", "the outbox table as database.table names it, e.g. OrdersOutbox or ShopApp.OrdersOutbox (default: a generated name)")
-		poison     = flag.Int("poison", 0, "events over the broker's message limit among the writes, each must end dead-lettered within -max-attempts")
-		poisonSize = flag.Int("poison-bytes", 0, "payload size of a poison event (default 2 MiB for kafka, 8 MiB for pulsar)")
-		calm       = flag.Int("calm-events", 0, "events committed after every fault is over, the relays left alone (their steady path must carry them)")
-		drain      = flag.Duration("drain-timeout", 0, "bound of the wait for the last events after the writes (default 3m, 10m with -size large)")
-		attempts   = flag.Int("max-attempts", 0, "the relays' forwarder.max_attempts (default 1000; 3 with -poison)")
-		pulsarPort = flag.Int("pulsar-port", faultinject.DefaultPulsarPort, "port of the dedicated Pulsar (its HTTP and bookie ports: -pulsar-port+1, +2, unless it is the default)")
-		kafkaPort  = flag.Int("kafka-port", faultinject.DefaultKafkaPort, "port of the dedicated Kafka (with -kafka-port+1 for its controller); another one than the tests' lets a run go on beside them")
-	)
+// flags are the command line's settings.
+type flags struct {
+	size, broker, scenario, database, source, delivery, dsn          string
+	events, keys, writers, rate, relays, kills, pauses, restarts     int
+	noPauses, noRestart, noCut, keep, keepBroker                     bool
+	leaseTTL, downtime, drain                                        time.Duration
+	rollback                                                         float64
+	seed                                                             uint64
+	stateDir, binary, table                                          string
+	insts, poison, poisonSize, calm, attempts, pulsarPort, kafkaPort int
+}
+
+// parseFlags reads the command line.
+func parseFlags() flags {
+	var f flags
+	flag.StringVar(&f.size, "size", "small", "preset: small (3,000 events) or large (50,000 events); other flags override it")
+	flag.StringVar(&f.broker, "broker", faultinject.Kafka, "kafka, kafka-cluster (three nodes, one restarted at a time), pulsar, nats or rabbitmq (a dedicated one, started by scripts/services.sh)")
+	flag.StringVar(&f.scenario, "scenario", "faults", "faults (every fault, by the writers' progress) or pause (one relay SIGSTOPped for 3 x lease TTL)")
+	flag.StringVar(&f.database, "db", "postgres", "database: postgres or mysql (MariaDB)")
+	flag.StringVar(&f.source, "source", "polling", "the relays' forwarder.source: polling or cdc (PostgreSQL logical replication; -db postgres)")
+	flag.StringVar(&f.delivery, "delivery", "at_least_once", "the relays' forwarder.delivery: at_least_once or exactly_once (kafka only; duplicates then fail the run)")
+	flag.StringVar(&f.dsn, "dsn", "", "database DSN (default $OUTBOXKIT_PG_DSN or $OUTBOXKIT_MYSQL_DSN)")
+	flag.IntVar(&f.events, "events", 0, "events to commit")
+	flag.IntVar(&f.keys, "keys", 0, "aggregates the events are spread over")
+	flag.IntVar(&f.writers, "writers", 0, "concurrent writers")
+	flag.IntVar(&f.rate, "rate", -1, "committed events per second (0: unlimited)")
+	flag.IntVar(&f.relays, "relays", 3, "relay processes")
+	flag.IntVar(&f.kills, "kills", 0, "relay SIGKILLs")
+	flag.IntVar(&f.pauses, "pauses", 0, "relay SIGSTOP/SIGCONT pauses (every other one, the first included, longer than 3 x lease TTL)")
+	flag.BoolVar(&f.noPauses, "no-pauses", false, "do not pause relays")
+	flag.DurationVar(&f.leaseTTL, "lease-ttl", 2*time.Second, "the relays' lease TTL")
+	flag.Float64Var(&f.rollback, "rollback", 0.1, "share of transactions rolled back")
+	flag.DurationVar(&f.downtime, "broker-downtime", 0, "how long the broker stays down when restarted")
+	flag.BoolVar(&f.noRestart, "no-broker-restart", false, "do not restart the broker")
+	flag.IntVar(&f.restarts, "broker-restarts", 0, "how many times the broker is restarted (0: once; a kafka-cluster restarts one node at a time, in turn)")
+	flag.BoolVar(&f.noCut, "no-db-cut", false, "do not cut the relays' database connections")
+	flag.Uint64Var(&f.seed, "seed", 0, "random seed (0: random)")
+	flag.StringVar(&f.stateDir, "state-dir", faultinject.DefaultStateDir, "state directory of the dedicated broker")
+	flag.StringVar(&f.binary, "outboxkit", "", "outboxkit binary (default: build ./cmd/outboxkit)")
+	flag.BoolVar(&f.keep, "keep", false, "keep the tables, relay config and logs")
+	flag.BoolVar(&f.keepBroker, "keep-broker", false, "leave the dedicated broker running")
+	flag.IntVar(&f.insts, "installations", 1, "services sharing the database and the broker, each in a schema of its own (search_path) with the default table outbox_events (postgres)")
+	flag.StringVar(&f.table, "table", "", "the outbox table as database.table names it, e.g. OrdersOutbox or ShopApp.OrdersOutbox (default: a generated name)")
+	flag.IntVar(&f.poison, "poison", 0, "events over the broker's message limit among the writes, each must end dead-lettered within -max-attempts")
+	flag.IntVar(&f.poisonSize, "poison-bytes", 0, "payload size of a poison event (default 2 MiB for kafka, 8 MiB for pulsar)")
+	flag.IntVar(&f.calm, "calm-events", 0, "events committed after every fault is over, the relays left alone (their steady path must carry them)")
+	flag.DurationVar(&f.drain, "drain-timeout", 0, "bound of the wait for the last events after the writes (default 3m, 10m with -size large)")
+	flag.IntVar(&f.attempts, "max-attempts", 0, "the relays' forwarder.max_attempts (default 1000; 3 with -poison)")
+	flag.IntVar(&f.pulsarPort, "pulsar-port", faultinject.DefaultPulsarPort, "port of the dedicated Pulsar (its HTTP and bookie ports: -pulsar-port+1, +2, unless it is the default)")
+	flag.IntVar(&f.kafkaPort, "kafka-port", faultinject.DefaultKafkaPort, "port of the dedicated Kafka (with -kafka-port+1 for its controller); another one than the tests' lets a run go on beside them")
 	flag.Parse()
-	dialect, err := outbox.ParseDialect(*database)
+	return f
+}
+
+// config is the run's configuration: the -size preset, then the flags that override it. The
+// error names the bad flag.
+func (f flags) config() (faultinject.Config, error) {
+	dialect, err := outbox.ParseDialect(f.database)
 	if err != nil || (dialect != outbox.Postgres && dialect != outbox.MySQL) {
-		fmt.Fprintf(os.Stderr, "faultinject: -db %q: want postgres or mysql\n", *database)
-		return 2
+		return faultinject.Config{}, fmt.Errorf("faultinject: -db %q: want postgres or mysql", f.database)
 	}
-	if *dsn == "" {
+	dsn := f.dsn
+	if dsn == "" {
 		if dialect == outbox.MySQL {
-			*dsn = envOr("OUTBOXKIT_MYSQL_DSN", "outboxkit:outboxkit@tcp(127.0.0.1:13306)/outboxkit?parseTime=true&multiStatements=true")
+			dsn = envOr("OUTBOXKIT_MYSQL_DSN", "outboxkit:outboxkit@tcp(127.0.0.1:13306)/outboxkit?parseTime=true&multiStatements=true")
 		} else {
-			*dsn = envOr("OUTBOXKIT_PG_DSN", "postgres://outboxkit:outboxkit@127.0.0.1:15432/outboxkit?sslmode=disable")
+			dsn = envOr("OUTBOXKIT_PG_DSN", "postgres://outboxkit:outboxkit@127.0.0.1:15432/outboxkit?sslmode=disable")
 		}
 	}
-	cfg := faultinject.Config{Dialect: dialect, DSN: *dsn, Delivery: *delivery, Source: *source, Binary: *binary, Relays: *relays, RollbackShare: *rollback,
-		NoBrokerRestart: *noRestart, BrokerRestarts: *restarts, NoDBCut: *noCut, NoPauses: *noPauses, Pauses: *pauses, LeaseTTL: *leaseTTL,
-		Seed: *seed, Keep: *keep, BrokerDowntime: *downtime, Logf: log.Printf,
-		CalmEvents: *calm, Installations: *insts, Table: *table, PoisonEvents: *poison, PoisonBytes: *poisonSize, MaxAttempts: *attempts}
-	if *poison > 0 && *attempts == 0 {
+	cfg := faultinject.Config{Dialect: dialect, DSN: dsn, Delivery: f.delivery, Source: f.source, Binary: f.binary, Relays: f.relays, RollbackShare: f.rollback,
+		NoBrokerRestart: f.noRestart, BrokerRestarts: f.restarts, NoDBCut: f.noCut, NoPauses: f.noPauses, Pauses: f.pauses, LeaseTTL: f.leaseTTL,
+		Seed: f.seed, Keep: f.keep, BrokerDowntime: f.downtime, Logf: log.Printf,
+		CalmEvents: f.calm, Installations: f.insts, Table: f.table, PoisonEvents: f.poison, PoisonBytes: f.poisonSize, MaxAttempts: f.attempts}
+	if f.poison > 0 && f.attempts == 0 {
 		cfg.MaxAttempts = 3
 	}
-	switch *size {
+	switch f.size {
 	case "small":
 		cfg.Events, cfg.Keys, cfg.Writers, cfg.Kills, cfg.Rate = 3000, 200, 4, 6, 300
 	case "large":
 		cfg.Events, cfg.Keys, cfg.Writers, cfg.Kills, cfg.Rate = 50000, 500, 6, 20, 1000
 		cfg.DrainTimeout = 10 * time.Minute
 	default:
-		fmt.Fprintf(os.Stderr, "faultinject: -size %q: want small or large\n", *size)
-		return 2
+		return faultinject.Config{}, fmt.Errorf("faultinject: -size %q: want small or large", f.size)
 	}
-	if *drain > 0 {
-		cfg.DrainTimeout = *drain
+	if f.drain > 0 {
+		cfg.DrainTimeout = f.drain
 	}
 	for _, o := range []struct {
 		dst *int
 		v   int
-	}{{&cfg.Events, *events}, {&cfg.Keys, *keys},
-		{&cfg.Writers, *writers}, {&cfg.Kills, *kills}} {
+	}{{&cfg.Events, f.events}, {&cfg.Keys, f.keys}, {&cfg.Writers, f.writers}, {&cfg.Kills, f.kills}} {
 		if o.v > 0 {
 			*o.dst = o.v
 		}
 	}
-	if *rate >= 0 {
-		cfg.Rate = *rate
+	if f.rate >= 0 {
+		cfg.Rate = f.rate
+	}
+	switch f.scenario {
+	case "faults":
+	case "pause":
+		if f.events == 0 {
+			cfg.Events = 0 // the scenario stops writing on its own
+		}
+		if f.rate < 0 {
+			cfg.Rate = 200
+		}
+	default:
+		return faultinject.Config{}, fmt.Errorf("faultinject: -scenario %q: want faults or pause", f.scenario)
 	}
 	root, err := faultinject.RepoRoot()
+	if err != nil {
+		return faultinject.Config{}, err
+	}
+	cfg.Broker = faultinject.Broker{Kind: f.broker, RepoRoot: root, StateDir: f.stateDir,
+		KafkaPort: f.kafkaPort, KafkaControllerPort: f.kafkaPort + 1}
+	if f.pulsarPort != faultinject.DefaultPulsarPort {
+		cfg.Broker.PulsarPort, cfg.Broker.PulsarHTTPPort, cfg.Broker.PulsarBookiePort = f.pulsarPort, f.pulsarPort+1, f.pulsarPort+2
+	}
+	return cfg, nil
+}
+
+// run runs the scenario and prints its table: exit code 0 when every guarantee held, 1 when one
+// broke, 2 when the run could not be carried out.
+func run() int {
+	f := parseFlags()
+	cfg, err := f.config()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	cfg.Broker = faultinject.Broker{Kind: *broker, RepoRoot: root, StateDir: *stateDir,
-		KafkaPort: *kafkaPort, KafkaControllerPort: *kafkaPort + 1}
-	if *pulsarPort != faultinject.DefaultPulsarPort {
-		cfg.Broker.PulsarPort, cfg.Broker.PulsarHTTPPort, cfg.Broker.PulsarBookiePort = *pulsarPort, *pulsarPort+1, *pulsarPort+2
-	}
-
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var res faultinject.Result
-	switch *scenario {
-	case "faults":
-		res, err = faultinject.Run(ctx, cfg)
-	case "pause":
-		if *events == 0 {
-			cfg.Events = 0 // the scenario stops writing on its own
-		}
-		if *rate < 0 {
-			cfg.Rate = 200
-		}
+	if f.scenario == "pause" {
 		res, err = faultinject.RunPause(ctx, cfg)
-	default:
-		fmt.Fprintf(os.Stderr, "faultinject: -scenario %q: want faults or pause\n", *scenario)
-		return 2
+	} else {
+		res, err = faultinject.Run(ctx, cfg)
 	}
-	if !*keepBroker {
-		log.Printf("stopping the dedicated %s", *broker)
+	if !f.keepBroker {
+		log.Printf("stopping the dedicated %s", f.broker)
 		if err := cfg.Broker.Stop(context.Background()); err != nil {
 			log.Print(err)
 		}

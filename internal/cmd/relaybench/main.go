@@ -128,30 +128,13 @@ func main() {
 		fatalf("unexpected argument %q (all settings are flags; see -h)", flag.Arg(0))
 	}
 	o.command = "relaybench " + strings.Join(os.Args[1:], " ")
-	switch *delivery {
-	case "at_least_once":
-	case "exactly_once":
-		*relays += "," + relayExactlyOnce
-	default:
-		fatalf("-delivery: %q is not at_least_once or exactly_once", *delivery)
-	}
-	switch *source {
-	case "polling":
-	case "cdc":
-		*relays += "," + relayCDC
-		if strings.Contains(","+*relays+",", ","+relayCeiling+",") {
-			*relays += "," + relayCDCCeiling
-		}
-		if *delivery == "exactly_once" {
-			*relays += "," + relayCDCExactlyOnce
-		}
-	default:
-		fatalf("-source: %q is not polling or cdc", *source)
-	}
-	if err := o.parse(*brokers, *keys, *dbs, *payloads, *relays); err != nil {
+	relayList, err := withModeRelays(*relays, *delivery, *source)
+	if err != nil {
 		fatalf("%v", err)
 	}
-	var err error
+	if err := o.parse(*brokers, *keys, *dbs, *payloads, relayList); err != nil {
+		fatalf("%v", err)
+	}
 	if o.steadyRelays, err = parseInts("-steady-relays", *steadyRelays, 1, "a number of relays of at least 1"); err != nil {
 		fatalf("%v", err)
 	}
@@ -178,6 +161,33 @@ func main() {
 
 // parse validates the flags and fills the list fields of o. Every error names the flag and the
 // value it refuses.
+// withModeRelays adds to the -relays list the relays that -delivery and -source measure besides.
+func withModeRelays(relays, delivery, source string) (string, error) {
+	switch delivery {
+	case "at_least_once":
+	case "exactly_once":
+		relays += "," + relayExactlyOnce
+	default:
+		return "", fmt.Errorf("-delivery: %q is not at_least_once or exactly_once", delivery)
+	}
+	switch source {
+	case "polling":
+	case "cdc":
+		relays += "," + relayCDC
+		if strings.Contains(","+relays+",", ","+relayCeiling+",") {
+			relays += "," + relayCDCCeiling
+		}
+		if delivery == "exactly_once" {
+			relays += "," + relayCDCExactlyOnce
+		}
+	default:
+		return "", fmt.Errorf("-source: %q is not polling or cdc", source)
+	}
+	return relays, nil
+}
+
+// parse reads the list flags into o, then checks the other settings: the error names the bad flag
+// and value.
 func (o *options) parse(brokers, keys, dbs, payloads, relays string) error {
 	for _, b := range strings.Split(brokers, ",") {
 		if b = strings.TrimSpace(b); b != "" {
@@ -220,6 +230,12 @@ func (o *options) parse(brokers, keys, dbs, payloads, relays string) error {
 	if len(o.relays) == 0 {
 		return fmt.Errorf("-relays: %q names no relay", relays)
 	}
+	return o.checkSettings(dbs)
+}
+
+// checkSettings checks the numeric settings, the compression, -only and the plots' paths; dbs is
+// the -dbs flag as given.
+func (o *options) checkSettings(dbs string) error {
 	switch {
 	case o.events < 1:
 		return fmt.Errorf("-events: %d is not a positive number of events", o.events)

@@ -146,60 +146,13 @@ func printDrainTable(w io.Writer, r *results, o options) {
 	fmt.Fprintf(w, "command: %s\n\n", o.command)
 	fmt.Fprintf(w, "| database | payload | keys | relay | events/s | spread | relay CPU | relay peak RSS | outboxkit / stock | outboxkit / ceiling | vs %d keys |\n", topKeys)
 	fmt.Fprintln(w, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
-	var footnotes []string
-	footnote := func(reason string) string {
-		for i, f := range footnotes {
-			if f == reason {
-				return fmt.Sprintf("[%d]", i+1)
-			}
-		}
-		footnotes = append(footnotes, reason)
-		return fmt.Sprintf("[%d]", len(footnotes))
-	}
-	row := func(d database, size int, keys string, k drainKey, extra string) {
-		if reason := r.unavailable(k); reason != "" {
-			fmt.Fprintf(w, "| %s | %s | %s | %s | n/a %s | | | | | | |\n", d.label, sizeLabel(size), keys, k.relay, footnote(reason))
-			return
-		}
-		s, ok := r.stat(k)
-		if !ok {
-			return
-		}
-		spread := "–"
-		if s.n > 1 {
-			spread = fmt.Sprintf("±%.0f %%", 50*s.spread())
-		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %.0f | %s | %.2f s | %.0f MiB | %s\n", d.label, sizeLabel(size), keys, k.relay,
-			s.rate, spread, s.cpu.Seconds(), s.rssMiB, extra)
-	}
+	t := &drainTable{w: w, r: r}
 	for _, d := range o.dbs {
 		for _, size := range o.payloads {
 			ck := r.ceilingKey(d.name, size)
-			row(d, size, strconv.Itoa(ck.keys), ck, "| | |")
-			ceiling := r.rate(ck)
-			top := r.rate(drainKey{db: d.name, size: size, keys: topKeys, relay: relayOutboxkit})
+			t.row(d, size, ck, "| | |")
 			for _, keys := range o.keys {
-				ok := drainKey{db: d.name, size: size, keys: keys, relay: relayOutboxkit}
-				sk := drainKey{db: d.name, size: size, keys: keys, relay: relayStock}
-				okRate := r.rate(ok)
-				stockCell := ratio(okRate, r.rate(sk))
-				if reason := r.unavailable(sk); reason != "" {
-					stockCell = "n/a " + footnote(reason)
-				}
-				row(d, size, strconv.Itoa(keys), ok, fmt.Sprintf("%s | %s | %s |", stockCell, ratio(okRate, ceiling), ratio(okRate, top)))
-				qk := drainKey{db: d.name, size: size, keys: keys, relay: relaySQLWriters}
-				row(d, size, strconv.Itoa(keys), qk, fmt.Sprintf("| %s | %s of outbox.Writer's |", ratio(r.rate(qk), ceiling), ratio(r.rate(qk), okRate)))
-				for _, other := range otherBrokerRelays {
-					bk := drainKey{db: d.name, size: size, keys: keys, relay: other}
-					row(d, size, strconv.Itoa(keys), bk, fmt.Sprintf("| %s | %s of Kafka |", ratio(r.rate(bk), ceiling), ratio(r.rate(bk), okRate)))
-				}
-				ek := drainKey{db: d.name, size: size, keys: keys, relay: relayExactlyOnce}
-				row(d, size, strconv.Itoa(keys), ek, fmt.Sprintf("| %s | %s of at-least-once |", ratio(r.rate(ek), ceiling), ratio(r.rate(ek), okRate)))
-				ck := drainKey{db: d.name, size: size, keys: keys, relay: relayCDC}
-				row(d, size, strconv.Itoa(keys), ck, fmt.Sprintf("%s | %s | %s of polling |", ratio(r.rate(ck), r.rate(sk)), ratio(r.rate(ck), ceiling), ratio(r.rate(ck), okRate)))
-				cek := drainKey{db: d.name, size: size, keys: keys, relay: relayCDCExactlyOnce}
-				row(d, size, strconv.Itoa(keys), cek, fmt.Sprintf("| %s | %s of cdc at-least-once |", ratio(r.rate(cek), ceiling), ratio(r.rate(cek), r.rate(ck))))
-				row(d, size, strconv.Itoa(keys), sk, "| | |")
+				t.keysRows(d, size, keys, topKeys)
 			}
 		}
 	}
@@ -214,10 +167,75 @@ func printDrainTable(w io.Writer, r *results, o options) {
 	if contains(o.relays, relaySQLWriters) {
 		fmt.Fprintf(w, "outboxkit-sql: the same forwarder draining a backlog written by plain-SQL INSERTs (one per event, key_hash and the key's lock from the table's trigger, docs/writers.md) instead of outbox.Writer; x of outbox.Writer's: its rate over outboxkit's.\n")
 	}
-	for i, f := range footnotes {
+	for i, f := range t.footnotes {
 		fmt.Fprintf(w, "[%d] %s\n", i+1, f)
 	}
 	printTargets(w, r, o)
+}
+
+// drainTable writes the rows of the drain table, numbering the reasons of unavailable rows as
+// footnotes.
+type drainTable struct {
+	w         io.Writer
+	r         *results
+	footnotes []string
+}
+
+// footnote returns the mark of reason, numbering it on its first use.
+func (t *drainTable) footnote(reason string) string {
+	for i, f := range t.footnotes {
+		if f == reason {
+			return fmt.Sprintf("[%d]", i+1)
+		}
+	}
+	t.footnotes = append(t.footnotes, reason)
+	return fmt.Sprintf("[%d]", len(t.footnotes))
+}
+
+// row writes the row of k, if it was measured, with the ratio cells extra.
+func (t *drainTable) row(d database, size int, k drainKey, extra string) {
+	if reason := t.r.unavailable(k); reason != "" {
+		fmt.Fprintf(t.w, "| %s | %s | %d | %s | n/a %s | | | | | | |\n", d.label, sizeLabel(size), k.keys, k.relay, t.footnote(reason))
+		return
+	}
+	s, ok := t.r.stat(k)
+	if !ok {
+		return
+	}
+	spread := "–"
+	if s.n > 1 {
+		spread = fmt.Sprintf("±%.0f %%", 50*s.spread())
+	}
+	fmt.Fprintf(t.w, "| %s | %s | %d | %s | %.0f | %s | %.2f s | %.0f MiB | %s\n", d.label, sizeLabel(size), k.keys, k.relay,
+		s.rate, spread, s.cpu.Seconds(), s.rssMiB, extra)
+}
+
+// keysRows writes the rows of every relay's drain of keys keys, each with its ratios.
+func (t *drainTable) keysRows(d database, size, keys, topKeys int) {
+	r := t.r
+	key := func(relay string) drainKey { return drainKey{db: d.name, size: size, keys: keys, relay: relay} }
+	ceiling := r.rate(r.ceilingKey(d.name, size))
+	top := r.rate(drainKey{db: d.name, size: size, keys: topKeys, relay: relayOutboxkit})
+	ok, sk := key(relayOutboxkit), key(relayStock)
+	okRate := r.rate(ok)
+	stockCell := ratio(okRate, r.rate(sk))
+	if reason := r.unavailable(sk); reason != "" {
+		stockCell = "n/a " + t.footnote(reason)
+	}
+	t.row(d, size, ok, fmt.Sprintf("%s | %s | %s |", stockCell, ratio(okRate, ceiling), ratio(okRate, top)))
+	qk := key(relaySQLWriters)
+	t.row(d, size, qk, fmt.Sprintf("| %s | %s of outbox.Writer's |", ratio(r.rate(qk), ceiling), ratio(r.rate(qk), okRate)))
+	for _, other := range otherBrokerRelays {
+		bk := key(other)
+		t.row(d, size, bk, fmt.Sprintf("| %s | %s of Kafka |", ratio(r.rate(bk), ceiling), ratio(r.rate(bk), okRate)))
+	}
+	ek := key(relayExactlyOnce)
+	t.row(d, size, ek, fmt.Sprintf("| %s | %s of at-least-once |", ratio(r.rate(ek), ceiling), ratio(r.rate(ek), okRate)))
+	ck := key(relayCDC)
+	t.row(d, size, ck, fmt.Sprintf("%s | %s | %s of polling |", ratio(r.rate(ck), r.rate(sk)), ratio(r.rate(ck), ceiling), ratio(r.rate(ck), okRate)))
+	cek := key(relayCDCExactlyOnce)
+	t.row(d, size, cek, fmt.Sprintf("| %s | %s of cdc at-least-once |", ratio(r.rate(cek), ceiling), ratio(r.rate(cek), r.rate(ck))))
+	t.row(d, size, sk, "| | |")
 }
 
 // printTargets checks the figures against the targets of issue 10: the 1- and 10-key drains at
