@@ -51,7 +51,7 @@ func printCDCTargets(w io.Writer, r *results, steady []steadyResult, o options) 
 		if s.relay != relayCDC || s.relays != 1 {
 			continue
 		}
-		line := fmt.Sprintf("- steady, %d events/s: p99 %v (≤ %v: %s)", o.rate, s.p99.Round(100*time.Microsecond), cdcSteadyP99, verdict(s.p99 <= cdcSteadyP99))
+		line := fmt.Sprintf("- steady, %d events/s: p99 %v (≤ %v: %s)", o.rate, s.p99.Round(100*time.Microsecond), cdcSteadyP99, steadyVerdict(s, o.rate, s.p99 <= cdcSteadyP99))
 		if o.rate != cdcSteadyRate {
 			line += fmt.Sprintf(" — the target is set at %d events/s", cdcSteadyRate)
 		}

@@ -53,7 +53,7 @@ func printExactlyOnceTargets(w io.Writer, r *results, steady []steadyResult, o o
 		if s.relay != relayExactlyOnce || s.relays != 1 {
 			continue
 		}
-		line := fmt.Sprintf("- steady, %s, %d events/s: p99 %v (< %v: %s)", s.db, o.rate, s.p99.Round(100*time.Microsecond), p99, verdict(s.p99 < p99))
+		line := fmt.Sprintf("- steady, %s, %d events/s: p99 %v (< %v: %s)", s.db, o.rate, s.p99.Round(100*time.Microsecond), p99, steadyVerdict(s, o.rate, s.p99 < p99))
 		if o.rate != rate {
 			line += fmt.Sprintf(" — the target is set at %d events/s", rate)
 		}

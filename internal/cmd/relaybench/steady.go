@@ -19,7 +19,10 @@ type steadyResult struct {
 	relays int
 	keys   int
 	events int
-	p50    time.Duration
+	// written is the rate the writers committed at (transactions per second from the first
+	// write to the last commit): below o.rate when commits took longer than the rate allows.
+	written float64
+	p50     time.Duration
 	p99    time.Duration
 	cpu    time.Duration
 	rssMiB float64
@@ -66,7 +69,12 @@ func steady(db *sql.DB, d database, o options, relay string, relays, size, keys 
 	time.Sleep(2 * time.Second) // let the relays start before measuring
 	total := o.rate * o.seconds
 	writeErr := make(chan error, 1)
-	go func() { writeErr <- writeSteadily(d, o, write, topic, size, keys) }()
+	var wrote time.Duration
+	go func() {
+		var err error
+		wrote, err = writeSteadily(d, o, write, topic, size, keys)
+		writeErr <- err
+	}()
 	consumeCtx, cancel := children[0].watch(time.Duration(o.seconds)*time.Second + 2*time.Minute)
 	got, latencies, err := consumeN(consumeCtx, consumer, total, true)
 	cancel()
@@ -78,7 +86,7 @@ func steady(db *sql.DB, d database, o options, relay string, relays, size, keys 
 		return steadyResult{}, err
 	}
 	slices.Sort(latencies)
-	r := steadyResult{db: d.label, relay: relay, relays: relays, keys: keys, events: got,
+	r := steadyResult{db: d.label, relay: relay, relays: relays, keys: keys, events: got, written: float64(total) / wrote.Seconds(),
 		p50: latencies[len(latencies)/2], p99: latencies[len(latencies)*99/100], cpu: cpu, rssMiB: rss,
 		quantiles: latencyQuantiles(latencies)}
 	r.recvP50, r.recvP99, r.hasRecv = parseReceiveLag(children[0].output())
@@ -87,12 +95,14 @@ func steady(db *sql.DB, d database, o options, relay string, relays, size, keys 
 
 // writeSteadily writes o.rate*o.seconds single-event transactions from o.writers goroutines,
 // each at its share of o.rate; event i goes to key i % keys. A transaction the database chose
-// as a deadlock victim (concurrent writers of one key) is written again.
-func writeSteadily(d database, o options, write writeFunc, topic string, size, keys int) error {
+// as a deadlock victim (concurrent writers of one key) is written again. It returns the time
+// from the first write to the last commit.
+func writeSteadily(d database, o options, write writeFunc, topic string, size, keys int) (time.Duration, error) {
 	total := o.rate * o.seconds
 	writers := max(o.writers, 1)
 	interval := time.Second * time.Duration(writers) / time.Duration(o.rate)
 	errs := make([]error, writers)
+	began := time.Now()
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Go(func() {
@@ -114,5 +124,5 @@ func writeSteadily(d database, o options, write writeFunc, topic string, size, k
 		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return time.Since(began), errors.Join(errs...)
 }
