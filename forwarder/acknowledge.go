@@ -35,8 +35,8 @@ func (f *Forwarder) acknowledge(ctx context.Context, worker int, leases []lease,
 }
 
 // acknowledgeUnits is acknowledge for exactly-once delivery: in the same transaction, it records
-// the checkpoints of marks as cleaned, for the units whose partitions this relay still owns, so
-// that the next opening of a unit does not apply its checkpoint again.
+// the checkpoints of marks as cleaned, for the partitions of their units this relay still owns,
+// so that the next opening of a unit does not apply its checkpoint to them again.
 func (f *Forwarder) acknowledgeUnits(ctx context.Context, worker int, leases []lease, acked []record, settled []settlement,
 	marks []unitMark) (outcome, map[int]int, error) {
 	ackCtx, cancelAck := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
@@ -83,17 +83,29 @@ func (f *Forwarder) acknowledgeUnits(ctx context.Context, worker int, leases []l
 	return o, lost, nil
 }
 
-// ownedUnitMarks keeps the marks of the units all of whose partitions are owned.
+// ownedUnitMarks keeps the marks of the units with an owned partition: whole for the units all
+// of whose partitions are owned, and with the owned partitions as settled for the others (the
+// acknowledgement settles the checkpoint's rows of those only, and the unit's next opening applies
+// the checkpoint to the rest).
 func (f *Forwarder) ownedUnitMarks(marks []unitMark, owned map[int]bool) []unitMark {
 	var out []unitMark
 	for _, m := range marks {
+		var settled uint64
 		whole := true
 		for p := m.unit; p < outbox.Partitions; p += f.cfg.TransactionalUnits {
-			whole = whole && owned[p]
+			if owned[p] {
+				settled |= 1 << uint(p)
+			} else {
+				whole = false
+			}
 		}
-		if whole {
-			out = append(out, m)
+		if settled == 0 {
+			continue
 		}
+		if !whole {
+			m.settled = settled
+		}
+		out = append(out, m)
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -71,5 +72,159 @@ func TestFormatOneCheckpointIsTheInstallationsOnlyBeforeItsOwn(t *testing.T) {
 	}
 	if !f.units.get(0).foreign {
 		t.Error("the unit is not marked foreign: its rows would still be claimed")
+	}
+}
+
+// TestCleanupSkipsThePartitionsItsAcknowledgementSettled: the relay that committed a unit's
+// transaction acknowledged it after losing one of the unit's partitions. Its mark names the
+// partitions it settled; the unit's next opening applies the checkpoint to the rows of the lost
+// partition (a published row still there is deleted: it must not go out twice) and leaves those
+// of the settled ones alone (a dead letter replayed since stays pending, and is not dropped from
+// a batch). A relay that owned the unit whole leaves nothing to apply.
+func TestCleanupSkipsThePartitionsItsAcknowledgementSettled(t *testing.T) {
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "outbox.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	table, err := outbox.NewTable(outbox.SQLite, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := outbox.Migrate(ctx, db, table); err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(Config{DB: db, Dialect: outbox.SQLite, Publisher: &fakeTxPublisher{}, Delivery: ExactlyOnce})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.pipeline.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	units := f.cfg.TransactionalUnits
+	// Two events in two partitions of unit 0.
+	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.SQLite, Table: table.Events()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []outbox.Event
+	seen := map[int]bool{}
+	for i := 0; len(events) < 2; i++ {
+		e := outbox.Event{Topic: "t", AggregateType: "order", AggregateID: fmt.Sprintf("o-%d", i), EventType: "Happened", Payload: []byte("{}")}
+		if p := outbox.PartitionOf(outbox.KeyHash(e.TenantID, e.AggregateType, e.AggregateID)); p%units == 0 && !seen[p] {
+			seen[p] = true
+			events = append(events, e)
+		}
+	}
+	if err := inTx(ctx, db, func(tx *sql.Tx) error { return w.WriteTx(ctx, tx, events...) }); err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		seq       int64
+		id        string
+		partition int
+	}
+	read := func() map[string]row {
+		rs, err := db.Query("SELECT seq, event_id, partition_no, status FROM " + table.Events())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rs.Close()
+		out := map[string]row{}
+		for rs.Next() {
+			var r row
+			var status int
+			if err := rs.Scan(&r.seq, &r.id, &r.partition, &status); err != nil {
+				t.Fatal(err)
+			}
+			if status == 0 { // pending
+				out[r.id] = r
+			}
+		}
+		return out
+	}
+	pending := read()
+	dead, published := pending[events[0].ID.String()], pending[events[1].ID.String()]
+	// The transaction dead-lettered the first event and published the second. The relay then lost
+	// the second's partition; its acknowledgement marked the first dead, and an operator has
+	// replayed it since (pending again, as the test's table holds it).
+	const unit = "partial/u00"
+	cp := checkpoint{Version: checkpointVersion, Unit: unit, Relay: "a", Txn: 1,
+		Rows: []rowRef{{Seq: published.seq, EventID: published.id}},
+		Dead: []deadRow{{Seq: dead.seq, EventID: dead.id, Attempts: 3, Reason: "too large"}}}
+	data := []byte(`{"v":2,"txn":1}`)
+	owned := map[int]bool{}
+	for p := 0; p < outbox.Partitions; p += units {
+		owned[p] = p != published.partition
+	}
+	marks := f.ownedUnitMarks([]unitMark{{unit: 0, name: unit, digest: checkpointDigest(data)}}, owned)
+	if len(marks) != 1 || marks[0].settled == 0 || marks[0].settled&(1<<uint(published.partition)) != 0 ||
+		marks[0].settled&(1<<uint(dead.partition)) == 0 {
+		t.Fatalf("marks of an acknowledgement without partition %d: %+v", published.partition, marks)
+	}
+	var recovered map[int64]bool
+	err = inTx(ctx, db, func(tx *sql.Tx) error {
+		if err := f.store.ensureUnitRow(ctx, tx, unit); err != nil {
+			return err
+		}
+		if err := f.store.markCleaned(ctx, tx, marks); err != nil {
+			return err
+		}
+		recovered, _, err = f.cleanUpCheckpoint(ctx, tx, unit, f.units.get(0), cp, data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := read()
+	if _, ok := after[published.id]; ok {
+		t.Errorf("the published row of the lost partition is still pending: it would go out twice")
+	}
+	if _, ok := after[dead.id]; !ok {
+		t.Errorf("the replayed row of a settled partition is no longer pending: the cleanup undid the replay")
+	}
+	if !recovered[published.seq] || recovered[dead.seq] {
+		t.Errorf("recovered rows %v, want %d and not %d", recovered, published.seq, dead.seq)
+	}
+
+	// Owned whole: the mark names the checkpoint alone, and the next opening applies nothing.
+	for p := range owned {
+		owned[p] = true
+	}
+	marks = f.ownedUnitMarks([]unitMark{{unit: 0, name: unit, digest: checkpointDigest(data)}}, owned)
+	if len(marks) != 1 || marks[0].settled != 0 {
+		t.Fatalf("marks of an acknowledgement owning the unit whole: %+v", marks)
+	}
+	err = inTx(ctx, db, func(tx *sql.Tx) error {
+		if err := f.store.markCleaned(ctx, tx, marks); err != nil {
+			return err
+		}
+		recovered, _, err = f.cleanUpCheckpoint(ctx, tx, unit, f.units.get(0), cp, data)
+		return err
+	})
+	if err != nil || recovered != nil {
+		t.Fatalf("cleanup after a whole acknowledgement: recovered %v, %v; want nothing", recovered, err)
+	}
+}
+
+func TestParseCleanupMark(t *testing.T) {
+	for _, c := range []struct {
+		mark    string
+		digest  string
+		settled uint64
+	}{
+		{"", "", 0},
+		{"abc", "abc", 0},
+		{unitMark{digest: "abc", settled: 1<<0 | 1<<62}.cleanupMark(), "abc", 1<<0 | 1<<62},
+		{"abc/zz", "", 0},
+		{"abc/0000000000000000", "", 0},
+	} {
+		if d, s := parseCleanupMark(c.mark); d != c.digest || s != c.settled {
+			t.Errorf("parseCleanupMark(%q) = %q, %x; want %q, %x", c.mark, d, s, c.digest, c.settled)
+		}
+	}
+	if m := (unitMark{digest: "0123456789abcdef0123456789abcdef", settled: ^uint64(0)}).cleanupMark(); len(m) > 64 {
+		t.Errorf("a cleanup mark of %d characters does not fit MySQL's VARCHAR(64): %s", len(m), m)
 	}
 }

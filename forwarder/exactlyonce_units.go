@@ -193,7 +193,8 @@ func (f *Forwarder) openUnit(ctx context.Context, n int, leases []lease, u *txUn
 	// rightful owner in Kafka, and must not publish (the owner opens the unit again).
 	ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 	defer cancel()
-	applied, mismatched := false, 0
+	var recovered map[int64]bool
+	mismatched := 0
 	err = f.store.inLeaseTx(ackCtx, f.cfg.DB, func(tx *sql.Tx) error {
 		owned, err := f.store.fence(ackCtx, tx, f.cfg.RelayID, leases)
 		if err != nil || len(owned) != len(leases) {
@@ -206,7 +207,7 @@ func (f *Forwarder) openUnit(ctx context.Context, n int, leases []lease, u *txUn
 		if err := f.checkUnitCount(ackCtx, tx); err != nil || !cleanup {
 			return err
 		}
-		applied, mismatched, err = f.cleanUpCheckpoint(ackCtx, tx, unit, u, cp, last)
+		recovered, mismatched, err = f.cleanUpCheckpoint(ackCtx, tx, unit, u, cp, last)
 		return err
 	})
 	if err != nil || lost {
@@ -224,11 +225,11 @@ func (f *Forwarder) openUnit(ctx context.Context, n int, leases []lease, u *txUn
 		return false, nil
 	}
 	u.cleaned = last
-	if !applied {
+	if recovered == nil {
 		return false, nil // acknowledged by the relay that committed it: its rows are settled
 	}
-	u.recovered = cp.rows()
-	f.metrics.recoveredRows.Add(float64(len(cp.Rows) + len(cp.Dead)))
+	u.recovered = recovered
+	f.metrics.recoveredRows.Add(float64(len(recovered)))
 	f.log.Info("opened a transactional unit and finished the cleanup of its last transaction", "unit", unit,
 		"published_rows", len(cp.Rows), "dead_rows", len(cp.Dead), "written_by", cp.Relay, "txn", cp.Txn)
 	if mismatched > 0 {
@@ -273,22 +274,36 @@ func (f *Forwarder) refuseForeign(unit string, u *txUnit, cp checkpoint, install
 
 // cleanUpCheckpoint applies a unit's last checkpoint in the opening's transaction, unless the
 // units table says its rows were acknowledged already (then a replay done since is kept), and
-// records that they now are.
+// records that they now are. When the acknowledgement settled the rows of some of the unit's
+// partitions only, it applies the checkpoint to the others. It returns the checkpoint's rows it
+// settled or found settled (nil when none: the relay that committed it acknowledged them all),
+// which no batch may send or settle again.
 func (f *Forwarder) cleanUpCheckpoint(ctx context.Context, tx *sql.Tx, unit string, u *txUnit, cp checkpoint,
-	data []byte) (applied bool, mismatched int, err error) {
+	data []byte) (recovered map[int64]bool, mismatched int, err error) {
 	digest := checkpointDigest(data)
 	cleaned, err := f.store.cleanedDigest(ctx, tx, unit)
-	if err != nil || cleaned == digest {
-		return false, 0, err
+	if err != nil {
+		return nil, 0, err
 	}
-	if cp.Installation == "" && cleaned != "" {
+	cleanedDigest, settled := parseCleanupMark(cleaned)
+	if cleanedDigest != digest {
+		settled = 0 // a mark of an earlier checkpoint: none of this one's rows is settled
+	} else if settled == 0 {
+		return nil, 0, nil
+	}
+	if cp.Installation == "" && cleaned != "" && settled == 0 {
 		// Format 1 names no installation. It is this installation's only if written before its
 		// relays were upgraded, that is, before they cleaned a checkpoint of their own on this
 		// unit; after that, it is another installation's, of an older version, sharing the prefix.
-		return false, 0, f.refuseForeign(unit, u, cp, "(an older version's, format 1)")
+		return nil, 0, f.refuseForeign(unit, u, cp, "(an older version's, format 1)")
 	}
-	if mismatched, err = f.store.applyCheckpoint(ctx, tx, cp, f.cfg.Retention > 0); err != nil {
-		return false, 0, err
+	kept, mismatched, err := f.store.applyCheckpoint(ctx, tx, cp, f.cfg.Retention > 0, settled)
+	if err != nil {
+		return nil, 0, err
 	}
-	return true, mismatched, f.store.markCleaned(ctx, tx, []unitMark{{name: unit, digest: digest}})
+	recovered = cp.rows()
+	for seq := range kept {
+		delete(recovered, seq) // settled by the acknowledgement, and possibly replayed since
+	}
+	return recovered, mismatched, f.store.markCleaned(ctx, tx, []unitMark{{name: unit, digest: digest}})
 }

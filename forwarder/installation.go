@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -36,10 +37,37 @@ type unitMark struct {
 	unit   int
 	name   string
 	digest string
+	// settled is the mask of the unit's partitions whose rows the acknowledgement settled, when
+	// its relay no longer owned them all (bit p for partition p); 0 when it owned the unit whole.
+	settled uint64
 }
 
-// cleanedDigest returns the digest of the last checkpoint of unit whose rows are acknowledged,
-// "" if none is recorded.
+// cleanupMark is what the units table records of a unit: the digest of the last checkpoint whose
+// rows are acknowledged, followed by "/" and settled as 16 hex digits when only some of the
+// unit's partitions were (the relay that committed the transaction lost the others before its
+// acknowledgement). It fits MySQL's VARCHAR(64) column.
+func (m unitMark) cleanupMark() string {
+	if m.settled == 0 {
+		return m.digest
+	}
+	return fmt.Sprintf("%s/%016x", m.digest, m.settled)
+}
+
+// parseCleanupMark reads a unit's cleanup mark: the checkpoint digest and the mask of the
+// partitions whose rows are settled (0: all of them). A mark it cannot read names no checkpoint.
+func parseCleanupMark(mark string) (digest string, settled uint64) {
+	digest, mask, partial := strings.Cut(mark, "/")
+	if !partial {
+		return digest, 0
+	}
+	settled, err := strconv.ParseUint(mask, 16, 64)
+	if err != nil || settled == 0 {
+		return "", 0
+	}
+	return digest, settled
+}
+
+// cleanedDigest returns the cleanup mark of unit (cleanupMark), "" if none is recorded.
 func (s *store) cleanedDigest(ctx context.Context, q querier, unit string) (string, error) {
 	var digest string
 	err := s.sql().CleanedDigest(unit).QueryRow(ctx, q).Scan(&digest)
@@ -70,7 +98,7 @@ func (s *store) markCleaned(ctx context.Context, q querier, marks []unitMark) er
 	}
 	rows := make([]sqlstore.UnitMark, len(marks))
 	for i, m := range marks {
-		rows[i] = sqlstore.UnitMark{Unit: m.name, Digest: m.digest}
+		rows[i] = sqlstore.UnitMark{Unit: m.name, Digest: m.cleanupMark()}
 	}
 	if _, err := s.sql().MarkCleaned(rows).Exec(ctx, q); err != nil {
 		return fmt.Errorf("record the cleanup of %d transactional units: %w", len(marks), err)
@@ -79,8 +107,8 @@ func (s *store) markCleaned(ctx context.Context, q querier, marks []unitMark) er
 }
 
 // eventIDs returns the event id of each of the rows seqs that is in the table.
-func (s *store) eventIDs(ctx context.Context, q querier, seqs []int64) (map[int64]uuid.UUID, error) {
-	out := make(map[int64]uuid.UUID, len(seqs))
+func (s *store) eventIDs(ctx context.Context, q querier, seqs []int64) (map[int64]rowEvent, error) {
+	out := make(map[int64]rowEvent, len(seqs))
 	if len(seqs) == 0 {
 		return out, nil
 	}
@@ -92,22 +120,31 @@ func (s *store) eventIDs(ctx context.Context, q querier, seqs []int64) (map[int6
 	for rows.Next() {
 		var seq int64
 		var id string
-		if err := rows.Scan(&seq, &id); err != nil {
+		var partition int
+		if err := rows.Scan(&seq, &id, &partition); err != nil {
 			return nil, fmt.Errorf("read the event ids of %d rows: %w", len(seqs), err)
 		}
 		if parsed, err := uuid.Parse(id); err == nil {
-			out[seq] = parsed
+			out[seq] = rowEvent{id: parsed, partition: partition}
 		}
 	}
 	return out, rows.Err()
 }
 
+// rowEvent is the event a row holds and its partition.
+type rowEvent struct {
+	id        uuid.UUID
+	partition int
+}
+
 // applyCheckpoint settles the rows of a unit's last checkpoint, found when opening the unit:
 // published rows are deleted (or marked), dead ones marked dead. A row is touched only if it
-// still holds the event the checkpoint names (its sequence number and its event id); a
-// checkpoint of format 1 names no event ids and is applied by sequence number alone. It returns
-// how many rows of the checkpoint no longer held their event.
-func (s *store) applyCheckpoint(ctx context.Context, tx *sql.Tx, cp checkpoint, retain bool) (mismatched int, err error) {
+// still holds the event the checkpoint names (its sequence number and its event id), and is not
+// in a partition of settled (whose rows the acknowledgement of the checkpoint's transaction
+// settled: a dead letter there may have been replayed since); a checkpoint of format 1 names no
+// event ids and is applied by sequence number alone. It returns the rows of settled partitions
+// it left alone, and how many rows of the checkpoint no longer held their event.
+func (s *store) applyCheckpoint(ctx context.Context, tx *sql.Tx, cp checkpoint, retain bool, settled uint64) (kept map[int64]bool, mismatched int, err error) {
 	seqs := make([]int64, 0, len(cp.Rows)+len(cp.Dead))
 	for _, r := range cp.Rows {
 		seqs = append(seqs, r.Seq)
@@ -117,17 +154,22 @@ func (s *store) applyCheckpoint(ctx context.Context, tx *sql.Tx, cp checkpoint, 
 	}
 	ids, err := s.eventIDs(ctx, tx, seqs)
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
+	kept = map[int64]bool{}
 	holds := func(seq int64, eventID string) bool {
-		id, ok := ids[seq]
+		row, ok := ids[seq]
 		if !ok {
 			return false // gone already: nothing to do
+		}
+		if settled&(1<<uint(row.partition)) != 0 {
+			kept[seq] = true
+			return false
 		}
 		if eventID == "" {
 			return true // format 1
 		}
-		if want, err := uuid.Parse(eventID); err != nil || want != id {
+		if want, err := uuid.Parse(eventID); err != nil || want != row.id {
 			mismatched++
 			return false
 		}
@@ -140,17 +182,17 @@ func (s *store) applyCheckpoint(ctx context.Context, tx *sql.Tx, cp checkpoint, 
 		}
 	}
 	if err := s.ack(ctx, tx, published, retain); err != nil {
-		return mismatched, err
+		return nil, mismatched, err
 	}
 	for _, d := range cp.Dead {
 		if !holds(d.Seq, d.EventID) {
 			continue
 		}
 		if err := s.fail(ctx, tx, d.Seq, d.Attempts, time.Now(), true, d.Reason); err != nil {
-			return mismatched, err
+			return nil, mismatched, err
 		}
 	}
-	return mismatched, nil
+	return kept, mismatched, nil
 }
 
 // recordedUnits returns the unit count the units table records for the units named

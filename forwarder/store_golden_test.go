@@ -217,7 +217,7 @@ func renderUnitStatements(g *goldenRun, s *store, db *sql.DB, records []record) 
 	cp := checkpoint{Rows: []rowRef{{Seq: records[0].seq, EventID: records[0].event.ID.String()}},
 		Dead: []deadRow{{Seq: records[2].seq, EventID: records[2].event.ID.String(), Attempts: 3, Reason: "golden"}}}
 	g.step("applyCheckpoint", func() error {
-		return inTx(ctx, db, func(tx *sql.Tx) error { _, err := s.applyCheckpoint(ctx, tx, cp, false); return err })
+		return inTx(ctx, db, func(tx *sql.Tx) error { _, _, err := s.applyCheckpoint(ctx, tx, cp, false, 0); return err })
 	})
 }
 

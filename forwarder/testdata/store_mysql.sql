@@ -136,8 +136,8 @@ UPDATE golden_outbox_units SET cleaned = CASE unit WHEN ? THEN ? WHEN ? THEN ? E
 UPDATE golden_outbox_units SET cleaned = CASE unit WHEN ? THEN ? WHEN ? THEN ? END, cleaned_at = ? WHERE unit IN (?, ?);
 
 -- applyCheckpoint
-SELECT e.seq, e.event_id FROM JSON_TABLE(?, '$[*]' COLUMNS (n BIGINT PATH '$')) AS p STRAIGHT_JOIN golden_outbox e ON e.seq = p.n;
-SELECT e.seq, e.event_id FROM JSON_TABLE(?, '$[*]' COLUMNS (n BIGINT PATH '$')) AS p STRAIGHT_JOIN golden_outbox e ON e.seq = p.n;
+SELECT e.seq, e.event_id, e.partition_no FROM JSON_TABLE(?, '$[*]' COLUMNS (n BIGINT PATH '$')) AS p STRAIGHT_JOIN golden_outbox e ON e.seq = p.n;
+SELECT e.seq, e.event_id, e.partition_no FROM JSON_TABLE(?, '$[*]' COLUMNS (n BIGINT PATH '$')) AS p STRAIGHT_JOIN golden_outbox e ON e.seq = p.n;
 UPDATE golden_outbox SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE seq = ? AND status = 0;
 UPDATE golden_outbox SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE seq = ? AND status = 0;
 

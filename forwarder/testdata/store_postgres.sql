@@ -92,7 +92,7 @@ SELECT cleaned FROM golden_outbox_units WHERE unit = $1;
 UPDATE golden_outbox_units SET cleaned = CASE unit WHEN $1 THEN $2 WHEN $3 THEN $4 END, cleaned_at = $5 WHERE unit IN ($6, $7);
 
 -- applyCheckpoint
-SELECT seq, event_id FROM golden_outbox WHERE seq IN ($1, $2);
+SELECT seq, event_id, partition_no FROM golden_outbox WHERE seq IN ($1, $2);
 UPDATE golden_outbox SET status = $1, attempts = $2, next_attempt_at = $3, last_error = $4 WHERE seq = $5 AND status = 0;
 
 -- cdc admit

@@ -86,7 +86,7 @@ SELECT cleaned FROM golden_outbox_units WHERE unit = ?;
 UPDATE golden_outbox_units SET cleaned = CASE unit WHEN ? THEN ? WHEN ? THEN ? END, cleaned_at = ? WHERE unit IN (?, ?);
 
 -- applyCheckpoint
-SELECT seq, event_id FROM golden_outbox WHERE seq IN (?, ?);
+SELECT seq, event_id, partition_no FROM golden_outbox WHERE seq IN (?, ?);
 UPDATE golden_outbox SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE seq = ? AND status = 0;
 
 -- admin Status

@@ -38,7 +38,7 @@ type Dialect interface {
 	LockLeases(t outbox.Table, group string, partitions []int, skipLocked bool) Query
 	// DeleteEvents deletes the outbox rows seqs.
 	DeleteEvents(t outbox.Table, seqs []int64) Query
-	// EventIDs selects seq, event_id of the outbox rows seqs.
+	// EventIDs selects seq, event_id, partition_no of the outbox rows seqs.
 	EventIDs(t outbox.Table, seqs []int64) Query
 	// Prune deletes up to limit published rows older than cutoff.
 	Prune(t outbox.Table, cutoff time.Time, limit int) Query
@@ -89,7 +89,7 @@ func deleteEventsIn(d Dialect, t outbox.Table, seqs []int64) Query {
 }
 
 func eventIDsIn(d Dialect, t outbox.Table, seqs []int64) Query {
-	return Query{SQL: d.Rebind("SELECT seq, event_id FROM " + t.Events() + " WHERE seq IN " + in(len(seqs))), Args: intArgs(seqs)}
+	return Query{SQL: d.Rebind("SELECT seq, event_id, partition_no FROM " + t.Events() + " WHERE seq IN " + in(len(seqs))), Args: intArgs(seqs)}
 }
 
 func pruneIn(d Dialect, t outbox.Table, cutoff time.Time, limit int) Query {

@@ -94,5 +94,5 @@ func (s Statements) Stats() Query {
 		" WHERE status IN (0, 2) GROUP BY tenant_id, status")
 }
 
-// EventIDs selects seq, event_id of the rows seqs (not empty) that exist.
+// EventIDs selects seq, event_id, partition_no of the rows seqs (not empty) that exist.
 func (s Statements) EventIDs(seqs []int64) Query { return s.d.EventIDs(s.table, seqs) }

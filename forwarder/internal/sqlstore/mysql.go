@@ -57,7 +57,7 @@ func (MySQL) DeleteEvents(t outbox.Table, seqs []int64) Query {
 // EventIDs reads one row per point lookup, as DeleteEvents.
 func (MySQL) EventIDs(t outbox.Table, seqs []int64) Query {
 	table, list := pointLookups(seqs)
-	return Query{SQL: "SELECT e.seq, e.event_id FROM " + table + " STRAIGHT_JOIN " + t.Events() + " e ON e.seq = p.n", Args: []any{list}}
+	return Query{SQL: "SELECT e.seq, e.event_id, e.partition_no FROM " + table + " STRAIGHT_JOIN " + t.Events() + " e ON e.seq = p.n", Args: []any{list}}
 }
 
 // Prune uses DELETE ... ORDER BY ... LIMIT (MySQL refuses LIMIT in an IN subquery).
