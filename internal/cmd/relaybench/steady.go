@@ -23,9 +23,9 @@ type steadyResult struct {
 	// write to the last commit): below o.rate when commits took longer than the rate allows.
 	written float64
 	p50     time.Duration
-	p99    time.Duration
-	cpu    time.Duration
-	rssMiB float64
+	p99     time.Duration
+	cpu     time.Duration
+	rssMiB  float64
 	// recvP50 and recvP99 are the cdc relay's receive lag (commit to its arrival on the
 	// stream, from outboxkit_cdc_receive_lag_seconds); hasRecv says they were reported.
 	recvP50, recvP99 time.Duration
