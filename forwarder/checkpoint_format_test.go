@@ -150,7 +150,7 @@ func TestCleanupSkipsThePartitionsItsAcknowledgementSettled(t *testing.T) {
 	// the second's partition; its acknowledgement marked the first dead, and an operator has
 	// replayed it since (pending again, as the test's table holds it).
 	const unit = "partial/u00"
-	cp := checkpoint{Version: checkpointVersion, Unit: unit, Relay: "a", Txn: 1,
+	cp := checkpoint{Version: checkpointVersion, Installation: f.installation, Unit: unit, Relay: "a", Txn: 1,
 		Rows: []rowRef{{Seq: published.seq, EventID: published.id}},
 		Dead: []deadRow{{Seq: dead.seq, EventID: dead.id, Attempts: 3, Reason: "too large"}}}
 	data := []byte(`{"v":2,"txn":1}`)

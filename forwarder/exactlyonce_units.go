@@ -291,7 +291,7 @@ func (f *Forwarder) cleanUpCheckpoint(ctx context.Context, tx *sql.Tx, unit stri
 	} else if settled == 0 {
 		return nil, 0, nil
 	}
-	if cp.Installation == "" && cleaned != "" && settled == 0 {
+	if cp.Installation == "" && cleaned != "" {
 		// Format 1 names no installation. It is this installation's only if written before its
 		// relays were upgraded, that is, before they cleaned a checkpoint of their own on this
 		// unit; after that, it is another installation's, of an older version, sharing the prefix.

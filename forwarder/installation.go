@@ -98,7 +98,7 @@ func (s *store) markCleaned(ctx context.Context, q querier, marks []unitMark) er
 	}
 	rows := make([]sqlstore.UnitMark, len(marks))
 	for i, m := range marks {
-		rows[i] = sqlstore.UnitMark{Unit: m.name, Digest: m.cleanupMark()}
+		rows[i] = sqlstore.UnitMark{Unit: m.name, Mark: m.cleanupMark()}
 	}
 	if _, err := s.sql().MarkCleaned(rows).Exec(ctx, q); err != nil {
 		return fmt.Errorf("record the cleanup of %d transactional units: %w", len(marks), err)
@@ -144,7 +144,8 @@ type rowEvent struct {
 // settled: a dead letter there may have been replayed since); a checkpoint of format 1 names no
 // event ids and is applied by sequence number alone. It returns the rows of settled partitions
 // it left alone, and how many rows of the checkpoint no longer held their event.
-func (s *store) applyCheckpoint(ctx context.Context, tx *sql.Tx, cp checkpoint, retain bool, settled uint64) (kept map[int64]bool, mismatched int, err error) {
+func (s *store) applyCheckpoint(ctx context.Context, tx *sql.Tx, cp checkpoint, retain bool,
+	settled uint64) (kept map[int64]bool, mismatched int, err error) {
 	seqs := make([]int64, 0, len(cp.Rows)+len(cp.Dead))
 	for _, r := range cp.Rows {
 		seqs = append(seqs, r.Seq)

@@ -38,6 +38,10 @@ var (
 // tables would in production, and the shared broker is spared a 64-partition topic per test.
 const sharedCheckpointTopic = "outboxkit-test.checkpoints"
 
+// harnessUnits is the relays' TransactionalUnits: more units than relays, so that the tests
+// move units between relays.
+const harnessUnits = 8
+
 type eoHarness struct {
 	t          testing.TB
 	dsn        string
@@ -165,8 +169,7 @@ func (h *eoHarness) startRelay(id string, wrap func(*Publisher) forwarder.Transa
 	f, err := forwarder.New(forwarder.Config{
 		DB: db, Dialect: outbox.Postgres, Table: h.writer.Table().Events(), Publisher: tp, RelayID: id,
 		Delivery: forwarder.ExactlyOnce, CheckpointTopic: h.checkpoint, TransactionalIDPrefix: h.prefix, Metrics: reg, DeadLetterTopic: h.topic + "-dlq",
-		// 8 units: more units than relays, so that the tests move units between relays.
-		TransactionalUnits: 8,
+		TransactionalUnits: harnessUnits,
 		IsRetriable:        Retriable,
 		LeaseTTL:           2 * time.Second, HeartbeatInterval: 200 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond,
 		InitialInterval: 20 * time.Millisecond, MaxInterval: 200 * time.Millisecond, BatchSize: 200,

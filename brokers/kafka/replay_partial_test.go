@@ -3,6 +3,7 @@ package kafka
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -16,11 +17,12 @@ import (
 )
 
 // TestExactlyOnceReplayIsNotUndoneAfterAPartitionLoss: the relay that commits a unit's
-// transaction with a dead letter loses another partition of the unit before its
-// acknowledgement. The acknowledgement still marks the event dead (its partition is still the
-// relay's), but the relay no longer owns the unit whole. An operator replays the dead letter;
-// the relay that opens the unit next must not apply the old checkpoint to it again: the replayed
-// event is published. On the cdc source the dead letter's event comes from the drain of the
+// transaction, with a dead letter and an event of another partition of the unit, loses that other
+// partition before its acknowledgement. The acknowledgement still marks the first event dead (its
+// partition is still the relay's), but the relay no longer owns the unit whole. An operator
+// replays the dead letter; the relay that opens the unit next must not apply the old checkpoint
+// to it again (the replayed event is published), and must apply it to the lost partition's row
+// (that event is not published twice). On the cdc source the events come from the drain of the
 // new slot.
 func TestExactlyOnceReplayIsNotUndoneAfterAPartitionLoss(t *testing.T) {
 	bothSources(t, replayAfterPartitionLoss)
@@ -31,23 +33,26 @@ func replayAfterPartitionLoss(t *testing.T, source forwarder.Source) {
 	h.maxBytes = 64 << 10
 	big := outbox.Event{ID: uuid.Must(uuid.NewV7()), Topic: h.topic, AggregateType: "order", AggregateID: "key-big",
 		EventType: "OrderChanged", Payload: bytes.Repeat([]byte("x"), 100<<10)}
+	// An event of another partition of the same unit (partition % harnessUnits).
+	other := (outbox.PartitionOf(outbox.KeyHash("", big.AggregateType, big.AggregateID)) + harnessUnits) % outbox.Partitions
+	var small outbox.Event
+	for i := 0; small.AggregateID == ""; i++ {
+		if id := fmt.Sprintf("key-%d", i); outbox.PartitionOf(outbox.KeyHash("", "order", id)) == other {
+			small = outbox.Event{ID: uuid.Must(uuid.NewV7()), Topic: h.topic, AggregateType: "order", AggregateID: id,
+				EventType: "OrderChanged", Payload: []byte(`{}`)}
+		}
+	}
 	tx, err := h.db.Begin()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.writer.WriteTx(context.Background(), tx, big); err != nil {
+	if err := h.writer.WriteTx(context.Background(), tx, big, small); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	events, leases := h.writer.Table().Events(), h.writer.Table().Leases()
-	var partition int
-	if err := h.db.QueryRow("SELECT partition_no FROM "+events+" WHERE event_id = $1", big.ID).Scan(&partition); err != nil {
-		t.Fatal(err)
-	}
-	// Another partition of the same unit (the harness runs 8 units: partition % 8).
-	other := (partition + 8) % outbox.Partitions
 	var stole sync.Once
 	stolen := make(chan struct{})
 	a := h.startRelay("eo-partial-a", func(p *Publisher) forwarder.TransactionalPublisher {
@@ -62,9 +67,9 @@ func replayAfterPartitionLoss(t *testing.T, source forwarder.Source) {
 			})
 		}}
 	})
-	status := func() int {
+	status := func(id uuid.UUID) int {
 		var s int
-		if err := h.db.QueryRow("SELECT COALESCE(MAX(status), -1) FROM "+events+" WHERE event_id = $1", big.ID).Scan(&s); err != nil {
+		if err := h.db.QueryRow("SELECT COALESCE(MAX(status), -1) FROM "+events+" WHERE event_id = $1", id).Scan(&s); err != nil {
 			t.Fatal(err)
 		}
 		return s
@@ -75,9 +80,9 @@ func replayAfterPartitionLoss(t *testing.T, source forwarder.Source) {
 		t.Fatal("the relay never committed the dead letter's transaction")
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for status() != 2 {
+	for status(big.ID) != 2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the oversized event is not dead after 30 s (status %d)", status())
+			t.Fatalf("the oversized event is not dead after 30 s (status %d)", status(big.ID))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -93,15 +98,20 @@ func replayAfterPartitionLoss(t *testing.T, source forwarder.Source) {
 	h.maxBytes = 0 // the operator raised the limit: the event fits now
 	b := h.startRelay("eo-partial-b", nil)
 	deadline = time.Now().Add(30 * time.Second)
-	for s := status(); s != -1; s = status() {
+	for s := status(big.ID); s != -1 || status(small.ID) != -1; s = status(big.ID) {
 		if time.Now().After(deadline) || s == 2 {
-			t.Fatalf("the replayed event was not published (status %d): the unit's next opening applied the old checkpoint to it again", s)
+			t.Fatalf("the replayed event was not published (status %d, the other event's %d): the unit's next opening applied the old checkpoint to it again",
+				s, status(small.ID))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	b.stop()
-	if got := h.readAll(h.topic, true, 1, 30*time.Second); len(got) != 1 || got[0].id != big.ID.String() {
-		t.Fatalf("topic holds %v, want the replayed event once", got)
+	count := map[string]int{}
+	for _, c := range h.readAll(h.topic, true, 2, 30*time.Second) {
+		count[c.id]++
+	}
+	if count[big.ID.String()] != 1 || count[small.ID.String()] != 1 || len(count) != 2 {
+		t.Fatalf("topic holds %v, want the replayed event %s and the lost partition's event %s once each", count, big.ID, small.ID)
 	}
 }
 

@@ -6,16 +6,18 @@ import (
 	"strings"
 )
 
-// The statements of exactly-once delivery's bookkeeping: per transactional unit, the digest of
-// the last checkpoint whose rows are acknowledged.
+// The statements of exactly-once delivery's bookkeeping: per transactional unit, the cleanup
+// mark of the last checkpoint whose rows are acknowledged (its digest, and which partitions'
+// rows when not all of them: the forwarder writes and reads the mark).
 
-// UnitMark is a unit's checkpoint whose rows an acknowledgement settles.
+// UnitMark is the cleanup mark of a unit's checkpoint whose rows an acknowledgement settles.
 type UnitMark struct {
-	Unit   string
-	Digest string
+	Unit string
+	Mark string
 }
 
-// CleanedDigest selects the digest of the last checkpoint of unit whose rows are acknowledged.
+// CleanedDigest selects the cleanup mark of the last checkpoint of unit whose rows are
+// acknowledged.
 func (s Statements) CleanedDigest(unit string) Query {
 	return s.q("SELECT cleaned FROM "+s.table.Units()+" WHERE unit = ?", unit)
 }
@@ -36,7 +38,7 @@ func (s Statements) MarkCleaned(marks []UnitMark) Query {
 	names := make([]any, 0, len(marks))
 	for _, m := range marks {
 		cases.WriteString(" WHEN ? THEN ?")
-		caseArgs = append(caseArgs, m.Unit, m.Digest)
+		caseArgs = append(caseArgs, m.Unit, m.Mark)
 		names = append(names, m.Unit)
 	}
 	args := append(append(caseArgs, s.nowArg()), names...)
