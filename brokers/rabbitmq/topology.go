@@ -113,24 +113,36 @@ type topology struct {
 
 	mu       sync.Mutex
 	declared map[string]bool
+	// declaring is held (a one-slot semaphore, so that waiting honours the caller's context)
+	// while a topic is declared: RabbitMQ 3.10 answered two channels declaring the same new
+	// durable queue at once with a 404 for one of them ("home node … of durable queue … is down
+	// or inaccessible"), which failed the messages of a publisher's concurrent first calls.
+	declaring chan struct{}
+	// declare declares a topic's exchange and queues on a channel (Config.declare for the
+	// configured consumer group).
+	declare func(ch *amqp.Channel, topic string) error
 }
 
 func newTopology(config Config, conn *connector) *topology {
-	return &topology{config: config, conn: conn, declared: map[string]bool{}}
+	return &topology{config: config, conn: conn, declared: map[string]bool{}, declaring: make(chan struct{}, 1),
+		declare: func(ch *amqp.Channel, topic string) error { return config.declare(ch, topic, config.ConsumerGroup) }}
 }
 
 // ensure declares the exchange of topic and the queues of the configured consumer group,
-// unless done before or Config.DisableTopology. Declaring is idempotent on the broker, so two
-// calls racing on a new topic both declare. A failure is not remembered.
+// unless done before or Config.DisableTopology, one topic at a time. A failure is not
+// remembered.
 func (t *topology) ensure(ctx context.Context, topic string) error {
-	if t.config.DisableTopology {
+	if t.config.DisableTopology || t.isDeclared(topic) {
 		return nil
 	}
-	t.mu.Lock()
-	done := t.declared[topic]
-	t.mu.Unlock()
-	if done {
-		return nil
+	select {
+	case t.declaring <- struct{}{}:
+		defer func() { <-t.declaring }()
+	case <-ctx.Done():
+		return fmt.Errorf("rabbitmq: declare topic %s: %w", topic, ctx.Err())
+	}
+	if t.isDeclared(topic) {
+		return nil // declared by the call this one waited for
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("rabbitmq: declare topic %s: %w", topic, err)
@@ -140,13 +152,20 @@ func (t *topology) ensure(ctx context.Context, topic string) error {
 		return err
 	}
 	defer func() { _ = ch.Close() }()
-	if err := t.config.declare(ch, topic, t.config.ConsumerGroup); err != nil {
+	if err := t.declare(ch, topic); err != nil {
 		return err
 	}
 	t.mu.Lock()
 	t.declared[topic] = true
 	t.mu.Unlock()
 	return nil
+}
+
+// isDeclared says whether topic's topology was declared.
+func (t *topology) isDeclared(topic string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.declared[topic]
 }
 
 // forget makes the next ensure declare topic again: the broker said its exchange is missing
