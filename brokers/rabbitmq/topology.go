@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -144,21 +145,48 @@ func (t *topology) ensure(ctx context.Context, topic string) error {
 	if t.isDeclared(topic) {
 		return nil // declared by the call this one waited for
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("rabbitmq: declare topic %s: %w", topic, err)
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("rabbitmq: declare topic %s: %w", topic, err)
+		}
+		err := t.declareOnce(topic)
+		if err == nil {
+			t.mu.Lock()
+			t.declared[topic] = true
+			t.mu.Unlock()
+			return nil
+		}
+		if attempt == declareAttempts || !queueStarting(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		}
 	}
+}
+
+// declareAttempts bounds the declarations of a topic by one ensure call when the broker answers
+// that a queue is not ready yet (queueStarting).
+const declareAttempts = 4
+
+// declareOnce declares topic's topology on a channel of its own (a refused declaration closes
+// the channel).
+func (t *topology) declareOnce(topic string) error {
 	ch, err := t.conn.channel()
 	if err != nil {
 		return err
 	}
 	defer func() { _ = ch.Close() }()
-	if err := t.declare(ch, topic); err != nil {
-		return err
-	}
-	t.mu.Lock()
-	t.declared[topic] = true
-	t.mu.Unlock()
-	return nil
+	return t.declare(ch, topic)
+}
+
+// queueStarting reports the 404 RabbitMQ answers a declaration of a durable queue that another
+// connection is declaring at the same moment ("home node … of durable queue … is down or
+// inaccessible"): the queue exists a moment later, so the declaration is tried again.
+func queueStarting(err error) bool {
+	var amqpErr *amqp.Error
+	return errors.As(err, &amqpErr) && amqpErr.Code == amqp.NotFound && strings.Contains(amqpErr.Reason, "is down or inaccessible")
 }
 
 // isDeclared says whether topic's topology was declared.

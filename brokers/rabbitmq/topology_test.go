@@ -2,6 +2,7 @@ package rabbitmq
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -60,5 +61,47 @@ func TestTopologyDeclaresATopicOnceAtATime(t *testing.T) {
 	}
 	if most.Load() != 1 || calls.Load() != 1 {
 		t.Fatalf("%d declarations of the topic, up to %d at once; want one", calls.Load(), most.Load())
+	}
+}
+
+// TestTopologyDeclaresAgainWhileAQueueStarts: another connection (a consumer, another relay)
+// declaring the same new durable queue at the same moment makes RabbitMQ answer a 404 ("home
+// node … is down or inaccessible"); the declaration is tried again on a new channel and
+// succeeds. Any other refusal (a 404 for a missing exchange) fails at once.
+func TestTopologyDeclaresAgainWhileAQueueStarts(t *testing.T) {
+	cfg := Config{URL: testsupport.RabbitMQURL(t)}
+	cfg.SetDefaults()
+	conn := &connector{config: cfg}
+	defer conn.close()
+	for _, c := range []struct {
+		reason    string
+		wantCalls int32
+		wantErr   bool
+	}{
+		{"NOT_FOUND - home node 'rabbit@h' of durable queue 'q' in vhost '/' is down or inaccessible", 2, false},
+		{"NOT_FOUND - no exchange 'x' in vhost '/'", 1, true},
+	} {
+		top := newTopology(cfg, conn)
+		declare := top.declare
+		var calls atomic.Int32
+		top.declare = func(ch *amqp.Channel, topic string) error {
+			if calls.Add(1) == 1 {
+				return fmt.Errorf("rabbitmq: declare queue q: %w", &amqp.Error{Code: amqp.NotFound, Reason: c.reason})
+			}
+			return declare(ch, topic)
+		}
+		topic := "topology." + testsupport.UniqueName("t")
+		err := top.ensure(context.Background(), topic)
+		if (err != nil) != c.wantErr || calls.Load() != c.wantCalls {
+			t.Errorf("first declaration refused with %q: ensure returned %v after %d declarations; want error %v after %d",
+				c.reason, err, calls.Load(), c.wantErr, c.wantCalls)
+		}
+		if ch, err := conn.channel(); err == nil {
+			for _, q := range cfg.Queues(topic) {
+				_, _ = ch.QueueDelete(q, false, false, false)
+			}
+			_ = ch.ExchangeDelete(topic, false, false)
+			_ = ch.Close()
+		}
 	}
 }
