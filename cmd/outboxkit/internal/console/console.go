@@ -178,11 +178,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: secret, Path: "/console/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	c.logger.Info("console login", "who", tok.Name, "scope", tok.Scope.String(), "remote", r.RemoteAddr)
-	next := r.PostFormValue("next")
-	if !strings.HasPrefix(next, "/console/") || strings.HasPrefix(next, "//") {
-		next = "/console/backlog"
-	}
-	http.Redirect(w, r, next, http.StatusSeeOther)
+	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {

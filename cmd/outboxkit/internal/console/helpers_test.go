@@ -1,0 +1,72 @@
+package console
+
+import (
+	"database/sql"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/adminapi"
+	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// Tokens of the test console.
+const (
+	readToken  = "viewer-secret-0123456789"
+	writeToken = "ops-secret-9876543210abcdef"
+)
+
+// newTestConsole returns a console on an SQLite database of the test (no table: the login and
+// the checks before any query need none) with a read and a write token.
+func newTestConsole(t *testing.T) *http.ServeMux {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", filepath.Join(dir, "outbox.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	admin, err := forwarder.NewAdmin(db, outbox.SQLite, outbox.DefaultTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readFile, writeFile := filepath.Join(dir, "read.tokens"), filepath.Join(dir, "write.tokens")
+	for file, content := range map[string]string{readFile: "viewer:" + readToken + "\n", writeFile: "ops:" + writeToken + "\n"} {
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tokens, err := adminapi.LoadTokens(readFile, writeFile, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := adminapi.New(adminapi.Config{Admin: admin, Tokens: tokens})
+	if err != nil {
+		t.Fatal(err)
+	}
+	con, err := New(api, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	con.Register(mux)
+	return mux
+}
+
+// loginRequest is a same-origin login form post of token with next.
+func loginRequest(token, next string) *http.Request {
+	form := url.Values{"token": {token}, "next": {next}}
+	r := httptest.NewRequest(http.MethodPost, "http://relay.test/console/login", strings.NewReader(form.Encode()))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.Header.Set("Origin", "http://relay.test")
+	r.Header.Set("Sec-Fetch-Site", "same-origin")
+	return r
+}
