@@ -37,29 +37,10 @@ func jdkTool(t *testing.T, name string) string {
 // javaTimeout bounds one javac or JVM run of these tests.
 const javaTimeout = 2 * time.Minute
 
-// schemaRace runs testdata/SchemaRace.java (compiled into dir) with mode, in a JVM of its own, and
-// returns what it printed: "deadlock" or "ok".
-func schemaRace(t *testing.T, classpath, dir, mode string) string {
+// schemaHarness compiles the broker's main class (scripts/services/pulsar/OutboxkitStandalone.java)
+// and the test harnesses of testdata into a temporary directory, and returns it.
+func schemaHarness(t *testing.T, classpath string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), javaTimeout)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, jdkTool(t, "java"), "-cp", classpath+":"+dir, "SchemaRace", mode).CombinedOutput()
-	if err != nil {
-		t.Fatalf("SchemaRace %s: %v: %s", mode, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// TestPulsarLauncherPreventsTheSchemaDeadlock: Pulsar 4.0's client Schema classes deadlock when two
-// threads initialize them at once, and a broker whose threads do so serves no topic again;
-// scripts/services/pulsar/OutboxkitStandalone.java, the main class the services script starts
-// the broker with, initializes them first. The race must deadlock without it (or this test proves
-// nothing) and never with it.
-func TestPulsarLauncherPreventsTheSchemaDeadlock(t *testing.T) {
-	if testing.Short() {
-		t.Skip("compiles Java and runs up to six JVMs")
-	}
-	classpath := pulsarClasspath(t)
 	s, err := Find()
 	if err != nil {
 		t.Fatal(err)
@@ -69,24 +50,81 @@ func TestPulsarLauncherPreventsTheSchemaDeadlock(t *testing.T) {
 	defer cancel()
 	out, err := exec.CommandContext(ctx, jdkTool(t, "javac"), "--release", "17", "-proc:none", "-nowarn", "-d", dir, "-cp", classpath,
 		filepath.Join(s.Root, "scripts", "services", "pulsar", "OutboxkitStandalone.java"),
-		filepath.Join("testdata", "SchemaRace.java")).CombinedOutput()
+		filepath.Join("testdata", "SchemaRace.java"), filepath.Join("testdata", "SchemaRaceForced.java")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("javac: %v: %s", err, out)
 	}
+	return dir
+}
 
-	const runs = 3
-	deadlocked := false
-	for i := 0; i < runs && !deadlocked; i++ {
-		deadlocked = schemaRace(t, classpath, dir, "plain") == "deadlock"
+// runJava runs the JVM with args, bounded by javaTimeout, and returns what it printed.
+func runJava(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), javaTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, jdkTool(t, "java"), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("java %s: %v: %s", strings.Join(args, " "), err, out)
 	}
-	if !deadlocked {
-		t.Fatalf("the race did not deadlock in %d runs without the launcher's initialization: "+
-			"the harness no longer shows the deadlock (or Pulsar's Schema classes no longer have it)", runs)
+	return strings.TrimSpace(string(out))
+}
+
+// forcedSchemaRace runs testdata/SchemaRaceForced.java with mode ("plain" or "launcher") and
+// returns what it printed: "deadlock" or "ok".
+func forcedSchemaRace(t *testing.T, classpath, dir, mode string) string {
+	t.Helper()
+	// Only the harness's directory on the JVM's classpath: SchemaRaceForced loads the launcher
+	// (from the same directory) and Pulsar with a class loader of its own.
+	return runJava(t, "-cp", dir, "SchemaRaceForced", mode, dir, classpath)
+}
+
+// TestPulsarLauncherPreventsTheSchemaDeadlock: Pulsar 4.0's client Schema classes deadlock when two
+// threads initialize them at once, and a broker whose threads do so serves no topic again;
+// scripts/services/pulsar/OutboxkitStandalone.java, the main class the services script starts
+// the broker with, initializes them first. SchemaRaceForced holds one thread inside Schema's
+// initializer until the other waits for it, so the interleaving that deadlocks happens on every
+// run, not by chance: without the launcher it must deadlock (or this test proves nothing: the
+// harness or Pulsar changed), and after the launcher's main has run up to Pulsar's own starter it
+// must not.
+//
+// The unforced race (two threads started at once, as in the broker) is a soak test:
+// TestSoakPulsarSchemaRace, run by scripts/soak.sh.
+func TestPulsarLauncherPreventsTheSchemaDeadlock(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles Java and runs two JVMs")
 	}
-	for i := range runs {
-		if got := schemaRace(t, classpath, dir, "launcher"); got != "ok" {
-			t.Fatalf("run %d with the launcher's initialization: %s", i+1, got)
+	classpath := pulsarClasspath(t)
+	dir := schemaHarness(t, classpath)
+	if got := forcedSchemaRace(t, classpath, dir, "plain"); got != "deadlock" {
+		t.Fatalf("the forced race without the launcher printed %q, want deadlock: "+
+			"the harness no longer shows the deadlock (or Pulsar's Schema classes no longer have it)", got)
+	}
+	if got := forcedSchemaRace(t, classpath, dir, "launcher"); got != "ok" {
+		t.Fatalf("the forced race after OutboxkitStandalone.main printed %q, want ok", got)
+	}
+}
+
+// TestSoakPulsarSchemaRace (soak only, scripts/soak.sh): the unforced race of SchemaRace.java,
+// two threads initializing Schema and BytesSchema at once, as a broker's threads do. It reports
+// how often the race deadlocked without the launcher's initialization (that depends on the
+// threads' timing, hence not in the gate) and fails if it ever deadlocked with it.
+func TestSoakPulsarSchemaRace(t *testing.T) {
+	runs := testsupport.Soak(t, 20)
+	classpath := pulsarClasspath(t)
+	dir := schemaHarness(t, classpath)
+	cp := classpath + ":" + dir
+	deadlocks := map[string]int{}
+	for _, mode := range []string{"plain", "launcher"} {
+		for range runs {
+			if runJava(t, "-cp", cp, "SchemaRace", mode) == "deadlock" {
+				deadlocks[mode]++
+			}
 		}
+	}
+	t.Logf("soak: SchemaRace deadlocked in %d of %d runs without the launcher's initialization, %d of %d with it",
+		deadlocks["plain"], runs, deadlocks["launcher"], runs)
+	if deadlocks["launcher"] > 0 {
+		t.Fatalf("the race deadlocked %d times in %d runs with the launcher's initialization", deadlocks["launcher"], runs)
 	}
 }
 
