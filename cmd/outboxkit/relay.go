@@ -163,7 +163,7 @@ func startRelayHTTP(cfg relayconfig.Config, db *sql.DB, registry *prometheus.Reg
 	if err != nil {
 		return nil, err
 	}
-	return serveHTTP(cfg.HTTP.Listen, registry, db, running, logger, mount)
+	return serveHTTP(cfg.HTTP, registry, db, running, logger, mount)
 }
 
 // closeBroker closes the broker's clients, logging a failure.
@@ -295,11 +295,12 @@ func newRelayForwarder(ctx context.Context, cfg relayconfig.Config, db *sql.DB, 
 	return fwd, nil
 }
 
-// serveHTTP serves /metrics, /livez, /readyz and /healthz on addr until the returned function is called. The
+// serveHTTP serves /metrics, /livez, /readyz and /healthz on cfg.Listen, with cfg's timeouts, until the returned function is called. The
 // listener is opened before it returns, so a taken port fails the relay at once.
 // mount adds further routes (the admin API and console).
-func serveHTTP(addr string, registry *prometheus.Registry, db *sql.DB, running *atomic.Bool, logger *slog.Logger,
+func serveHTTP(cfg relayconfig.HTTP, registry *prometheus.Registry, db *sql.DB, running *atomic.Bool, logger *slog.Logger,
 	mount func(*http.ServeMux)) (func(), error) {
+	addr := cfg.Listen
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("http.listen %s: %w", addr, err)
@@ -333,7 +334,9 @@ func serveHTTP(addr string, registry *prometheus.Registry, db *sql.DB, running *
 	mux.HandleFunc("GET /readyz", ready)
 	mux.HandleFunc("GET /healthz", ready)
 	mount(mux)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	// Every phase of a connection is bounded, so a slow or idle client cannot hold it.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: cfg.ReadTimeout,
+		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

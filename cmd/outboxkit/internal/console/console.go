@@ -6,6 +6,7 @@ package console
 
 import (
 	"embed"
+	"errors"
 	"fmt"
 	"html/template"
 	"log/slog"
@@ -126,9 +127,13 @@ func (c *Console) page(scope adminapi.Scope, h handlerFunc) http.Handler {
 		if err != nil {
 			code := http.StatusInternalServerError
 			var ie adminapi.InputError
-			if asInput(err, &ie) {
+			var fe formError
+			switch {
+			case errors.As(err, &fe):
+				code = fe.code
+			case errors.As(err, &ie):
 				code = http.StatusBadRequest
-			} else {
+			default:
 				c.logger.Error("console request failed", "path", r.URL.Path, "who", tok.Name, "error", err)
 			}
 			v.Error = err.Error()
@@ -168,9 +173,21 @@ func (c *Console) loginForm(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
-	secret := strings.TrimSpace(r.PostFormValue("token"))
+	if !sameOrigin(r) {
+		c.logger.Warn("console login refused: cross-site form", "remote", r.RemoteAddr)
+		c.render(w, http.StatusForbidden, "login", view{Title: "Log in", Error: "cross-site form refused"})
+		return
+	}
+	if err := readForm(w, r, maxLoginBody); err != nil {
+		var fe formError
+		_ = errors.As(err, &fe)
+		c.logger.Warn("console login refused", "remote", r.RemoteAddr, "error", err)
+		c.render(w, fe.code, "login", view{Title: "Log in", Error: err.Error()})
+		return
+	}
+	secret := strings.TrimSpace(r.PostForm.Get("token"))
 	tok, code := c.api.Authorize(secret, adminapi.ScopeRead)
-	if code != http.StatusOK || !sameOrigin(r) {
+	if code != http.StatusOK {
 		c.logger.Warn("console login refused", "remote", r.RemoteAddr)
 		c.render(w, http.StatusUnauthorized, "login", view{Title: "Log in", Error: "unknown token"})
 		return
@@ -178,7 +195,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: secret, Path: "/console/", HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	c.logger.Info("console login", "who", tok.Name, "scope", tok.Scope.String(), "remote", r.RemoteAddr)
-	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
+	http.Redirect(w, r, safeNext(r.PostForm.Get("next")), http.StatusSeeOther)
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {

@@ -1,7 +1,6 @@
 package console
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -113,8 +112,8 @@ type actionData struct {
 }
 
 func (c *Console) action(tok adminapi.Token, r *http.Request) (string, view, error) {
-	if err := r.ParseForm(); err != nil {
-		return "", view{}, adminapi.InputError{Err: err}
+	if err := readForm(nil, r, maxActionBody); err != nil {
+		return "", view{}, err
 	}
 	f := r.PostForm
 	s := adminapi.Selection{EventIDs: f["event_id"], Key: f.Get("key"), Tenant: f.Get("tenant"), Topic: f.Get("topic"),
@@ -130,8 +129,6 @@ func (c *Console) action(tok adminapi.Token, r *http.Request) (string, view, err
 
 // maxCounted bounds the blocked keys the backlog page counts.
 const maxCounted = 10000
-
-func asInput(err error, target *adminapi.InputError) bool { return errors.As(err, target) }
 
 // formatAge prints a duration rounded for humans: 850ms, 42s, 3m20s, 5h2m0s.
 func formatAge(d time.Duration) string {

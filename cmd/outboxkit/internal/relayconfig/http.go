@@ -4,10 +4,19 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 )
 
 // DefaultListen is the default address of the relay's /metrics and /healthz endpoints.
 const DefaultListen = "127.0.0.1:9464"
+
+// Default timeouts of the relay's HTTP server. The write timeout covers a whole answer, so it is
+// longer than the admin API's bound on one request's database work (30 s).
+const (
+	DefaultReadTimeout  = 30 * time.Second
+	DefaultWriteTimeout = 60 * time.Second
+	DefaultIdleTimeout  = 120 * time.Second
+)
 
 // HTTP is the http section.
 type HTTP struct {
@@ -18,22 +27,42 @@ type HTTP struct {
 	// token (no file, no OUTBOXKIT_ADMIN_*_TOKENS variable) the API and console are off.
 	AdminReadTokensFile  string
 	AdminWriteTokensFile string
+	// ReadTimeout bounds reading a whole request, body included: a client sending slower is
+	// cut off. Default: DefaultReadTimeout.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds a request from the end of its headers to the end of its answer.
+	// Default: DefaultWriteTimeout.
+	WriteTimeout time.Duration
+	// IdleTimeout bounds how long a keep-alive connection waits for its next request.
+	// Default: DefaultIdleTimeout.
+	IdleTimeout time.Duration
 }
 
 // fields binds the section's keys; listenSet records that listen was given a value.
 func (h *HTTP) fields(listenSet *bool) []field {
 	return []field{{key: "listen", target: &h.Listen, set: listenSet},
 		{key: "admin_read_tokens_file", target: &h.AdminReadTokensFile},
-		{key: "admin_write_tokens_file", target: &h.AdminWriteTokensFile}}
+		{key: "admin_write_tokens_file", target: &h.AdminWriteTokensFile},
+		{key: "read_timeout", target: &h.ReadTimeout, positive: true},
+		{key: "write_timeout", target: &h.WriteTimeout, positive: true},
+		{key: "idle_timeout", target: &h.IdleTimeout, positive: true}}
 }
 
-// validate checks the listen address.
+// validate checks the listen address and fills the timeouts' defaults.
 func (h *HTTP) validate() error {
 	if h.Listen != "" {
 		if _, port, err := net.SplitHostPort(h.Listen); err != nil {
 			return fmt.Errorf("http.listen: %q is not a host:port address (use \"\" to disable the endpoint)", h.Listen)
 		} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
 			return fmt.Errorf("http.listen: %q has an invalid port", h.Listen)
+		}
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&h.ReadTimeout, DefaultReadTimeout}, {&h.WriteTimeout, DefaultWriteTimeout}, {&h.IdleTimeout, DefaultIdleTimeout}} {
+		if *d.v == 0 {
+			*d.v = d.def
 		}
 	}
 	return nil

@@ -247,3 +247,26 @@ func TestParseFlowStyleAndAnchors(t *testing.T) {
 		t.Errorf("aliases: %+v", cfg.Forwarder)
 	}
 }
+
+// The HTTP server's timeouts: defaults when left out, a given value kept, zero or negative
+// refused with the key named.
+func TestHTTPTimeouts(t *testing.T) {
+	cfg, err := Parse([]byte(base), nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := cfg.HTTP; h.ReadTimeout != DefaultReadTimeout || h.WriteTimeout != DefaultWriteTimeout || h.IdleTimeout != DefaultIdleTimeout {
+		t.Errorf("defaults: %+v", h)
+	}
+	cfg, err = Parse([]byte(base+"http:\n  read_timeout: 5s\n  write_timeout: 2m\n  idle_timeout: 1s\n"), nil, Options{})
+	if err != nil || cfg.HTTP.ReadTimeout != 5*time.Second || cfg.HTTP.WriteTimeout != 2*time.Minute || cfg.HTTP.IdleTimeout != time.Second {
+		t.Errorf("given timeouts: %+v, %v", cfg.HTTP, err)
+	}
+	for _, bad := range []string{"read_timeout: 0s", "write_timeout: -1s", "idle_timeout: soon"} {
+		_, err := Parse([]byte(base+"http:\n  "+bad+"\n"), nil, Options{})
+		key, _, _ := strings.Cut(bad, ":")
+		if err == nil || !strings.Contains(err.Error(), "http."+key) {
+			t.Errorf("http.%s: %v, want an error naming the key", bad, err)
+		}
+	}
+}
