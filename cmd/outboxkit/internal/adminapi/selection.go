@@ -43,7 +43,19 @@ func SelectionFromQuery(q url.Values) (Selection, error) {
 		}
 		s.Limit = n
 	}
-	return s, nil
+	return s, checkLimit(s.Limit)
+}
+
+// MaxLimit is the largest limit of a listing: a page of rows the relay reads, renders and sends
+// in one answer, kept well under what would strain the database or the relay's memory.
+const MaxLimit = 1000
+
+// checkLimit refuses a limit above MaxLimit (or below 0), naming the value.
+func checkLimit(n int) error {
+	if n < 0 || n > MaxLimit {
+		return fmt.Errorf("limit: %d is out of range (1 to %d; leave it out for %d)", n, MaxLimit, forwarder.DefaultListLimit)
+	}
+	return nil
 }
 
 // Narrowed reports whether any selecting field is set.
@@ -56,6 +68,9 @@ func (s Selection) Narrowed() bool {
 func (s Selection) Filter(now time.Time) (forwarder.EventFilter, error) {
 	f := forwarder.EventFilter{Topic: s.Topic, TenantID: s.Tenant, Group: s.Group, EventType: s.EventType,
 		ErrorContains: s.Error, Limit: s.Limit}
+	if err := checkLimit(s.Limit); err != nil {
+		return f, err
+	}
 	if s.Key != "" {
 		k, err := forwarder.ParseKey(s.Tenant, s.Key)
 		if err != nil {

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"database/sql"
 	"log/slog"
 	"net/http"
@@ -24,8 +25,8 @@ const (
 	writeToken = "ops-secret-9876543210abcdef"
 )
 
-// newTestConsole returns a console on an SQLite database of the test (no table: the login and
-// the checks before any query need none) with a read and a write token.
+// newTestConsole returns the admin API and console on a migrated SQLite outbox table of the test,
+// with a read and a write token, as the relay mounts them.
 func newTestConsole(t *testing.T) *http.ServeMux {
 	t.Helper()
 	dir := t.TempDir()
@@ -34,6 +35,13 @@ func newTestConsole(t *testing.T) *http.ServeMux {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
+	table, err := outbox.NewTable(outbox.SQLite, outbox.DefaultTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.Migrate(context.Background(), db, table); err != nil {
+		t.Fatal(err)
+	}
 	admin, err := forwarder.NewAdmin(db, outbox.SQLite, outbox.DefaultTable)
 	if err != nil {
 		t.Fatal(err)
@@ -57,6 +65,7 @@ func newTestConsole(t *testing.T) *http.ServeMux {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
+	api.Register(mux)
 	con.Register(mux)
 	return mux
 }
@@ -69,4 +78,16 @@ func loginRequest(token, next string) *http.Request {
 	r.Header.Set("Origin", "http://relay.test")
 	r.Header.Set("Sec-Fetch-Site", "same-origin")
 	return r
+}
+
+// loginCookie logs token in through the login form and returns the cookie the console set.
+func loginCookie(t *testing.T, mux http.Handler, token string) *http.Cookie {
+	t.Helper()
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, loginRequest(token, ""))
+	cookies := w.Result().Cookies()
+	if w.Code != http.StatusSeeOther || len(cookies) != 1 {
+		t.Fatalf("login: %d, cookies %v", w.Code, cookies)
+	}
+	return cookies[0]
 }
