@@ -51,7 +51,14 @@ func openDB(cfg relayconfig.Database) (*sql.DB, error) {
 		// relay's own goroutines.
 		db.SetMaxOpenConns(1)
 	} else {
-		db.SetMaxIdleConns(idleConns)
+		// Capped, so that no burst of requests (probes, the admin API) takes more of the
+		// database's max_connections than the configuration gives the relay.
+		limit := cfg.MaxOpenConns
+		if limit <= 0 {
+			limit = relayconfig.DefaultMaxOpenConns
+		}
+		db.SetMaxOpenConns(limit)
+		db.SetMaxIdleConns(min(idleConns, limit))
 	}
 	return db, nil
 }

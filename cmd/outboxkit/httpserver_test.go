@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +46,7 @@ func (s *syncBuffer) String() string {
 type testHTTP struct {
 	addr string
 	log  *syncBuffer
+	db   *sql.DB // the relay's pool
 }
 
 // startTestHTTP starts the relay's HTTP endpoints with httpSection (YAML lines under http:,
@@ -74,7 +76,7 @@ func startTestHTTP(t *testing.T, database, httpSection string) *testHTTP {
 		publisher atomic.Pointer[message.Publisher]
 	)
 	running.Store(true)
-	h := &testHTTP{log: &syncBuffer{}}
+	h := &testHTTP{log: &syncBuffer{}, db: db}
 	logger := slog.New(slog.NewJSONHandler(h.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	stop, err := startRelayHTTP(cfg, db, newRegistry(), &running, &publisher, logger)
 	if err != nil {

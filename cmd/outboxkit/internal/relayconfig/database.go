@@ -15,7 +15,16 @@ type Database struct {
 	DSN string
 	// Table is the outbox table. Default: outbox.DefaultTable.
 	Table string
+	// MaxOpenConns caps the relay's connections to the database (its workers, heartbeats,
+	// statistics, the probes and the admin API share them): requests beyond it wait for a free
+	// one. Default: DefaultMaxOpenConns. SQLite always uses one.
+	MaxOpenConns int
 }
+
+// DefaultMaxOpenConns is the default cap of the relay's database connections: enough for the
+// default two workers, the heartbeats, the statistics and the admin API at once, with room to
+// spare; a relay with many more workers needs more (at least forwarder.workers + 4).
+const DefaultMaxOpenConns = 20
 
 // fields binds the section's keys.
 func (d *Database) fields() []field {
@@ -23,6 +32,7 @@ func (d *Database) fields() []field {
 		{key: "dialect", target: (*string)(&d.Dialect)},
 		{key: "dsn", target: &d.DSN},
 		{key: "table", target: &d.Table},
+		{key: "max_open_conns", target: &d.MaxOpenConns, positive: true},
 	}
 }
 
@@ -46,8 +56,8 @@ func (d *Database) applyEnv(lookup func(string) (string, bool)) error {
 	return nil
 }
 
-// validate checks the section and fills its defaults: the dialect's canonical name and the
-// table.
+// validate checks the section and fills its defaults: the dialect's canonical name, the table
+// and the connection cap.
 func (d *Database) validate() error {
 	if d.Dialect == "" {
 		return fmt.Errorf("database.dialect: missing (allowed: postgres, mysql, sqlite; or set %s)", EnvDatabaseDialect)
@@ -62,6 +72,9 @@ func (d *Database) validate() error {
 	}
 	if d.Table == "" {
 		d.Table = outbox.DefaultTable
+	}
+	if d.MaxOpenConns == 0 {
+		d.MaxOpenConns = DefaultMaxOpenConns
 	}
 	if _, err := outbox.NewTable(d.Dialect, d.Table); err != nil {
 		return fmt.Errorf("database.table: %q is not a valid table name (letters, digits and underscores, optionally schema.table, at most 48 characters)", d.Table)

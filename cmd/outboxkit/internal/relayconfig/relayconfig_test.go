@@ -166,7 +166,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown dialect", "database:\n  dialect: oracle\n  dsn: x\n", nil, Options{}, `database.dialect: unknown value "oracle"`},
 		{"missing dsn", "database:\n  dialect: postgres\n", nil, Options{}, "database.dsn: missing"},
 		{"bad table", base + "  table: drop table;\n", nil, Options{}, `database.table: "drop table;" is not a valid table name`},
-		{"unknown database key", base + "  tabel: x\n", nil, Options{}, "database.tabel: unknown key (line 5; allowed: dialect, dsn, table)"},
+		{"unknown database key", base + "  tabel: x\n", nil, Options{}, "database.tabel: unknown key (line 5; allowed: dialect, dsn, table, max_open_conns)"},
 		{"database key twice", base + "  dsn: y\n", nil, Options{}, "database.dsn: set twice"},
 		{"dsn not a scalar", "database:\n  dialect: postgres\n  dsn: [a]\n", nil, Options{}, "database.dsn: must be a single value, got a list"},
 		{"env dialect", base, map[string]string{EnvDatabaseDialect: "db2"}, Options{}, `OUTBOXKIT_DATABASE_DIALECT (database.dialect): unknown value "db2"`},
@@ -268,5 +268,20 @@ func TestHTTPTimeouts(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "http."+key) {
 			t.Errorf("http.%s: %v, want an error naming the key", bad, err)
 		}
+	}
+}
+
+// database.max_open_conns: DefaultMaxOpenConns when left out, a given value kept, zero refused.
+func TestMaxOpenConns(t *testing.T) {
+	cfg, err := Parse([]byte(base), nil, Options{})
+	if err != nil || cfg.Database.MaxOpenConns != DefaultMaxOpenConns {
+		t.Errorf("default: %d, %v", cfg.Database.MaxOpenConns, err)
+	}
+	cfg, err = Parse([]byte(base+"  max_open_conns: 7\n"), nil, Options{})
+	if err != nil || cfg.Database.MaxOpenConns != 7 {
+		t.Errorf("given 7: %d, %v", cfg.Database.MaxOpenConns, err)
+	}
+	if _, err := Parse([]byte(base+"  max_open_conns: 0\n"), nil, Options{}); err == nil || !strings.Contains(err.Error(), "database.max_open_conns") {
+		t.Errorf("0: %v, want an error naming database.max_open_conns", err)
 	}
 }
