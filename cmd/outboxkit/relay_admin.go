@@ -37,7 +37,8 @@ func adminRoutes(cfg relayconfig.Config, db *sql.DB, publisher func() message.Pu
 	}
 	// The API and console show and act on the relay's tenants only, as it relays them.
 	admin := all.ForTenants(cfg.Forwarder.Tenants...)
-	acfg := adminapi.Config{Admin: admin, Tokens: tokens, Logger: logger.With("component", "admin"), SlotGroups: streamedGroups(cfg)}
+	acfg := adminapi.Config{Admin: admin, Tokens: tokens, Logger: logger.With("component", "admin"), SlotGroups: streamedGroups(cfg),
+		Scrub: cfg.Scrubber()}
 	if forwarder.Delivery(cfg.Forwarder.Delivery) == forwarder.ExactlyOnce {
 		f := cfg.Forwarder
 		group := f.LeaseGroup

@@ -24,6 +24,9 @@ type Config struct {
 	SlotGroups []string
 	// Units reads the exactly-once units; nil when the relay does not deliver exactly once.
 	Units func(ctx context.Context) ([]forwarder.UnitStatus, error)
+	// Scrub removes the configuration's secrets from an error's text before a client sees it
+	// (ClientError); nil: only the generic patterns.
+	Scrub func(string) string
 }
 
 // API is the admin HTTP API: JSON under /api/v1/.
@@ -107,10 +110,13 @@ func (a *API) handler(scope Scope, h func(tok Token, r *http.Request) (any, erro
 				code = http.StatusBadRequest
 			case errors.Is(err, forwarder.ErrEventNotFound):
 				code = http.StatusNotFound
-			default:
-				a.cfg.Logger.Error("admin API request failed", "path", r.URL.Path, "who", tok.Name, "error", err)
 			}
-			writeJSON(w, code, map[string]string{"error": err.Error()})
+			msg := err.Error()
+			if code == http.StatusInternalServerError {
+				a.cfg.Logger.Error("admin API request failed", "path", r.URL.Path, "who", tok.Name, "error", err)
+				msg = a.ClientError(err)
+			}
+			writeJSON(w, code, map[string]string{"error": msg})
 			return
 		}
 		writeJSON(w, http.StatusOK, v)

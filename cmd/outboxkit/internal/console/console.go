@@ -133,10 +133,12 @@ func (c *Console) page(scope adminapi.Scope, h handlerFunc) http.Handler {
 				code = fe.code
 			case errors.As(err, &ie):
 				code = http.StatusBadRequest
-			default:
-				c.logger.Error("console request failed", "path", r.URL.Path, "who", tok.Name, "error", err)
 			}
 			v.Error = err.Error()
+			if code == http.StatusInternalServerError {
+				c.logger.Error("console request failed", "path", r.URL.Path, "who", tok.Name, "error", err)
+				v.Error = c.api.ClientError(err)
+			}
 			c.render(w, code, "error", v)
 			return
 		}

@@ -29,8 +29,7 @@ const (
 // with a read and a write token, as the relay mounts them.
 func newTestConsole(t *testing.T) *http.ServeMux {
 	t.Helper()
-	dir := t.TempDir()
-	db, err := sql.Open("sqlite", filepath.Join(dir, "outbox.db"))
+	db, err := sql.Open("sqlite", filepath.Join(t.TempDir(), "outbox.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +41,14 @@ func newTestConsole(t *testing.T) *http.ServeMux {
 	if err := outbox.Migrate(context.Background(), db, table); err != nil {
 		t.Fatal(err)
 	}
-	admin, err := forwarder.NewAdmin(db, outbox.SQLite, outbox.DefaultTable)
+	return newTestConsoleOn(t, db, outbox.SQLite, slog.New(slog.DiscardHandler))
+}
+
+// newTestConsoleOn returns the admin API and console on db's outbox table, logging to logger.
+func newTestConsoleOn(t *testing.T, db *sql.DB, dialect outbox.Dialect, logger *slog.Logger) *http.ServeMux {
+	t.Helper()
+	dir := t.TempDir()
+	admin, err := forwarder.NewAdmin(db, dialect, outbox.DefaultTable)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,11 +62,11 @@ func newTestConsole(t *testing.T) *http.ServeMux {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := adminapi.New(adminapi.Config{Admin: admin, Tokens: tokens})
+	api, err := adminapi.New(adminapi.Config{Admin: admin, Tokens: tokens, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	con, err := New(api, slog.New(slog.DiscardHandler))
+	con, err := New(api, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
