@@ -422,7 +422,9 @@ func TestStoreClaimPlanHasNoDependentSubquery(t *testing.T) {
 
 // A relay paused inside a transaction that locks lease rows must not keep its partitions: the
 // database ends the idle transaction after idleTimeout, and the others take the partitions over.
-// (Without the bound, acquire skips the locked rows for as long as the pause lasts.)
+// (Without the bound, acquire skips the locked rows for as long as the pause lasts.) The pause
+// lasts until B holds the partitions, so B can only get them through the database ending the
+// transaction; the test's own bound only stops a hang.
 func TestStoreIdleLeaseTransactionDoesNotBlockTakeover(t *testing.T) {
 	for _, d := range []outbox.Dialect{outbox.Postgres, outbox.MySQL} {
 		t.Run(string(d), func(t *testing.T) {
@@ -433,26 +435,39 @@ func TestStoreIdleLeaseTransactionDoesNotBlockTakeover(t *testing.T) {
 			}
 			const ttl = time.Second
 			fx.heartbeat("A", ttl)
+			locked, resume := make(chan error, 1), make(chan struct{})
 			paused := make(chan error, 1)
 			go func() {
 				paused <- fx.store.inLeaseTx(fx.ctx, fx.db, func(tx *sql.Tx) error {
-					if _, err := fx.store.lockLeases(fx.ctx, tx, allPartitions(), false); err != nil {
+					_, err := fx.store.lockLeases(fx.ctx, tx, allPartitions(), false)
+					locked <- err
+					if err != nil {
 						return err
 					}
-					time.Sleep(8 * time.Second) // "paused" between two statements
-					_, err := tx.ExecContext(fx.ctx, "SELECT 1")
+					<-resume // "paused" between two statements, until B holds the partitions
+					_, err = tx.ExecContext(fx.ctx, "SELECT 1")
 					return err
 				})
 			}()
-			time.Sleep(ttl + 200*time.Millisecond)
+			defer func() {
+				select {
+				case <-resume:
+				default:
+					close(resume)
+				}
+			}()
+			if err := <-locked; err != nil {
+				t.Fatal(err)
+			}
 			start := time.Now()
 			for fx.heartbeat("B", ttl) != outbox.Partitions {
-				if time.Since(start) > 5*time.Second {
-					t.Fatalf("B could not take the partitions of a relay paused inside a lease transaction within 5s")
+				if time.Since(start) > 2*time.Minute { // a bound against a hang, not a speed check
+					t.Fatalf("B could not take the partitions of a relay paused inside a lease transaction in 2 minutes")
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
-			t.Logf("taken over %v after the lease expired", time.Since(start))
+			t.Logf("taken over %v after the lease transaction paused", time.Since(start))
+			close(resume)
 			if err := <-paused; err == nil {
 				t.Fatal("the paused transaction committed after the database should have ended it")
 			}
