@@ -51,7 +51,7 @@ func streamedRow(seq int64, tenant string) pgrepl.Row {
 // takeUntilConfirm collects the reader's batches until one confirms a position.
 func takeUntilConfirm(t *testing.T, out <-chan cdcBatch) (records []record, xids []uint32, last cdcBatch) {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(2 * time.Minute) // a bound against a hang
 	for {
 		select {
 		case b := <-out:

@@ -2,6 +2,7 @@ package forwarder_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,7 +51,7 @@ func TestCDCStandbyTakesOver(t *testing.T) {
 	h.waitForStreamBy(pidA)
 	t.Logf("the standby streams %v after the streamer stopped", time.Since(stopped).Round(time.Millisecond))
 	<-done
-	got := consumeDistinct(t, h.brokers, h.topic, perKey*len(keys), 20*time.Second)
+	got := consumeDistinct(t, h.brokers, h.topic, perKey*len(keys), 2*time.Minute)
 	if len(got) < perKey*len(keys) { // show what is left
 		rows, _ := h.db.Query("SELECT seq, aggregate_id, status, attempts, next_attempt_at IS NOT NULL FROM " + h.writer.Table().Events() + " ORDER BY seq LIMIT 20")
 		for rows.Next() {
@@ -70,9 +71,42 @@ func TestCDCStandbyTakesOver(t *testing.T) {
 // TestCDCTakesOverAStalledStreamer: a stalled streamer (a paused process) keeps its walsender,
 // and the slot with it, until wal_sender_timeout. Here a replication connection that never
 // reads plays it, with lease rows of a relay that stopped renewing them. Once those leases
-// expire, the relay terminates the walsender, takes the slot and relays the events, within about
-// one lease TTL.
+// expire, the relay terminates the walsender, takes the slot and relays the events. How soon
+// (within about one lease TTL) depends on the machine's load: TestSoakCDCTakesOverAStalledStreamer
+// checks it, from scripts/soak.sh.
 func TestCDCTakesOverAStalledStreamer(t *testing.T) {
+	took, ttl := takeOverAStalledStreamer(t)
+	t.Logf("events relayed %v after the stalled streamer's leases expired (LeaseTTL %v)", took.Round(time.Millisecond), ttl)
+}
+
+// TestSoakCDCTakesOverAStalledStreamer (soak only): the takeover of
+// TestCDCTakesOverAStalledStreamer, repeated; each must relay the events within 2 x LeaseTTL of
+// the stalled leases' expiry. Reports the slowest.
+func TestSoakCDCTakesOverAStalledStreamer(t *testing.T) {
+	runs := testsupport.Soak(t, 10)
+	var slowest, ttl time.Duration
+	late := 0
+	for i := range runs {
+		t.Run(fmt.Sprint(i), func(t *testing.T) { // each run's slot and tables go at its end
+			took, d := takeOverAStalledStreamer(t)
+			ttl, slowest = d, max(slowest, took)
+			if took > 2*ttl {
+				late++
+			}
+		})
+	}
+	t.Logf("soak: stalled-streamer takeover relayed the events later than 2 x LeaseTTL (%v) in %d of %d runs; slowest %v",
+		2*ttl, late, runs, slowest.Round(time.Millisecond))
+	if late > 0 {
+		t.Fatalf("%d of %d takeovers took longer than 2 x LeaseTTL", late, runs)
+	}
+}
+
+// takeOverAStalledStreamer runs the takeover of TestCDCTakesOverAStalledStreamer, checks every
+// event arrived in order, and returns how long after the stalled leases expired the events were
+// all consumed, with the LeaseTTL.
+func takeOverAStalledStreamer(t *testing.T) (took, ttl time.Duration) {
+	t.Helper()
 	h := newCDCHarness(t, testsupport.KafkaBrokers(t))
 	pub := h.publisher()
 	stop := h.start(h.config(pub)) // creates the slot and drains
@@ -99,7 +133,7 @@ func TestCDCTakesOverAStalledStreamer(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	ttl := 2 * time.Second
+	ttl = 2 * time.Second
 	if _, err := h.db.Exec("UPDATE "+table.Leases()+" SET owner = 'stalled', epoch = epoch + 1, "+
 		"expires_at = clock_timestamp() + $1::bigint * interval '1 microsecond' WHERE lease_group = 'default'", ttl.Microseconds()); err != nil {
 		t.Fatal(err)
@@ -112,11 +146,7 @@ func TestCDCTakesOverAStalledStreamer(t *testing.T) {
 	}
 	h.write(events...)
 	h.start(h.config(pub))
-	got := consumeDistinct(t, h.brokers, h.topic, len(events)+1, 60*time.Second)
+	got := consumeDistinct(t, h.brokers, h.topic, len(events)+1, 2*time.Minute)
 	checkDelivery(t, got[1:], keys, 2)
-	took := time.Since(expires)
-	t.Logf("events relayed %v after the stalled streamer's leases expired (LeaseTTL %v)", took.Round(time.Millisecond), ttl)
-	if took > 2*ttl {
-		t.Fatalf("takeover took %v after the leases expired, want within 2 x LeaseTTL", took)
-	}
+	return time.Since(expires), ttl
 }

@@ -212,12 +212,12 @@ func TestCDCBacklogOnlyInTheTableThenResume(t *testing.T) {
 		t.Fatalf("%d duplicates after a clean stop and a resume from the confirmed position", dups)
 	}
 	// The acknowledgement commits after the broker has the events: wait for it.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a bound against a hang
 	for h.rowsWithStatus(0) > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if n := h.rowsWithStatus(0); n != 0 {
-		t.Fatalf("%d rows still pending 10s after the broker had every event", n)
+		t.Fatalf("%d rows still pending 2 minutes after the broker had every event", n)
 	}
 }
 
@@ -354,14 +354,16 @@ func TestCDCRetryPathRunsBesideTheStream(t *testing.T) {
 		hanging: make(chan struct{}), release: make(chan struct{})}
 	defer pub.unhang()
 	cfg := h.config(pub)
-	cfg.LeaseTTL = 20 * time.Second // bounds a publish: longer than the hang
+	// LeaseTTL bounds a publish: the retry hangs for 10 minutes unless released, far longer than
+	// the test waits for the other keys, which therefore cannot have waited for it.
+	cfg.LeaseTTL = 10 * time.Minute
 	h.start(cfg)
 	h.waitForStream()
 	h.write(slow...)
 	select {
 	case <-pub.hanging:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the failed event was not retried within 30s")
+	case <-time.After(2 * time.Minute): // a bound against a hang
+		t.Fatal("the failed event was not retried within 2 minutes")
 	}
 	free := keysNamed("free", 10)
 	var events []outbox.Event
@@ -369,17 +371,17 @@ func TestCDCRetryPathRunsBesideTheStream(t *testing.T) {
 		events = append(events, h.event(k, 0), h.event(k, 1))
 	}
 	h.write(events...)
-	got := consumeDistinct(t, h.brokers, h.topic, len(events), 10*time.Second)
+	got := consumeDistinct(t, h.brokers, h.topic, len(events), 2*time.Minute)
 	for _, r := range got {
 		if r.key == "slow" {
 			t.Fatalf("event slow/%d was published while its retry publish hung", r.n)
 		}
 	}
 	if n := len(got); n < len(events) {
-		t.Fatalf("%d of the %d events of other keys were published within 10s while a retry publish hung", n, len(events))
+		t.Fatalf("%d of the %d events of other keys were published within 2 minutes while a retry publish hung", n, len(events))
 	}
 	pub.unhang()
-	all := consumeDistinct(t, h.brokers, h.topic, len(events)+len(slow), 30*time.Second)
+	all := consumeDistinct(t, h.brokers, h.topic, len(events)+len(slow), 2*time.Minute)
 	checkDelivery(t, all, append(free, "slow"), 2)
 }
 

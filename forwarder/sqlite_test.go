@@ -64,7 +64,7 @@ func TestSQLiteSecondRelayWaits(t *testing.T) {
 	if n := sumCounter(t, reg, "outboxkit_forwarder_relayed_total"); n != 0 {
 		t.Fatalf("the second relay on one SQLite database relayed %v events beside the first", n)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // bounds against a hang
 	for !strings.Contains(logs.String(), `another relay runs on this SQLite database`) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the waiting relay did not say why; its log:\n%s", logs.String())
@@ -84,7 +84,7 @@ func TestSQLiteSecondRelayWaits(t *testing.T) {
 	got = consume(t, h.brokers, h.topic, 2*len(keys), 30*time.Second)
 	checkDelivery(t, got, keys, 2)
 	// The counter moves once the acknowledgement committed, just after the broker has the events.
-	deadline = time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(2 * time.Minute)
 	for sumCounter(t, reg, "outboxkit_forwarder_relayed_total") < float64(len(keys)) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -114,7 +114,7 @@ func TestRunReturnsNilWhenStoppedWhileStarting(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx) }()
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "another relay runs on this SQLite database"); {
+	for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(logs.String(), "another relay runs on this SQLite database"); {
 		if time.Now().After(deadline) {
 			t.Fatalf("the second relay did not start waiting; its log:\n%s", logs.String())
 		}

@@ -241,7 +241,7 @@ func (tg target) waitUntilBlocked(t *testing.T, pid int64) {
 		q = "SELECT EXISTS (SELECT 1 FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT') " +
 			"OR EXISTS (SELECT 1 FROM information_schema.processlist WHERE id = ? AND info IS NOT NULL AND time_ms > 1000)"
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a bound against a hang
 	for {
 		var blocked bool
 		args := []any{pid}

@@ -94,10 +94,10 @@ func TestExactlyOnceRefusesAnotherInstallationsCheckpoint(t *testing.T) {
 
 	b.write(keys, 0, 5)
 	rb := b.startRelay("eo-shared-b", nil)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a bound against a hang
 	for rb.counter("outboxkit_forwarder_foreign_checkpoints_total") == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no foreign checkpoint counted after 20 s; %d of %d rows pending", b.pendingRows(), len(keys)*5)
+			t.Fatalf("no foreign checkpoint counted after 2 minutes; %d of %d rows pending", b.pendingRows(), len(keys)*5)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

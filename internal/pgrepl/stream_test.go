@@ -56,7 +56,7 @@ func TestStreamDecodesInserts(t *testing.T) {
 	cleanup := func() {
 		// A slot left behind keeps the server's WAL forever. Dropping it fails while the walsender
 		// of the test's closed replication connection still holds it: try again for a while.
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
 			_, err := db.Exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot)
 			if err == nil {
 				break
