@@ -187,7 +187,9 @@ type AdoptResult struct {
 // between it and the team's table, then copies the team's rows still pending into the relay
 // table in their created-at and id order, all in one transaction: writers of the team's table
 // wait for it (CREATE TRIGGER locks their table), so no row is missed or copied twice. Running
-// it again changes nothing and says so (AdoptResult). Only PostgreSQL is supported.
+// it again changes nothing and says so (AdoptResult). PostgreSQL and MariaDB/MySQL are
+// supported; on MariaDB/MySQL, where DDL commits at once, LOCK TABLES keeps the writers out from
+// the triggers' creation to the end of the backfill instead of a transaction.
 func Adopt(ctx context.Context, db *sql.DB, relay Table, cfg AdoptConfig) (AdoptResult, error) {
 	plan, err := PlanAdopt(ctx, db, relay, cfg)
 	if err != nil {
@@ -195,6 +197,9 @@ func Adopt(ctx context.Context, db *sql.DB, relay Table, cfg AdoptConfig) (Adopt
 	}
 	if err := Migrate(ctx, db, relay); err != nil {
 		return AdoptResult{}, err
+	}
+	if plan.mysql != nil {
+		return adoptMySQL(ctx, db, relay, plan)
 	}
 	var res AdoptResult
 	err = inAdoptTx(ctx, db, relay, func(tx *sql.Tx) error {
@@ -244,6 +249,9 @@ func Unadopt(ctx context.Context, db *sql.DB, relay Table, cfg AdoptConfig, drop
 	if err != nil {
 		return err
 	}
+	if relay.Dialect() == MySQL {
+		return unadoptMySQL(ctx, db, relay, stmts)
+	}
 	return inAdoptTx(ctx, db, relay, func(tx *sql.Tx) error {
 		for _, stmt := range stmts {
 			if _, err := tx.ExecContext(ctx, stmt); err != nil {
@@ -256,8 +264,8 @@ func Unadopt(ctx context.Context, db *sql.DB, relay Table, cfg AdoptConfig, drop
 
 // inAdoptTx runs f in a transaction holding the adoption's advisory lock of relay.
 func inAdoptTx(ctx context.Context, db *sql.DB, relay Table, f func(*sql.Tx) error) error {
-	if relay.Dialect() != Postgres {
-		return fmt.Errorf("%w: adopting a table is supported on PostgreSQL only, not %s", ErrInvalidAdoptConfig, relay.Dialect())
+	if err := checkAdoptDialect(relay); err != nil {
+		return err
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -272,6 +280,15 @@ func inAdoptTx(ctx context.Context, db *sql.DB, relay Table, f func(*sql.Tx) err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("outbox: adopt into %s: commit: %w", relay, err)
+	}
+	return nil
+}
+
+// checkAdoptDialect refuses a dialect adoption does not support (SQLite has no triggers that
+// could give the copies their key's lock).
+func checkAdoptDialect(relay Table) error {
+	if relay.Dialect() != Postgres && relay.Dialect() != MySQL {
+		return fmt.Errorf("%w: adopting a table is supported on PostgreSQL and MariaDB/MySQL, not %s", ErrInvalidAdoptConfig, relay.Dialect())
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 // the any-writer trigger), and into outboxkit's table directly by plain SQL, written in turn each
 // iteration so the three see the same machine noise. It reports the time per transaction of each.
 func BenchmarkAdoptedWrite(b *testing.B) {
-	plain, adopted := newAdoptedTable(b), newAdoptedTable(b)
+	plain, adopted := newAdoptedTable(b, outbox.Postgres), newAdoptedTable(b, outbox.Postgres)
 	ctx := context.Background()
 	if _, err := outbox.Adopt(ctx, adopted.db, adopted.relay, adopted.cfg); err != nil {
 		b.Fatal(err)

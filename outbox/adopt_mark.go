@@ -166,8 +166,14 @@ END`, col, table, col, strings.Join(reserved, ", "), reservedPrefixWatermill, re
 // UnadoptStatements renders what [Unadopt] runs: the triggers and functions of the adoption
 // dropped, and with dropRelayTable the relay table, its relay tables and its functions.
 func UnadoptStatements(relay Table, cfg AdoptConfig, dropRelayTable bool) ([]string, error) {
+	if err := checkAdoptDialect(relay); err != nil {
+		return nil, err
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if relay.Dialect() == MySQL {
+		return unadoptStatementsMySQL(relay, cfg, dropRelayTable), nil
 	}
 	ev, short := relay.Events(), relay.shortName()
 	stmts := []string{

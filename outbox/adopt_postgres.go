@@ -13,13 +13,19 @@ import (
 // AdoptPlan is the SQL [Adopt] runs after migrating the relay table: what `outboxkit adopt
 // --dry-run` prints.
 type AdoptPlan struct {
-	// Install creates or replaces the functions and triggers.
+	// Install creates or replaces the functions and triggers. On MariaDB/MySQL it holds the
+	// LOCK TABLES statement that keeps the team's writers out until Unlock.
 	Install []string
 	// Backfill copies the team's pending rows (BackfillArgs binds the pending status value);
 	// empty when no status column is mapped.
 	Backfill     string
 	BackfillArgs []any
-	team         string
+	// Unlock (MariaDB/MySQL: UNLOCK TABLES) ends the lock Install took, after Backfill; empty on
+	// PostgreSQL, where the adoption is one transaction.
+	Unlock string
+	team   string
+	// mysql is what [Adopt] needs of a MariaDB/MySQL plan (nil on PostgreSQL).
+	mysql *mysqlPlan
 	// bodies maps each function's signature to its body and whether it is SECURITY DEFINER
 	// with the adoption's search path, to tell whether Install changes anything.
 	bodies map[string]adoptFunction
@@ -39,13 +45,16 @@ type pgColumn struct{ typ, full string }
 // PlanAdopt validates cfg against the database's catalog (the team's table and its mapped
 // columns must exist with usable types) and renders the statements of [Adopt], changing nothing.
 func PlanAdopt(ctx context.Context, db *sql.DB, relay Table, cfg AdoptConfig) (AdoptPlan, error) {
-	if relay.Dialect() != Postgres {
-		return AdoptPlan{}, fmt.Errorf("%w: adopting a table is supported on PostgreSQL only, not %s", ErrInvalidAdoptConfig, relay.Dialect())
+	if err := checkAdoptDialect(relay); err != nil {
+		return AdoptPlan{}, err
 	}
 	if err := cfg.Validate(); err != nil {
 		return AdoptPlan{}, err
 	}
 	cfg = cfg.withDefaults()
+	if relay.Dialect() == MySQL {
+		return planAdoptMySQL(ctx, db, relay, cfg)
+	}
 	team := teamTable(cfg)
 	if strings.EqualFold(strings.ReplaceAll(team, `"`, ""), relay.Events()) || (cfg.Schema == "" && cfg.Table == relay.Events()) {
 		return AdoptPlan{}, fmt.Errorf("%w: the relay table %s is the team's table %s: give the relay table another name (database.table, such as %s_relay)",

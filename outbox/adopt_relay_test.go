@@ -2,7 +2,6 @@ package outbox_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -23,10 +22,14 @@ import (
 // deletes acknowledged rows or keeps them (retention). Undoing the adoption leaves the table
 // working for its old writers.
 func TestAdoptedTableRelaysInPerKeyOrder(t *testing.T) {
+	forEachAdoptDialect(t, testAdoptedTableRelaysInPerKeyOrder)
+}
+
+func testAdoptedTableRelaysInPerKeyOrder(t *testing.T, d outbox.Dialect) {
 	brokers := testsupport.KafkaBrokers(t)
 	for _, retention := range []time.Duration{0, time.Hour} {
 		t.Run(fmt.Sprintf("retention=%v", retention), func(t *testing.T) {
-			a := newAdoptedTable(t)
+			a := newAdoptedTable(t, d)
 			ctx := context.Background()
 			aggType := "Adopt" + strings.TrimPrefix(testsupport.UniqueName(""), "_")
 			topic := strings.ToLower(aggType) + ".events"
@@ -38,16 +41,7 @@ func TestAdoptedTableRelaysInPerKeyOrder(t *testing.T) {
 			if res, err := outbox.Adopt(ctx, a.db, a.relay, a.cfg); err != nil || res.Backfilled != 1 {
 				t.Fatalf("Adopt: %+v, %v", res, err)
 			}
-			counters := a.team[:strings.LastIndexByte(a.team, '.')] + ".counters"
-			if _, err := a.db.Exec("CREATE TABLE " + counters + " (k TEXT PRIMARY KEY, n INT NOT NULL)"); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := a.db.Exec("INSERT INTO " + counters + " SELECT 'k' || i, 0 FROM generate_series(0, 4) i"); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := a.db.Exec("CREATE TABLE " + counters + "_log (event_id UUID PRIMARY KEY, n INT NOT NULL)"); err != nil {
-				t.Fatal(err)
-			}
+			counters := createCounters(t, a)
 			pub, err := kafka.NewPublisher(kafka.Config{Brokers: brokers}, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -89,10 +83,28 @@ func TestAdoptedTableRelaysInPerKeyOrder(t *testing.T) {
 	}
 }
 
+// createCounters creates the witness tables of writeOne in the team's schema: a counter per key
+// k0..k4 and the log of the number each event drew.
+func createCounters(t *testing.T, a adoptedTable) string {
+	t.Helper()
+	counters, idType := a.schema+".counters", "UUID"
+	if a.dialect == outbox.MySQL {
+		idType = "CHAR(36)"
+	}
+	for _, stmt := range []string{"CREATE TABLE " + counters + " (k VARCHAR(16) PRIMARY KEY, n INT NOT NULL)",
+		"INSERT INTO " + counters + " (k, n) VALUES ('k0', 0), ('k1', 0), ('k2', 0), ('k3', 0), ('k4', 0)",
+		"CREATE TABLE " + counters + "_log (event_id " + idType + " PRIMARY KEY, n INT NOT NULL)"} {
+		if _, err := a.db.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return counters
+}
+
 // startForwarder runs a forwarder on the relay table until the returned stop is called.
 func startForwarder(t *testing.T, a adoptedTable, pub *kafka.Publisher, retention time.Duration) (stop func()) {
 	t.Helper()
-	f, err := forwarder.New(forwarder.Config{DB: a.db, Dialect: outbox.Postgres, Table: a.relay.Events(), Publisher: pub,
+	f, err := forwarder.New(forwarder.Config{DB: a.db, Dialect: a.dialect, Table: a.relay.Events(), Publisher: pub,
 		Retention: retention, LeaseTTL: 2 * time.Second, HeartbeatInterval: 200 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -160,10 +172,13 @@ func writeOne(ctx context.Context, a adoptedTable, r *rand.Rand, counters, aggTy
 	}
 	time.Sleep(time.Duration(r.IntN(10)) * time.Millisecond)
 	var n int
-	if err := tx.QueryRowContext(ctx, "UPDATE "+counters+" SET n = n + 1 WHERE k = $1 RETURNING n", key).Scan(&n); err != nil {
+	if _, err := tx.ExecContext(ctx, a.q("UPDATE "+counters+" SET n = n + 1 WHERE k = ?"), key); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, "INSERT INTO "+counters+"_log (event_id, n) VALUES ($1, $2)", id, n); err != nil {
+	if err := tx.QueryRowContext(ctx, a.q("SELECT n FROM "+counters+" WHERE k = ?"), key).Scan(&n); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, a.q("INSERT INTO "+counters+"_log (event_id, n) VALUES (?, ?)"), id, n); err != nil {
 		return err
 	}
 	if !commit {
@@ -175,7 +190,7 @@ func writeOne(ctx context.Context, a adoptedTable, r *rand.Rand, counters, aggTy
 // commitOrder reads the witness number of every committed event.
 func commitOrder(t *testing.T, a adoptedTable, counters string) map[string]int {
 	t.Helper()
-	rows, err := a.db.Query("SELECT event_id::text, n FROM " + counters + "_log")
+	rows, err := a.db.Query("SELECT CAST(event_id AS CHAR(36)), n FROM " + counters + "_log")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +221,7 @@ func checkUndo(t *testing.T, a adoptedTable, aggType string) {
 		t.Fatalf("INSERT after undo: %v", err)
 	}
 	var status string
-	if err := a.db.QueryRow("SELECT status FROM "+a.team+" WHERE id = $1", id).Scan(&status); err != nil || status != "PENDING" {
+	if err := a.db.QueryRow(a.q("SELECT status FROM "+a.team+" WHERE id = ?"), id).Scan(&status); err != nil || status != "PENDING" {
 		t.Errorf("row after undo: %q, %v; want PENDING", status, err)
 	}
 	if after := a.relayRows(t); after != before {
@@ -215,9 +230,8 @@ func checkUndo(t *testing.T, a adoptedTable, aggType string) {
 	if err := outbox.Unadopt(ctx, a.db, a.relay, a.cfg, true); err != nil {
 		t.Fatalf("Unadopt with the relay table: %v", err)
 	}
-	var relay sql.NullString
-	if err := a.db.QueryRow("SELECT to_regclass($1)::text", a.relay.Events()).Scan(&relay); err != nil || relay.Valid {
-		t.Errorf("relay table %v after Unadopt(drop): %v", relay, err)
+	if a.relayExists(t) {
+		t.Errorf("relay table %s left after Unadopt(drop)", a.relay)
 	}
 }
 
@@ -226,16 +240,16 @@ func checkUndo(t *testing.T, a adoptedTable, aggType string) {
 // backfilled one and each other in commit order (the backfill and the triggers are installed in
 // one transaction that the writers wait for). The backfilled ones are in created_at order, the
 // order the team's own relay used: the table holds no record of their commit order.
+//
+// On MariaDB/MySQL the writers wait for the adoption's LOCK TABLES instead of a transaction's
+// table lock.
 func TestAdoptWhileWritersWrite(t *testing.T) {
-	a := newAdoptedTable(t)
-	counters := a.team[:strings.LastIndexByte(a.team, '.')] + ".counters"
-	for _, stmt := range []string{"CREATE TABLE " + counters + " (k TEXT PRIMARY KEY, n INT NOT NULL)",
-		"INSERT INTO " + counters + " SELECT 'k' || i, 0 FROM generate_series(0, 4) i",
-		"CREATE TABLE " + counters + "_log (event_id UUID PRIMARY KEY, n INT NOT NULL)"} {
-		if _, err := a.db.Exec(stmt); err != nil {
-			t.Fatal(err)
-		}
-	}
+	forEachAdoptDialect(t, testAdoptWhileWritersWrite)
+}
+
+func testAdoptWhileWritersWrite(t *testing.T, d outbox.Dialect) {
+	a := newAdoptedTable(t, d)
+	counters := createCounters(t, a)
 	adopted := make(chan error, 1)
 	var backfilled int64
 	go func() {

@@ -148,8 +148,8 @@ start_mariadb() {
 CREATE DATABASE IF NOT EXISTS outboxkit;
 CREATE USER IF NOT EXISTS 'outboxkit'@'%' IDENTIFIED BY 'outboxkit';
 CREATE USER IF NOT EXISTS 'outboxkit'@'localhost' IDENTIFIED BY 'outboxkit';
-GRANT ALL PRIVILEGES ON *.* TO 'outboxkit'@'%';
-GRANT ALL PRIVILEGES ON *.* TO 'outboxkit'@'localhost';
+GRANT ALL PRIVILEGES ON *.* TO 'outboxkit'@'%' WITH GRANT OPTION;
+GRANT ALL PRIVILEGES ON *.* TO 'outboxkit'@'localhost' WITH GRANT OPTION;
 SQL
   echo "mariadb: outboxkit:outboxkit@tcp(127.0.0.1:$MARIADB_PORT)/outboxkit"
 }
