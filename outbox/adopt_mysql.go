@@ -157,13 +157,13 @@ func (r mysqlAdopt) idColumn() (mysqlColumn, error) {
 	return c, err
 }
 
-// idText renders the event id of row as the UUID's text.
+// idText renders the event id of row as the UUID's text, in utf8mb4.
 func (r mysqlAdopt) idText(row string, c mysqlColumn) string {
 	switch c.typ {
 	case "binary":
-		return fmt.Sprintf("LOWER(INSERT(INSERT(INSERT(INSERT(HEX(%s), 9, 0, '-'), 14, 0, '-'), 19, 0, '-'), 24, 0, '-'))", r.ref(row, c))
+		return asText(fmt.Sprintf("LOWER(INSERT(INSERT(INSERT(INSERT(HEX(%s), 9, 0, '-'), 14, 0, '-'), 19, 0, '-'), 24, 0, '-'))", r.ref(row, c)))
 	case "uuid":
-		return "CAST(" + r.ref(row, c) + " AS CHAR)"
+		return "CAST(" + r.ref(row, c) + " AS CHAR CHARACTER SET utf8mb4)"
 	}
 	return asText(r.ref(row, c))
 }
@@ -342,7 +342,7 @@ func (r mysqlAdopt) plan() (AdoptPlan, error) {
 		}
 		status, _ := r.column("columns.status", c.Status)
 		p.Backfill = fmt.Sprintf("INSERT INTO %s (%s)\n    SELECT %s FROM %s AS t\n    WHERE t.%s = ? AND NOT EXISTS (SELECT 1 FROM %s AS r WHERE r.event_id = LOWER(%s) COLLATE utf8mb4_bin)\n    ORDER BY %s",
-			r.relayQ, strings.Join(cols, ", "), strings.Join(tExprs, ", "), r.team, quoteMySQL(status.name), r.relayQ, asText(tExprs[0]), order)
+			r.relayQ, strings.Join(cols, ", "), strings.Join(tExprs, ", "), r.team, quoteMySQL(status.name), r.relayQ, tExprs[0], order)
 		p.BackfillArgs = []any{r.cfg.Status.Pending}
 	}
 	return p, nil

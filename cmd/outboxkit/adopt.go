@@ -22,7 +22,7 @@ func (a *app) adoptCommand() *cobra.Command {
 	var f adoptFlags
 	cmd := &cobra.Command{
 		Use:   "adopt",
-		Short: "Relay an outbox table your services already write (PostgreSQL), without changing them",
+		Short: "Relay an outbox table your services already write (PostgreSQL, MariaDB/MySQL), without changing them",
 		Long: `adopt connects a team's own outbox table (the mapping file: its table, its columns, the topic
 template and its status values) to outboxkit's table, the relay table named by database.table of
 --config, which it creates or migrates:
@@ -33,7 +33,8 @@ template and its status values) to outboxkit's table, the relay table named by d
   - a trigger on the relay table marks the team's row: published (and published_at) once the
     relay acknowledged it, failed once it is dead, retry_count / next_retry_at / last_error after
     each failed attempt;
-  - the team's rows still pending are copied once, in created_at order.
+  - the team's rows still pending are copied once, in created_at order (MariaDB/MySQL: under
+    LOCK TABLES, since their DDL commits at once; the team's writers wait for it).
 
 Running it again changes nothing and says so. Stop the team's old relay first. --undo removes the
 triggers (with --drop-relay-table the relay table too), leaving the team's table and rows as they
@@ -68,8 +69,8 @@ func (a *app) runAdopt(cmd *cobra.Command, f adoptFlags) error {
 	if err != nil {
 		return usageErr(fmt.Errorf("database.table: %w", err))
 	}
-	if relay.Dialect() != outbox.Postgres {
-		return usageErr(fmt.Errorf("database.dialect %s: adopt supports postgres only", relay.Dialect()))
+	if relay.Dialect() != outbox.Postgres && relay.Dialect() != outbox.MySQL {
+		return usageErr(fmt.Errorf("database.dialect %s: adopt supports postgres and mysql (MariaDB/MySQL) only", relay.Dialect()))
 	}
 	if f.undo && f.dryRun {
 		stmts, err := outbox.UnadoptStatements(relay, mapping, f.dropRelay)
@@ -103,8 +104,15 @@ func (a *app) runAdopt(cmd *cobra.Command, f adoptFlags) error {
 		fmt.Fprintf(a.stdout, "-- first, the migrations of the relay table %s (outboxkit migrate --print)\n", relay)
 		printStatements(a.stdout, plan.Install)
 		if plan.Backfill != "" {
-			fmt.Fprintf(a.stdout, "-- $1 = %q\n", plan.BackfillArgs[0])
+			placeholder := "$1"
+			if relay.Dialect() == outbox.MySQL {
+				placeholder = "?"
+			}
+			fmt.Fprintf(a.stdout, "-- %s = %q\n", placeholder, plan.BackfillArgs[0])
 			printStatements(a.stdout, []string{plan.Backfill})
+		}
+		if plan.Unlock != "" {
+			printStatements(a.stdout, []string{plan.Unlock})
 		}
 	default:
 		res, err := outbox.Adopt(ctx, db, relay, mapping)
