@@ -21,10 +21,11 @@ var ErrInvalidAdoptConfig = errors.New("invalid adopt configuration")
 //
 // Names of the team's table and columns are written as the catalog spells them ("OutboxEvents"
 // for a table created with a quoted mixed-case name); they are always quoted, so reserved words
-// and mixed case are accepted. The relay table is an outboxkit [Table], checked by
+// and mixed case are accepted. MariaDB/MySQL match column names in any case. The relay table is an outboxkit [Table], checked by
 // [ValidateIdentifier].
 type AdoptConfig struct {
-	// Schema of the team's table; empty means the first schema of the search path.
+	// Schema of the team's table; empty means the first schema of the search path. On
+	// MariaDB/MySQL it is the database; empty means the connection's.
 	Schema string
 	// Table is the team's outbox table.
 	Table string
@@ -42,15 +43,16 @@ type AdoptConfig struct {
 // one of Topic or AdoptConfig.TopicTemplate; every other column is optional ("" = not mapped).
 type AdoptColumns struct {
 	// EventID is a UUID: a uuid column, or text holding the UUID in its canonical form, in lower
-	// or upper case.
+	// or upper case; on MariaDB/MySQL also binary(16) holding the bytes of the UUID's text order.
 	EventID string
 	// AggregateID is the ordering key.
 	AggregateID, AggregateType, EventType string
-	// Payload (bytea, json, jsonb or text) becomes the message body; json is sent as its text.
+	// Payload (bytea, json, jsonb or text; MariaDB/MySQL: a blob, json or text) becomes the
+	// message body; json is sent as its text.
 	Payload string
 	// Headers (json, jsonb or text holding a JSON object) become message headers.
 	Headers string
-	// CreatedAt is copied to the relay table.
+	// CreatedAt is copied to the relay table (a MariaDB/MySQL TIMESTAMP as its instant in UTC).
 	CreatedAt string
 	// Topic is a column holding the topic (instead of TopicTemplate).
 	Topic string

@@ -40,6 +40,28 @@ func ExampleAdopt() {
 	fmt.Printf("triggers changed: %v, pending rows copied: %d\n", res.Changed, res.Backfilled)
 }
 
+// Adopt a MariaDB/MySQL team's table: the same mapping, a relay table of the MySQL dialect. The
+// triggers are installed under LOCK TABLES, which the team's writers wait for.
+func ExampleAdopt_mariaDB() {
+	db, err := sql.Open("mysql", "app:secret@tcp(localhost:3306)/app")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer db.Close()
+	relay, err := outbox.NewTable(outbox.MySQL, "outbox_events_relay")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	res, err := outbox.Adopt(context.Background(), db, relay, seed004Mapping)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("triggers changed: %v, pending rows copied: %d\n", res.Changed, res.Backfilled)
+}
+
 // A mapping is checked before anything runs; errors name the configuration key.
 func ExampleAdoptConfig_Validate() {
 	cfg := seed004Mapping
