@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,6 +125,13 @@ func startForwarder(t *testing.T, a adoptedTable, pub *kafka.Publisher, retentio
 // transactions (writeOne) of a random key k0..k4. It returns the committed events per key.
 func writeConcurrently(t *testing.T, a adoptedTable, counters, aggType string, writers, txs int) map[string]int {
 	t.Helper()
+	return writeWhile(t, a, counters, aggType, writers, func(n int) bool { return n < txs }, nil)
+}
+
+// writeWhile is writeConcurrently with each writer going on while more(the transactions it has
+// run) is true, counting every commit in commits (when not nil).
+func writeWhile(t *testing.T, a adoptedTable, counters, aggType string, writers int, more func(int) bool, commits *atomic.Int64) map[string]int {
+	t.Helper()
 	ctx := context.Background()
 	var mu sync.Mutex
 	committed := map[string]int{}
@@ -134,7 +142,7 @@ func writeConcurrently(t *testing.T, a adoptedTable, counters, aggType string, w
 		go func() {
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(w), 21))
-			for range txs {
+			for n := 0; more(n); n++ {
 				key := fmt.Sprintf("k%d", r.IntN(5))
 				commit := r.IntN(10) != 0
 				if err := writeOne(ctx, a, r, counters, aggType, key, commit); err != nil {
@@ -145,6 +153,9 @@ func writeConcurrently(t *testing.T, a adoptedTable, counters, aggType string, w
 					mu.Lock()
 					committed[key]++
 					mu.Unlock()
+					if commits != nil {
+						commits.Add(1)
+					}
 				}
 			}
 		}()
@@ -250,20 +261,33 @@ func TestAdoptWhileWritersWrite(t *testing.T) {
 func testAdoptWhileWritersWrite(t *testing.T, d outbox.Dialect) {
 	a := newAdoptedTable(t, d)
 	counters := createCounters(t, a)
+	// The writers run until at least 20 events were committed before the adoption started and
+	// 20 after it ended (or 500 transactions each, should the adoption fail), so that some events
+	// are always backfilled and some copied by the trigger, whatever the machine's speed.
+	const some = 20
+	var commits atomic.Int64
+	var stop atomic.Bool
+	waitFor := func(n int64) {
+		for commits.Load() < n && !stop.Load() {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	adopted := make(chan error, 1)
 	var backfilled int64
 	go func() {
-		time.Sleep(100 * time.Millisecond) // the writers take at least 100 × 4.5 ms: some events are written before, some after
+		defer stop.Store(true)
+		waitFor(some)
 		res, err := outbox.Adopt(context.Background(), a.db, a.relay, a.cfg)
 		backfilled = res.Backfilled
 		adopted <- err
+		waitFor(commits.Load() + some)
 	}()
-	committed := writeConcurrently(t, a, counters, "Order", 4, 100)
+	committed := writeWhile(t, a, counters, "Order", 4, func(n int) bool { return !stop.Load() && n < 500 }, &commits)
 	if err := <-adopted; err != nil {
 		t.Fatal(err)
 	}
-	if backfilled == 0 || backfilled == int64(a.relayRows(t)) {
-		t.Errorf("%d of %d events backfilled: the adoption did not happen amid the writes", backfilled, a.relayRows(t))
+	if copied := int64(a.relayRows(t)) - backfilled; backfilled < some || copied < some {
+		t.Errorf("%d events backfilled and %d copied by the trigger, want at least %d of each", backfilled, copied, some)
 	}
 	total := 0
 	for _, n := range committed {
