@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Makes (once) the Python virtual environment of examples/python-orders and prints its directory.
-# The packages come from PyPI as binary wheels (no compiler needed): SQLAlchemy 2, psycopg 3
-# (binary) and confluent-kafka, pinned in examples/python-orders/requirements.txt. A second run with
-# the same requirements only checks a stamp file. Needs python3 with the venv module (Debian:
+# Makes (once) the project's Python virtual environment and prints its directory: the packages of
+# examples/python-orders (SQLAlchemy 2, psycopg 3 (binary) and confluent-kafka, pinned in its
+# requirements.txt) and the tools of scripts/python-tools-requirements.txt (kubernetes-validate, for
+# the Helm chart's tests). They come from PyPI as binary wheels (no compiler needed). A second run
+# with the same requirements only checks a stamp file. Needs python3 with the venv module (Debian:
 # apt-get install python3-venv). Location: $PYTHON_ORDERS_VENV, else
 # $SERVICES_STATE_DIR/venv-python-orders (default /var/tmp/outboxkit-services/venv-python-orders).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-req="$root/examples/python-orders/requirements.txt"
+reqs=("$root/examples/python-orders/requirements.txt" "$root/scripts/python-tools-requirements.txt")
 : "${SERVICES_STATE_DIR:=/var/tmp/outboxkit-services}"
 venv="${PYTHON_ORDERS_VENV:-$SERVICES_STATE_DIR/venv-python-orders}"
 stamp="$venv/.outboxkit-requirements"
 
-if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && cmp -s "$req" "$stamp"; then
+if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && cat "${reqs[@]}" | cmp -s - "$stamp"; then
   echo "$venv"
   exit 0
 fi
@@ -33,6 +34,7 @@ if ! python3 -m venv "$venv" >&2; then
   echo "python-env.sh: python3 -m venv $venv failed" >&2
   exit 1
 fi
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --only-binary=:all: -r "$req" >&2
-cp "$req" "$stamp"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --only-binary=:all: \
+  -r "${reqs[0]}" -r "${reqs[1]}" >&2
+cat "${reqs[@]}" >"$stamp"
 echo "$venv"

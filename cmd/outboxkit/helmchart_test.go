@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"gopkg.in/yaml.v3"
+
+	"github.com/outboxkit/outboxkit/brokers/brokerconfig"
+	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/relayconfig"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// chartRelayInputs is the folder where deploy/helm/test (a module of its own, which renders the
+// Helm chart with Helm's library) writes what the chart hands the relay per values case, and
+// checks it is current. This module reads it, because the relay's configuration loader is
+// internal to cmd/outboxkit and Helm's dependencies stay out of the library's module graph.
+const chartRelayInputs = "../../deploy/helm/test/testdata/relay-inputs"
+
+// helmRelayInputs mirrors deploy/helm/test's relayInputs.
+type helmRelayInputs struct {
+	Config      string            `yaml:"config"`
+	ConfigPath  string            `yaml:"configPath"`
+	RelayArgs   []string          `yaml:"relayArgs"`
+	MigrateArgs []string          `yaml:"migrateArgs"`
+	SecretEnv   []string          `yaml:"secretEnv"`
+	Env         map[string]string `yaml:"env"`
+	Mounts      []string          `yaml:"mounts"`
+	Liveness    struct {
+		Path string `yaml:"path"`
+		Port int    `yaml:"port"`
+	} `yaml:"liveness"`
+	Readiness struct {
+		Path string `yaml:"path"`
+		Port int    `yaml:"port"`
+	} `yaml:"readiness"`
+}
+
+// sampleSecret is a value for a secret variable the chart maps from the Secret.
+func sampleSecret(name string, dialect outbox.Dialect) string {
+	switch {
+	case name == relayconfig.EnvDatabaseDSN && dialect == outbox.MySQL:
+		return "relay:s3cr3t@tcp(mariadb:3306)/shop"
+	case name == relayconfig.EnvDatabaseDSN:
+		return "postgres://relay:s3cr3t@postgres:5432/shop"
+	case name == "OUTBOXKIT_RABBITMQ_AMQP_URL":
+		return "amqp://relay:s3cr3t@rabbitmq:5672/"
+	case strings.HasPrefix(name, "OUTBOXKIT_ADMIN_"):
+		kind := strings.ToLower(strings.TrimPrefix(name, "OUTBOXKIT_ADMIN_"))
+		return kind + ":s3cr3t-" + kind + "-0123456789abcdef"
+	}
+	return "s3cr3t"
+}
+
+// TestHelmChartRelayInputs: for every values case of the Helm chart, the relay accepts what the
+// chart hands it: its configuration loader (with the broker part) and relay check accept the
+// ConfigMap's file with the Secret's variables, every variable is one the relay reads, the
+// migrate Job's arguments run (--print: no database), the probes' port is the one the
+// configuration listens on, and the relay's server answers the probes' paths (/livez 200, and
+// /readyz 503 until the relay runs, then 200).
+func TestHelmChartRelayInputs(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(chartRelayInputs, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 6 {
+		t.Fatalf("%s has %d cases, want the default values and at least 5 values files", chartRelayInputs, len(files))
+	}
+	known := append(relayconfig.EnvNames(), brokerconfig.EnvNames()...)
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".yaml"), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var in helmRelayInputs
+			if err := yaml.Unmarshal(data, &in); err != nil {
+				t.Fatal(err)
+			}
+			var dialect struct {
+				Database struct{ Dialect string } `yaml:"database"`
+			}
+			if err := yaml.Unmarshal([]byte(in.Config), &dialect); err != nil {
+				t.Fatal(err)
+			}
+			env := map[string]string{}
+			for _, name := range in.SecretEnv {
+				env[name] = sampleSecret(name, outbox.Dialect(dialect.Database.Dialect))
+			}
+			for name, v := range in.Env {
+				env[name] = v
+			}
+			for name := range env {
+				if !slices.Contains(known, name) {
+					t.Errorf("the chart sets %s, which the relay does not read", name)
+				}
+			}
+			in.Config = mountFiles(t, in)
+			lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+			cfg, err := relayconfig.Parse([]byte(in.Config), lookup, relayconfig.Options{Broker: true})
+			if err != nil {
+				t.Fatalf("the relay refuses the chart's configuration: %v\n%s", err, in.Config)
+			}
+			if err := relayconfig.CheckRelay(cfg, lookup); err != nil {
+				t.Fatal(err)
+			}
+			if want := []string{"relay", "--config", in.ConfigPath}; !slices.Equal(in.RelayArgs, want) {
+				t.Errorf("relay args %v, want %v", in.RelayArgs, want)
+			}
+			_, port, err := net.SplitHostPort(cfg.HTTP.Listen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := strconv.Itoa(in.Liveness.Port); p != port || in.Readiness.Port != in.Liveness.Port {
+				t.Errorf("probes on ports %d and %d, but http.listen is %s", in.Liveness.Port, in.Readiness.Port, cfg.HTTP.Listen)
+			}
+			if len(in.MigrateArgs) > 0 {
+				checkMigrateArgs(t, in, env)
+			}
+			checkProbes(t, cfg, in, env)
+		})
+	}
+}
+
+// mountFiles checks that every file the configuration names (keys ending in _file) is on a
+// volume the chart mounts, and returns the configuration with each mount's folder replaced by
+// a temporary one holding those files (empty), as the volume would.
+func mountFiles(t *testing.T, in helmRelayInputs) string {
+	t.Helper()
+	var doc any
+	if err := yaml.Unmarshal([]byte(in.Config), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	var walk func(v any)
+	walk = func(v any) {
+		if m, ok := v.(map[string]any); ok {
+			for k, child := range m {
+				if s, ok := child.(string); ok && strings.HasSuffix(k, "_file") && s != "" {
+					files = append(files, s)
+				}
+				walk(child)
+			}
+		}
+	}
+	walk(doc)
+	config := in.Config
+	for _, m := range in.Mounts {
+		dir := t.TempDir()
+		for _, f := range files {
+			if rel, ok := strings.CutPrefix(f, m+"/"); ok {
+				if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, rel)), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, rel), nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		config = strings.ReplaceAll(config, m+"/", dir+"/")
+	}
+	for _, f := range files {
+		if !slices.ContainsFunc(in.Mounts, func(m string) bool { return strings.HasPrefix(f, m+"/") }) {
+			t.Errorf("the configuration names %s, which is on no volume the chart mounts (%v)", f, in.Mounts)
+		}
+	}
+	return config
+}
+
+// checkMigrateArgs runs the migrate Job's arguments, with --print so no database is needed.
+func checkMigrateArgs(t *testing.T, in helmRelayInputs, env map[string]string) {
+	t.Helper()
+	dir := writeConfig(t, in.Config)
+	args := slices.Clone(in.MigrateArgs)
+	i := slices.Index(args, in.ConfigPath)
+	if i < 0 || args[0] != "migrate" {
+		t.Fatalf("migrate args %v do not read %s", args, in.ConfigPath)
+	}
+	args[i] = filepath.Join(dir, "outboxkit.yaml")
+	var vars []string
+	for k, v := range env {
+		vars = append(vars, k+"="+v)
+	}
+	res := cliWithInput(t, dir, "", vars, append(args, "--print")...)
+	if res.code != 0 || !strings.Contains(res.stdout, "CREATE TABLE") {
+		t.Fatalf("outboxkit %v --print: %s", args, res)
+	}
+}
+
+// checkProbes serves the relay's endpoints for cfg (on a free port of the loopback) and gets the
+// probes' paths.
+func checkProbes(t *testing.T, cfg relayconfig.Config, in helmRelayInputs, env map[string]string) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v) // the admin API reads its token variables itself
+	}
+	cfg.HTTP.Listen = "127.0.0.1:0"
+	db, err := openDB(relayconfig.Database{Dialect: outbox.SQLite, DSN: filepath.Join(t.TempDir(), "probe.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var (
+		logs      bytes.Buffer
+		running   atomic.Bool
+		publisher atomic.Pointer[message.Publisher]
+	)
+	stop, err := startRelayHTTP(cfg, db, newRegistry(), &running, &publisher, slog.New(slog.NewJSONHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	base := "http://" + servedAddr(t, &logs)
+	if code, body := httpGet(t, base+in.Liveness.Path); code != 200 {
+		t.Errorf("GET %s: %d %s", in.Liveness.Path, code, body)
+	}
+	if code, body := httpGet(t, base+in.Readiness.Path); code != 503 {
+		t.Errorf("GET %s before the relay runs: %d %s, want 503", in.Readiness.Path, code, body)
+	}
+	running.Store(true)
+	if code, body := httpGet(t, base+in.Readiness.Path); code != 200 {
+		t.Errorf("GET %s while the relay runs: %d %s", in.Readiness.Path, code, body)
+	}
+}
+
+// servedAddr returns the address the relay's server logged it listens on.
+func servedAddr(t *testing.T, logs *bytes.Buffer) string {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(logs.Bytes()))
+	for {
+		var rec map[string]any
+		if err := dec.Decode(&rec); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if addr, ok := rec["addr"].(string); ok {
+			return addr
+		}
+	}
+	t.Fatalf("the relay's server logged no addr:\n%s", logs.String())
+	return fmt.Sprint()
+}
