@@ -23,6 +23,16 @@ step "gofmt" gofmt_clean
 step "go vet" go vet ./...
 step "go test" go test -count=1 -timeout 40m -p 2 "$@" ./...
 
+# The Helm chart (deploy/helm/outboxkit) rendered with Helm's Go library, validated against the
+# Kubernetes schemas and checked, and the container image recipe (deploy/image): deploy/ is a
+# module of its own so that Helm's dependencies stay out of the library's module graph.
+deploy_module() {
+  cd deploy
+  go vet ./...
+  go test -count=1 -timeout 10m ./...
+}
+step "deploy module (helm chart, image)" deploy_module
+
 # Watermill's TestReconnect for Pulsar and Kafka, alone after the suite: each restarts a
 # dedicated broker twice, and under the suite's load a restart outlasted the test's 60 s window.
 # RECONNECT=0 skips them.
