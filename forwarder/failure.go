@@ -61,14 +61,14 @@ func (f *Forwarder) settle(ctx context.Context, r record, publishErr error) sett
 // error, whether the error is final: the reduced dead letter was refused too, permanently or on
 // its last chance, so that no later attempt can be expected to publish it.
 func (f *Forwarder) deadLetter(ctx context.Context, r record, reason string, attempts int) (reduced, final bool, err error) {
-	err = f.publishAlone(ctx, f.cfg.DeadLetterTopic, f.deadLetterMessage(ctx, r, reason, attempts, false))
+	err = publishAlone(ctx, f.publisher, f.cfg.DeadLetterTopic, f.deadLetterMessage(ctx, r, reason, attempts, false))
 	if err == nil {
 		return false, false, nil
 	}
 	if !f.retry.finalDeadLetterError(attempts, err) {
 		return false, false, err
 	}
-	err2 := f.publishAlone(ctx, f.cfg.DeadLetterTopic, f.deadLetterMessage(ctx, r, reason, attempts, true))
+	err2 := publishAlone(ctx, f.publisher, f.cfg.DeadLetterTopic, f.deadLetterMessage(ctx, r, reason, attempts, true))
 	if err2 == nil {
 		return true, false, nil
 	}

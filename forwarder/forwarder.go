@@ -29,7 +29,9 @@ const (
 type Forwarder struct {
 	cfg      Config
 	store    *store
-	inflight *inflight
+	// publisher is Config.Publisher with an outcome per message (outcomePublisher).
+	publisher OutcomePublisher
+	inflight  *inflight
 	metrics  *metrics
 	log      *slog.Logger
 	// source feeds pipeline, chosen by New from Config.Source and Config.Delivery.
@@ -89,6 +91,7 @@ func New(config Config) (*Forwarder, error) {
 		log:         config.Logger.With("component", "outboxkit.forwarder", "relay", config.RelayID, "table", table.Events()),
 	}
 	f.retry = retryPolicyOf(config)
+	f.publisher = outcomePublisher(config, f.log)
 	// The wiring: the only place (beside validation) that reads Delivery and Source.
 	f.pipeline = newPipeline(f)
 	if f.source, err = newSource(f, table); err != nil {

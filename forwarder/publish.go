@@ -3,9 +3,12 @@ package forwarder
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/outboxkit/outboxkit/forwarder/internal/waves"
 )
 
 // MetadataHeadersDropped is set on a dead letter sent without the event's own headers (the
@@ -19,15 +22,20 @@ type failure struct {
 	err    error
 }
 
-// publish sends the records and returns the acknowledged ones and the failed ones; records of a
-// key held back behind an earlier failure of that key are in neither and stay pending. A
-// publisher that reports outcomes per message (OutcomePublisher) gets whole batches; any other
-// publisher gets one event per key per call (publishWaves).
-func (f *Forwarder) publish(ctx context.Context, records []record) (acked []record, failed []failure) {
-	if pub, ok := f.cfg.Publisher.(OutcomePublisher); ok {
-		return f.publishOutcomes(ctx, pub, records)
+// outcomePublisher is the publisher strategy, chosen once: a publisher that reports outcomes
+// per message (OutcomePublisher) is used as it is; any other is published through in waves
+// (internal/waves), one event per key per call.
+func outcomePublisher(c Config, log *slog.Logger) OutcomePublisher {
+	if pub, ok := c.Publisher.(OutcomePublisher); ok {
+		return pub
 	}
-	return f.publishWaves(ctx, records)
+	return waves.New(c.Publisher, c.IsRetriable, log)
+}
+
+// publish sends the records and returns the acknowledged ones and the failed ones; records of a
+// key held back behind an earlier failure of that key are in neither and stay pending.
+func (f *Forwarder) publish(ctx context.Context, records []record) (acked []record, failed []failure) {
+	return publishOutcomes(ctx, f.publisher, f.metrics, f.log, records)
 }
 
 // toMessages turns records into broker messages carrying ctx.
@@ -78,7 +86,7 @@ func eachTopic(records []record, publishTopic func(topic string, records []recor
 // dead-lettered), its later events stay pending, parked behind it; only failed events are sent
 // again. The events of a key that go to several topics are cut into segments at each change of
 // topic, published one segment after the other, since gaplessness holds within one call only.
-func (f *Forwarder) publishOutcomes(ctx context.Context, pub OutcomePublisher, records []record) (acked []record, failed []failure) {
+func publishOutcomes(ctx context.Context, pub OutcomePublisher, m *metrics, log *slog.Logger, records []record) (acked []record, failed []failure) {
 	type keyState struct {
 		topic   string
 		segment int
@@ -109,7 +117,7 @@ func (f *Forwarder) publishOutcomes(ctx context.Context, pub OutcomePublisher, r
 			}
 		}
 		a, fl := eachTopic(todo, func(topic string, records []record) ([]record, []failure) {
-			return f.publishEach(ctx, pub, topic, records)
+			return publishEach(ctx, pub, m, log, topic, records)
 		})
 		acked = append(acked, a...)
 		for _, x := range fl {
@@ -122,9 +130,9 @@ func (f *Forwarder) publishOutcomes(ctx context.Context, pub OutcomePublisher, r
 
 // publishEach publishes the records of one topic in one PublishEach call and sorts the outcomes:
 // the first failure of each key is returned as failed, the key's later records are held back.
-// A permanent error is taken as the message's own (the OutcomePublisher contract), so it is
-// dead-lettered without being confirmed alone first, unlike on the waves path.
-func (f *Forwarder) publishEach(ctx context.Context, pub OutcomePublisher, topic string, records []record) (acked []record, failed []failure) {
+// A permanent error is taken as the message's own (the OutcomePublisher contract; the waves
+// adapter confirms it alone before it reports it), so it is dead-lettered.
+func publishEach(ctx context.Context, pub OutcomePublisher, m *metrics, log *slog.Logger, topic string, records []record) (acked []record, failed []failure) {
 	msgs := toMessages(ctx, records)
 	errs := pub.PublishEach(ctx, topic, msgs)
 	if len(errs) != len(msgs) {
@@ -139,8 +147,8 @@ func (f *Forwarder) publishEach(ctx context.Context, pub OutcomePublisher, topic
 		switch {
 		case errs[i] == nil:
 			if broken[r.keyHash] {
-				f.metrics.gapViolations.Inc()
-				f.log.Error("the publisher acknowledged an event after an earlier event of its key failed in the same call; "+
+				m.gapViolations.Inc()
+				log.Error("the publisher acknowledged an event after an earlier event of its key failed in the same call; "+
 					"its key may be out of order on the broker", "publisher", fmt.Sprintf("%T", pub), "topic", topic,
 					"event_id", r.event.ID, "aggregate_id", r.event.AggregateID)
 			}
@@ -156,12 +164,9 @@ func (f *Forwarder) publishEach(ctx context.Context, pub OutcomePublisher, topic
 }
 
 // publishAlone publishes one message in a call of its own.
-func (f *Forwarder) publishAlone(ctx context.Context, topic string, msg *message.Message) error {
-	if pub, ok := f.cfg.Publisher.(OutcomePublisher); ok {
-		if errs := pub.PublishEach(ctx, topic, []*message.Message{msg}); len(errs) == 1 {
-			return errs[0]
-		}
-		return fmt.Errorf("forwarder: publisher %T did not return one outcome for one message", pub)
+func publishAlone(ctx context.Context, pub OutcomePublisher, topic string, msg *message.Message) error {
+	if errs := pub.PublishEach(ctx, topic, []*message.Message{msg}); len(errs) == 1 {
+		return errs[0]
 	}
-	return f.cfg.Publisher.Publish(topic, msg)
+	return fmt.Errorf("forwarder: publisher %T did not return one outcome for one message", pub)
 }

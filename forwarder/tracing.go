@@ -58,15 +58,18 @@ func tracePublisher(pub message.Publisher, tp trace.TracerProvider, system, dead
 		system:          system,
 		deadLetterTopic: deadLetterTopic,
 	}
-	each, hasEach := pub.(OutcomePublisher)
-	if !hasEach {
-		return t
+	// The decorator of pub's capabilities: a transactional publisher with outcomes, a publisher
+	// with outcomes, or a plain one.
+	switch p := pub.(type) {
+	case interface {
+		TransactionalPublisher
+		OutcomePublisher
+	}:
+		return &tracedTransactionalPublisher{tracedOutcomePublisher: &tracedOutcomePublisher{tracedPublisher: t, each: p}, tx: p}
+	case OutcomePublisher:
+		return &tracedOutcomePublisher{tracedPublisher: t, each: p}
 	}
-	outcome := &tracedOutcomePublisher{tracedPublisher: t, each: each}
-	if tx, ok := pub.(TransactionalPublisher); ok {
-		return &tracedTransactionalPublisher{tracedOutcomePublisher: outcome, tx: tx}
-	}
-	return outcome
+	return t
 }
 
 // tracedPublisher traces a plain message.Publisher: one error per call ends every span of it.

@@ -6,7 +6,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/outboxkit/outboxkit/brokers/kafka"
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/internal/waves"
 	"github.com/outboxkit/outboxkit/forwarder/outcometest"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 )
@@ -24,7 +24,7 @@ func (p wavesOnlyPublisher) Close() error             { return p.pub.Close() }
 func (p wavesOnlyPublisher) Retriable(err error) bool { return kafka.Retriable(err) }
 
 // TestWavesOutcomeConformance runs forwarder/outcometest against the waves, the forwarder's
-// path for a plain message.Publisher (exposed by export_test.go's WavesPublisher), over
+// path for a plain message.Publisher (internal/waves, the adapter its wiring wraps one in), over
 // brokers/kafka's Publisher reduced to Publish on the real Kafka.
 func TestWavesOutcomeConformance(t *testing.T) {
 	brokers := testsupport.KafkaBrokers(t)
@@ -33,7 +33,8 @@ func TestWavesOutcomeConformance(t *testing.T) {
 		if err != nil {
 			t.Fatalf("new kafka publisher: %v", err)
 		}
-		return forwarder.NewWavesPublisher(wavesOnlyPublisher{pub})
+		// The adapter the forwarder's wiring (outcomePublisher) wraps a plain publisher in.
+		return waves.New(wavesOnlyPublisher{pub}, kafka.Retriable, nil)
 	}
 	broker := outcometest.Broker{
 		NewTopic: func(t *testing.T) string {
@@ -60,7 +61,7 @@ func TestWavesOutcomeConformance(t *testing.T) {
 		// A wave whose Publish call failed is sent again one message at a time: the innocent
 		// messages of the call reach the broker twice.
 		DuplicatesOnFailure: true,
-		// Publish takes no context, and publishWaves does not look at ctx between waves.
+		// Publish takes no context, and the waves adapter does not look at ctx between waves.
 		SendsAfterCancel: true,
 	}
 	outcometest.TestOutcomePublisher(t, features, newPublisher, broker)
