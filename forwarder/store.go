@@ -5,12 +5,11 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/deadletter"
 	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -133,7 +132,7 @@ func (s *store) ack(ctx context.Context, q querier, seqs []int64, retain bool) e
 
 // fail records a failed attempt: the row stays pending until nextAttempt, or becomes dead.
 func (s *store) fail(ctx context.Context, q querier, seq int64, attempts int, nextAttempt time.Time, dead bool, reason string) error {
-	reason = truncateUTF8(reason, maxReasonBytes)
+	reason = deadletter.TruncateUTF8(reason, maxReasonBytes)
 	if _, err := s.planned(s.sql().Fail(seq, attempts, nextAttempt, dead, reason)).Exec(ctx, q); err != nil {
 		return fmt.Errorf("record failure of row %d: %w", seq, err)
 	}
@@ -142,21 +141,6 @@ func (s *store) fail(ctx context.Context, q querier, seq int64, attempts int, ne
 
 // maxReasonBytes bounds the last_error stored with a failed row.
 const maxReasonBytes = 2000
-
-// truncateUTF8 cuts s to at most n bytes on a character boundary and replaces invalid UTF-8
-// (which PostgreSQL would reject, failing every acknowledgement of the batch), so the result is
-// always valid UTF-8.
-func truncateUTF8(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
-}
 
 // prune deletes up to limit published rows older than cutoff and reports how many it deleted.
 func (s *store) prune(ctx context.Context, q querier, cutoff time.Time, limit int) (int64, error) {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/outboxkit/outboxkit/forwarder/internal/deadletter"
 )
 
 // Exactly-once delivery (docs/exactly-once.md). The partitions are grouped into
@@ -252,29 +254,28 @@ func (f *Forwarder) afterAbort(pending []record, dead []pendingDead, errs []erro
 	return next, nextDead, settled
 }
 
-// afterDeadLetterAbort sorts one dead letter of an aborted transaction: kept for the next
-// transaction when it did not fail itself; when the broker refused it (a permanent error, or any
-// error on its last chance: retryPolicy.finalDeadLetterError), sent reduced to the ids and the reason in the
-// next one, and, if it was reduced already, settled dead in the table without a dead letter
-// (deadLetterRefused); otherwise retried later.
+// afterDeadLetterAbort sorts one dead letter of an aborted transaction by the dead-letter
+// sequence (deadletter.Next): kept for the next transaction when it did not fail itself; when
+// the broker refused it for good, sent reduced in the next one, or, if it was reduced already,
+// settled dead in the table without a dead letter; otherwise retried later.
 func (f *Forwarder) afterDeadLetterAbort(d pendingDead, err error, nextDead []pendingDead) ([]pendingDead, *settlement) {
-	if err == nil {
+	var st settlement
+	switch deadletter.Next(d.slim, err, err != nil && f.retry.finalDeadLetterError(d.attempts, err)) {
+	case deadletter.Sent:
 		return append(nextDead, d), nil
+	case deadletter.SendReduced:
+		d.slim = true
+		return append(nextDead, d), nil
+	case deadletter.Refused:
+		st = f.deadLetterRefused(d.record, d.attempts, d.reason, err)
+	default:
+		st = f.retryLater(d.record, d.attempts, deadletter.RetryReason(d.reason, f.cfg.DeadLetterTopic, err))
 	}
-	if f.retry.finalDeadLetterError(d.attempts, err) {
-		if !d.slim {
-			d.slim = true
-			return append(nextDead, d), nil
-		}
-		st := f.deadLetterRefused(d.record, d.attempts, d.reason, err)
-		return nextDead, &st
-	}
-	st := f.retryLater(d.record, d.attempts, fmt.Sprintf("%s (dead-lettering to %s failed: %v)", d.reason, f.cfg.DeadLetterTopic, err))
 	return nextDead, &st
 }
 
 // transactionMessages are the messages of one transaction: the records' events, then the dead
-// letters (whole, or reduced when d.slim; see deadLetterMessage).
+// letters (whole, or reduced when d.slim; see deadletter.Message).
 func (f *Forwarder) transactionMessages(ctx context.Context, pending []record, dead []pendingDead) ([]string, []*message.Message) {
 	topics := make([]string, 0, len(pending)+len(dead))
 	msgs := toMessages(ctx, pending)
@@ -283,7 +284,7 @@ func (f *Forwarder) transactionMessages(ctx context.Context, pending []record, d
 	}
 	for _, d := range dead {
 		topics = append(topics, f.cfg.DeadLetterTopic)
-		msgs = append(msgs, f.deadLetterMessage(ctx, d.record, d.reason, d.attempts, d.slim))
+		msgs = append(msgs, deadletter.Message(ctx, d.record.event, d.reason, d.attempts, d.slim))
 	}
 	return topics, msgs
 }
@@ -297,7 +298,7 @@ func (f *Forwarder) checkpointOf(unit string, pending []record, dead []pendingDe
 	}
 	for _, d := range dead {
 		cp.Dead = append(cp.Dead, deadRow{Seq: d.record.seq, EventID: d.record.event.ID.String(),
-			Attempts: d.attempts, Reason: truncateUTF8(d.reason, 1024)})
+			Attempts: d.attempts, Reason: deadletter.TruncateUTF8(d.reason, deadletter.MaxReason)})
 	}
 	data, err := json.Marshal(cp)
 	if err != nil {
