@@ -27,13 +27,13 @@ const (
 // Forwarder relays events from one outbox table to a publisher. Create it with [New] and run it
 // with [Forwarder.Run].
 type Forwarder struct {
-	cfg      Config
-	store    *store
+	cfg   Config
+	store *store
 	// publisher is Config.Publisher with an outcome per message (outcomePublisher).
 	publisher OutcomePublisher
 	inflight  *inflight
-	metrics  *metrics
-	log      *slog.Logger
+	metrics   *metrics
+	log       *slog.Logger
 	// source feeds pipeline, chosen by New from Config.Source and Config.Delivery.
 	source   source
 	pipeline pipeline
