@@ -37,10 +37,6 @@ func TestOutcomeConformance(t *testing.T) {
 				msg.Payload = make([]byte, 64<<10)
 				_, _ = rand.Read(msg.Payload) // incompressible
 			},
-			KnownDeviation: "when the broker refuses a batch whole, PublishEach confirms only the first failure of " +
-				"each key alone: the later messages of a key whose first failure was innocent keep the retriable " +
-				"ErrEarlierMessageFailed, so the innocent ones of other keys fail and the refused message itself, " +
-				"when it is not the first failure of its key, gets a retriable error instead of its permanent one",
 		}
 		outcometest.TestRefusedFailsAlone(t, outcometest.TestContext{
 			Features:     outcometest.Features{Refusals: []outcometest.Refusal{refusal}},

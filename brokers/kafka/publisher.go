@@ -84,20 +84,6 @@ func NewPublisher(config Config, logger watermill.LoggerAdapter) (*Publisher, er
 	}, nil
 }
 
-// confirmAlone produces rec alone on the confirming client and returns its error.
-func (p *Publisher) confirmAlone(ctx context.Context, rec *kgo.Record) error {
-	p.confirmMu.Lock()
-	defer p.confirmMu.Unlock()
-	if p.confirmer == nil {
-		c, err := kgo.NewClient(p.opts...)
-		if err != nil {
-			return fmt.Errorf("kafka: cannot create the client that confirms refused messages: %w", err)
-		}
-		p.confirmer = c
-	}
-	return p.confirmer.ProduceSync(ctx, rec).FirstErr()
-}
-
 // NewMarshaler returns watermill-kafka's marshaler with the message key taken from the metadata
 // entry keyMetadata: the subscriber unmarshals with it, and the publisher's records are what it
 // marshals (Publisher.record).
@@ -146,9 +132,11 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 // delivered. Messages the client would refuse on its own (larger than Config.MessageMaxBytes,
 // invalid) are found before anything is produced and their key's later messages are not
 // produced at all; a failure reported by the broker, or a record's retries or ctx running out,
-// fails every later buffered record of the partition inside franz-go (see logReorderings). A record the
-// broker refused with a permanent error is sent once more alone before that error is reported,
-// since a broker refuses a whole batch for one bad record.
+// fails every later buffered record of the partition inside franz-go (see logReorderings). A broker
+// refuses a whole batch for one bad record, so a permanent refusal is not believed at once: the
+// key's messages from that one on are sent again alone, in order, until one fails alone, which
+// then has its own error and holds back the rest of its key (confirmRefusedAlone). Each message
+// thus gets its own outcome, also when it shared a refused batch with another key's bad record.
 //
 // ctx bounds the call: when it ends, records not yet sent fail with its error; a record already
 // sent is waited for (the idempotent producer cannot forget a request whose outcome it does not
@@ -188,7 +176,7 @@ func (p *Publisher) publishEach(ctx context.Context, topic string, msgs []*messa
 	records, keys := p.records(topic, msgs, errs)
 	p.produceAll(ctx, topic, msgs, records, errs)
 	p.logReorderings(topic, msgs, keys, errs)
-	p.confirmRefusedAlone(ctx, topic, msgs, records, errs)
+	p.confirmRefusedAlone(ctx, topic, msgs, records, keys, errs)
 	return errs, nil
 }
 
@@ -288,32 +276,6 @@ func (p *Publisher) logReorderings(topic string, msgs []*message.Message, keys [
 			"topic": topic, "key": keys[first], "failed_uuid": msgs[first].UUID,
 			"reordered": count[first], "first_reordered_uuid": msgs[firstLater[first]].UUID,
 		})
-	}
-}
-
-// confirmRefusedAlone sends each record refused with a permanent error, the first failure of its
-// key, once more, alone, before the error is believed. A broker refuses a whole batch for one bad
-// record (MESSAGE_TOO_LARGE when message_max_bytes is above the broker's limit, INVALID_RECORD),
-// failing the innocent records that shared it with the same permanent error; if the record is
-// acknowledged now it was innocent (its key's later messages stay held back, so the order
-// holds). One at a time and on a client of its own (confirmAlone), so that a record being
-// confirmed never shares a batch.
-func (p *Publisher) confirmRefusedAlone(ctx context.Context, topic string, msgs []*message.Message, records []*kgo.Record, errs []error) {
-	for i, err := range errs {
-		if records[i] == nil || err == nil || Retriable(err) || ctx.Err() != nil {
-			continue
-		}
-		// A fresh record: the first one went through a batch that failed, and franz-go keeps
-		// state in a record it produced.
-		alone, err := p.record(topic, msgs[i])
-		if err == nil {
-			err = p.confirmAlone(ctx, alone)
-		}
-		if err != nil {
-			errs[i] = fmt.Errorf("kafka: message %s to topic %q, also when sent alone: %w", msgs[i].UUID, topic, err)
-			continue
-		}
-		errs[i] = nil
 	}
 }
 
