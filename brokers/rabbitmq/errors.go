@@ -52,8 +52,10 @@ var (
 // declared with other arguments (precondition-failed 406), resource alarms. Dead-lettering every
 // event of a topic for a missing grant would punish innocent events; bounded retry still
 // dead-letters them after the forwarder's MaxAttempts. A channel closed by the server because of
-// a message above its max_message_size (406 too) is retriable too: it fails every message in
-// flight on the channel, not only the large one (Config.MaxMessageSize refuses it before).
+// a message above its max_message_size (406 too) fails every message in flight on the channel:
+// retriably, except the message the server's reason names by its size, which is
+// ErrMessageTooLarge; the publisher then refuses larger messages before sending
+// (Config.MaxMessageSize at most the server's refuses them before in the first place).
 // Retriable(nil) is false.
 func Retriable(err error) bool {
 	if err == nil {

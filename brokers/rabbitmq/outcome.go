@@ -208,6 +208,14 @@ func (c *publishCall) outcome(f inFlight, done bool) {
 			var amqpErr *amqp.Error
 			c.notFound = c.notFound || (errors.As(reason, &amqpErr) && amqpErr.Code == amqp.NotFound)
 			c.clean = false
+			if limit, ok := serverSizeLimit(reason); ok {
+				c.p.learnServerLimit(limit)
+				if len(msg.Payload) > limit {
+					c.Fail(f.i, fmt.Errorf("rabbitmq: publish message %s to %s: payload of %d bytes refused by the server (%v): %w",
+						msg.UUID, c.topic, len(msg.Payload), reason, ErrMessageTooLarge))
+					return
+				}
+			}
 			c.Fail(f.i, fmt.Errorf("rabbitmq: publish message %s to %s: channel closed before the confirmation: %w", msg.UUID, c.topic, reason))
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ThreeDotsLabs/watermill"
 	wmamqp "github.com/ThreeDotsLabs/watermill-amqp/v3/pkg/amqp"
@@ -30,6 +31,9 @@ type Publisher struct {
 	pool      *channelPool
 	topology  *topology
 	marshaler wmamqp.DefaultMarshaler
+	// serverLimit is the server's max_message_size once a refusal named it (serverlimit.go),
+	// 0 before.
+	serverLimit atomic.Int64
 
 	// closeMu is held for reading by every publish call and for writing by Close; closing is
 	// closed first, so the calls in flight stop waiting and Close does not wait for their
@@ -115,9 +119,8 @@ func (p *Publisher) Retriable(err error) bool { return Retriable(err) }
 // metadata as headers, the UUID in UUIDHeader, persistent), with the UUID as message-id, by
 // which a basic.return is matched to its message.
 func (p *Publisher) publishing(msg *message.Message) (amqp.Publishing, error) {
-	if len(msg.Payload) > p.config.MaxMessageSize {
-		return amqp.Publishing{}, fmt.Errorf("rabbitmq: message %s: payload of %d bytes, max_message_size %d: %w",
-			msg.UUID, len(msg.Payload), p.config.MaxMessageSize, ErrMessageTooLarge)
+	if err := p.checkSize(msg.UUID, msg.Payload); err != nil {
+		return amqp.Publishing{}, err
 	}
 	if len(msg.UUID) > maxFieldName {
 		return amqp.Publishing{}, fmt.Errorf("rabbitmq: message UUID %.40q... longer than %d bytes: %w", msg.UUID, maxFieldName, ErrInvalidMessage)
