@@ -73,6 +73,17 @@ type Config struct {
 	// run one ordered consumer per partition subject in parallel (the Kafka model). Per-key order
 	// on the publishing side is the same either way. At most 1024.
 	Partitions int `yaml:"partitions"`
+	// DeadLetterTopics are the topics of dead letters: whatever Partitions says, the stream of
+	// each holds <topic>.*, and a dead letter goes to <topic>.<p> (p of Partitions, <topic>.0 with
+	// Partitions 0). Installations with different Partitions share a dead-letter topic (the
+	// forwarder's default, DefaultDeadLetterTopic, unless each sets its own): with the stream's
+	// subjects depending on Partitions, the second installation found the first one's stream
+	// with other subjects (ErrStreamMismatch) and could not dead-letter. Always <topic>.*, not
+	// <topic>, so that a dead-letter topic named <topic>.dead does not overlap the stream of
+	// <topic> with partitions. DefaultDeadLetterTopic always is one; add the forwarder's
+	// Config.DeadLetterTopic when it is another (the relay, cmd/outboxkit, does). Not a YAML
+	// key: the relay takes it from forwarder.dead_letter_topic.
+	DeadLetterTopics []string `yaml:"-"`
 	// Replicas is the replica count of the streams this package creates. Default 1; 3 or 5 on
 	// a cluster (JetStream refuses more than 1 on a single server: the stream cannot be created
 	// and publishes fail, retriably, until the setting is fixed).
@@ -213,6 +224,11 @@ func (c Config) Validate() error {
 	}
 	if c.Partitions < 0 || c.Partitions > MaxPartitions {
 		return fmt.Errorf("partitions: %d out of range 0..%d", c.Partitions, MaxPartitions)
+	}
+	for _, topic := range c.DeadLetterTopics {
+		if err := checkTopic(topic); err != nil {
+			return fmt.Errorf("dead letter topic: %w", err)
+		}
 	}
 	if c.Replicas < 1 || c.Replicas > 5 {
 		return fmt.Errorf("replicas: %d out of range 1..5", c.Replicas)

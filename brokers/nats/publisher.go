@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -192,11 +193,35 @@ func (s *streams) create(ctx context.Context, topic string) (string, error) {
 		return "", fmt.Errorf("nats: stream %s of topic %s: %w", want.Name, topic, err)
 	}
 	subjects := stream.CachedInfo().Config.Subjects
-	for _, sub := range subjects {
-		if sub == want.Subjects[0] {
-			return want.Name, nil
+	if slices.Contains(subjects, want.Subjects[0]) {
+		return want.Name, nil
+	}
+	if s.upgradable(topic, subjects) {
+		if err := s.addSubject(ctx, stream, want.Subjects[0]); err != nil {
+			return "", fmt.Errorf("nats: stream %s of dead-letter topic %s: %w", want.Name, topic, err)
 		}
+		return want.Name, nil
 	}
 	return "", fmt.Errorf("nats: stream %s exists with subjects %v, not %s (another topic's, or partitions changed): %w",
 		want.Name, subjects, want.Subjects[0], ErrStreamMismatch)
+}
+
+// upgradable reports whether the stream of the dead-letter topic topic holds the one subject
+// of the layout of earlier versions with Partitions 0 (<topic>, when their dead-letter topic
+// followed Partitions), to which <topic>.* is added rather than refused, unless streams are the
+// operator's job. Relays of both versions then share the stream during a rolling upgrade: the
+// old ones publish to <topic>, the new ones to <topic>.<p>.
+func (s *streams) upgradable(topic string, subjects []string) bool {
+	return !s.config.DisableStreamCreation && s.config.deadLetterTopic(topic) &&
+		len(subjects) == 1 && subjects[0] == topic
+}
+
+// addSubject adds subject to the stream's subjects.
+func (s *streams) addSubject(ctx context.Context, stream jetstream.Stream, subject string) error {
+	cfg := stream.CachedInfo().Config
+	cfg.Subjects = append(slices.Clone(cfg.Subjects), subject)
+	if _, err := s.js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("add subject %s to the subjects %v of an earlier version: %w", subject, stream.CachedInfo().Config.Subjects, err)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -44,22 +45,43 @@ func StreamName(topic string) string {
 // validName reports whether s can be a stream or consumer name.
 func validName(s string) bool { return s != "" && StreamName(s) == s }
 
+// DefaultDeadLetterTopic is the forwarder's default dead-letter topic
+// (forwarder.DefaultDeadLetterTopic): always one of Config.DeadLetterTopics.
+const DefaultDeadLetterTopic = "outboxkit.dead_letters"
+
+// deadLetterTopic reports whether topic is one of DeadLetterTopics (or the default one).
+func (c Config) deadLetterTopic(topic string) bool {
+	return topic == DefaultDeadLetterTopic || slices.Contains(c.DeadLetterTopics, topic)
+}
+
+// partitions is the number of partition subjects of topic: Partitions, but at least 1 for a
+// dead-letter topic (0: the topic is one subject, its own name).
+func (c Config) partitions(topic string) int {
+	if c.deadLetterTopic(topic) {
+		return max(c.Partitions, 1)
+	}
+	return c.Partitions
+}
+
 // filterSubject is the subject (pattern) the stream of topic holds, and the one subscribers
-// consume: the topic itself, or <topic>.* with partitions.
+// consume: the topic itself, or <topic>.* with partitions (always for a dead-letter topic).
 func (c Config) filterSubject(topic string) string {
-	if c.Partitions == 0 {
+	if c.partitions(topic) == 0 {
 		return topic
 	}
 	return topic + ".*"
 }
 
 // Subject is the subject a message with partition key key is published to on topic: the topic
-// itself, or with Partitions N > 0, <topic>.<p> where p = FNV-1a 32 of the key modulo N.
+// itself, or with Partitions N > 0, <topic>.<p> where p = FNV-1a 32 of the key modulo N. A
+// dead-letter topic (Config.DeadLetterTopics) has at least one partition: <topic>.0 with
+// Partitions 0.
 func (c Config) Subject(topic, key string) string {
-	if c.Partitions == 0 {
+	n := c.partitions(topic)
+	if n == 0 {
 		return topic
 	}
-	return topic + "." + strconv.Itoa(Partition(key, c.Partitions))
+	return topic + "." + strconv.Itoa(Partition(key, n))
 }
 
 // Partition is the partition of key among n: FNV-1a (32 bits) of the key, modulo n.

@@ -49,6 +49,8 @@ type oversizedCase struct {
 	broker     string // the configuration's broker part
 	payload    int    // the oversized event's payload, over the broker's limit
 	maxAttempt int    // the most attempts the event may take (the relay's max_attempts is 3)
+	// deadLetterTopic is the relay's forwarder.dead_letter_topic; empty: <topic>.dead.
+	deadLetterTopic string
 }
 
 // relayDeadLettersOversizedEvent runs the relay with max_attempts 3 on 20 events of 5 keys, one
@@ -60,8 +62,12 @@ func relayDeadLettersOversizedEvent(t *testing.T, c oversizedCase) {
 	table := testsupport.UniqueName("cli_" + c.name)
 	topic := testsupport.UniqueName("cli." + c.name)
 	dropTables(t, db, table)
+	dlq := c.deadLetterTopic
+	if dlq == "" {
+		dlq = topic + ".dead"
+	}
 	cfg := strings.Replace(pgConfig(testsupport.PostgresDSN(t), table, c.broker), "forwarder:\n",
-		"forwarder:\n  max_attempts: 3\n  max_interval: 500ms\n  dead_letter_topic: "+topic+".dead\n", 1)
+		"forwarder:\n  max_attempts: 3\n  max_interval: 500ms\n  dead_letter_topic: "+dlq+"\n", 1)
 	dir := writeConfig(t, cfg)
 	if res := cli(t, dir, "migrate"); res.code != 0 {
 		t.Fatalf("migrate: %s", res)

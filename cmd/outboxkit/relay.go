@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -244,17 +245,21 @@ func signalContext(parent context.Context, logger *slog.Logger) (context.Context
 
 // connectBroker builds the configured broker's clients and, for Pulsar (which connects lazily),
 // opens the dead-letter topic's producer, so that an unreachable broker or refused credentials
-// stop the relay at start with a clear error.
+// stop the relay at start with a clear error. On NATS the dead-letter topic is one subject
+// whatever nats.partitions (nats.Config.DeadLetterTopics), so that installations with other
+// partitions can share it.
 func connectBroker(ctx context.Context, cfg relayconfig.Config, logger *slog.Logger) (*brokerconfig.Brokers, error) {
-	brokers, err := brokerconfig.Build(ctx, cfg.Broker, watermill.NewSlogLogger(logger.With("broker", cfg.Broker.Broker)))
+	dlq := cfg.Forwarder.DeadLetterTopic
+	if dlq == "" {
+		dlq = forwarder.DefaultDeadLetterTopic
+	}
+	bcfg := cfg.Broker
+	bcfg.NATS.DeadLetterTopics = append(slices.Clone(bcfg.NATS.DeadLetterTopics), dlq)
+	brokers, err := brokerconfig.Build(ctx, bcfg, watermill.NewSlogLogger(logger.With("broker", cfg.Broker.Broker)))
 	if err != nil {
 		return nil, fmt.Errorf("relay: %w", err)
 	}
 	if connector, ok := brokers.Publisher().(interface{ Connect(topic string) error }); ok {
-		dlq := cfg.Forwarder.DeadLetterTopic
-		if dlq == "" {
-			dlq = forwarder.DefaultDeadLetterTopic
-		}
 		if err := connector.Connect(dlq); err != nil {
 			_ = brokers.Close()
 			return nil, fmt.Errorf("relay: broker %s: %w", brokers.Broker(), err)
