@@ -29,7 +29,7 @@ import (
 
 // EnvWriteTraceSVG, set to 1, makes TestOneTraceFromWriterToHandler write the trace it checked
 // to docs/trace-example.svg (and its text tree to docs/trace-example.txt).
-const EnvWriteTraceSVG = "OUTBOXKIT_WRITE_TRACE_SVG"
+const EnvWriteTraceSVG = "OUTBOXKIT_TEST_WRITE_TRACE_SVG"
 
 // TestOneTraceFromWriterToHandler follows one event through the whole path with tracing on:
 // written on PostgreSQL inside an application span, relayed by the forwarder to the real Kafka,

@@ -249,11 +249,11 @@ source "$here/services/kafka-cluster.sh"
 
 print_env() {
   cat <<EOF
-export OUTBOXKIT_PG_DSN='postgres://outboxkit:outboxkit@127.0.0.1:$PG_PORT/outboxkit?sslmode=disable'
-export OUTBOXKIT_MYSQL_DSN='outboxkit:outboxkit@tcp(127.0.0.1:$MARIADB_PORT)/outboxkit?parseTime=true&multiStatements=true'
+export OUTBOXKIT_TEST_PG_DSN='postgres://outboxkit:outboxkit@127.0.0.1:$PG_PORT/outboxkit?sslmode=disable'
+export OUTBOXKIT_TEST_MYSQL_DSN='outboxkit:outboxkit@tcp(127.0.0.1:$MARIADB_PORT)/outboxkit?parseTime=true&multiStatements=true'
 export OUTBOXKIT_KAFKA_BROKERS='127.0.0.1:$KAFKA_PORT'
 export OUTBOXKIT_PULSAR_URL='pulsar://127.0.0.1:$PULSAR_PORT'
-export OUTBOXKIT_PULSAR_HTTP='http://127.0.0.1:$PULSAR_HTTP_PORT'
+export OUTBOXKIT_TEST_PULSAR_HTTP='http://127.0.0.1:$PULSAR_HTTP_PORT'
 EOF
   print_nats_env
   print_rabbitmq_env

@@ -65,7 +65,7 @@ func TestAppliedEnvListsNamesOnly(t *testing.T) {
 			return "k:9092", true
 		case "OUTBOXKIT_KAFKA_SASL_PASSWORD":
 			return "hunter2-secret", true
-		case "OUTBOXKIT_PG_DSN":
+		case "OUTBOXKIT_TEST_PG_DSN":
 			return "postgres://x", true
 		}
 		return "", false

@@ -9,10 +9,8 @@ import (
 	"github.com/outboxkit/outboxkit/brokers/rabbitmq"
 )
 
-// rabbitMQEnvBindings are the OUTBOXKIT_RABBITMQ_* overrides of the rabbitmq section. The URL's
-// is OUTBOXKIT_RABBITMQ_AMQP_URL: OUTBOXKIT_RABBITMQ_URL is the test node's address that
-// scripts/services.sh env exports (as OUTBOXKIT_NATS_URL is beside OUTBOXKIT_NATS_URLS), and a
-// relay started with that environment must not have its configured URL replaced by it.
+// rabbitMQEnvBindings are the OUTBOXKIT_RABBITMQ_* overrides of the rabbitmq section (the URL's
+// is OUTBOXKIT_RABBITMQ_AMQP_URL).
 func (c *Config) rabbitMQEnvBindings() []envBinding {
 	r := &c.RabbitMQ
 	return []envBinding{

@@ -16,7 +16,7 @@ import (
 // EnvStress, when set to 1, also runs Watermill's stress test (the universal suite ten
 // times in parallel). The suite itself always runs at full size (no ForceShort): about 7s
 // here. go test -short shrinks it to the suite's short sizes.
-const EnvStress = "OUTBOXKIT_PULSAR_STRESS"
+const EnvStress = "OUTBOXKIT_TEST_PULSAR_STRESS"
 
 // testLogger prints errors and info; pulsar-client-go's chatter is at Debug/Trace.
 func testLogger() watermill.LoggerAdapter { return watermill.NewStdLogger(false, false) }
@@ -95,7 +95,7 @@ func TestUniversalPubSub(t *testing.T) {
 }
 
 // TestUniversalPubSubStress runs the universal suite ten times in parallel; only with
-// OUTBOXKIT_PULSAR_STRESS=1 (too heavy for the shared 2-core CI machine).
+// OUTBOXKIT_TEST_PULSAR_STRESS=1 (too heavy for the shared 2-core CI machine).
 func TestUniversalPubSubStress(t *testing.T) {
 	if os.Getenv(EnvStress) != "1" {
 		t.Skipf("the stress test runs only with %s=1", EnvStress)

@@ -65,7 +65,7 @@ func readText(t *testing.T, ctx context.Context, sel string) string {
 	}
 }
 
-// screenshot saves the viewport as docs/console-<name>.png when OUTBOXKIT_UPDATE_SCREENSHOTS is
+// screenshot saves the viewport as docs/console-<name>.png when OUTBOXKIT_TEST_UPDATE_SCREENSHOTS is
 // set (a run that refreshes the documentation), else into the test's temporary directory.
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
@@ -74,7 +74,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
 	dir := t.TempDir()
-	if os.Getenv("OUTBOXKIT_UPDATE_SCREENSHOTS") != "" {
+	if os.Getenv("OUTBOXKIT_TEST_UPDATE_SCREENSHOTS") != "" {
 		dir = filepath.Join("..", "..", "docs")
 	}
 	if err := os.WriteFile(filepath.Join(dir, "console-"+name+".png"), png, 0o644); err != nil {

@@ -137,13 +137,17 @@ func (a *app) relay(parent context.Context, cfg relayconfig.Config, runMigrate b
 }
 
 // logRelayStart logs the start-up line (the configuration, secrets redacted, and the names,
-// never the values, of the environment variables that override the file) and the warnings
-// about unsafe settings.
+// never the values, of the environment variables that override the file), the warnings about
+// unsafe settings, and one warning per set OUTBOXKIT_* variable the relay does not read, with
+// the nearest one it reads (a typo would otherwise leave a default in effect without a word).
 func logRelayStart(logger *slog.Logger, cfg relayconfig.Config) {
 	logger.Info("outboxkit relay starting", "config", cfg,
 		"env_overrides", relayconfig.AppliedEnv(os.LookupEnv, relayconfig.Options{Broker: true}))
 	for _, w := range cfg.Warnings() {
 		logger.Warn(w)
+	}
+	for _, u := range relayconfig.UnknownEnv(os.Environ()) {
+		logger.Warn("unknown OUTBOXKIT_* environment variable, ignored", "variable", u.Name, "did_you_mean", u.Nearest)
 	}
 }
 

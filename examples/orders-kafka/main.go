@@ -17,7 +17,7 @@
 //
 // The broker configuration is config.yaml in this folder (embedded; -config reads another file),
 // with OUTBOXKIT_* environment overrides such as OUTBOXKIT_KAFKA_BROKERS. The PostgreSQL DSN comes
-// from -dsn, else OUTBOXKIT_PG_DSN, else the test services' address.
+// from -dsn, else OUTBOXKIT_TEST_PG_DSN, else the test services' address.
 package main
 
 import (
@@ -64,7 +64,7 @@ const defaultDSN = "postgres://outboxkit:outboxkit@127.0.0.1:15432/outboxkit?ssl
 type options struct {
 	// Orders is how many orders to place.
 	Orders int
-	// DSN is the PostgreSQL URL; "" means OUTBOXKIT_PG_DSN, else defaultDSN.
+	// DSN is the PostgreSQL URL; "" means OUTBOXKIT_TEST_PG_DSN, else defaultDSN.
 	DSN string
 	// ConfigPath is a broker configuration file; "" means the embedded config.yaml.
 	ConfigPath string
@@ -80,7 +80,7 @@ type options struct {
 func main() {
 	opts := options{LookupEnv: os.LookupEnv}
 	flag.IntVar(&opts.Orders, "orders", 5, "number of orders to place")
-	flag.StringVar(&opts.DSN, "dsn", "", "PostgreSQL URL (default $OUTBOXKIT_PG_DSN, else "+defaultDSN+")")
+	flag.StringVar(&opts.DSN, "dsn", "", "PostgreSQL URL (default $OUTBOXKIT_TEST_PG_DSN, else "+defaultDSN+")")
 	flag.StringVar(&opts.ConfigPath, "config", "", "broker configuration file (default: the embedded config.yaml)")
 	flag.BoolVar(&opts.Unique, "unique", false, "use tables, topic and consumer group unique to this run, and drop the tables at the end")
 	flag.DurationVar(&opts.Timeout, "timeout", 2*time.Minute, "give up after this long")
@@ -233,12 +233,12 @@ func startRelay(ctx context.Context, db *sql.DB, dsn string, table outbox.Table,
 	return running, stop, nil
 }
 
-// databaseDSN is -dsn, else $OUTBOXKIT_PG_DSN, else the test services' database.
+// databaseDSN is -dsn, else $OUTBOXKIT_TEST_PG_DSN, else the test services' database.
 func databaseDSN(opts options) string {
 	if opts.DSN != "" {
 		return opts.DSN
 	}
-	if v, ok := opts.LookupEnv("OUTBOXKIT_PG_DSN"); ok && v != "" {
+	if v, ok := opts.LookupEnv("OUTBOXKIT_TEST_PG_DSN"); ok && v != "" {
 		return v
 	}
 	return defaultDSN

@@ -15,9 +15,9 @@ import (
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
-// Set OUTBOXKIT_FAULT_PULSAR=0 to skip the fault-injection run against a dedicated Pulsar (it
+// Set OUTBOXKIT_TEST_FAULT_PULSAR=0 to skip the fault-injection run against a dedicated Pulsar (it
 // adds about a minute; `go run ./internal/cmd/faultinject -broker pulsar` does the same run).
-const envPulsar = "OUTBOXKIT_FAULT_PULSAR"
+const envPulsar = "OUTBOXKIT_TEST_FAULT_PULSAR"
 
 // started records the dedicated brokers this test binary started, to stop them at the end.
 var (
@@ -151,7 +151,7 @@ func TestFaultInjectionCDC(t *testing.T) {
 	})
 }
 
-// TestFaultInjectionMariaDB is the same run on MariaDB (dialect mysql, OUTBOXKIT_MYSQL_DSN):
+// TestFaultInjectionMariaDB is the same run on MariaDB (dialect mysql, OUTBOXKIT_TEST_MYSQL_DSN):
 // the relays poll, and their connections are cut with KILL CONNECTION (found by their ports).
 func TestFaultInjectionMariaDB(t *testing.T) {
 	runFaults(t, Kafka, outbox.MySQL, false)

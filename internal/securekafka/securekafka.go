@@ -19,10 +19,10 @@ import (
 
 // Environment variables printed by `scripts/services.sh env`, with the script's defaults.
 const (
-	EnvBrokers         = "OUTBOXKIT_KAFKA_SECURE_BROKERS"
-	EnvCAFile          = "OUTBOXKIT_KAFKA_SECURE_CA_FILE"
-	EnvUntrustedCAFile = "OUTBOXKIT_KAFKA_SECURE_UNTRUSTED_CA_FILE"
-	EnvSecretsDir      = "OUTBOXKIT_KAFKA_SECURE_SECRETS_DIR"
+	EnvBrokers         = "OUTBOXKIT_TEST_KAFKA_SECURE_BROKERS"
+	EnvCAFile          = "OUTBOXKIT_TEST_KAFKA_SECURE_CA_FILE"
+	EnvUntrustedCAFile = "OUTBOXKIT_TEST_KAFKA_SECURE_UNTRUSTED_CA_FILE"
+	EnvSecretsDir      = "OUTBOXKIT_TEST_KAFKA_SECURE_SECRETS_DIR"
 
 	DefaultBrokers    = "127.0.0.1:19094"
 	DefaultDir        = "/var/tmp/outboxkit-services/kafka-secure"

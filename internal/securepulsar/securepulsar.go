@@ -31,11 +31,11 @@ import (
 
 // Environment variables printed by `scripts/services.sh env`, with the script's defaults.
 const (
-	EnvURL             = "OUTBOXKIT_PULSAR_SECURE_URL"
-	EnvHTTPS           = "OUTBOXKIT_PULSAR_SECURE_HTTPS"
-	EnvCAFile          = "OUTBOXKIT_PULSAR_SECURE_CA_FILE"
-	EnvUntrustedCAFile = "OUTBOXKIT_PULSAR_SECURE_UNTRUSTED_CA_FILE"
-	EnvSecretKeyFile   = "OUTBOXKIT_PULSAR_SECURE_SECRET_KEY_FILE"
+	EnvURL             = "OUTBOXKIT_TEST_PULSAR_SECURE_URL"
+	EnvHTTPS           = "OUTBOXKIT_TEST_PULSAR_SECURE_HTTPS"
+	EnvCAFile          = "OUTBOXKIT_TEST_PULSAR_SECURE_CA_FILE"
+	EnvUntrustedCAFile = "OUTBOXKIT_TEST_PULSAR_SECURE_UNTRUSTED_CA_FILE"
+	EnvSecretKeyFile   = "OUTBOXKIT_TEST_PULSAR_SECURE_SECRET_KEY_FILE"
 
 	DefaultURL           = "pulsar+ssl://127.0.0.1:6651"
 	DefaultHTTPS         = "https://127.0.0.1:8443"

@@ -9,7 +9,7 @@ import (
 // EnvNATSURL is the environment variable naming the NATS server (JetStream on) started by
 // scripts/services.sh; DefaultNATSURL is that script's default.
 const (
-	EnvNATSURL     = "OUTBOXKIT_NATS_URL"
+	EnvNATSURL     = "OUTBOXKIT_TEST_NATS_URL"
 	DefaultNATSURL = "nats://127.0.0.1:14222"
 )
 

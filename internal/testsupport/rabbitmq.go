@@ -11,7 +11,7 @@ import (
 // EnvRabbitMQURL is the environment variable naming the RabbitMQ node started by
 // scripts/services.sh; DefaultRabbitMQURL is that script's default.
 const (
-	EnvRabbitMQURL     = "OUTBOXKIT_RABBITMQ_URL"
+	EnvRabbitMQURL     = "OUTBOXKIT_TEST_RABBITMQ_URL"
 	DefaultRabbitMQURL = "amqp://outboxkit:outboxkit@127.0.0.1:15673/"
 )
 
@@ -37,8 +37,8 @@ func RabbitMQURL(t testing.TB) string {
 // script's defaults: its amqps:// URL, and the directory holding ca.pem (the CA that signed the
 // node's certificate) and untrusted-ca.pem (a CA that signed nothing the node presents).
 const (
-	EnvRabbitMQTLSURL     = "OUTBOXKIT_RABBITMQ_TLS_URL"
-	EnvRabbitMQTLSCA      = "OUTBOXKIT_RABBITMQ_TLS_CA"
+	EnvRabbitMQTLSURL     = "OUTBOXKIT_TEST_RABBITMQ_TLS_URL"
+	EnvRabbitMQTLSCA      = "OUTBOXKIT_TEST_RABBITMQ_TLS_CA"
 	DefaultRabbitMQTLSURL = "amqps://outboxkit:outboxkit@127.0.0.1:15674/"
 	DefaultRabbitMQTLSCA  = "/var/tmp/outboxkit-services/rabbitmq/tls"
 )

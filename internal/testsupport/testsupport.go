@@ -24,11 +24,11 @@ import (
 
 // Environment variables read by this package, with the defaults of scripts/services.sh.
 const (
-	EnvPostgresDSN  = "OUTBOXKIT_PG_DSN"
-	EnvMySQLDSN     = "OUTBOXKIT_MYSQL_DSN"
+	EnvPostgresDSN  = "OUTBOXKIT_TEST_PG_DSN"
+	EnvMySQLDSN     = "OUTBOXKIT_TEST_MYSQL_DSN"
 	EnvKafkaBrokers = "OUTBOXKIT_KAFKA_BROKERS"
 	EnvPulsarURL    = "OUTBOXKIT_PULSAR_URL"
-	EnvPulsarHTTP   = "OUTBOXKIT_PULSAR_HTTP"
+	EnvPulsarHTTP   = "OUTBOXKIT_TEST_PULSAR_HTTP"
 
 	DefaultPostgresDSN  = "postgres://outboxkit:outboxkit@127.0.0.1:15432/outboxkit?sslmode=disable"
 	DefaultMySQLDSN     = "outboxkit:outboxkit@tcp(127.0.0.1:13306)/outboxkit?parseTime=true&multiStatements=true"

@@ -222,5 +222,5 @@ restart_kafka_cluster_broker() {
 }
 
 print_kafka_cluster_env() {
-  echo "export OUTBOXKIT_KAFKA_CLUSTER_BROKERS='$(_kafka_cluster_bootstrap)'"
+  echo "export OUTBOXKIT_TEST_KAFKA_CLUSTER_BROKERS='$(_kafka_cluster_bootstrap)'"
 }

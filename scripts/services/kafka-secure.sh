@@ -242,9 +242,9 @@ kafka_secure_grant() {
 # print_kafka_secure_env: the secure broker's address and file paths (not the passwords).
 print_kafka_secure_env() {
   cat <<EOF
-export OUTBOXKIT_KAFKA_SECURE_BROKERS='127.0.0.1:$KAFKA_SECURE_PORT'
-export OUTBOXKIT_KAFKA_SECURE_CA_FILE='$KAFKA_SECURE_DIR/tls/ca.pem'
-export OUTBOXKIT_KAFKA_SECURE_UNTRUSTED_CA_FILE='$KAFKA_SECURE_DIR/tls/untrusted-ca.pem'
-export OUTBOXKIT_KAFKA_SECURE_SECRETS_DIR='$KAFKA_SECURE_DIR/secrets'
+export OUTBOXKIT_TEST_KAFKA_SECURE_BROKERS='127.0.0.1:$KAFKA_SECURE_PORT'
+export OUTBOXKIT_TEST_KAFKA_SECURE_CA_FILE='$KAFKA_SECURE_DIR/tls/ca.pem'
+export OUTBOXKIT_TEST_KAFKA_SECURE_UNTRUSTED_CA_FILE='$KAFKA_SECURE_DIR/tls/untrusted-ca.pem'
+export OUTBOXKIT_TEST_KAFKA_SECURE_SECRETS_DIR='$KAFKA_SECURE_DIR/secrets'
 EOF
 }

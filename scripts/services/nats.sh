@@ -55,5 +55,5 @@ start_nats() {
 stop_nats() { stop_pidfile "$(_nats_dir)/nats.pid"; }
 
 print_nats_env() {
-  echo "export OUTBOXKIT_NATS_URL='nats://127.0.0.1:$NATS_PORT'"
+  echo "export OUTBOXKIT_TEST_NATS_URL='nats://127.0.0.1:$NATS_PORT'"
 }

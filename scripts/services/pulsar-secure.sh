@@ -141,10 +141,10 @@ _pulsar_secure_restart() { stop_pidfile "$PULSAR_SECURE_DIR/pulsar.pid" && _puls
 # print_pulsar_secure_env: the secure broker's addresses and file paths (not the tokens).
 print_pulsar_secure_env() {
   cat <<EOF
-export OUTBOXKIT_PULSAR_SECURE_URL='pulsar+ssl://127.0.0.1:$PULSAR_SECURE_TLS_PORT'
-export OUTBOXKIT_PULSAR_SECURE_HTTPS='https://127.0.0.1:$PULSAR_SECURE_HTTPS_PORT'
-export OUTBOXKIT_PULSAR_SECURE_CA_FILE='$PULSAR_SECURE_DIR/tls/ca.pem'
-export OUTBOXKIT_PULSAR_SECURE_UNTRUSTED_CA_FILE='$PULSAR_SECURE_DIR/tls/untrusted-ca.pem'
-export OUTBOXKIT_PULSAR_SECURE_SECRET_KEY_FILE='$PULSAR_SECURE_DIR/secrets/token-secret.key'
+export OUTBOXKIT_TEST_PULSAR_SECURE_URL='pulsar+ssl://127.0.0.1:$PULSAR_SECURE_TLS_PORT'
+export OUTBOXKIT_TEST_PULSAR_SECURE_HTTPS='https://127.0.0.1:$PULSAR_SECURE_HTTPS_PORT'
+export OUTBOXKIT_TEST_PULSAR_SECURE_CA_FILE='$PULSAR_SECURE_DIR/tls/ca.pem'
+export OUTBOXKIT_TEST_PULSAR_SECURE_UNTRUSTED_CA_FILE='$PULSAR_SECURE_DIR/tls/untrusted-ca.pem'
+export OUTBOXKIT_TEST_PULSAR_SECURE_SECRET_KEY_FILE='$PULSAR_SECURE_DIR/secrets/token-secret.key'
 EOF
 }

@@ -130,7 +130,7 @@ stop_rabbitmq() {
 }
 
 print_rabbitmq_env() {
-  echo "export OUTBOXKIT_RABBITMQ_URL='amqp://outboxkit:outboxkit@127.0.0.1:$RABBITMQ_PORT/'"
-  echo "export OUTBOXKIT_RABBITMQ_TLS_URL='amqps://outboxkit:outboxkit@127.0.0.1:$RABBITMQ_TLS_PORT/'"
-  echo "export OUTBOXKIT_RABBITMQ_TLS_CA='$(_rabbitmq_dir)/tls'"
+  echo "export OUTBOXKIT_TEST_RABBITMQ_URL='amqp://outboxkit:outboxkit@127.0.0.1:$RABBITMQ_PORT/'"
+  echo "export OUTBOXKIT_TEST_RABBITMQ_TLS_URL='amqps://outboxkit:outboxkit@127.0.0.1:$RABBITMQ_TLS_PORT/'"
+  echo "export OUTBOXKIT_TEST_RABBITMQ_TLS_CA='$(_rabbitmq_dir)/tls'"
 }

@@ -57,7 +57,7 @@ func parseFlags() flags {
 	flag.StringVar(&f.database, "db", "postgres", "database: postgres or mysql (MariaDB)")
 	flag.StringVar(&f.source, "source", "polling", "the relays' forwarder.source: polling or cdc (PostgreSQL logical replication; -db postgres)")
 	flag.StringVar(&f.delivery, "delivery", "at_least_once", "the relays' forwarder.delivery: at_least_once or exactly_once (kafka only; duplicates then fail the run)")
-	flag.StringVar(&f.dsn, "dsn", "", "database DSN (default $OUTBOXKIT_PG_DSN or $OUTBOXKIT_MYSQL_DSN)")
+	flag.StringVar(&f.dsn, "dsn", "", "database DSN (default $OUTBOXKIT_TEST_PG_DSN or $OUTBOXKIT_TEST_MYSQL_DSN)")
 	flag.IntVar(&f.events, "events", 0, "events to commit")
 	flag.IntVar(&f.keys, "keys", 0, "aggregates the events are spread over")
 	flag.IntVar(&f.writers, "writers", 0, "concurrent writers")
@@ -100,9 +100,9 @@ func (f flags) config() (faultinject.Config, error) {
 	dsn := f.dsn
 	if dsn == "" {
 		if dialect == outbox.MySQL {
-			dsn = envOr("OUTBOXKIT_MYSQL_DSN", "outboxkit:outboxkit@tcp(127.0.0.1:13306)/outboxkit?parseTime=true&multiStatements=true")
+			dsn = envOr("OUTBOXKIT_TEST_MYSQL_DSN", "outboxkit:outboxkit@tcp(127.0.0.1:13306)/outboxkit?parseTime=true&multiStatements=true")
 		} else {
-			dsn = envOr("OUTBOXKIT_PG_DSN", "postgres://outboxkit:outboxkit@127.0.0.1:15432/outboxkit?sslmode=disable")
+			dsn = envOr("OUTBOXKIT_TEST_PG_DSN", "postgres://outboxkit:outboxkit@127.0.0.1:15432/outboxkit?sslmode=disable")
 		}
 	}
 	cfg := faultinject.Config{Dialect: dialect, DSN: dsn, Delivery: f.delivery, Source: f.source, Binary: f.binary, Relays: f.relays, RollbackShare: f.rollback,

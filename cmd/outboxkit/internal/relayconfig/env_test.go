@@ -43,7 +43,7 @@ func TestAppliedEnv(t *testing.T) {
 		EnvForwarderSource:             "polling",
 		"OUTBOXKIT_KAFKA_BROKERS":      "k:9092",
 		"OUTBOXKIT_ADMIN_WRITE_TOKENS": "ops:0123456789abcdef0123",
-		"OUTBOXKIT_PG_DSN":             "postgres://x",
+		"OUTBOXKIT_TEST_PG_DSN":        "postgres://x",
 	})
 	got := AppliedEnv(lookup, Options{Broker: true})
 	want := []string{EnvDatabaseDSN, EnvForwarderSource, EnvAdminWriteTokens, "OUTBOXKIT_KAFKA_BROKERS"}
