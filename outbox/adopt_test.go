@@ -438,3 +438,49 @@ func testAdoptTextIDs(t *testing.T, d outbox.Dialect) {
 		t.Errorf("team rows %v, want both PUBLISHED with published_at", got)
 	}
 }
+
+// TestAdoptAgainWithAnotherMapping: adopting again with another mapping replaces the triggers
+// (PostgreSQL: in the adoption's transaction; MariaDB/MySQL: dropped and created under the
+// adoption's LOCK TABLES), copies none of the rows already copied, and the next event follows the
+// new mapping; a third run with the same mapping changes nothing.
+func TestAdoptAgainWithAnotherMapping(t *testing.T) {
+	forEachAdoptDialect(t, testAdoptAgainWithAnotherMapping)
+}
+
+func testAdoptAgainWithAnotherMapping(t *testing.T, d outbox.Dialect) {
+	a := newAdoptedTable(t, d)
+	ctx := context.Background()
+	if _, err := outbox.Adopt(ctx, a.db, a.relay, a.cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.insert(ctx, a.db, "Order", "o-1", 1); err != nil {
+		t.Fatal(err)
+	}
+	cfg := a.cfg
+	cfg.TopicTemplate = "{aggregate_type|lower}.v2"
+	if res, err := outbox.Adopt(ctx, a.db, a.relay, cfg); err != nil || !res.Changed || res.Backfilled != 0 {
+		t.Fatalf("Adopt with another topic template: %+v, %v; want the triggers changed and nothing backfilled", res, err)
+	}
+	if _, err := a.insert(ctx, a.db, "Order", "o-1", 2); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := outbox.Adopt(ctx, a.db, a.relay, cfg); err != nil || res.Changed || res.Backfilled != 0 {
+		t.Fatalf("Adopt again with the same mapping: %+v, %v; want nothing changed", res, err)
+	}
+	rows, err := a.db.Query("SELECT topic FROM " + a.relay.Events() + " ORDER BY seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var topics []string
+	for rows.Next() {
+		var topic string
+		if err := rows.Scan(&topic); err != nil {
+			t.Fatal(err)
+		}
+		topics = append(topics, topic)
+	}
+	if strings.Join(topics, " ") != "order.events order.v2" {
+		t.Errorf("relayed topics %v, want [order.events order.v2]", topics)
+	}
+}
