@@ -484,3 +484,19 @@ func testAdoptAgainWithAnotherMapping(t *testing.T, d outbox.Dialect) {
 		t.Errorf("relayed topics %v, want [order.events order.v2]", topics)
 	}
 }
+
+// TestAdoptRefusesSQLite: SQLite has no trigger that could take a copy's key lock; adopting
+// there is refused before anything runs, naming the databases that are supported.
+func TestAdoptRefusesSQLite(t *testing.T) {
+	relay, err := outbox.NewTable(outbox.SQLite, "outbox_events_relay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = outbox.PlanAdopt(context.Background(), nil, relay, seed004Mapping)
+	if !errors.Is(err, outbox.ErrInvalidAdoptConfig) || !strings.Contains(err.Error(), "PostgreSQL and MariaDB/MySQL, not sqlite") {
+		t.Errorf("PlanAdopt on SQLite: %v", err)
+	}
+	if _, err := outbox.UnadoptStatements(relay, seed004Mapping, false); !errors.Is(err, outbox.ErrInvalidAdoptConfig) {
+		t.Errorf("UnadoptStatements on SQLite: %v", err)
+	}
+}
