@@ -144,7 +144,7 @@ func (r mysqlAdopt) column(key, name string, types ...string) (mysqlColumn, erro
 // ref names a column of the row named row ("NEW", "OLD" or the backfill's "t").
 func (r mysqlAdopt) ref(row string, c mysqlColumn) string { return row + "." + quoteMySQL(c.name) }
 
-// text renders a value as utf8mb4 text, the relay table's character set.
+// asText renders a value as utf8mb4 text, the relay table's character set.
 func asText(expr string) string { return "CONVERT(" + expr + " USING utf8mb4)" }
 
 // idColumn checks the event id column: text holding a UUID, MariaDB's uuid, or binary(16)

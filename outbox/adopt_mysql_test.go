@@ -174,3 +174,29 @@ func TestAdoptMySQLTimestampsAreInstants(t *testing.T) {
 		t.Errorf("team next_retry_at is %v, want %v", time.Unix(epoch, 0).UTC(), next)
 	}
 }
+
+// TestAdoptMariaDBUUIDIDs: ids in MariaDB's UUID type (10.7 and later) are relayed under their
+// text and their rows marked published when the relay acknowledges them.
+func TestAdoptMariaDBUUIDIDs(t *testing.T) {
+	a := newAdoptedTable(t, outbox.MySQL)
+	ctx := context.Background()
+	if _, err := a.db.Exec("ALTER TABLE " + a.team + " MODIFY id UUID NOT NULL"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outbox.Adopt(ctx, a.db, a.relay, a.cfg); err != nil {
+		t.Fatal(err)
+	}
+	id, err := a.insert(ctx, a.db, "Order", "o-1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := a.relayRowsWhere(t, "event_id = ?", id); n != 1 {
+		t.Fatalf("%d copies of %s in the relay table, want 1", n, id)
+	}
+	if _, err := a.db.Exec("DELETE FROM " + a.relay.Events() + " WHERE status = 0"); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.statuses(t); got["PUBLISHED+at"] != 1 || len(got) != 1 {
+		t.Errorf("team rows %v, want the one PUBLISHED with published_at", got)
+	}
+}
