@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/relayconfig"
+	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // syncBuffer is a log destination the test reads while the server writes.
@@ -42,7 +44,7 @@ func (s *syncBuffer) String() string {
 }
 
 // testHTTP is the relay's HTTP server run in the test process, on an SQLite database of the
-// test (the probes, the admin API and the console, no forwarder).
+// test, migrated (the probes, the admin API and the console, no forwarder).
 type testHTTP struct {
 	addr string
 	log  *syncBuffer
@@ -71,6 +73,15 @@ func startTestHTTP(t *testing.T, database, httpSection string) *testHTTP {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
+	if cfg.Database.Dialect == outbox.SQLite {
+		table, err := outbox.NewTable(cfg.Database.Dialect, cfg.Database.Table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := outbox.Migrate(context.Background(), db, table); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var (
 		running   atomic.Bool
 		publisher atomic.Pointer[message.Publisher]

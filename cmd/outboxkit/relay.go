@@ -344,7 +344,11 @@ func serveHTTP(cfg relayconfig.HTTP, registry *prometheus.Registry, db *sql.DB, 
 	mux.HandleFunc("GET /healthz", ready)
 	mount(mux)
 	// Every phase of a connection is bounded, so a slow or idle client cannot hold it.
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: cfg.ReadTimeout,
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		mux.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: cfg.ReadTimeout,
 		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout}
 	done := make(chan struct{})
 	go func() {

@@ -63,8 +63,12 @@ func adminRoutes(cfg relayconfig.Config, db *sql.DB, publisher func() message.Pu
 		return nil, err
 	}
 	logger.Info("admin API on /api/v1/ and web console on /console/", "tokens", tokens.Names())
+	routes := http.NewServeMux()
+	api.Register(routes)
+	con.Register(routes)
+	guarded := hostGuard(cfg.HTTP.AllowedHosts, routes)
 	return func(mux *http.ServeMux) {
-		api.Register(mux)
-		con.Register(mux)
+		mux.Handle("/api/v1/", guarded)
+		mux.Handle("/console/", guarded)
 	}, nil
 }

@@ -22,6 +22,17 @@ import (
 //go:embed templates/*.html
 var templateFiles embed.FS
 
+// staticFiles are the console's style sheet and script: files of their own, so that the
+// Content-Security-Policy allows no inline code.
+//
+//go:embed static
+var staticFiles embed.FS
+
+// contentSecurityPolicy allows the console's own files only: no inline script or style, no
+// plugin, forms posted to the console only, no <base>, no framing.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+	"form-action 'self'; base-uri 'none'; object-src 'none'; frame-ancestors 'none'"
+
 // cookieName holds the token of a logged-in browser.
 const cookieName = "outboxkit_token"
 
@@ -68,6 +79,7 @@ func (c *Console) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /console/{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/console/backlog", http.StatusSeeOther)
 	})
+	mux.Handle("GET /console/static/", c.static())
 	mux.HandleFunc("GET /console/login", c.loginForm)
 	mux.HandleFunc("POST /console/login", c.login)
 	mux.HandleFunc("POST /console/logout", c.logout)
@@ -133,6 +145,8 @@ func (c *Console) page(scope adminapi.Scope, h handlerFunc) http.Handler {
 				code = fe.code
 			case errors.As(err, &ie):
 				code = http.StatusBadRequest
+			case errors.Is(err, forwarder.ErrEventNotFound):
+				code = http.StatusNotFound
 			}
 			v.Error = err.Error()
 			if code == http.StatusInternalServerError {
@@ -149,12 +163,31 @@ func (c *Console) page(scope adminapi.Scope, h handlerFunc) http.Handler {
 func (c *Console) render(w http.ResponseWriter, code int, name string, v view) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'unsafe-inline'; frame-ancestors 'none'")
-	w.Header().Set("X-Frame-Options", "DENY")
+	setSecurityHeaders(w.Header())
 	w.WriteHeader(code)
 	if err := c.pages[name].Execute(w, v); err != nil {
 		c.logger.Error("console: render", "page", name, "error", err)
 	}
+}
+
+// setSecurityHeaders sets the headers of every console answer.
+func setSecurityHeaders(h http.Header) {
+	h.Set("Content-Security-Policy", contentSecurityPolicy)
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	// same-origin, not no-referrer: with no-referrer a browser posts forms with "Origin: null",
+	// which sameOrigin refuses.
+	h.Set("Referrer-Policy", "same-origin")
+}
+
+// static serves the console's style sheet and script (no secret in them: the login page needs
+// them before any token).
+func (c *Console) static() http.Handler {
+	files := http.StripPrefix("/console/", http.FileServerFS(staticFiles))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		setSecurityHeaders(w.Header())
+		files.ServeHTTP(w, r)
+	})
 }
 
 // sameOrigin refuses a form posted from another site (the cookie is SameSite=Strict as well).

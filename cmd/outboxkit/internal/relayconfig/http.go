@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -36,6 +37,10 @@ type HTTP struct {
 	// IdleTimeout bounds how long a keep-alive connection waits for its next request.
 	// Default: DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// AllowedHosts are the host names (without port) the admin API and console answer to,
+	// besides IP addresses and localhost: a request naming another host is refused, so that a
+	// page whose name resolves to the relay (DNS rebinding) cannot use them.
+	AllowedHosts []string
 }
 
 // fields binds the section's keys; listenSet records that listen was given a value.
@@ -45,7 +50,8 @@ func (h *HTTP) fields(listenSet *bool) []field {
 		{key: "admin_write_tokens_file", target: &h.AdminWriteTokensFile},
 		{key: "read_timeout", target: &h.ReadTimeout, positive: true},
 		{key: "write_timeout", target: &h.WriteTimeout, positive: true},
-		{key: "idle_timeout", target: &h.IdleTimeout, positive: true}}
+		{key: "idle_timeout", target: &h.IdleTimeout, positive: true},
+		{key: "allowed_hosts", target: &h.AllowedHosts}}
 }
 
 // validate checks the listen address and fills the timeouts' defaults.
@@ -55,6 +61,11 @@ func (h *HTTP) validate() error {
 			return fmt.Errorf("http.listen: %q is not a host:port address (use \"\" to disable the endpoint)", h.Listen)
 		} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
 			return fmt.Errorf("http.listen: %q has an invalid port", h.Listen)
+		}
+	}
+	for i, host := range h.AllowedHosts {
+		if host == "" || strings.ContainsAny(host, ":/ ") {
+			return fmt.Errorf("http.allowed_hosts[%d]: %q is not a host name (no port, no scheme)", i, host)
 		}
 	}
 	for _, d := range []struct {
