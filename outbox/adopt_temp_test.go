@@ -14,10 +14,22 @@ import (
 // (SECURITY DEFINER), so a writer of the team's table must not be able to steer it to objects
 // of its own. A temporary table named like the relay table comes first in every session's
 // search path unless pg_temp is named last: the copy would then go into the writer's table, and
-// a trigger the writer put on it would run with the adoption's rights. PostgreSQL only: on
-// MariaDB/MySQL a temporary table can carry no trigger, and a writer needs CREATE TEMPORARY
-// TABLES in the relay table's database to make one (docs/adopting.md, Privileges).
+// a trigger the writer put on it would run with the adoption's rights.
+//
+// MariaDB/MySQL have no search path: a temporary table shadows the table of its name in its
+// session, also in triggers, but it can carry no trigger, and a writer with only INSERT on the
+// team's table cannot create one in the relay table's database (docs/adopting.md, Privileges).
 func TestAdoptedTriggerIgnoresWritersTempTables(t *testing.T) {
+	forEachAdoptDialect(t, func(t *testing.T, d outbox.Dialect) {
+		if d == outbox.MySQL {
+			testMySQLWritersTempTables(t)
+			return
+		}
+		testPostgresWritersTempTables(t)
+	})
+}
+
+func testPostgresWritersTempTables(t *testing.T) {
 	a := newAdoptedTable(t, outbox.Postgres)
 	ctx := context.Background()
 	if _, err := outbox.Adopt(ctx, a.db, a.relay, a.cfg); err != nil {
@@ -80,5 +92,47 @@ func TestAdoptedTriggerIgnoresWritersTempTables(t *testing.T) {
 		if n := a.relayRows(t); n != 1 {
 			t.Errorf("%d rows in the relay table after the writer's INSERT, want 1 (the copy went into the writer's temporary table)", n)
 		}
+	}
+}
+
+// testMySQLWritersTempTables: the writer's attempt to create a temporary table named like the
+// relay table is refused, its INSERT is copied into the relay table, and a temporary table
+// (made by a user allowed to) cannot carry a trigger.
+func testMySQLWritersTempTables(t *testing.T) {
+	a := newAdoptedTable(t, outbox.MySQL)
+	ctx := context.Background()
+	if _, err := outbox.Adopt(ctx, a.db, a.relay, a.cfg); err != nil {
+		t.Fatal(err)
+	}
+	var relayDB string
+	if err := a.db.QueryRow("SELECT DATABASE()").Scan(&relayDB); err != nil {
+		t.Fatal(err)
+	}
+	writer := openWriterWithInsertOnly(t, a, testsupport.UniqueName("adopt_temp"))
+	conn, err := writer.Conn(ctx) // temporary objects live in one session
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	if _, err := conn.ExecContext(ctx, "CREATE TEMPORARY TABLE `"+relayDB+"`."+a.relay.Events()+" (event_id CHAR(36))"); err == nil {
+		t.Errorf("a writer with only INSERT on the team's table created a temporary table named like the relay table")
+	}
+	if _, err := a.insert(ctx, conn, "Order", "o-1", 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.relayRows(t); n != 1 {
+		t.Errorf("%d rows in the relay table after the writer's INSERT, want 1", n)
+	}
+	owner, err := a.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = owner.Close() }()
+	if _, err := owner.ExecContext(ctx, "CREATE TEMPORARY TABLE adopt_temp_shadow (id INT)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.ExecContext(ctx, "CREATE TRIGGER adopt_temp_steal AFTER INSERT ON adopt_temp_shadow FOR EACH ROW SET @stolen = 1"); err == nil {
+		_, _ = owner.ExecContext(ctx, "DROP TRIGGER adopt_temp_steal")
+		t.Errorf("a trigger was created on a temporary table")
 	}
 }
