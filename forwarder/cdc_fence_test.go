@@ -25,7 +25,7 @@ func newCDCTakeoverFixture(t *testing.T) *cdcTakeoverFixture {
 	if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
 		t.Fatal(err)
 	}
-	const ttl = 10 * time.Second
+	const ttl = time.Minute // A's leases expire by the UPDATE below, not by waiting
 	if n := fx.heartbeat("A", ttl); n != outbox.Partitions {
 		t.Fatalf("A owns %d partitions", n)
 	}

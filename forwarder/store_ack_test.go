@@ -143,7 +143,7 @@ func TestStoreAckFencedDeletesOnlyOwnedPartitions(t *testing.T) {
 			if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
 				t.Fatal(err)
 			}
-			const ttl = 10 * time.Second
+			const ttl = time.Minute // no lease runs out between the test's statements, however slow
 			fx.heartbeat("A", ttl)
 			aLeases := fx.leases("A")
 			fx.heartbeat("B", ttl)

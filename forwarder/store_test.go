@@ -295,7 +295,10 @@ func TestStoreLeasesShareFenceAndTakeOver(t *testing.T) {
 			if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
 				t.Fatal(err)
 			}
-			const ttl = 2 * time.Second
+			// Leases of a minute: the heartbeats of the test follow each other in well under
+			// that, however loaded the machine, so no lease runs out between two of them except
+			// where the test makes A stall, with a lease of 2 s.
+			const ttl, stall = time.Minute, 2 * time.Second
 			if n := fx.heartbeat("A", ttl); n != outbox.Partitions {
 				t.Fatalf("a lone relay owns %d partitions", n)
 			}
@@ -323,13 +326,18 @@ func TestStoreLeasesShareFenceAndTakeOver(t *testing.T) {
 				}
 			}
 			// A stalls past its TTL: B takes everything over, and A can acknowledge nothing.
+			if n := fx.heartbeat("A", stall); n != outbox.Partitions/2 {
+				t.Fatalf("A's last heartbeat before it stalls kept %d partitions, want %d", n, outbox.Partitions/2)
+			}
 			aNow := fx.leases("A")
-			deadline := time.Now().Add(4 * ttl)
-			for fx.heartbeat("B", ttl) != outbox.Partitions {
+			deadline := time.Now().Add(2 * time.Minute) // a bound against a hang
+			// B's heartbeats with the same short TTL: B judges A dead once A's last heartbeat is
+			// older than B's TTL.
+			for fx.heartbeat("B", stall) != outbox.Partitions {
 				if time.Now().After(deadline) {
-					t.Fatalf("B did not take A's partitions over within %v", 4*ttl)
+					t.Fatalf("B did not take A's partitions over in 2 minutes after A's %v lease", stall)
 				}
-				time.Sleep(ttl / 4)
+				time.Sleep(stall / 4)
 			}
 			if valid := fx.fenced("A", aNow); len(valid) != 0 {
 				t.Fatalf("after the takeover, A's fence passes %d partitions", len(valid))
@@ -363,7 +371,7 @@ func TestStoreSQLiteAllowsOneRelay(t *testing.T) {
 	if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
 		t.Fatal(err)
 	}
-	const ttl = time.Second
+	const ttl = time.Minute // A stays alive between the test's statements, however slow they are
 	fx.heartbeat("A", ttl)
 	_, err := fx.store.heartbeat(fx.ctx, fx.db, "B", ttl, sharePolicy{}, nil)
 	if err == nil || !strings.Contains(err.Error(), `relay "A" is running on this SQLite database`) {

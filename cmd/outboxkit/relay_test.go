@@ -65,7 +65,7 @@ func relayScenario(t *testing.T, broker string, kafkaAddrs func(logged []string)
 	var metrics string
 	var code int
 	want := fmt.Sprintf(`outboxkit_forwarder_relayed_total{table=%q,tenant="",topic=%q} %d`, table, topic, len(ids))
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	for deadline := time.Now().Add(2 * time.Minute); ; { // a bound against a hang
 		code, metrics = httpGet(t, "http://"+httpAddr+"/metrics")
 		if code == http.StatusOK && strings.Contains(metrics, want) || time.Now().After(deadline) {
 			break
@@ -126,7 +126,7 @@ func TestRelayRefusesKFake(t *testing.T) {
 				t.Errorf("status: %s", res)
 			}
 			p := startRelayWithEnv(t, dir, tc.env)
-			code, exited := p.waitFor(20 * time.Second)
+			code, exited := p.waitFor(2 * time.Minute) // a bound against a hang: it exits at once
 			if !exited {
 				_ = p.cmd.Process.Kill()
 				_ = p.cmd.Wait()

@@ -88,16 +88,26 @@ func runFaultsWith(t *testing.T, kind string, dialect outbox.Dialect, brokerRest
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := res.Err(); err != nil {
+	if err := untimed(res).Err(); err != nil {
 		t.Fatal(err)
 	}
-	checkRun(t, res)
+	checkRun(t, res, false)
+	return res
+}
+
+// untimed is res without its two verdicts on durations: whether a long pause's partitions moved
+// to the other relays within TakeoverBound (SlowTakeovers), and whether the events committed
+// during a pause arrived before it ended (Stalled). How soon a SIGSTOPped relay's partitions move
+// depends on how loaded the machine is, so the gate's runs only log them, and the soak test
+// TestSoakPausedRelayLosesItsPartitions checks them.
+func untimed(res Result) Result {
+	res.SlowTakeovers, res.Stalled = 0, 0
 	return res
 }
 
 // checkRun repeats the assertions of Result.Err that the tests are about, so that a change to
-// Err cannot silently weaken them.
-func checkRun(t *testing.T, res Result) {
+// Err cannot silently weaken them; timed adds the takeover bound of the long pauses (see untimed).
+func checkRun(t *testing.T, res Result, timed bool) {
 	t.Helper()
 	if res.Delivered != res.Committed || res.Effects != res.Committed {
 		t.Fatalf("delivered %d and effects %d, want both = committed %d", res.Delivered, res.Effects, res.Committed)
@@ -112,7 +122,11 @@ func checkRun(t *testing.T, res Result) {
 		}
 		long++
 		if !p.TakenOver || p.Takeover > res.TakeoverBound {
-			t.Errorf("pause %s: want every partition taken over within %s", p, res.TakeoverBound)
+			if timed {
+				t.Errorf("pause %s: want every partition taken over within %s", p, res.TakeoverBound)
+			} else {
+				t.Logf("pause %s: not every partition taken over within %s (a soak check, not the gate's)", p, res.TakeoverBound)
+			}
 		}
 	}
 	if len(res.Pauses) > 0 && long == 0 {
@@ -188,39 +202,65 @@ func TestFaultInjectionPulsar(t *testing.T) {
 }
 
 // TestPausedRelayLosesItsPartitions: three relays (lease TTL 2s) and a steady writer; the relay
-// owning the most partitions is SIGSTOPped mid-batch (best effort) for 3 x lease TTL. Its
-// partitions must move to the other two within 2 x TTL + heartbeat, the events committed
-// meanwhile must arrive before it resumes, and after SIGCONT nothing is lost or reordered
-// (first deliveries per key in commit order, read by an independent franz-go consumer) and no
-// relay logs a deadlock.
+// owning the most partitions is SIGSTOPped mid-batch (best effort) for 3 x lease TTL, and after
+// SIGCONT nothing is lost or reordered (first deliveries per key in commit order, read by an
+// independent franz-go consumer) and no relay logs a deadlock. How soon its partitions moved and
+// whether the events committed meanwhile arrived before it resumed are logged here, and checked by
+// the soak test TestSoakPausedRelayLosesItsPartitions (see untimed).
 func TestPausedRelayLosesItsPartitions(t *testing.T) {
 	for _, dialect := range []outbox.Dialect{outbox.Postgres, outbox.MySQL} {
-		t.Run(string(dialect), func(t *testing.T) {
-			b := dedicatedBroker(t, Kafka)
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			res, err := RunPause(ctx, Config{Broker: b, Dialect: dialect, DSN: database(t, dialect),
-				Keys: 200, Writers: 2, Rate: 200, Relays: 3, LeaseTTL: 2 * time.Second,
-				DrainTimeout: time.Minute, Logf: t.Logf})
-			t.Logf("summary:\n%s", res.Table())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(res.Pauses) != 1 || res.Pauses[0].Owned == 0 {
-				t.Fatalf("pauses %v: want one, of a relay owning partitions", res.Pauses)
-			}
-			p := res.Pauses[0]
-			t.Logf("takeover after SIGSTOP: %v (taken over: %v; bound %s); the relay was %s when stopped",
-				p.Takeover, p.TakenOver, res.TakeoverBound, p.Caught)
-			if err := res.Err(); err != nil {
-				t.Fatal(err)
-			}
-			checkRun(t, res)
-			if res.Stalled != 0 {
-				t.Fatalf("%d events committed during the pause did not arrive before SIGCONT", res.Stalled)
-			}
-		})
+		t.Run(string(dialect), func(t *testing.T) { pausedRelayLosesItsPartitions(t, dialect, false) })
 	}
+}
+
+// TestSoakPausedRelayLosesItsPartitions (soak only): TestPausedRelayLosesItsPartitions with its
+// timing verdicts, repeated: the paused relay's partitions must move to the other two within
+// 2 x TTL + heartbeat + idle timeout (TakeoverBound), and the events committed meanwhile must
+// arrive before it resumes. Reports how many runs missed either.
+func TestSoakPausedRelayLosesItsPartitions(t *testing.T) {
+	runs := testsupport.Soak(t, 3)
+	for _, dialect := range []outbox.Dialect{outbox.Postgres, outbox.MySQL} {
+		missed := 0
+		for i := range runs {
+			t.Run(fmt.Sprintf("%s/%d", dialect, i), func(t *testing.T) {
+				if res := pausedRelayLosesItsPartitions(t, dialect, true); res.SlowTakeovers > 0 || res.Stalled > 0 {
+					missed++
+				}
+			})
+		}
+		t.Logf("soak: %s: the paused relay's partitions moved late or events stalled behind it in %d of %d runs", dialect, missed, runs)
+	}
+}
+
+// pausedRelayLosesItsPartitions runs RunPause on dialect and checks its result; timed adds the
+// verdicts on durations (see untimed).
+func pausedRelayLosesItsPartitions(t *testing.T, dialect outbox.Dialect, timed bool) Result {
+	t.Helper()
+	b := dedicatedBroker(t, Kafka)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := RunPause(ctx, Config{Broker: b, Dialect: dialect, DSN: database(t, dialect),
+		Keys: 200, Writers: 2, Rate: 200, Relays: 3, LeaseTTL: 2 * time.Second,
+		DrainTimeout: time.Minute, Logf: t.Logf})
+	t.Logf("summary:\n%s", res.Table())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Pauses) != 1 || res.Pauses[0].Owned == 0 {
+		t.Fatalf("pauses %v: want one, of a relay owning partitions", res.Pauses)
+	}
+	p := res.Pauses[0]
+	t.Logf("takeover after SIGSTOP: %v (taken over: %v; bound %s); the relay was %s when stopped; %d events stalled behind it",
+		p.Takeover, p.TakenOver, res.TakeoverBound, p.Caught, res.Stalled)
+	checked := res
+	if !timed {
+		checked = untimed(res)
+	}
+	if err := checked.Err(); err != nil {
+		t.Error(err)
+	}
+	checkRun(t, res, timed)
+	return res
 }
 
 func TestResultErrNamesEveryBrokenGuarantee(t *testing.T) {
