@@ -256,7 +256,7 @@ func TestAdminRelays(t *testing.T) {
 			}
 			var relays []forwarder.RelayStatus
 			var leases []forwarder.LeaseSummary
-			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 				if relays, leases, err = admin.Relays(context.Background()); err != nil {
 					t.Fatal(err)
 				}

@@ -31,7 +31,7 @@ func TestSkipHeadReleasesAKeyOnARunningRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	var keys []forwarder.BlockedKey
-	for deadline := time.Now().Add(30 * time.Second); len(keys) == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); len(keys) == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if keys, err = admin.BlockedKeys(ctx, forwarder.KeyFilter{}); err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +39,7 @@ func TestSkipHeadReleasesAKeyOnARunningRelay(t *testing.T) {
 	if len(keys) != 1 || keys[0].Key.AggregateID != "stuck" || keys[0].State != forwarder.StateRetrying || keys[0].Waiting != 2 {
 		t.Fatalf("blocked keys while the head fails: %+v", keys)
 	}
-	consume(t, h.brokers, h.topic, 1, 30*time.Second) // the free key flows
+	consume(t, h.brokers, h.topic, 1, 2*time.Minute) // the free key flows
 	res, err := admin.SkipKeys(ctx, forwarder.KeyFilter{Key: &keys[0].Key}, false)
 	if err != nil || res.Applied != 1 {
 		t.Fatalf("skip: %+v, %v", res, err)

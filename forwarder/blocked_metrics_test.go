@@ -61,7 +61,7 @@ func TestBlockedKeysGauges(t *testing.T) {
 			cfg.Metrics = reg
 			f.h.start(cfg)
 			var dead, retrying, oldest float64
-			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 				if dead, retrying, oldest = blockedSeries(t, reg); dead == 2 && retrying == 1 && oldest > 0 {
 					break
 				}
@@ -83,7 +83,7 @@ func TestBacklogSeriesExistOnAnEmptyOutbox(t *testing.T) {
 	h.start(cfg)
 	want := []string{"outboxkit_forwarder_pending_rows", "outboxkit_forwarder_dead_rows", "outboxkit_forwarder_oldest_pending_age_seconds"}
 	var missing []string
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		missing = nil
 		for _, name := range want {
 			if v := gaugeValue(t, reg, name); v != 0 {

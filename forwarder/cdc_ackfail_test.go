@@ -43,7 +43,7 @@ func TestCDCFailedAcknowledgementIsReplayedBeforeTheKeysNextEvent(t *testing.T) 
 	h.write(e0)
 	time.Sleep(250 * time.Millisecond) // e0 published; its acknowledgement (behind) sleeps, then fails
 	h.write(e1)
-	got := consumeUntil(t, h.brokers, h.topic, func(got []received) bool { return len(got) >= 3 }, 30*time.Second)
+	got := consumeUntil(t, h.brokers, h.topic, func(got []received) bool { return len(got) >= 3 }, 2*time.Minute)
 	var order []string
 	for _, r := range got {
 		order = append(order, fmt.Sprintf("k/%d", r.n))

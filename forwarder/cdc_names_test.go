@@ -62,9 +62,9 @@ func TestCDCMixedCaseAndSchemaQualifiedTables(t *testing.T) {
 				}
 				h.write(events...)
 			}
-			got := consumeDistinct(t, h.brokers, h.topic, len(keys)*perKey, 30*time.Second)
+			got := consumeDistinct(t, h.brokers, h.topic, len(keys)*perKey, 2*time.Minute)
 			if len(got) < len(keys)*perKey {
-				t.Fatalf("table %s: %d of %d streamed events published within 30s", name, len(got), len(keys)*perKey)
+				t.Fatalf("table %s: %d of %d streamed events published within 2 minutes", name, len(got), len(keys)*perKey)
 			}
 			checkDelivery(t, got, keys, perKey)
 		})

@@ -118,7 +118,7 @@ func TestCDCStalledStreamIsReported(t *testing.T) {
 	if _, err := admin.DropSlot(context.Background(), "default", true); err != nil {
 		t.Fatal(err)
 	}
-	got := consumeDistinct(t, h.brokers, h.topic, 50, 30*time.Second)
+	got := consumeDistinct(t, h.brokers, h.topic, 50, 2*time.Minute)
 	checkDelivery(t, got, keys, 5)
 	deadline := time.Now().Add(2 * time.Minute) // a bound against a hang
 	for gaugeValue(t, reg, "outboxkit_cdc_stalled") != 0 {

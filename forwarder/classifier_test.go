@@ -40,7 +40,7 @@ func TestPublishersClassifierIsTheDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a bound against a hang
 	var dead []forwarder.DeadLetter
 	for len(dead) == 0 && time.Now().Before(deadline) {
 		if dead, err = admin.DeadLetters(context.Background(), 10); err != nil {

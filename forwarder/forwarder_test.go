@@ -355,7 +355,7 @@ func testPoisonEvent(t *testing.T, h *harness, partial bool) {
 		t.Fatal(err)
 	}
 	var dead []forwarder.DeadLetter
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a bound against a hang
 	for len(dead) < 2 && time.Now().Before(deadline) {
 		if dead, err = admin.DeadLetters(context.Background(), 10); err != nil {
 			t.Fatal(err)
@@ -370,7 +370,7 @@ func testPoisonEvent(t *testing.T, h *harness, partial bool) {
 			t.Fatalf("dead letter %+v: want 3 attempts and the injected reason", d)
 		}
 	}
-	dlq := consume(t, h.brokers, cfg.DeadLetterTopic, 2, 30*time.Second)
+	dlq := consume(t, h.brokers, cfg.DeadLetterTopic, 2, 2*time.Minute)
 	if len(dlq) != 2 {
 		t.Fatalf("dead-letter topic has %d messages, want 2", len(dlq))
 	}
@@ -522,7 +522,7 @@ func testCrashBetweenPublishAndAck(t *testing.T, h *harness) {
 			ids[r.eventID] = true
 		}
 		return len(ids) == 200 && len(got) > 200 // every event, and the crashed call's again
-	}, 30*time.Second)
+	}, 2*time.Minute)
 	dups := checkDelivery(t, got, keys, 4)
 	if dups == 0 {
 		t.Fatal("no duplicates: the events published before the crash were not published again")
@@ -642,7 +642,7 @@ func TestTenantScopedForwarders(t *testing.T) {
 	cfg := h.config(h.publisher())
 	cfg.Tenants = []string{"acme", "initech"}
 	h.start(cfg)
-	got := consume(t, h.brokers, h.topic, 6, 30*time.Second)
+	got := consume(t, h.brokers, h.topic, 6, 2*time.Minute)
 	if len(got) != 6 {
 		t.Fatalf("%d messages delivered, want 6", len(got))
 	}
@@ -751,7 +751,7 @@ func TestOversizedEventDoesNotTakeOthersDown(t *testing.T) {
 	checkDelivery(t, got, small, 1) // duplicates are expected: the refused request is published again
 	// The consumer can see a batch before its acknowledgement commits (no transaction is held
 	// across the publish), so wait for the table to settle.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a bound against a hang
 	for (h.rowsWithStatus(2) < 1 || h.rowsWithStatus(0) > 0) && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}

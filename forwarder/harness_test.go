@@ -291,7 +291,7 @@ func keysNamed(prefix string, n int) []string {
 // waitForOwners waits until n distinct relays own partitions of the table.
 func (h *harness) waitForOwners(n int) {
 	h.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a bound against a hang
 	for {
 		var owners int
 		if err := h.db.QueryRow("SELECT COUNT(DISTINCT owner) FROM " + h.writer.Table().Leases() +
@@ -302,7 +302,7 @@ func (h *harness) waitForOwners(n int) {
 			return
 		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("after 30s only %d of %d relays own partitions", owners, n)
+			h.t.Fatalf("after 2 minutes only %d of %d relays own partitions", owners, n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -45,12 +45,12 @@ func TestPublishStallIsReportedAndItsRecovery(t *testing.T) {
 	go func() { done <- f.Run(runCtx) }()
 	defer func() { stop(); <-done }()
 	write()
-	waitFor(t, 10*time.Second, "the stall warning", func() bool {
+	waitFor(t, 2*time.Minute, "the stall warning", func() bool {
 		return logs.line("level=WARN", "publishing makes no progress", "connection refused") != "" &&
 			gaugeValue(t, reg, "outboxkit_forwarder_publish_stalled") == 1
 	})
 	pub.down.Store(false)
-	waitFor(t, 10*time.Second, "the recovery", func() bool {
+	waitFor(t, 2*time.Minute, "the recovery", func() bool {
 		return logs.line("level=INFO", "publishing recovered") != "" && gaugeValue(t, reg, "outboxkit_forwarder_publish_stalled") == 0
 	})
 }
@@ -91,12 +91,12 @@ func TestPublishStallIsReportedWhileAPublishHangs(t *testing.T) {
 	go func() { done <- f.Run(runCtx) }()
 	defer func() { pub.up(); stop(); <-done }()
 	write()
-	waitFor(t, 10*time.Second, "the stall warning while the publish hangs", func() bool {
+	waitFor(t, 2*time.Minute, "the stall warning while the publish hangs", func() bool {
 		return logs.line("level=WARN", "publishing makes no progress") != "" &&
 			gaugeValue(t, reg, "outboxkit_forwarder_publish_stalled") == 1
 	})
 	pub.up()
-	waitFor(t, 10*time.Second, "the recovery", func() bool {
+	waitFor(t, 2*time.Minute, "the recovery", func() bool {
 		return logs.line("level=INFO", "publishing recovered") != "" && gaugeValue(t, reg, "outboxkit_forwarder_publish_stalled") == 0
 	})
 }
