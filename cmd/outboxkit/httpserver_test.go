@@ -46,9 +46,10 @@ func (s *syncBuffer) String() string {
 // testHTTP is the relay's HTTP server run in the test process, on an SQLite database of the
 // test, migrated (the probes, the admin API and the console, no forwarder).
 type testHTTP struct {
-	addr string
-	log  *syncBuffer
-	db   *sql.DB // the relay's pool
+	addr  string
+	admin string // the admin listener's address, when http.admin_listen is set
+	log   *syncBuffer
+	db    *sql.DB // the relay's pool
 }
 
 // startTestHTTP starts the relay's HTTP endpoints with httpSection (YAML lines under http:,
@@ -63,7 +64,11 @@ func startTestHTTP(t *testing.T, database, httpSection string) *testHTTP {
 	if err := os.WriteFile(tokens, []byte("ops:"+writeToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	yaml := "database:\n" + database + "http:\n  listen: 127.0.0.1:0\n  admin_write_tokens_file: " + tokens + "\n" + httpSection
+	listen := "  listen: 127.0.0.1:0\n"
+	if strings.Contains(httpSection, "  listen:") {
+		listen = ""
+	}
+	yaml := "database:\n" + database + "http:\n" + listen + "  admin_write_tokens_file: " + tokens + "\n" + httpSection
 	cfg, err := relayconfig.Parse([]byte(yaml), nil, relayconfig.Options{})
 	if err != nil {
 		t.Fatalf("configuration:\n%s\n%v", yaml, err)
@@ -98,6 +103,9 @@ func startTestHTTP(t *testing.T, database, httpSection string) *testHTTP {
 		var rec map[string]any
 		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "serving /metrics and /healthz" {
 			h.addr, _ = rec["addr"].(string)
+		}
+		if rec["msg"] == "serving the admin API and console" {
+			h.admin, _ = rec["addr"].(string)
 		}
 	}
 	if h.addr == "" {

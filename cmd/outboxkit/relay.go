@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"slices"
@@ -19,7 +17,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
@@ -52,7 +49,10 @@ Unless http.listen is "", it serves on that address (default 127.0.0.1:9464):
   /healthz   the same as /readyz (kept for existing probes)
   /api/v1/   the admin API (JSON) and /console/ the web console, only when admin tokens are
              configured (http.admin_read_tokens_file, http.admin_write_tokens_file,
-             OUTBOXKIT_ADMIN_*_TOKENS); off (404) otherwise. See docs/admin-api.md.
+             OUTBOXKIT_ADMIN_*_TOKENS); off (404) otherwise. With http.admin_listen they move
+             to a listener of their own (TLS with http.admin_tls_cert_file and
+             http.admin_tls_key_file, client certificates with http.admin_client_ca_file).
+             See docs/admin-api.md and docs/security.md.
 
 SIGTERM or SIGINT stops it cleanly: in-flight batches finish, leases are released, and the
 process exits with code 0. A second signal kills it at once. If the database cannot be reached
@@ -149,26 +149,6 @@ func logRelayStart(logger *slog.Logger, cfg relayconfig.Config) {
 	for _, u := range relayconfig.UnknownEnv(os.Environ()) {
 		logger.Warn("unknown OUTBOXKIT_* environment variable, ignored", "variable", u.Name, "did_you_mean", u.Nearest)
 	}
-}
-
-// startRelayHTTP serves the relay's endpoints and, when tokens are configured, the admin API
-// and console (which publish through the broker's publisher once it is stored), unless
-// http.listen is "". The returned function stops the server.
-func startRelayHTTP(cfg relayconfig.Config, db *sql.DB, registry *prometheus.Registry, running *atomic.Bool,
-	publisher *atomic.Pointer[message.Publisher], logger *slog.Logger) (func(), error) {
-	if cfg.HTTP.Listen == "" {
-		return func() {}, nil
-	}
-	mount, err := adminRoutes(cfg, db, func() message.Publisher {
-		if p := publisher.Load(); p != nil {
-			return *p
-		}
-		return nil
-	}, logger)
-	if err != nil {
-		return nil, err
-	}
-	return serveHTTP(cfg.HTTP, registry, db, running, logger, mount)
 }
 
 // closeBroker closes the broker's clients, logging a failure.
@@ -302,66 +282,4 @@ func newRelayForwarder(ctx context.Context, cfg relayconfig.Config, db *sql.DB, 
 		return nil, usageErr(err)
 	}
 	return fwd, nil
-}
-
-// serveHTTP serves /metrics, /livez, /readyz and /healthz on cfg.Listen, with cfg's timeouts, until the returned function is called. The
-// listener is opened before it returns, so a taken port fails the relay at once.
-// mount adds further routes (the admin API and console).
-func serveHTTP(cfg relayconfig.HTTP, registry *prometheus.Registry, db *sql.DB, running *atomic.Bool, logger *slog.Logger,
-	mount func(*http.ServeMux)) (func(), error) {
-	addr := cfg.Listen
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("http.listen %s: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
-	// Liveness: the process serves. It never looks at a dependency, so an orchestrator does not
-	// restart every relay during a database or broker outage (the relay rides those out itself).
-	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "ok")
-	})
-	ready := func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if !running.Load() {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, "relay not running")
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := db.PingContext(ctx); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, "database unreachable")
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	}
-	// Readiness: the relay runs and its database answers. /healthz is the same check, kept for
-	// existing probes (as a liveness probe it restarts relays during a database outage).
-	mux.HandleFunc("GET /readyz", ready)
-	mux.HandleFunc("GET /healthz", ready)
-	mount(mux)
-	// Every phase of a connection is bounded, so a slow or idle client cannot hold it.
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		mux.ServeHTTP(w, r)
-	})
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: cfg.ReadTimeout,
-		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("http server stopped", "error", err)
-		}
-	}()
-	logger.Info("serving /metrics and /healthz", "addr", ln.Addr().String(), "probes", "/livez /readyz")
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	}, nil
 }

@@ -17,9 +17,8 @@ import (
 	"github.com/outboxkit/outboxkit/forwarder"
 )
 
-// adminRoutes returns what the relay's listener serves besides /metrics and the probes: the
-// admin API (/api/v1/) and console (/console/) when a token is configured, else nothing (both
-// off, never open). A token file that cannot be read, or a bad token, is a configuration error.
+// adminRoutes returns what mounts the admin API (/api/v1/) and console (/console/) on a
+// listener's routes when a token is configured, else nil (both off, never open). A token file that cannot be read, or a bad token, is a configuration error.
 // publisher returns the broker's publisher once it is connected (nil before): the exactly-once
 // units view reads the checkpoints through it.
 func adminRoutes(cfg relayconfig.Config, db *sql.DB, publisher func() message.Publisher, logger *slog.Logger) (func(*http.ServeMux), error) {
@@ -29,7 +28,7 @@ func adminRoutes(cfg relayconfig.Config, db *sql.DB, publisher func() message.Pu
 	}
 	if tokens.Empty() {
 		logger.Info("admin API and console off: no admin token configured (http.admin_read_tokens_file, http.admin_write_tokens_file)")
-		return func(*http.ServeMux) {}, nil
+		return nil, nil
 	}
 	all, err := forwarder.NewAdmin(db, cfg.Database.Dialect, cfg.Database.Table)
 	if err != nil {

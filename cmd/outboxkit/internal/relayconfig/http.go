@@ -41,6 +41,16 @@ type HTTP struct {
 	// besides IP addresses and localhost: a request naming another host is refused, so that a
 	// page whose name resolves to the relay (DNS rebinding) cannot use them.
 	AllowedHosts []string
+	// AdminListen is the address of a listener of the admin API and console alone; "" (the
+	// default) serves them on Listen. With it, Listen serves the probes and /metrics only.
+	AdminListen string
+	// AdminTLSCertFile and AdminTLSKeyFile are PEM files of the admin listener's certificate
+	// (its chain) and key: the admin listener then speaks TLS only. Both or neither.
+	AdminTLSCertFile string
+	AdminTLSKeyFile  string
+	// AdminClientCAFile is a PEM file of the certificate authorities whose client certificates
+	// the admin listener requires (mutual TLS); "" asks for none.
+	AdminClientCAFile string
 }
 
 // fields binds the section's keys; listenSet records that listen was given a value.
@@ -51,17 +61,30 @@ func (h *HTTP) fields(listenSet *bool) []field {
 		{key: "read_timeout", target: &h.ReadTimeout, positive: true},
 		{key: "write_timeout", target: &h.WriteTimeout, positive: true},
 		{key: "idle_timeout", target: &h.IdleTimeout, positive: true},
-		{key: "allowed_hosts", target: &h.AllowedHosts}}
+		{key: "allowed_hosts", target: &h.AllowedHosts},
+		{key: "admin_listen", target: &h.AdminListen},
+		{key: "admin_tls_cert_file", target: &h.AdminTLSCertFile},
+		{key: "admin_tls_key_file", target: &h.AdminTLSKeyFile},
+		{key: "admin_client_ca_file", target: &h.AdminClientCAFile}}
 }
 
-// validate checks the listen address and fills the timeouts' defaults.
+// validate checks the addresses and the admin listener's TLS files, and fills the timeouts'
+// defaults.
 func (h *HTTP) validate() error {
-	if h.Listen != "" {
-		if _, port, err := net.SplitHostPort(h.Listen); err != nil {
-			return fmt.Errorf("http.listen: %q is not a host:port address (use \"\" to disable the endpoint)", h.Listen)
-		} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
-			return fmt.Errorf("http.listen: %q has an invalid port", h.Listen)
-		}
+	if err := checkAddr("http.listen", h.Listen); err != nil {
+		return err
+	}
+	if err := checkAddr("http.admin_listen", h.AdminListen); err != nil {
+		return err
+	}
+	switch {
+	case (h.AdminTLSCertFile == "") != (h.AdminTLSKeyFile == ""):
+		return fmt.Errorf("http.admin_tls_cert_file and http.admin_tls_key_file: set both or neither (cert %q, key %q)",
+			h.AdminTLSCertFile, h.AdminTLSKeyFile)
+	case h.AdminTLSCertFile != "" && h.AdminListen == "":
+		return fmt.Errorf("http.admin_tls_cert_file: TLS is for the admin listener: set http.admin_listen too")
+	case h.AdminClientCAFile != "" && h.AdminTLSCertFile == "":
+		return fmt.Errorf("http.admin_client_ca_file: client certificates need TLS: set http.admin_tls_cert_file and http.admin_tls_key_file")
 	}
 	for i, host := range h.AllowedHosts {
 		if host == "" || strings.ContainsAny(host, ":/ ") {
@@ -75,6 +98,21 @@ func (h *HTTP) validate() error {
 		if *d.v == 0 {
 			*d.v = d.def
 		}
+	}
+	return nil
+}
+
+// checkAddr checks a host:port address of key ("" is allowed: that listener is off).
+func checkAddr(key, addr string) error {
+	if addr == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s: %q is not a host:port address (use \"\" to disable the endpoint)", key, addr)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return fmt.Errorf("%s: %q has an invalid port", key, addr)
 	}
 	return nil
 }

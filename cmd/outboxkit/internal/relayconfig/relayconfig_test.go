@@ -285,3 +285,21 @@ func TestMaxOpenConns(t *testing.T) {
 		t.Errorf("0: %v, want an error naming database.max_open_conns", err)
 	}
 }
+
+// The admin listener's TLS settings: both files or neither, TLS only with admin_listen, a
+// client CA only with TLS; each refusal names the key.
+func TestAdminListenerSettings(t *testing.T) {
+	for _, c := range []struct{ section, want string }{
+		{"  admin_listen: 0.0.0.0:9443\n  admin_tls_cert_file: c.pem\n", "http.admin_tls_cert_file and http.admin_tls_key_file"},
+		{"  admin_tls_cert_file: c.pem\n  admin_tls_key_file: k.pem\n", "set http.admin_listen too"},
+		{"  admin_listen: 0.0.0.0:9443\n  admin_client_ca_file: ca.pem\n", "http.admin_client_ca_file"},
+		{"  admin_listen: nowhere\n", "http.admin_listen"},
+		{"  allowed_hosts: [relay.example:443]\n", "http.allowed_hosts[0]"},
+		{"  admin_listen: 0.0.0.0:9443\n  admin_tls_cert_file: c.pem\n  admin_tls_key_file: k.pem\n  admin_client_ca_file: ca.pem\n", ""},
+	} {
+		_, err := Parse([]byte(base+"http:\n"+c.section), nil, Options{})
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%q: %v, want %q", c.section, err, c.want)
+		}
+	}
+}
