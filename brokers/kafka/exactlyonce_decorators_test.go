@@ -39,7 +39,7 @@ func TestExactlyOnceWithTracingAndCloudEvents(t *testing.T) {
 		}
 		return tx
 	})
-	h.waitDrained(30 * time.Second)
+	h.waitDrained(2 * time.Minute)
 	r.stop()
 	if c := r.counter("outboxkit_forwarder_transactions_committed_total"); c == 0 {
 		t.Fatal("no transaction committed: the decorated publisher did not run exactly-once delivery")

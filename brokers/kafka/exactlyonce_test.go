@@ -42,10 +42,10 @@ func exactlyOnceRelay(t *testing.T, source forwarder.Source) {
 	keys := eoKeys(40)
 	h.write(keys, 0, 25)
 	r := h.startRelay("eo-1", nil)
-	h.waitDrained(30 * time.Second)
+	h.waitDrained(2 * time.Minute)
 	h.ready()
 	h.write(keys, 25, 25)
-	h.waitDrained(30 * time.Second)
+	h.waitDrained(2 * time.Minute)
 	r.stop()
 	checkExactlyOnce(t, h.readAll(h.topic, true, len(keys)*50, 60*time.Second), keys, 50)
 	if c := r.counter("outboxkit_forwarder_transactions_committed_total"); c == 0 {
@@ -119,7 +119,7 @@ func exactlyOnceCrashPoints(t *testing.T, source forwarder.Source) {
 		checkExactlyOnce(t, got, keys, 30)
 		// The stopped relay's transaction had records on the broker, aborted by the takeover: a
 		// read_uncommitted consumer sees them twice, a read_committed one does not.
-		if all := h.readAll(h.topic, false, len(keys)*30, 30*time.Second); len(all) <= len(got) {
+		if all := h.readAll(h.topic, false, len(keys)*30, 2*time.Minute); len(all) <= len(got) {
 			t.Errorf("read_uncommitted saw %d records, read_committed %d: the stopped transaction had no records, the test proves nothing",
 				len(all), len(got))
 		}
@@ -389,7 +389,7 @@ func exactlyOncePoisonEvent(t *testing.T, source forwarder.Source) {
 	if dead != 1 {
 		t.Errorf("the poison row is not dead (%d dead rows with its id)", dead)
 	}
-	dlq := h.readAll(h.topic+"-dlq", true, 1, 30*time.Second)
+	dlq := h.readAll(h.topic+"-dlq", true, 1, 2*time.Minute)
 	if len(dlq) != 1 || dlq[0].id != poison.ID.String() {
 		t.Errorf("dead-letter topic: %d records %v, want the poison event once", len(dlq), dlq)
 	}
