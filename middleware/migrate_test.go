@@ -199,7 +199,7 @@ func TestInboxMigrateLeavesApplicationAdvisoryLocksAlone(t *testing.T) {
 	db := testsupport.OpenPostgres(t)
 	table := testsupport.UniqueName("inbox_applock")
 	t.Cleanup(func() { dropTables(db, table, table+"_migrations") })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // a bound against a hang
 	defer cancel()
 	app, err := db.Conn(ctx)
 	if err != nil {
@@ -229,7 +229,8 @@ func TestInboxMigrateLeavesApplicationAdvisoryLocksAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	quick, cancelQuick := context.WithTimeout(ctx, 10*time.Second)
+	// A Migrate that waited for the application's lock would wait until this bound ends.
+	quick, cancelQuick := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelQuick()
 	if err := inbox.Migrate(quick); err != nil {
 		t.Fatalf("Migrate while the application holds its advisory lock: %v", err)

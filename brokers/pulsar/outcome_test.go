@@ -33,8 +33,11 @@ func keyedMessage(key string, seq int, payload []byte) *message.Message {
 }
 
 // readTopic reads persistent://public/default/<topic> from the start with a plain
-// pulsar-client-go consumer until no message arrived for quiet, and returns what it got.
-func readTopic(t *testing.T, topic string, quiet time.Duration) []apulsar.Message {
+// pulsar-client-go consumer until done says it has what the test expects (up to 2 minutes, a
+// bound against a hang), then on until no message arrived for 3 s, and returns what it got. The
+// quiet period lets messages that must not be there show up; it can miss a late one, never fail
+// the test for being slow.
+func readTopic(t *testing.T, topic string, done func(got []apulsar.Message) bool) []apulsar.Message {
 	t.Helper()
 	client, err := apulsar.NewClient(apulsar.ClientOptions{URL: testsupport.PulsarURL(t), Logger: pulsar.NewClientLogger(nil)})
 	if err != nil {
@@ -50,8 +53,13 @@ func readTopic(t *testing.T, topic string, quiet time.Duration) []apulsar.Messag
 	}
 	defer consumer.Close()
 	var got []apulsar.Message
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), quiet)
+		wait := 3 * time.Second
+		if !done(got) {
+			wait = time.Until(deadline)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		msg, err := consumer.Receive(ctx)
 		cancel()
 		if err != nil {
@@ -125,7 +133,8 @@ func TestPublishEachOversizedKeepsKeyGapless(t *testing.T) {
 				}
 			}
 
-			got := readTopic(t, topic, 3*time.Second)
+			delivered := len(want)
+			got := readTopic(t, topic, func(got []apulsar.Message) bool { return len(got) >= delivered })
 			next := map[string]int{}
 			for _, m := range got {
 				uuid := m.Properties()[pulsar.UUIDProperty]
@@ -168,7 +177,7 @@ func TestPublishEachSingleKeyInOrder(t *testing.T) {
 			t.Fatalf("message %d: %v", i, err)
 		}
 	}
-	got := readTopic(t, topic, 3*time.Second)
+	got := readTopic(t, topic, func(got []apulsar.Message) bool { return len(got) >= n })
 	if len(got) != n {
 		t.Fatalf("topic has %d messages, want %d", len(got), n)
 	}
@@ -287,7 +296,10 @@ func TestPublishEachGivesUpAndRecovers(t *testing.T) {
 				}
 			}
 			next := map[string]int{}
-			for _, m := range readTopic(t, topic, 3*time.Second) {
+			// The next call's message is the last one published: read until it is in.
+			for _, m := range readTopic(t, topic, func(got []apulsar.Message) bool {
+				return len(got) > 0 && got[len(got)-1].Key() == "after"
+			}) {
 				if seq := m.Properties()["seq"]; seq != fmt.Sprint(next[m.Key()]) {
 					t.Errorf("key %s: seq %s in the topic, want %d (not a prefix in order)", m.Key(), seq, next[m.Key()])
 				}

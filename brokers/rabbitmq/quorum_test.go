@@ -104,8 +104,8 @@ func nackFirstOfThree(t *testing.T, url, queueType string) string {
 			if err != nil {
 				t.Fatalf("settle %s: %v", d.Body, err)
 			}
-		case <-time.After(30 * time.Second):
-			t.Fatalf("after %v: no further delivery in 30 s", got)
+		case <-time.After(2 * time.Minute): // a bound against a hang
+			t.Fatalf("after %v: no further delivery in 2 minutes", got)
 		}
 	}
 	return strings.Join(got, " ")
