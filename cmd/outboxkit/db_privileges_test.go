@@ -148,11 +148,12 @@ func createRelayRole(t *testing.T, db *sql.DB, table string, cdc bool) (role, pa
 // database) at the same moment, as tests of several packages do, collide that way.
 func execCatalogChange(db *sql.DB, stmt string) error {
 	var err error
-	for range 10 {
+	// Tried again for as long as other tests' catalog changes collide with it (a bound of 2
+	// minutes against a hang; 10 tries 50 ms apart could all collide on a loaded machine).
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if _, err = db.Exec(stmt); err == nil || !strings.Contains(err.Error(), "tuple concurrently updated") {
 			return err
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	return err
 }
