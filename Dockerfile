@@ -8,8 +8,6 @@ FROM golang:1.26 AS build
 WORKDIR /src
 # Dependencies first, so editing the code does not download them again.
 COPY go.mod go.sum ./
-# go.mod replaces AthenZ with this stand-in (docs/pulsar.md, "Binary size").
-COPY third_party ./third_party
 RUN go mod download
 COPY . .
 # Every driver and client outboxkit uses is pure Go (pgx, go-sql-driver/mysql, modernc.org/sqlite,
