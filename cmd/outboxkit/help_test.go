@@ -48,14 +48,16 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-// outboxkit version and --version print the module version, the VCS revision when built in a
-// git checkout, and the Go version.
+// outboxkit version and --version print the module version, the commit and the Go version, one
+// line each.
 func TestVersion(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"version"}, {"--version"}} {
 		res := cli(t, t.TempDir(), args...)
-		if out := strings.TrimSpace(res.stdout); res.code != 0 || !strings.HasPrefix(out, "outboxkit ") || !strings.Contains(out, " go1.") {
-			t.Errorf("%v: %s, want \"outboxkit <version> ... go1.x\"", args, res)
+		lines := strings.Split(strings.TrimSpace(res.stdout), "\n")
+		if res.code != 0 || len(lines) != 3 || !strings.HasPrefix(lines[0], "outboxkit ") ||
+			!strings.HasPrefix(lines[1], "commit ") || !strings.HasPrefix(lines[2], "go ") || !strings.Contains(lines[2], " go1.") {
+			t.Errorf("%v: %s, want the lines \"outboxkit <version>\", \"commit <commit>\", \"go go1.x os/arch\"", args, res)
 		}
 	}
 }

@@ -129,7 +129,7 @@ Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.`,
 	root.PersistentFlags().StringVarP(&a.configPath, "config", "c", "outboxkit.yaml",
 		"path of the YAML configuration file (database, forwarder, http, log and broker sections)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
-	root.Version = buildVersion()
+	root.Version = readVersion().String()
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(a.relayCommand(), a.migrateCommand(), a.statusCommand(), a.deadLettersCommand(), a.keysCommand(), a.cdcCommand(),
 		a.adoptCommand(), a.versionCommand(), a.probeCommand())
