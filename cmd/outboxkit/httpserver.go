@@ -32,7 +32,7 @@ func startRelayHTTP(cfg relayconfig.Config, db *sql.DB, registry *prometheus.Reg
 	if h.Listen == "" && h.AdminListen == "" {
 		return func() {}, nil
 	}
-	mount, err := adminRoutes(cfg, db, func() message.Publisher {
+	mount, stopReloads, err := adminRoutes(cfg, db, func() message.Publisher {
 		if p := publisher.Load(); p != nil {
 			return *p
 		}
@@ -41,7 +41,7 @@ func startRelayHTTP(cfg relayconfig.Config, db *sql.DB, registry *prometheus.Reg
 	if err != nil {
 		return nil, err
 	}
-	var stops []func()
+	stops := []func(){stopReloads}
 	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
 			stops[i]()

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -18,21 +20,22 @@ import (
 )
 
 // adminRoutes returns what mounts the admin API (/api/v1/) and console (/console/) on a
-// listener's routes when a token is configured, else nil (both off, never open). A token file that cannot be read, or a bad token, is a configuration error.
+// listener's routes when a token is configured, else nil (both off, never open), and a function
+// that stops reloading the tokens on SIGHUP. A token file that cannot be read, or a bad token, is a configuration error.
 // publisher returns the broker's publisher once it is connected (nil before): the exactly-once
 // units view reads the checkpoints through it.
-func adminRoutes(cfg relayconfig.Config, db *sql.DB, publisher func() message.Publisher, logger *slog.Logger) (func(*http.ServeMux), error) {
+func adminRoutes(cfg relayconfig.Config, db *sql.DB, publisher func() message.Publisher, logger *slog.Logger) (func(*http.ServeMux), func(), error) {
 	tokens, err := adminapi.LoadTokens(cfg.HTTP.AdminReadTokensFile, cfg.HTTP.AdminWriteTokensFile, os.LookupEnv)
 	if err != nil {
-		return nil, usageErr(fmt.Errorf("http: %w", err))
+		return nil, nil, usageErr(fmt.Errorf("http: %w", err))
 	}
 	if tokens.Empty() {
 		logger.Info("admin API and console off: no admin token configured (http.admin_read_tokens_file, http.admin_write_tokens_file)")
-		return nil, nil
+		return nil, func() {}, nil
 	}
 	all, err := forwarder.NewAdmin(db, cfg.Database.Dialect, cfg.Database.Table)
 	if err != nil {
-		return nil, usageErr(err)
+		return nil, nil, usageErr(err)
 	}
 	// The API and console show and act on the relay's tenants only, as it relays them.
 	admin := all.ForTenants(cfg.Forwarder.Tenants...)
@@ -55,19 +58,54 @@ func adminRoutes(cfg relayconfig.Config, db *sql.DB, publisher func() message.Pu
 	}
 	api, err := adminapi.New(acfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	con, err := console.New(api, logger.With("component", "console"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	logger.Info("admin API on /api/v1/ and web console on /console/", "tokens", tokens.Names())
 	routes := http.NewServeMux()
 	api.Register(routes)
 	con.Register(routes)
 	guarded := hostGuard(cfg.HTTP.AllowedHosts, routes)
+	stop := reloadTokensOnSIGHUP(cfg.HTTP, api, logger)
 	return func(mux *http.ServeMux) {
 		mux.Handle("/api/v1/", guarded)
 		mux.Handle("/console/", guarded)
-	}, nil
+	}, stop, nil
+}
+
+// reloadTokensOnSIGHUP reads the token files and variables again on each SIGHUP, until the
+// returned function is called: the API and console accept the new set from the next request on,
+// and the console sessions of a removed or changed token end. A set that cannot be read keeps
+// the previous one (logged); an empty set refuses everyone.
+func reloadTokensOnSIGHUP(h relayconfig.HTTP, api *adminapi.API, logger *slog.Logger) func() {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-hup:
+				tokens, err := adminapi.LoadTokens(h.AdminReadTokensFile, h.AdminWriteTokensFile, os.LookupEnv)
+				if err != nil {
+					logger.Error("admin tokens not reloaded: the previous tokens stay", "error", err)
+					continue
+				}
+				api.SetTokens(tokens)
+				if tokens.Empty() {
+					logger.Warn("admin tokens reloaded: none left, the admin API and console refuse every request")
+					continue
+				}
+				logger.Info("admin tokens reloaded", "tokens", tokens.Names())
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(done)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,7 +31,11 @@ type Config struct {
 }
 
 // API is the admin HTTP API: JSON under /api/v1/.
-type API struct{ cfg Config }
+type API struct {
+	cfg Config
+	// tokens are the tokens accepted now: Config.Tokens, then those of each SetTokens.
+	tokens atomic.Pointer[Tokens]
+}
 
 // requestTimeout bounds the database work of one request.
 const requestTimeout = 30 * time.Second
@@ -46,8 +51,18 @@ func New(cfg Config) (*API, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{cfg: cfg}, nil
+	a := &API{cfg: cfg}
+	a.tokens.Store(cfg.Tokens)
+	return a, nil
 }
+
+// SetTokens replaces the accepted tokens (a reload of the token files): a removed or changed
+// token is refused from the next request on, and the console's sessions of it end.
+func (a *API) SetTokens(t *Tokens) { a.tokens.Store(t) }
+
+// Current returns tok as the tokens accepted now know it (its scope may have changed), or false
+// when its secret is no longer accepted.
+func (a *API) Current(tok Token) (Token, bool) { return a.tokens.Load().byDigest(tok) }
 
 // Register adds the API's routes to mux.
 func (a *API) Register(mux *http.ServeMux) {
@@ -126,7 +141,7 @@ func (a *API) handler(scope Scope, h func(tok Token, r *http.Request) (any, erro
 // Authorize checks a token for scope: 200 with the token, 401 (no or unknown token) or 403
 // (a read token on a write action).
 func (a *API) Authorize(secret string, scope Scope) (Token, int) {
-	tok, ok := a.cfg.Tokens.Match(secret)
+	tok, ok := a.tokens.Load().Match(secret)
 	switch {
 	case !ok:
 		return Token{}, http.StatusUnauthorized

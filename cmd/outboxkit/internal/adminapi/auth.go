@@ -140,6 +140,19 @@ func (t *Tokens) Match(s string) (Token, bool) {
 	return found, ok
 }
 
+// byDigest returns the token of t with tok's name and secret (by digest), or false.
+func (t *Tokens) byDigest(tok Token) (Token, bool) {
+	if t == nil {
+		return Token{}, false
+	}
+	for _, cur := range t.list {
+		if cur.Name == tok.Name && subtle.ConstantTimeCompare(cur.digest[:], tok.digest[:]) == 1 {
+			return cur, true
+		}
+	}
+	return Token{}, false
+}
+
 // Bearer returns the token of an "Authorization: Bearer <token>" header.
 func Bearer(r *http.Request) string {
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")

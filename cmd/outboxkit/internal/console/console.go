@@ -33,8 +33,8 @@ var staticFiles embed.FS
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
 	"form-action 'self'; base-uri 'none'; object-src 'none'; frame-ancestors 'none'"
 
-// cookieName holds the token of a logged-in browser.
-const cookieName = "outboxkit_token"
+// cookieName holds the session id of a logged-in browser (never the token).
+const cookieName = "outboxkit_session"
 
 // Console serves /console/.
 type Console struct {
@@ -42,6 +42,8 @@ type Console struct {
 	admin  *forwarder.Admin
 	logger *slog.Logger
 	pages  map[string]*template.Template
+	// sessions are the logged-in browsers.
+	sessions *sessions
 }
 
 // New returns the console of api.
@@ -63,7 +65,8 @@ func New(api *adminapi.API, logger *slog.Logger) (*Console, error) {
 			return v
 		},
 	}
-	c := &Console{api: api, admin: api.Admin(), logger: logger, pages: map[string]*template.Template{}}
+	c := &Console{api: api, admin: api.Admin(), logger: logger, pages: map[string]*template.Template{},
+		sessions: newSessions(sessionTTL, time.Now)}
 	for _, page := range []string{"login", "backlog", "relays", "keys", "groups", "letters", "letter", "action", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
@@ -113,18 +116,14 @@ type handlerFunc func(tok adminapi.Token, r *http.Request) (string, view, error)
 // page authenticates the cookie's token for scope and renders h's page.
 func (c *Console) page(scope adminapi.Scope, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var secret string
-		if ck, err := r.Cookie(cookieName); err == nil {
-			secret = ck.Value
-		}
-		tok, code := c.api.Authorize(secret, scope)
+		tok, code := c.authorize(r, scope)
 		switch code {
 		case http.StatusUnauthorized:
 			if r.Method == http.MethodGet {
 				http.Redirect(w, r, "/console/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
 			}
-			c.render(w, code, "error", view{Title: "Not logged in", Error: "log in again: the token is missing or unknown"})
+			c.render(w, code, "error", view{Title: "Not logged in", Error: "log in again: the session ended or its token was revoked"})
 			return
 		case http.StatusForbidden:
 			c.render(w, code, "error", view{Title: "Forbidden", Token: tok, Error: "token " + tok.Name + " may read, not act: log in with a write token"})
@@ -168,6 +167,29 @@ func (c *Console) render(w http.ResponseWriter, code int, name string, v view) {
 	if err := c.pages[name].Execute(w, v); err != nil {
 		c.logger.Error("console: render", "page", name, "error", err)
 	}
+}
+
+// authorize checks the request's session for scope: 200 with its token, 401 (no session, an
+// ended one, or one whose token is no longer configured: a reload of the tokens ends the
+// sessions of the tokens it removed or changed) or 403 (a read token on an action).
+func (c *Console) authorize(r *http.Request, scope adminapi.Scope) (adminapi.Token, int) {
+	ck, err := r.Cookie(cookieName)
+	if err != nil {
+		return adminapi.Token{}, http.StatusUnauthorized
+	}
+	tok, ok := c.sessions.get(ck.Value)
+	if !ok {
+		return adminapi.Token{}, http.StatusUnauthorized
+	}
+	current, ok := c.api.Current(tok)
+	if !ok {
+		c.sessions.end(ck.Value)
+		return adminapi.Token{}, http.StatusUnauthorized
+	}
+	if current.Scope < scope {
+		return current, http.StatusForbidden
+	}
+	return current, http.StatusOK
 }
 
 // setSecurityHeaders sets the headers of every console answer.
@@ -227,13 +249,27 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.render(w, http.StatusUnauthorized, "login", view{Title: "Log in", Error: "unknown token"})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: secret, Path: "/console/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	id, err := c.sessions.start(tok)
+	if err != nil {
+		c.logger.Error("console login failed", "error", err)
+		c.render(w, http.StatusInternalServerError, "login", view{Title: "Log in", Error: "no session could be opened"})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/console/", MaxAge: int(sessionTTL / time.Second),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	c.logger.Info("console login", "who", tok.Name, "scope", tok.Scope.String(), "remote", r.RemoteAddr)
 	http.Redirect(w, r, safeNext(r.PostForm.Get("next")), http.StatusSeeOther)
 }
 
+// logout ends the session on the server and clears the cookie.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/console/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	if ck, err := r.Cookie(cookieName); err == nil {
+		if tok, ok := c.sessions.get(ck.Value); ok {
+			c.logger.Info("console logout", "who", tok.Name, "remote", r.RemoteAddr)
+		}
+		c.sessions.end(ck.Value)
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/console/", MaxAge: -1, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, "/console/login", http.StatusSeeOther)
 }
