@@ -205,8 +205,8 @@ func TestStoreAckFencedDeletesOnlyOwnedPartitions(t *testing.T) {
 			var r result
 			select {
 			case r = <-done:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the acknowledgement still waits after the takeover committed")
+			case <-time.After(2 * time.Minute): // a bound against a hang
+				t.Fatal("the acknowledgement still waits 2 minutes after the takeover committed")
 			}
 			if r.err != nil {
 				t.Fatal(r.err)

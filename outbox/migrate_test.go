@@ -176,7 +176,7 @@ func TestAdvisoryLocksLeaveApplicationLocksAlone(t *testing.T) {
 	oldMigrateLock := outbox.KeyHash("outboxkit-migrate", "", table.Events())
 	oldWriteLock := outbox.KeyHash(e.TenantID, e.AggregateType, e.AggregateID)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // a bound against a hang
 	defer cancel()
 	app, err := db.Conn(ctx)
 	if err != nil {
@@ -201,7 +201,8 @@ func TestAdvisoryLocksLeaveApplicationLocksAlone(t *testing.T) {
 	}
 	_ = tx.Rollback()
 
-	quick, cancelQuick := context.WithTimeout(ctx, 10*time.Second)
+	// A Migrate that waited for the application's locks would wait until this bound ends.
+	quick, cancelQuick := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelQuick()
 	if err := outbox.Migrate(quick, db, table); err != nil {
 		t.Fatalf("Migrate while the application holds its advisory locks: %v", err)

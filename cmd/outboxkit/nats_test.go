@@ -44,7 +44,7 @@ func TestRelayNATSInstallationsShareTheDeadLetterTopic(t *testing.T) {
 			deadLetterTopic: dlq,
 		})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a bound against a hang
 	defer cancel()
 	stream, err := js.Stream(ctx, nats.StreamName(dlq))
 	if err != nil {
