@@ -3,6 +3,8 @@
 #   docker run --rm -v $PWD/outboxkit.yaml:/etc/outboxkit/outboxkit.yaml:ro outboxkit \
 #     relay --config /etc/outboxkit/outboxkit.yaml --migrate
 # docker-compose.yml builds and runs it next to PostgreSQL, MySQL, Kafka and Pulsar.
+# Without a Docker engine: bash scripts/image.sh builds an equivalent image (FROM scratch, user
+# 65532) as a tarball (docs/kubernetes.md, Image).
 
 FROM golang:1.26 AS build
 WORKDIR /src
