@@ -35,6 +35,8 @@ type API struct {
 	cfg Config
 	// tokens are the tokens accepted now: Config.Tokens, then those of each SetTokens.
 	tokens atomic.Pointer[Tokens]
+	// failures bounds the log lines of failed authentications.
+	failures *failureLog
 }
 
 // requestTimeout bounds the database work of one request.
@@ -51,7 +53,7 @@ func New(cfg Config) (*API, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	a := &API{cfg: cfg}
+	a := &API{cfg: cfg, failures: newFailureLog()}
 	a.tokens.Store(cfg.Tokens)
 	return a, nil
 }
@@ -105,6 +107,7 @@ func (a *API) handler(scope Scope, h func(tok Token, r *http.Request) (any, erro
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, code := a.Authorize(Bearer(r), scope)
 		if code != http.StatusOK {
+			a.AuditAuthFailure(r.Context(), r.RemoteAddr, r.URL.Path, "api", code)
 			if code == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="outboxkit"`)
 			}
@@ -230,7 +233,7 @@ func (a *API) action(tok Token, r *http.Request) (any, error) {
 	if err := dec.Decode(&s); err != nil {
 		return nil, InputError{fmt.Errorf("request body: %w", err)}
 	}
-	res, err := a.Act(r.Context(), tok, r.PathValue("action"), s, "api")
+	res, err := a.Act(r.Context(), tok, r.PathValue("action"), s, "api", r.RemoteAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -239,16 +242,13 @@ func (a *API) action(tok Token, r *http.Request) (any, error) {
 	return v, nil
 }
 
-// Act runs an action for tok and audits it in the log (via names the interface: api, console).
-func (a *API) Act(ctx context.Context, tok Token, action string, s Selection, via string) (forwarder.ActionResult, error) {
+// Act runs an action for tok, asked from remote (a client address) through via (api or
+// console), and audits it (auditAction): whatever the log level, with the rows it changed even
+// when it failed part of the way, and the ids of the events it matched.
+func (a *API) Act(ctx context.Context, tok Token, action string, s Selection, via, remote string) (forwarder.ActionResult, error) {
 	res, err := Run(ctx, a.cfg.Admin, action, s)
-	attrs := []any{"who", tok.Name, "via", via, "action", action, "dry_run", s.DryRun, "selection", s.describe()}
-	if err != nil {
-		a.cfg.Logger.Warn("admin action refused or failed", append(attrs, "error", err)...)
-		return res, err
-	}
-	a.cfg.Logger.Info("admin action", append(attrs, "matched", len(res.Events), "applied", res.Applied)...)
-	return res, nil
+	a.auditAction(ctx, tok, remote, via, action, s, res, err)
+	return res, err
 }
 
 // Admin returns the forwarder.Admin the API serves (the console reads through it).

@@ -117,6 +117,9 @@ type handlerFunc func(tok adminapi.Token, r *http.Request) (string, view, error)
 func (c *Console) page(scope adminapi.Scope, h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, code := c.authorize(r, scope)
+		if code != http.StatusOK && (code == http.StatusForbidden || r.Method != http.MethodGet) {
+			c.api.AuditAuthFailure(r.Context(), r.RemoteAddr, r.URL.Path, "console", code)
+		}
 		switch code {
 		case http.StatusUnauthorized:
 			if r.Method == http.MethodGet {
@@ -231,21 +234,21 @@ func (c *Console) loginForm(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if !sameOrigin(r) {
-		c.logger.Warn("console login refused: cross-site form", "remote", r.RemoteAddr)
+		c.api.AuditAuthFailure(r.Context(), r.RemoteAddr, r.URL.Path, "console", http.StatusForbidden)
 		c.render(w, http.StatusForbidden, "login", view{Title: "Log in", Error: "cross-site form refused"})
 		return
 	}
 	if err := readForm(w, r, maxLoginBody); err != nil {
 		var fe formError
 		_ = errors.As(err, &fe)
-		c.logger.Warn("console login refused", "remote", r.RemoteAddr, "error", err)
+		c.api.AuditAuthFailure(r.Context(), r.RemoteAddr, r.URL.Path, "console", fe.code)
 		c.render(w, fe.code, "login", view{Title: "Log in", Error: err.Error()})
 		return
 	}
 	secret := strings.TrimSpace(r.PostForm.Get("token"))
 	tok, code := c.api.Authorize(secret, adminapi.ScopeRead)
 	if code != http.StatusOK {
-		c.logger.Warn("console login refused", "remote", r.RemoteAddr)
+		c.api.AuditAuthFailure(r.Context(), r.RemoteAddr, r.URL.Path, "console", http.StatusUnauthorized)
 		c.render(w, http.StatusUnauthorized, "login", view{Title: "Log in", Error: "unknown token"})
 		return
 	}

@@ -41,14 +41,14 @@ func newTestConsole(t *testing.T) *http.ServeMux {
 	if err := outbox.Migrate(context.Background(), db, table); err != nil {
 		t.Fatal(err)
 	}
-	return newTestConsoleOn(t, db, outbox.SQLite, slog.New(slog.DiscardHandler))
+	return newTestConsoleOn(t, db, outbox.SQLite, outbox.DefaultTable, slog.New(slog.DiscardHandler))
 }
 
 // newTestConsoleOn returns the admin API and console on db's outbox table, logging to logger.
-func newTestConsoleOn(t *testing.T, db *sql.DB, dialect outbox.Dialect, logger *slog.Logger) *http.ServeMux {
+func newTestConsoleOn(t *testing.T, db *sql.DB, dialect outbox.Dialect, table string, logger *slog.Logger) *http.ServeMux {
 	t.Helper()
 	dir := t.TempDir()
-	admin, err := forwarder.NewAdmin(db, dialect, outbox.DefaultTable)
+	admin, err := forwarder.NewAdmin(db, dialect, table)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,7 +118,7 @@ func (c *Console) action(tok adminapi.Token, r *http.Request) (string, view, err
 	f := r.PostForm
 	s := adminapi.Selection{EventIDs: f["event_id"], Key: f.Get("key"), Tenant: f.Get("tenant"), Topic: f.Get("topic"),
 		Group: f.Get("group"), All: f.Get("all") == "1", DryRun: f.Get("dry_run") == "1"}
-	res, err := c.api.Act(r.Context(), tok, r.PathValue("action"), s, "console")
+	res, err := c.api.Act(r.Context(), tok, r.PathValue("action"), s, "console", r.RemoteAddr)
 	if err != nil {
 		return "", view{}, err
 	}

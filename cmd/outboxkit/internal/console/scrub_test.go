@@ -43,7 +43,7 @@ func TestErrorsReachClientsWithoutAddressesOrCredentials(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	log := &lockedBuffer{}
-	mux := newTestConsoleOn(t, db, outbox.Postgres, slog.New(slog.NewTextHandler(log, nil)))
+	mux := newTestConsoleOn(t, db, outbox.Postgres, outbox.DefaultTable, slog.New(slog.NewTextHandler(log, nil)))
 	cookie := loginCookie(t, mux, readToken)
 	leaks := []string{"127.0.0.1", ":1 ", ":1)", "dbadmin", "hunter2", "orders"}
 	for _, path := range []string{"/api/v1/backlog", "/api/v1/dead-letters", "/console/backlog", "/console/dead-letters"} {
