@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The README's test command: start the real test services, then run every step of the gate
-# against them: gofmt, go vet, every Go test, Watermill's TestReconnect, short fuzz runs. Every
-# step runs even when one before it failed; the summary at the end lists each step with its
-# status and seconds, and the script exits 1 if any failed. Extra arguments go to `go test`
-# (for example -run, -v). To add a step: `step "NAME" command args...` below (scripts/lib/steps.sh).
+# against them: gofmt, go vet, every Go test, the deploy module, the release check, Watermill's
+# TestReconnect, short fuzz runs. Every step runs even when one before it failed; the summary
+# at the end lists each step with its status and seconds, and the script exits 1 if any failed.
+# Extra arguments go to `go test` (for example -run, -v). To add a step: `step "NAME" command
+# args...` below (scripts/lib/steps.sh).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib/steps.sh
@@ -32,6 +33,14 @@ deploy_module() {
   go test -count=1 -timeout 10m ./...
 }
 step "deploy module (helm chart, image)" deploy_module
+
+# The release procedure (docs/releasing.md), offline: a throwaway tag in a clone served by a
+# file-based module proxy, `go install …/cmd/outboxkit@VERSION` in an empty GOPATH and module
+# cache, `outboxkit version`, and the quickstart built and run against the release in a new
+# module. RELEASE_CHECK=0 skips it.
+if [ "${RELEASE_CHECK:-1}" != 0 ]; then
+  step "release check (go install @version)" bash scripts/release-check.sh
+fi
 
 # Watermill's TestReconnect for Pulsar and Kafka, alone after the suite: each restarts a
 # dedicated broker twice, and under the suite's load a restart outlasted the test's 60 s window.
