@@ -106,7 +106,9 @@ func createCounters(t *testing.T, a adoptedTable) string {
 func startForwarder(t *testing.T, a adoptedTable, pub *kafka.Publisher, retention time.Duration) (stop func()) {
 	t.Helper()
 	f, err := forwarder.New(forwarder.Config{DB: a.db, Dialect: a.dialect, Table: a.relay.Events(), Publisher: pub,
-		Retention: retention, LeaseTTL: 2 * time.Second, HeartbeatInterval: 200 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond})
+		// A lease of 30 s: the test asserts no duplicates, and a 2 s lease runs out for a relay the
+		// machine's load holds up, whose batch is then published again.
+		Retention: retention, LeaseTTL: 30 * time.Second, HeartbeatInterval: 200 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
