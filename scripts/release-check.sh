@@ -11,8 +11,11 @@
 #      Go version;
 #   4. in a new module, `go get github.com/outboxkit/outboxkit@VERSION`, then builds and runs the
 #      quickstart (examples/quickstart/main.go, copied) against it.
-# The build cache is shared with this machine's (it is content-addressed) and every build uses
-# -trimpath, so a rerun does not compile the dependencies again.
+# The build cache is shared with this machine's (it is content-addressed), and every build is
+# static and uses -trimpath (CGO_ENABLED=0, as scripts/image.sh and the deploy module's image
+# test build; every dependency is pure Go): with -trimpath a dependency's cache entry does not
+# depend on where the module cache is, so what those builds or a rerun compiled is not compiled
+# again.
 #
 #   bash scripts/release-check.sh            # version v0.99.0
 #   RELEASE_CHECK_VERSION=v1.2.3 bash scripts/release-check.sh
@@ -81,7 +84,7 @@ say "module proxy at $proxy: $module@$version ($sum, commit $commit)"
 # 3. A new user installs the binary.
 mkdir -p "$work/home" "$work/gopath"
 user=(env -i PATH="$go_bin:/usr/local/bin:/usr/bin:/bin" HOME="$work/home" TMPDIR="${TMPDIR:-/tmp}" "${offline[@]}"
-  GOTOOLCHAIN=local GOPATH="$work/gopath" GOCACHE="$build_cache" GOFLAGS=-trimpath
+  GOTOOLCHAIN=local GOPATH="$work/gopath" GOCACHE="$build_cache" GOFLAGS=-trimpath CGO_ENABLED=0
   GOPROXY="file://$proxy,file://$host_modcache/cache/download" GONOSUMDB="$module")
 # `go install …@version` has no go.sum of its own to consult: it asks the checksum database for
 # every dependency, which is on the internet. Offline, this one command runs with the checksum
