@@ -253,3 +253,33 @@ func servedAddr(t *testing.T, logs *bytes.Buffer) string {
 	t.Fatalf("the relay's server logged no addr:\n%s", logs.String())
 	return fmt.Sprint()
 }
+
+// TestHelmChartSecretVariablesAreTheRelays: every variable the Helm chart treats as a secret
+// (refused in extraEnv with a value in clear) is one the relay reads, so a renamed variable
+// cannot leave the chart guarding a name nobody uses.
+func TestHelmChartSecretVariablesAreTheRelays(t *testing.T) {
+	data, err := os.ReadFile("../../deploy/helm/outboxkit/templates/_helpers.tpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, def, ok := strings.Cut(string(data), `{{- define "outboxkit.secretVariables" -}}`)
+	def, _, ok2 := strings.Cut(def, "{{- end -}}")
+	if !ok || !ok2 {
+		t.Fatal(`_helpers.tpl has no "outboxkit.secretVariables" definition`)
+	}
+	names := strings.Fields(def)
+	known := append(relayconfig.EnvNames(), brokerconfig.EnvNames()...)
+	for _, n := range names {
+		if !slices.Contains(known, n) {
+			t.Errorf("the chart's secret variable %s is not one the relay reads", n)
+		}
+	}
+	for _, want := range []string{relayconfig.EnvDatabaseDSN, relayconfig.EnvAdminReadTokens, relayconfig.EnvAdminWriteTokens} {
+		if !slices.Contains(names, want) {
+			t.Errorf("the chart does not treat %s as a secret", want)
+		}
+	}
+	if len(names) < 9 {
+		t.Errorf("the chart's secret variables %v: want at least 9", names)
+	}
+}
