@@ -53,22 +53,26 @@ type testHTTP struct {
 }
 
 // startTestHTTP starts the relay's HTTP endpoints with httpSection (YAML lines under http:,
-// besides listen) and a write token "ops:"+writeToken in a token file, marked running.
+// besides listen) and the tokens "ops:"+writeToken and "viewer:"+readToken in token files,
+// marked running.
 func startTestHTTP(t *testing.T, database, httpSection string) *testHTTP {
 	t.Helper()
 	dir := t.TempDir()
 	if database == "" {
 		database = "  dialect: sqlite\n  dsn: " + filepath.Join(dir, "outbox.db") + "\n"
 	}
-	tokens := filepath.Join(dir, "write.tokens")
+	tokens, readTokens := filepath.Join(dir, "write.tokens"), filepath.Join(dir, "read.tokens")
 	if err := os.WriteFile(tokens, []byte("ops:"+writeToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(readTokens, []byte("viewer:"+readToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	listen := "  listen: 127.0.0.1:0\n"
 	if strings.Contains(httpSection, "  listen:") {
 		listen = ""
 	}
-	yaml := "database:\n" + database + "http:\n" + listen + "  admin_write_tokens_file: " + tokens + "\n" + httpSection
+	yaml := "database:\n" + database + "http:\n" + listen + "  admin_write_tokens_file: " + tokens + "\n  admin_read_tokens_file: " + readTokens + "\n" + httpSection
 	cfg, err := relayconfig.Parse([]byte(yaml), nil, relayconfig.Options{})
 	if err != nil {
 		t.Fatalf("configuration:\n%s\n%v", yaml, err)

@@ -231,6 +231,10 @@ func (a *API) action(tok Token, r *http.Request) (any, error) {
 	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxActionBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, statusError{http.StatusRequestEntityTooLarge, fmt.Errorf("request body: more than %d bytes", maxActionBody)}
+		}
 		return nil, InputError{fmt.Errorf("request body: %w", err)}
 	}
 	res, err := a.Act(r.Context(), tok, r.PathValue("action"), s, "api", r.RemoteAddr)
