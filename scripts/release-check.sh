@@ -57,7 +57,8 @@ offline=(HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 http_proxy
 
 # 1. A clone with the throwaway tag.
 git clone -q --no-checkout "$repo" "$work/src"
-git -C "$work/src" fetch -q "$repo" "$commit"
+# A detached HEAD that no branch contains is not in the clone yet.
+git -C "$work/src" cat-file -e "$commit^{commit}" 2>/dev/null || git -C "$work/src" fetch -q "$repo" "$commit"
 git -C "$work/src" -c user.name=release-check -c user.email=release-check@localhost \
   tag -a -m "release check $version" "$version" "$commit"
 say "tagged $commit as $version in a clone"
