@@ -41,3 +41,32 @@ func ExampleRedactDSN() {
 	// relay:xxxxx@tcp(db:3306)/app
 	// host=db user=relay password=xxxxx
 }
+
+// The admin surface of a relay in a container: probes and metrics on one port, the admin API and
+// console on another with TLS and client certificates, a capped database pool.
+func ExampleParse_adminSurface() {
+	cfg, err := relayconfig.Parse([]byte(`
+database:
+  dialect: postgres
+  dsn: postgres://relay:s3cret@db:5432/app
+  max_open_conns: 12
+http:
+  listen: 0.0.0.0:9464
+  admin_listen: 0.0.0.0:9443
+  admin_tls_cert_file: /run/tls/tls.crt
+  admin_tls_key_file: /run/tls/tls.key
+  admin_client_ca_file: /run/tls/ca.crt
+  admin_write_tokens_file: /run/secrets/outboxkit/write.tokens
+  allowed_hosts: [outboxkit-admin.example.internal]
+`), nil, relayconfig.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	h := cfg.HTTP
+	fmt.Println(h.Listen, h.AdminListen, h.AdminClientCAFile, h.AllowedHosts)
+	fmt.Println(h.ReadTimeout, h.WriteTimeout, h.IdleTimeout, cfg.Database.MaxOpenConns)
+	// Output:
+	// 0.0.0.0:9464 0.0.0.0:9443 /run/tls/ca.crt [outboxkit-admin.example.internal]
+	// 30s 1m0s 2m0s 12
+}
