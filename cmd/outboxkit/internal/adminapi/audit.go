@@ -23,6 +23,15 @@ func audit(ctx context.Context, logger *slog.Logger, level slog.Level, msg strin
 	_ = logger.Handler().Handle(ctx, rec)
 }
 
+// Audit writes an audit record of msg at info through logger (the API's when nil) whatever the
+// log level: the console's logins and logouts.
+func (a *API) Audit(ctx context.Context, logger *slog.Logger, msg string, attrs ...slog.Attr) {
+	if logger == nil {
+		logger = a.cfg.Logger
+	}
+	audit(ctx, logger, slog.LevelInfo, msg, attrs...)
+}
+
 // auditAction audits an action: who (the token's name), from where, what, the events it matched
 // and the rows it changed, also when it failed after some of its chunks committed (res.Applied
 // counts those), then the ids of the matched events, auditIDsPerLine a line.

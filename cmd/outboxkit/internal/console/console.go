@@ -260,7 +260,8 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/console/", MaxAge: int(sessionTTL / time.Second),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
-	c.logger.Info("console login", "who", tok.Name, "scope", tok.Scope.String(), "remote", r.RemoteAddr)
+	c.api.Audit(r.Context(), c.logger, "console login", slog.String("who", tok.Name), slog.String("scope", tok.Scope.String()),
+		slog.String("remote", r.RemoteAddr))
 	http.Redirect(w, r, safeNext(r.PostForm.Get("next")), http.StatusSeeOther)
 }
 
@@ -268,7 +269,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	if ck, err := r.Cookie(cookieName); err == nil {
 		if tok, ok := c.sessions.get(ck.Value); ok {
-			c.logger.Info("console logout", "who", tok.Name, "remote", r.RemoteAddr)
+			c.api.Audit(r.Context(), c.logger, "console logout", slog.String("who", tok.Name), slog.String("remote", r.RemoteAddr))
 		}
 		c.sessions.end(ck.Value)
 	}
