@@ -181,12 +181,16 @@ func serveHTTP(cfg relayconfig.HTTP, registry *prometheus.Registry, db *sql.DB, 
 }
 
 // serve serves mux on ln with cfg's timeouts (every phase of a connection is bounded, so a slow
-// or idle client cannot hold it) and nosniff on every answer, until the returned function is
-// called.
+// or idle client or a request held in the database cannot hold it) and nosniff on every answer,
+// until the returned function is called.
 func serve(ln net.Listener, cfg relayconfig.HTTP, mux *http.ServeMux, logger *slog.Logger) func() {
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		mux.ServeHTTP(w, r)
+		// The server's write deadline does not stop a handler: the request's context ends with
+		// it, so the database work of a request held longer is cancelled and its connection freed.
+		ctx, cancel := context.WithTimeout(r.Context(), cfg.WriteTimeout)
+		defer cancel()
+		mux.ServeHTTP(w, r.WithContext(ctx))
 	})
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: cfg.ReadTimeout,
 		WriteTimeout: cfg.WriteTimeout, IdleTimeout: cfg.IdleTimeout, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug)}
