@@ -195,7 +195,7 @@ func (f *Forwarder) start(ctx context.Context) (holding, error) {
 		if err == nil {
 			err = f.source.start(ctx)
 		}
-		if errors.Is(err, outbox.ErrNoInstallation) || errors.Is(err, ErrUnitCountMismatch) {
+		if errors.Is(err, outbox.ErrNoInstallation) || errors.Is(err, outbox.ErrInstallationBinding) || errors.Is(err, ErrUnitCountMismatch) {
 			return holding{}, fmt.Errorf("forwarder: start on table %s: %w", f.store.table, err) // waiting cannot help
 		}
 		if isMissingTable(err) {

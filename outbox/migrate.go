@@ -152,14 +152,20 @@ func stripComments(stmt string) string {
 }
 
 // Migrate creates or upgrades the outbox table, its indexes and the relay tables, applying each
-// embedded migration not yet recorded in the table's migrations table, with [RunMigrations]. It
-// is idempotent and safe to run from several processes at once.
+// embedded migration not yet recorded in the table's migrations table, with [RunMigrations], and
+// binds an installation not yet bound to the database db is connected to ([ReadInstallation]:
+// an installation made before the binding existed is bound to the database it is in when it is
+// first migrated with this version). It is idempotent and safe to run from several processes at
+// once.
 func Migrate(ctx context.Context, db *sql.DB, table Table) error {
 	migrations, err := Migrations(table)
 	if err != nil {
 		return err
 	}
-	return RunMigrations(ctx, db, table.dialect, table.Migrations(), migrations)
+	if err := RunMigrations(ctx, db, table.dialect, table.Migrations(), migrations); err != nil {
+		return err
+	}
+	return bindInstallation(ctx, db, table)
 }
 
 // RunMigrations applies, in version order, each of migrations not yet recorded in versionTable

@@ -17,6 +17,7 @@ import (
 
 func (a *app) migrateCommand() *cobra.Command {
 	var printOnly bool
+	var identity identityAction
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create or upgrade the outbox table, its indexes and the relay's tables",
@@ -25,9 +26,19 @@ configuration's database section (dialect, dsn, table). It is idempotent: migrat
 recorded in the table's migrations table are skipped, and several processes may run it at once.
 
 With --print it connects to nothing and prints the SQL of every migration for the configured
-dialect and table instead, for review or for a migration tool of your own.`,
+dialect and table instead, for review or for a migration tool of your own.
+
+The table's installation identity is bound to the database it was made in (PostgreSQL: the
+cluster's system identifier and the database's OID; MySQL: server_uuid and the schema; MariaDB:
+the schema). In a copy of that database (a restored dump, CREATE DATABASE ... TEMPLATE, a staging
+copy of production) the relays refuse to start until one of these is run, once:
+  --reidentify  the copy runs next to the original: a new identity, and the old identity's
+                exactly-once unit marks, cdc slot records and cdc publication dropped from the copy
+  --rebind      the same installation moved, the original gone (pg_upgrade, a restore after a
+                loss): the identity, its units and checkpoints are kept`,
 		Example: `  outboxkit migrate --config outboxkit.yaml
-  outboxkit migrate --config outboxkit.yaml --print > outbox.sql`,
+  outboxkit migrate --config outboxkit.yaml --print > outbox.sql
+  outboxkit migrate --config staging.yaml --reidentify`,
 		Args: cobra.NoArgs,
 		RunE: a.runE(func(cmd *cobra.Command, _ []string) error {
 			cfg, err := a.loadConfig(false)
@@ -51,11 +62,17 @@ dialect and table instead, for review or for a migration tool of your own.`,
 				return err
 			}
 			fmt.Fprintf(a.stdout, "outbox table %s is up to date (%s)\n", table, cfg.Database.Dialect)
-			return nil
+			return identity.run(cmd.Context(), a.stdout, db, table)
 		}),
 	}
 	cmd.Flags().BoolVar(&printOnly, "print", false,
 		"print the SQL of every migration for the configured dialect and table instead of running it (connects to nothing)")
+	cmd.Flags().BoolVar(&identity.reidentify, "reidentify", false,
+		"after migrating, give this database's outbox a new installation identity bound to it and drop the old identity's "+
+			"exactly-once unit marks, cdc slot records and cdc publication (a restored copy running next to the original)")
+	cmd.Flags().BoolVar(&identity.rebind, "rebind", false,
+		"after migrating, bind the installation identity to this database, keeping it (the same installation moved, the original gone)")
+	cmd.MarkFlagsMutuallyExclusive("print", "reidentify", "rebind")
 	return cmd
 }
 
