@@ -110,7 +110,9 @@ UPDATE golden_outbox_leases SET expires_at = (UTC_TIMESTAMP(6) + INTERVAL ? MICR
 SET SESSION idle_transaction_timeout = DEFAULT;
 
 -- installationID
-SELECT installation_id FROM golden_outbox_installation;
+SELECT installation_id, bound_to FROM golden_outbox_installation;
+SELECT DATABASE();
+SHOW GLOBAL VARIABLES LIKE 'server_uuid';
 
 -- ensureUnitRow
 INSERT IGNORE INTO golden_outbox_units (unit, cleaned, cleaned_at) VALUES (?, '', ?);

@@ -71,7 +71,8 @@ SELECT partition_no, owner, epoch FROM golden_outbox_leases WHERE lease_group = 
 UPDATE golden_outbox_leases SET expires_at = (clock_timestamp() + $1::bigint * interval '1 microsecond') WHERE lease_group = $2 AND owner = $3 AND partition_no IN ($4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40, $41, $42, $43, $44, $45, $46, $47, $48, $49, $50, $51, $52, $53, $54, $55, $56, $57, $58, $59, $60, $61, $62, $63, $64, $65, $66, $67);
 
 -- installationID
-SELECT installation_id FROM golden_outbox_installation;
+SELECT installation_id, bound_to FROM golden_outbox_installation;
+SELECT (SELECT system_identifier FROM pg_control_system())::text, (SELECT oid FROM pg_database WHERE datname = current_database())::text;
 
 -- ensureUnitRow
 INSERT INTO golden_outbox_units (unit, cleaned, cleaned_at) VALUES ($1, '', $2) ON CONFLICT DO NOTHING;

@@ -65,7 +65,7 @@ SELECT partition_no, owner, epoch FROM golden_outbox_leases WHERE lease_group = 
 UPDATE golden_outbox_leases SET expires_at = (strftime('%Y-%m-%d %H:%M:%f', 'now', ?) || '000') WHERE lease_group = ? AND owner = ? AND partition_no IN (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- installationID
-SELECT installation_id FROM golden_outbox_installation;
+SELECT installation_id, bound_to FROM golden_outbox_installation;
 
 -- ensureUnitRow
 INSERT OR IGNORE INTO golden_outbox_units (unit, cleaned, cleaned_at) VALUES (?, '', ?);
