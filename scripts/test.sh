@@ -26,11 +26,14 @@ step "go test" go test -count=1 -timeout 40m -p 2 "$@" ./...
 
 # The Helm chart (deploy/helm/outboxkit) rendered with Helm's Go library, validated against the
 # Kubernetes schemas and checked, and the container image recipe (deploy/image): deploy/ is a
-# module of its own so that Helm's dependencies stay out of the library's module graph.
+# module of its own so that Helm's dependencies stay out of the library's module graph. With an
+# empty build cache it compiles Helm's and Kubernetes' packages and the static outboxkit binary
+# (a few CPU minutes; the release check after it reuses that binary's packages); -timeout 20m
+# leaves room for a loaded machine (a run at load 20 took 10 minutes in the binary's build alone).
 deploy_module() {
   cd deploy
   go vet ./...
-  go test -count=1 -timeout 10m ./...
+  go test -count=1 -timeout 20m ./...
 }
 step "deploy module (helm chart, image)" deploy_module
 
