@@ -3,7 +3,9 @@
 #   PostgreSQL 15 and MariaDB (Debian packages), Apache Kafka 4 in KRaft mode and
 #   Apache Pulsar standalone (jars from Maven Central, resolved into Maven's local cache), and a
 #   NATS server with JetStream (built with `go build` from the Go module proxy, scripts/services/nats.sh),
-#   and RabbitMQ (Debian package, a node of its own, scripts/services/rabbitmq.sh).
+#   and RabbitMQ (Debian package, a node of its own, scripts/services/rabbitmq.sh), and Apicurio
+#   Registry, the Confluent-compatible schema registry (built from Maven Central jars,
+#   scripts/services/apicurio.sh).
 # Safe to run again: a service that already answers is left alone.
 #
 #   scripts/services.sh [up]      install what is missing, start everything, print addresses
@@ -13,6 +15,7 @@
 #   scripts/services.sh restart-nats | start-nats | stop-nats
 #   scripts/services.sh restart-rabbitmq | start-rabbitmq | stop-rabbitmq
 #   scripts/services.sh start-kafka | stop-kafka | start-pulsar | stop-pulsar
+#   scripts/services.sh start-schema-registry | stop-schema-registry | restart-schema-registry
 #                                 start or stop that one service only (with other ports and
 #                                 SERVICES_STATE_DIR, a dedicated broker, e.g. for fault tests)
 #   scripts/services.sh start-kafka-secure | stop-kafka-secure | restart-kafka-secure
@@ -238,6 +241,8 @@ source "$here/services/pulsar.sh"
 source "$here/services/nats.sh"
 # shellcheck source=services/rabbitmq.sh
 source "$here/services/rabbitmq.sh"
+# shellcheck source=services/apicurio.sh
+source "$here/services/apicurio.sh"
 # shellcheck source=services/tls.sh
 source "$here/services/tls.sh"
 # shellcheck source=services/kafka-secure.sh
@@ -257,6 +262,7 @@ export OUTBOXKIT_TEST_PULSAR_HTTP='http://127.0.0.1:$PULSAR_HTTP_PORT'
 EOF
   print_nats_env
   print_rabbitmq_env
+  print_apicurio_env
   print_kafka_secure_env
   print_pulsar_secure_env
   print_kafka_cluster_env
@@ -275,6 +281,7 @@ main() {
     timed pulsar start_pulsar
     timed nats start_nats
     timed rabbitmq start_rabbitmq
+    timed "schema registry" start_apicurio
     log "logs in $SERVICES_LOG_DIR"
     ;;
   env) print_env ;;
@@ -283,6 +290,7 @@ main() {
     stop_pidfile "$SERVICES_STATE_DIR/pulsar/pulsar.pid"
     stop_nats
     stop_rabbitmq
+    stop_apicurio
     stop_pidfile "$KAFKA_SECURE_DIR/kafka.pid"
     stop_pidfile "$PULSAR_SECURE_DIR/pulsar.pid"
     stop_kafka_cluster
@@ -299,6 +307,9 @@ main() {
   restart-rabbitmq) stop_rabbitmq && start_rabbitmq ;;
   start-rabbitmq) start_rabbitmq ;;
   stop-rabbitmq) stop_rabbitmq ;;
+  start-schema-registry) start_apicurio ;;
+  stop-schema-registry) stop_apicurio ;;
+  restart-schema-registry) stop_apicurio && start_apicurio ;;
   start-kafka) start_kafka ;;
   stop-kafka) stop_pidfile "$SERVICES_STATE_DIR/kafka/kafka.pid" ;;
   start-pulsar) start_pulsar ;;
@@ -316,7 +327,7 @@ main() {
   start-kafka-cluster-broker) start_kafka_cluster_broker "${2:-}" ;;
   restart-kafka-cluster-broker) restart_kafka_cluster_broker "${2:-}" ;;
   *)
-    echo "usage: $0 [up|env|down|restart-kafka|restart-pulsar|restart-nats|start-nats|stop-nats|restart-rabbitmq|start-rabbitmq|stop-rabbitmq|start-kafka|stop-kafka|start-pulsar|stop-pulsar|start-kafka-secure|stop-kafka-secure|restart-kafka-secure|kafka-secure-grant TOPIC [USER]|start-pulsar-secure|stop-pulsar-secure|restart-pulsar-secure|start-kafka-cluster|stop-kafka-cluster|kill-kafka-cluster-broker N|start-kafka-cluster-broker N|restart-kafka-cluster-broker N]" >&2
+    echo "usage: $0 [up|env|down|restart-kafka|restart-pulsar|restart-nats|start-nats|stop-nats|restart-rabbitmq|start-rabbitmq|stop-rabbitmq|start-schema-registry|stop-schema-registry|restart-schema-registry|start-kafka|stop-kafka|start-pulsar|stop-pulsar|start-kafka-secure|stop-kafka-secure|restart-kafka-secure|kafka-secure-grant TOPIC [USER]|start-pulsar-secure|stop-pulsar-secure|restart-pulsar-secure|start-kafka-cluster|stop-kafka-cluster|kill-kafka-cluster-broker N|start-kafka-cluster-broker N|restart-kafka-cluster-broker N]" >&2
     exit 2
     ;;
   esac
