@@ -1,0 +1,35 @@
+package schema_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/outboxkit/outboxkit/brokers/schema"
+)
+
+// An event's JSON payload encoded in Avro with the latest schema of subject orders-value, framed
+// for registry consumers. A payload that does not fit names the field and is not retriable.
+func ExampleEncoder() {
+	client, err := sr.NewClient(sr.URLs("http://127.0.0.1:18081/apis/ccompat/v7"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	enc, err := schema.NewEncoder(client, schema.Config{}) // latest version, cached for 1m
+	if err != nil {
+		log.Fatal(err)
+	}
+	framed, err := enc.Encode(context.Background(), "orders", []byte(`{"id":"o-1","amount":42}`))
+	var mismatch *schema.MismatchError
+	switch {
+	case errors.As(err, &mismatch):
+		fmt.Println("dead-letter:", mismatch.Path, mismatch.Reason) // schema.Retriable(err) is false
+	case err != nil:
+		fmt.Println("retry later:", err) // the registry: schema.Retriable(err) is true
+	default:
+		fmt.Printf("% x...\n", framed[:5]) // 00, then the schema id in 4 bytes
+	}
+}
