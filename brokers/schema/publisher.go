@@ -1,0 +1,152 @@
+package schema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// ErrEarlierMessageNotEncoded marks a message of a PublishEach call that was not sent because an
+// earlier message of its key could not be encoded (it does not fit the schema, or its lookup
+// failed): the message itself may be fine, so it is retriable, and its key's failures stay
+// gapless (the forwarder parks the key behind the earlier one).
+var ErrEarlierMessageNotEncoded = errors.New("schema: not sent because an earlier message of its key was not encoded")
+
+// outcomePublisher is forwarder.OutcomePublisher, repeated so that brokers do not import the
+// forwarder.
+type outcomePublisher interface {
+	PublishEach(ctx context.Context, topic string, msgs []*message.Message) []error
+}
+
+// errorClassifier is forwarder.ErrorClassifier, repeated for the same reason.
+type errorClassifier interface {
+	Retriable(err error) bool
+}
+
+// NewPublisher returns a publisher that encodes every message's payload with enc (JSON to
+// Confluent-framed Avro, the schema of its topic's subject) and publishes a copy of it through
+// pub, which needs per-message outcomes (PublishEach: brokers/kafka has it). Its Retriable
+// (forwarder.ErrorClassifier) makes a *MismatchError permanent and ErrEarlierMessageNotEncoded and
+// registry failures retriable, and leaves every other error to pub's Retriable. Close closes pub.
+// Not yet passed through: pub's Connect and its exactly-once transactions.
+func NewPublisher(pub message.Publisher, enc *Encoder) (message.Publisher, error) {
+	if pub == nil || enc == nil {
+		return nil, errors.New("schema: NewPublisher needs a publisher and an encoder")
+	}
+	each, ok := pub.(outcomePublisher)
+	if !ok {
+		return nil, fmt.Errorf("schema: publisher %T has no PublishEach (per-message outcomes)", pub)
+	}
+	return &publisher{pub: pub, each: each, enc: enc}, nil
+}
+
+type publisher struct {
+	pub  message.Publisher
+	each outcomePublisher
+	enc  *Encoder
+}
+
+// Publish encodes every message before sending any, and sends none when one fails.
+func (p *publisher) Publish(topic string, msgs ...*message.Message) error {
+	out := make([]*message.Message, len(msgs))
+	for i, msg := range msgs {
+		enc, err := p.encode(context.Background(), topic, msg)
+		if err != nil {
+			return fmt.Errorf("schema: topic %q: message %d of %d: %w", topic, i, len(msgs), err)
+		}
+		out[i] = enc
+	}
+	return p.pub.Publish(topic, out...)
+}
+
+// PublishEach returns len(msgs) errors, as forwarder.OutcomePublisher requires: a message that
+// does not fit its schema fails alone with a *MismatchError, the later messages of its key (its
+// aggregate id; every later message after a nil one) fail with ErrEarlierMessageNotEncoded
+// without being sent, a registry failure fails
+// every message of the call (retriable), and the others are sent.
+func (p *publisher) PublishEach(ctx context.Context, topic string, msgs []*message.Message) []error {
+	errs := make([]error, len(msgs))
+	if _, err := p.enc.lookup(ctx, Subject(topic)); err != nil {
+		for i := range errs {
+			errs[i] = fmt.Errorf("schema: topic %q: %w", topic, err)
+		}
+		return errs
+	}
+	out := make([]*message.Message, 0, len(msgs))
+	sent := make([]int, 0, len(msgs))
+	refused := map[string]bool{}
+	holdAll := false // after a nil message, whose key is unknown
+	for i, msg := range msgs {
+		var key string
+		if msg != nil {
+			key = msg.Metadata.Get(outbox.MetadataAggregateID)
+		}
+		if holdAll || (msg != nil && refused[key]) {
+			errs[i] = fmt.Errorf("schema: topic %q: message %d: %w", topic, i, ErrEarlierMessageNotEncoded)
+			continue
+		}
+		enc, err := p.encode(ctx, topic, msg)
+		if err != nil {
+			errs[i] = fmt.Errorf("schema: topic %q: message %d: %w", topic, i, err)
+			if msg == nil {
+				holdAll = true
+			} else {
+				refused[key] = true
+			}
+			continue
+		}
+		out, sent = append(out, enc), append(sent, i)
+	}
+	if len(out) == 0 {
+		return errs
+	}
+	results := p.each.PublishEach(ctx, topic, out)
+	for j, i := range sent {
+		if len(results) != len(out) {
+			errs[i] = fmt.Errorf("schema: the wrapped publisher returned %d outcomes for %d messages", len(results), len(out))
+			continue
+		}
+		errs[i] = results[j]
+	}
+	return errs
+}
+
+// encode returns a copy of msg (UUID, metadata, context kept) with its payload encoded.
+func (p *publisher) encode(ctx context.Context, topic string, msg *message.Message) (*message.Message, error) {
+	if msg == nil {
+		return nil, &MismatchError{Subject: Subject(topic), Path: "$", Reason: "nil message"}
+	}
+	payload, err := p.enc.Encode(ctx, topic, msg.Payload)
+	if err != nil {
+		return nil, err
+	}
+	out := message.NewMessage(msg.UUID, payload)
+	for k, v := range msg.Metadata {
+		out.Metadata.Set(k, v)
+	}
+	out.SetContext(msg.Context())
+	return out, nil
+}
+
+// Retriable classifies the decorator's errors (forwarder.ErrorClassifier).
+func (p *publisher) Retriable(err error) bool {
+	var mismatch *MismatchError
+	var registry *RegistryError
+	switch {
+	case errors.Is(err, ErrEarlierMessageNotEncoded), errors.As(err, &registry):
+		return true
+	case errors.As(err, &mismatch):
+		return false
+	}
+	if c, ok := p.pub.(errorClassifier); ok {
+		return c.Retriable(err)
+	}
+	return err != nil
+}
+
+// Close closes the wrapped publisher.
+func (p *publisher) Close() error { return p.pub.Close() }
