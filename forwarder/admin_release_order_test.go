@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -39,11 +40,11 @@ func TestReleasedKeyKeepsCommitOrderOnTheRetryPath(t *testing.T) {
 			var err error
 			switch action {
 			case "skip":
-				_, err = fx.admin.SkipKeys(fx.ctx, KeyFilter{}, false)
+				_, err = fx.adm.SkipKeys(fx.ctx, admin.KeyFilter{}, false)
 			case "discard":
-				_, err = fx.admin.DiscardDeadLetters(fx.ctx, EventFilter{}, false)
+				_, err = fx.adm.DiscardDeadLetters(fx.ctx, admin.EventFilter{}, false)
 			default:
-				_, err = fx.admin.Discard(fx.ctx, head.event.ID)
+				_, err = fx.adm.Discard(fx.ctx, head.event.ID)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -86,7 +87,7 @@ func TestReleasedRowTheDrainLeftStaysFirst(t *testing.T) {
 	if n, _, err := fx.store.markRetry(fx.ctx, fx.db, "A", fx.leases("A"), []record{streamed}); err != nil || n != 1 {
 		t.Fatalf("mark the streamed row: %d, %v", n, err)
 	}
-	if _, err := fx.admin.SkipKeys(fx.ctx, KeyFilter{}, false); err != nil {
+	if _, err := fx.adm.SkipKeys(fx.ctx, admin.KeyFilter{}, false); err != nil {
 		t.Fatal(err)
 	}
 	got, err := fx.store.claimRetry(fx.ctx, fx.db, allPartitions(), 10, 1<<20)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -26,21 +26,21 @@ func TestSkipHeadReleasesAKeyOnARunningRelay(t *testing.T) {
 	cfg.UnlimitedRetries = true
 	h.write(append(stuck, h.event("free", 0))...)
 	h.start(cfg)
-	admin, err := forwarder.NewAdmin(h.db, h.dialect, h.writer.Table().Events())
+	adm, err := admin.New(h.db, h.dialect, h.writer.Table().Events())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var keys []forwarder.BlockedKey
+	var keys []admin.BlockedKey
 	for deadline := time.Now().Add(2 * time.Minute); len(keys) == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if keys, err = admin.BlockedKeys(ctx, forwarder.KeyFilter{}); err != nil {
+		if keys, err = adm.BlockedKeys(ctx, admin.KeyFilter{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if len(keys) != 1 || keys[0].Key.AggregateID != "stuck" || keys[0].State != forwarder.StateRetrying || keys[0].Waiting != 2 {
+	if len(keys) != 1 || keys[0].Key.AggregateID != "stuck" || keys[0].State != admin.StateRetrying || keys[0].Waiting != 2 {
 		t.Fatalf("blocked keys while the head fails: %+v", keys)
 	}
 	consume(t, h.brokers, h.topic, 1, 2*time.Minute) // the free key flows
-	res, err := admin.SkipKeys(ctx, forwarder.KeyFilter{Key: &keys[0].Key}, false)
+	res, err := adm.SkipKeys(ctx, admin.KeyFilter{Key: &keys[0].Key}, false)
 	if err != nil || res.Applied != 1 {
 		t.Fatalf("skip: %+v, %v", res, err)
 	}
@@ -49,7 +49,7 @@ func TestSkipHeadReleasesAKeyOnARunningRelay(t *testing.T) {
 		t.Fatalf("after the skip: got %d events, want the free one and stuck 1 and 2, not the skipped head", len(got))
 	}
 	pub.poison(stuck[0].ID.String(), nil)
-	if res, err = admin.ReplayDeadLetters(ctx, forwarder.EventFilter{EventIDs: []uuid.UUID{stuck[0].ID}}, false); err != nil || res.Applied != 1 {
+	if res, err = adm.ReplayDeadLetters(ctx, admin.EventFilter{EventIDs: []uuid.UUID{stuck[0].ID}}, false); err != nil || res.Applied != 1 {
 		t.Fatalf("replay of the skipped head: %+v, %v", res, err)
 	}
 	got = consumeDistinct(t, h.brokers, h.topic, 4, 60*time.Second)

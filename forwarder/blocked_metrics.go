@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
 	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -29,8 +30,8 @@ func newBlockedGauges(table string) blockedGauges {
 			ConstLabels: labels,
 			Help:        "Age (from its created_at) of the oldest head event holding back a key; 0 when no key is blocked."}),
 	}
-	g.keys.WithLabelValues(StateDead).Set(0)
-	g.keys.WithLabelValues(StateRetrying).Set(0)
+	g.keys.WithLabelValues(bookkeeping.StateDead).Set(0)
+	g.keys.WithLabelValues(bookkeeping.StateRetrying).Set(0)
 	return g
 }
 
@@ -45,8 +46,8 @@ func (f *Forwarder) updateBlockedGauges(ctx context.Context) {
 		return
 	}
 	g := f.metrics.blocked
-	g.keys.WithLabelValues(StateDead).Set(float64(counts[statusDead]))
-	g.keys.WithLabelValues(StateRetrying).Set(float64(counts[statusPending]))
+	g.keys.WithLabelValues(bookkeeping.StateDead).Set(float64(counts[statusDead]))
+	g.keys.WithLabelValues(bookkeeping.StateRetrying).Set(float64(counts[statusPending]))
 	age := 0.0
 	if !oldest.IsZero() {
 		age = max(time.Since(oldest).Seconds(), 0)

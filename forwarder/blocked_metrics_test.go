@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -28,10 +29,10 @@ func blockedSeries(t *testing.T, reg *prometheus.Registry) (dead, retrying, olde
 				oldest = m.GetGauge().GetValue()
 			case "outboxkit_forwarder_blocked_keys":
 				for _, l := range m.Label {
-					if l.GetName() == "state" && l.GetValue() == forwarder.StateDead {
+					if l.GetName() == "state" && l.GetValue() == admin.StateDead {
 						dead = m.GetGauge().GetValue()
 					}
-					if l.GetName() == "state" && l.GetValue() == forwarder.StateRetrying {
+					if l.GetName() == "state" && l.GetValue() == admin.StateRetrying {
 						retrying = m.GetGauge().GetValue()
 					}
 				}

@@ -2,9 +2,9 @@ package forwarder
 
 import (
 	"context"
-	"fmt"
 	"time"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
 	"github.com/outboxkit/outboxkit/internal/pgrepl"
 )
 
@@ -107,12 +107,7 @@ func (f *Forwarder) clearStall(st *stallState) {
 }
 
 // strandedRows counts the pending rows of the relay's tenants that are not on the retry path
-// and older than age, and returns the age of the oldest (PostgreSQL).
+// and older than age, and returns the age of the oldest (bookkeeping.StrandedRows).
 func (s *store) strandedRows(ctx context.Context, q querier, age time.Duration) (int64, time.Duration, error) {
-	var n int64
-	var oldest float64
-	if err := s.sql().CDC().StrandedRows(age).QueryRow(ctx, q).Scan(&n, &oldest); err != nil {
-		return 0, 0, fmt.Errorf("cdc: count the stranded rows: %w", err)
-	}
-	return n, time.Duration(oldest * float64(time.Second)), nil
+	return bookkeeping.StrandedRows(ctx, q, s.sql().CDC(), age)
 }

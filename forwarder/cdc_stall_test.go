@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -111,11 +111,11 @@ func TestCDCStalledStreamIsReported(t *testing.T) {
 	if _, err := h.db.Exec("ALTER PUBLICATION " + pub + " SET TABLE " + table.Events()); err != nil {
 		t.Fatal(err)
 	}
-	admin, err := forwarder.NewAdmin(h.db, outbox.Postgres, table.Events())
+	adm, err := admin.New(h.db, outbox.Postgres, table.Events())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.DropSlot(context.Background(), "default", true); err != nil {
+	if _, err := adm.DropSlot(context.Background(), "default", true); err != nil {
 		t.Fatal(err)
 	}
 	got := consumeDistinct(t, h.brokers, h.topic, 50, 2*time.Minute)
@@ -133,11 +133,11 @@ func TestCDCStalledStreamIsReported(t *testing.T) {
 // reports want rows waiting on the slot, the oldest older than age.
 func checkStrandedStatus(t *testing.T, h *harness, slot string, want int64, age time.Duration) {
 	t.Helper()
-	admin, err := forwarder.NewAdmin(h.db, outbox.Postgres, h.writer.Table().Events())
+	adm, err := admin.New(h.db, outbox.Postgres, h.writer.Table().Events())
 	if err != nil {
 		t.Fatal(err)
 	}
-	slots, err := admin.Slots(context.Background(), "default")
+	slots, err := adm.Slots(context.Background(), "default")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
 	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 )
 
@@ -154,14 +155,9 @@ func (s *store) otherLiveOwners(ctx context.Context, q querier, owner string) (i
 }
 
 // slotDrained reports whether the rows committed before the slot existed have been drained
-// (false also when the slot has no row: a slot created by hand or by an older relay).
+// (bookkeeping.SlotDrained).
 func (s *store) slotDrained(ctx context.Context, q querier, slot string) (bool, error) {
-	var drained bool
-	err := s.sql().CDC().SlotDrained(slot).QueryRow(ctx, q).Scan(&drained)
-	if err != nil {
-		return false, fmt.Errorf("cdc: read the drain state of slot %s: %w", slot, err)
-	}
-	return drained, nil
+	return bookkeeping.SlotDrained(ctx, q, s.sql().CDC(), slot)
 }
 
 // setSlotDrained records (drained true) or clears (before the slot is created) the drain state.

@@ -8,7 +8,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -36,14 +36,14 @@ func TestPublishersClassifierIsTheDefault(t *testing.T) {
 	cfg.TracerProvider = tp
 	h.write(poison, h.event("ok", 0))
 	h.start(cfg)
-	admin, err := forwarder.NewAdmin(h.db, h.dialect, h.writer.Table().Events())
+	adm, err := admin.New(h.db, h.dialect, h.writer.Table().Events())
 	if err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(2 * time.Minute) // a bound against a hang
-	var dead []forwarder.DeadLetter
+	var dead []admin.DeadLetter
 	for len(dead) == 0 && time.Now().Before(deadline) {
-		if dead, err = admin.DeadLetters(context.Background(), 10); err != nil {
+		if dead, err = adm.DeadLetters(context.Background(), 10); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -15,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -181,7 +180,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.BatchSize, 1000)
 	setDefault(&c.MaxBatchBytes, 1<<20)
 	setDefault(&c.Workers, 2)
-	setDefault(&c.TransactionalUnits, defaultUnits(c.Workers))
+	setDefault(&c.TransactionalUnits, bookkeeping.DefaultUnits(c.Workers))
 	setDefault(&c.MinPollInterval, 10*time.Millisecond)
 	setDefault(&c.MaxPollInterval, time.Second)
 	setDefault(&c.MaxAttempts, 10)
@@ -213,14 +212,7 @@ func (c *Config) setDefaults() {
 
 // DefaultLeaseGroup is Config.LeaseGroup's default for forwarders of the given tenants:
 // "default", or "tenants:<sorted tenant list>".
-func DefaultLeaseGroup(tenants []string) string {
-	if len(tenants) == 0 {
-		return "default"
-	}
-	sorted := append([]string(nil), tenants...)
-	sort.Strings(sorted)
-	return "tenants:" + strings.Join(sorted, ",")
-}
+func DefaultLeaseGroup(tenants []string) string { return bookkeeping.DefaultLeaseGroup(tenants) }
 
 func setDefault[T comparable](field *T, value T) {
 	var zero T

@@ -2,13 +2,12 @@ package forwarder
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -27,7 +26,7 @@ const (
 )
 
 // DefaultCheckpointTopic is the default Config.CheckpointTopic.
-const DefaultCheckpointTopic = "outboxkit.checkpoints"
+const DefaultCheckpointTopic = bookkeeping.DefaultCheckpointTopic
 
 // TransactionalPublisher is implemented by publishers that publish messages and a checkpoint in
 // one broker transaction, with zombie fencing (brokers/kafka.Publisher). With
@@ -55,83 +54,20 @@ type TransactionalPublisher interface {
 	CloseUnit(unit string)
 }
 
-// checkpoint is what a unit writes in each transaction beside its events: the rows the
-// transaction holds, so that whoever opens the unit next can finish their cleanup (delete or
-// mark them, mark the dead-lettered ones dead) before publishing anything. Rows are listed one by
-// one: sequence order is not commit order, so a high-water mark could skip a row committed late.
-// Each row is named by its sequence number and its event id, and the checkpoint by the
-// installation that wrote it: a checkpoint is applied only to its own installation's table,
-// and only to rows that still hold the event it names.
-type checkpoint struct {
-	Version int `json:"v"`
-	// Installation is the identity of the outbox table (its installation table); format 2.
-	Installation string    `json:"installation,omitempty"`
-	Unit         string    `json:"unit"`
-	Relay        string    `json:"relay"`
-	Txn          int64     `json:"txn"`
-	Time         time.Time `json:"time"`
-	// Published lists the published rows in format 1 (sequence numbers only);
-	// decodeCheckpoint moves them to Rows.
-	Published []int64   `json:"published,omitempty"`
-	Rows      []rowRef  `json:"rows,omitempty"`
-	Dead      []deadRow `json:"dead,omitempty"`
-}
+// The checkpoint a unit writes in each transaction beside its events, and its format, are
+// bookkeeping's: the Admin reads them too.
+type (
+	checkpoint = bookkeeping.Checkpoint
+	rowRef     = bookkeeping.RowRef
+	deadRow    = bookkeeping.DeadRow
+)
 
-// rowRef names a published row of a checkpoint.
-type rowRef struct {
-	Seq     int64  `json:"s"`
-	EventID string `json:"e,omitempty"` // "" in format 1
-}
-
-// deadRow is a row whose dead letter a transaction holds.
-type deadRow struct {
-	Seq      int64  `json:"seq"`
-	EventID  string `json:"event_id,omitempty"` // "" in format 1
-	Attempts int    `json:"attempts"`
-	Reason   string `json:"reason"`
-}
-
-// checkpointVersion is the checkpoint format written. decodeCheckpoint also reads format 1,
-// written before checkpoints carried the installation and the event ids.
-const checkpointVersion = 2
-
-func decodeCheckpoint(unit string, data []byte) (checkpoint, error) {
-	var cp checkpoint
-	if err := json.Unmarshal(data, &cp); err != nil {
-		return cp, fmt.Errorf("checkpoint of unit %q is not readable (%d bytes): %w", unit, len(data), err)
-	}
-	switch cp.Version {
-	case 1:
-		for _, seq := range cp.Published {
-			cp.Rows = append(cp.Rows, rowRef{Seq: seq})
-		}
-		cp.Published = nil
-	case checkpointVersion:
-		if cp.Installation == "" {
-			return cp, fmt.Errorf("checkpoint of unit %q (version %d) names no installation", unit, cp.Version)
-		}
-	default:
-		return cp, fmt.Errorf("checkpoint of unit %q has version %d; this forwarder reads versions 1 and %d", unit, cp.Version, checkpointVersion)
-	}
-	return cp, nil
-}
-
-// rows returns the sequence numbers of the checkpoint's rows.
-func (cp checkpoint) rows() map[int64]bool {
-	rows := make(map[int64]bool, len(cp.Rows)+len(cp.Dead))
-	for _, r := range cp.Rows {
-		rows[r.Seq] = true
-	}
-	for _, d := range cp.Dead {
-		rows[d.Seq] = true
-	}
-	return rows
-}
+const checkpointVersion = bookkeeping.CheckpointVersion
 
 // unitName is the name of a transactional unit (its Kafka transactional.id):
 // Config.TransactionalIDPrefix and the unit number.
 func (f *Forwarder) unitName(unit int) string {
-	return fmt.Sprintf("%s/u%02d", f.cfg.TransactionalIDPrefix, unit)
+	return bookkeeping.UnitName(f.cfg.TransactionalIDPrefix, unit)
 }
 
 // resolveInstallation reads the table's installation identity and, unless the configuration
@@ -143,7 +79,7 @@ func (f *Forwarder) resolveInstallation(ctx context.Context) error {
 	}
 	f.installation = id
 	if f.cfg.TransactionalIDPrefix == "" {
-		f.cfg.TransactionalIDPrefix = defaultTransactionalIDPrefix(id, f.store.table.Events(), f.cfg.LeaseGroup)
+		f.cfg.TransactionalIDPrefix = bookkeeping.DefaultTransactionalIDPrefix(id, f.store.table.Events(), f.cfg.LeaseGroup)
 	}
 	// The units table keys its rows by unit name (VARCHAR(191) on MySQL, which would cut a longer
 	// one, and the cleanup marks would then never match).
@@ -156,11 +92,6 @@ func (f *Forwarder) resolveInstallation(ctx context.Context) error {
 
 // maxUnitName bounds a transactional unit's name: the key of the units table.
 const maxUnitName = 191
-
-// defaultTransactionalIDPrefix names the units of one installation, table and lease group.
-func defaultTransactionalIDPrefix(installation, table, group string) string {
-	return "outboxkit/" + installation + "/" + table + "/" + group
-}
 
 // validateDelivery checks the exactly-once settings of c.
 func (c Config) validateDelivery() []error {

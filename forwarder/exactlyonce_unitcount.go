@@ -5,25 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
-	"github.com/outboxkit/outboxkit/outbox"
+	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
 )
 
-// The unit count of a lease group must not change: relays that grouped the partitions
-// differently would not read the last checkpoint of every unit that published a row, and could
-// publish it again. The units table records the count in the row "<prefix>/units"
-// (sqlstore.UnitCount), written once by the first relay that starts; earlier versions did not
-// write it, and for their groups the count is read off the units' own rows, "<prefix>/uNN",
-// which every opening of a unit makes before the unit publishes.
-
-// minDefaultUnits is the fewest transactional units a lease group gets by default: fewer units
-// make fewer, larger transactions, each with a fixed cost at the broker (docs/exactly-once.md).
-const minDefaultUnits = 2
-
-// defaultUnits is the TransactionalUnits of a lease group whose units table records none.
-func defaultUnits(workers int) int { return max(minDefaultUnits, workers) }
+// The unit count of a lease group must not change (bookkeeping.UnitCount says why and where it
+// is recorded).
 
 // ErrUnitCountMismatch is the error of an exactly-once relay configured with a unit count other
 // than the one its lease group runs with.
@@ -62,7 +49,7 @@ func (f *Forwarder) resolveUnits(ctx context.Context) error {
 		return nil
 	case !f.unitsConfigured:
 		return fmt.Errorf("lease group %q runs with %d transactional units (%s in %s), not a multiple of Workers %d: "+
-			"set Workers (forwarder.workers) to a divisor of %d: %w", f.cfg.LeaseGroup, count, unitCountRow(prefix), f.store.table.Units(), f.cfg.Workers, count, ErrUnitCountMismatch)
+			"set Workers (forwarder.workers) to a divisor of %d: %w", f.cfg.LeaseGroup, count, bookkeeping.UnitCountRow(prefix), f.store.table.Units(), f.cfg.Workers, count, ErrUnitCountMismatch)
 	default:
 		return f.unitCountMismatch(count)
 	}
@@ -82,33 +69,11 @@ func (f *Forwarder) checkUnitCount(ctx context.Context, q querier) error {
 func (f *Forwarder) unitCountMismatch(recorded int) error {
 	return fmt.Errorf("TransactionalUnits (forwarder.transactional_units) is %d, but lease group %q runs with %d units "+
 		"(%s in %s): leave it unset or set it to %d; to change the count see docs/exactly-once.md: %w",
-		f.cfg.TransactionalUnits, f.cfg.LeaseGroup, recorded, unitCountRow(f.cfg.TransactionalIDPrefix), f.store.table.Units(), recorded, ErrUnitCountMismatch)
+		f.cfg.TransactionalUnits, f.cfg.LeaseGroup, recorded, bookkeeping.UnitCountRow(f.cfg.TransactionalIDPrefix), f.store.table.Units(), recorded, ErrUnitCountMismatch)
 }
 
 // setUnits makes n the unit count, before any lease is taken.
 func (f *Forwarder) setUnits(n int) {
 	f.cfg.TransactionalUnits = n
 	f.share.units = n
-}
-
-// unitCountOf is the unit count that the highest unit number recorded implies: the smallest
-// divisor of outbox.Partitions above it. The rows of a group's higher units can be missing where
-// a relay of an earlier version opened only some of its units; since the units table exists, a
-// unit without a row has never published.
-func unitCountOf(highest int) int {
-	n := 1
-	for n <= highest && n < outbox.Partitions {
-		n *= 2
-	}
-	return n
-}
-
-// unitIndex parses NN out of a unit name "<prefix>/uNN"; ok is false for another prefix.
-func unitIndex(name, prefix string) (n int, ok bool) {
-	rest, found := strings.CutPrefix(name, prefix+"/u")
-	if !found {
-		return 0, false
-	}
-	n, err := strconv.Atoi(rest)
-	return n, err == nil && n >= 0
 }

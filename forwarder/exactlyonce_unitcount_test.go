@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -154,7 +155,7 @@ func TestUnitOpeningChecksTheCount(t *testing.T) {
 	if err != nil || len(leases) != outbox.Partitions {
 		t.Fatalf("the relay holds %d leases (%v), want all %d", len(leases), err, outbox.Partitions)
 	}
-	if _, err := db.Exec("UPDATE "+f.store.table.Units()+" SET cleaned = '8' WHERE unit = ?", unitCountRow(f.cfg.TransactionalIDPrefix)); err != nil {
+	if _, err := db.Exec("UPDATE "+f.store.table.Units()+" SET cleaned = '8' WHERE unit = ?", bookkeeping.UnitCountRow(f.cfg.TransactionalIDPrefix)); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.openLeasedUnits(ctx, 0, leases); !errors.Is(err, ErrUnitCountMismatch) {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -250,7 +251,7 @@ var errForeignCheckpoint = errors.New("the unit's last checkpoint was written by
 // ownCheckpoint decodes a unit's last checkpoint and refuses it when another installation
 // wrote it (refuseForeign).
 func (f *Forwarder) ownCheckpoint(unit string, data []byte, u *txUnit) (checkpoint, error) {
-	cp, err := decodeCheckpoint(unit, data)
+	cp, err := bookkeeping.DecodeCheckpoint(unit, data)
 	if err != nil || cp.Installation == "" || cp.Installation == f.installation {
 		return cp, err // format 1 names no installation: see cleanUpCheckpoint
 	}
@@ -301,7 +302,7 @@ func (f *Forwarder) cleanUpCheckpoint(ctx context.Context, tx *sql.Tx, unit stri
 	if err != nil {
 		return nil, 0, err
 	}
-	recovered = cp.rows()
+	recovered = cp.Seqs()
 	for seq := range kept {
 		delete(recovered, seq) // settled by the acknowledgement, and possibly replayed since
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/outboxkit/outboxkit/brokers/kafka"
 	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -353,14 +354,14 @@ func testPoisonEvent(t *testing.T, h *harness, partial bool) {
 
 	got := consumeDistinct(t, h.brokers, h.topic, len(events), 60*time.Second)
 	checkDelivery(t, got, healthy, 3)
-	admin, err := forwarder.NewAdmin(h.db, h.dialect, h.writer.Table().Events())
+	adm, err := admin.New(h.db, h.dialect, h.writer.Table().Events())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dead []forwarder.DeadLetter
+	var dead []admin.DeadLetter
 	deadline := time.Now().Add(2 * time.Minute) // a bound against a hang
 	for len(dead) < 2 && time.Now().Before(deadline) {
-		if dead, err = admin.DeadLetters(context.Background(), 10); err != nil {
+		if dead, err = adm.DeadLetters(context.Background(), 10); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -391,17 +392,17 @@ func testPoisonEvent(t *testing.T, h *harness, partial bool) {
 			t.Fatalf("event %s/%d of a parked key was published", r.key, r.n)
 		}
 	}
-	status, err := admin.Status(context.Background())
+	status, err := adm.Status(context.Background())
 	if err != nil || len(status) != 1 || status[0].Dead != 2 || status[0].Pending != 4 {
 		t.Fatalf("status %+v (%v), want 2 dead and 4 pending", status, err)
 	}
 
 	// Replay one (the broker accepts it now) and discard the other: both keys flow again, in order.
 	pub.poison(replayed[0].ID.String(), nil)
-	if n, err := admin.Replay(context.Background(), replayed[0].ID); err != nil || n != 1 {
+	if n, err := adm.Replay(context.Background(), replayed[0].ID); err != nil || n != 1 {
 		t.Fatalf("replay: %d, %v", n, err)
 	}
-	if n, err := admin.Discard(context.Background(), discarded[0].ID); err != nil || n != 1 {
+	if n, err := adm.Discard(context.Background(), discarded[0].ID); err != nil || n != 1 {
 		t.Fatalf("discard: %d, %v", n, err)
 	}
 	// Read until the five events of the poisoned keys that must flow now are in (counting what

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
 	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -197,56 +198,19 @@ func (s *store) applyCheckpoint(ctx context.Context, tx *sql.Tx, cp checkpoint, 
 }
 
 // recordedUnits returns the unit count the units table records for the units named
-// "<prefix>/uNN" (unitCountOf the highest NN; 0 when there is none).
+// "<prefix>/uNN" (bookkeeping.RecordedUnits).
 func (s *store) recordedUnits(ctx context.Context, q querier, prefix string) (int, error) {
-	rows, err := s.sql().UnitNames().Query(ctx, q)
-	if err != nil {
-		return 0, fmt.Errorf("read the transactional units of %s: %w", s.table.Units(), err)
-	}
-	defer rows.Close()
-	highest := -1
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return 0, fmt.Errorf("read the transactional units of %s: %w", s.table.Units(), err)
-		}
-		if n, ok := unitIndex(name, prefix); ok {
-			highest = max(highest, n)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("read the transactional units of %s: %w", s.table.Units(), err)
-	}
-	if highest < 0 {
-		return 0, nil
-	}
-	return unitCountOf(highest), nil
+	return bookkeeping.RecordedUnits(ctx, q, s.sql(), s.table, prefix)
 }
 
-// unitCountRow names the units table's row that holds the unit count of the units named
-// "<prefix>/uNN".
-func unitCountRow(prefix string) string { return prefix + "/units" }
-
-// unitCount returns the unit count recorded for prefix, 0 when none is.
+// unitCount returns the unit count recorded for prefix, 0 when none is (bookkeeping.UnitCount).
 func (s *store) unitCount(ctx context.Context, q querier, prefix string) (int, error) {
-	var value string
-	err := s.sql().UnitCount(unitCountRow(prefix)).QueryRow(ctx, q).Scan(&value)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("read the transactional unit count of %s in %s: %w", prefix, s.table.Units(), err)
-	}
-	n, err := strconv.Atoi(value)
-	if err != nil || n <= 0 || outbox.Partitions%n != 0 {
-		return 0, fmt.Errorf("the transactional unit count of %s in %s is %q, not a divisor of %d", prefix, s.table.Units(), value, outbox.Partitions)
-	}
-	return n, nil
+	return bookkeeping.UnitCount(ctx, q, s.sql(), s.table, prefix)
 }
 
 // recordUnitCount records count for prefix unless one is recorded already.
 func (s *store) recordUnitCount(ctx context.Context, q querier, prefix string, count int) error {
-	if _, err := s.sql().RecordUnitCount(unitCountRow(prefix), count).Exec(ctx, q); err != nil {
+	if _, err := s.sql().RecordUnitCount(bookkeeping.UnitCountRow(prefix), count).Exec(ctx, q); err != nil {
 		return fmt.Errorf("record the transactional unit count of %s in %s: %w", prefix, s.table.Units(), err)
 	}
 	return nil

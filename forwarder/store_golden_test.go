@@ -15,6 +15,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/outboxkit/outboxkit/forwarder/admin"
+	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -245,22 +247,26 @@ func renderCDCStatements(g *goldenRun, s *store, db *sql.DB, owner string, lease
 // renderAdminStatements runs the Admin's statements.
 func renderAdminStatements(g *goldenRun, db *sql.DB, d outbox.Dialect, records []record) {
 	ctx := context.Background()
-	admin, err := NewAdmin(db, d, goldenTable)
+	adm, err := admin.New(db, d, goldenTable)
 	if err != nil {
 		g.t.Fatal(err)
 	}
 	ids := []uuid.UUID{records[2].event.ID}
-	g.step("admin Status", func() error { _, err := admin.Status(ctx); return err })
-	g.step("admin DeadLetters", func() error { _, err := admin.DeadLetters(ctx, 10); return err })
-	g.step("admin Replay", func() error { _, err := admin.Replay(ctx, ids...); return err })
-	g.step("admin Discard", func() error { _, err := admin.Discard(ctx, ids...); return err })
+	g.step("admin Status", func() error { _, err := adm.Status(ctx); return err })
+	g.step("admin DeadLetters", func() error { _, err := adm.DeadLetters(ctx, 10); return err })
+	g.step("admin Replay", func() error { _, err := adm.Replay(ctx, ids...); return err })
+	g.step("admin Discard", func() error { _, err := adm.Discard(ctx, ids...); return err })
 }
 
 // renderAdminActionStatements runs the statements of the Admin's filtered listings and actions
 // on blocked keys and dead letters, with every filter field set, on a new event made dead.
 func renderAdminActionStatements(g *goldenRun, db *sql.DB, d outbox.Dialect) {
 	ctx := context.Background()
-	admin, err := NewAdmin(db, d, goldenTable)
+	adm, err := admin.New(db, d, goldenTable)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	adminTable, err := outbox.NewTable(d, goldenTable) // the Admin's table, for the gauges' statement
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -284,32 +290,32 @@ func renderAdminActionStatements(g *goldenRun, db *sql.DB, d outbox.Dialect) {
 		g.rec.take() // the test's own statement
 	}
 	kill()
-	key := &Key{TenantID: r.event.TenantID, AggregateType: r.event.AggregateType, AggregateID: r.event.AggregateID}
+	key := &admin.Key{TenantID: r.event.TenantID, AggregateType: r.event.AggregateType, AggregateID: r.event.AggregateID}
 	ids := []uuid.UUID{r.event.ID}
-	keys := KeyFilter{Topic: r.event.Topic, TenantID: r.event.TenantID, Key: key, EventIDs: ids}
-	letters := EventFilter{Topic: r.event.Topic, EventType: r.event.EventType, TenantID: r.event.TenantID, Key: key,
+	keys := admin.KeyFilter{Topic: r.event.Topic, TenantID: r.event.TenantID, Key: key, EventIDs: ids}
+	letters := admin.EventFilter{Topic: r.event.Topic, EventType: r.event.EventType, TenantID: r.event.TenantID, Key: key,
 		EventIDs: ids, Since: time.Unix(0, 0), Until: time.Now().Add(time.Hour)}
-	g.step("admin BlockedKeys", func() error { _, err := admin.BlockedKeys(ctx, keys); return err })
-	g.step("blocked gauges", func() error { _, _, err := blockedSummary(ctx, db, admin.store.sql()); return err })
-	g.step("admin FindDeadLetters", func() error { _, err := admin.FindDeadLetters(ctx, letters); return err })
-	g.step("admin FailureGroups", func() error { _, err := admin.FailureGroups(ctx, letters); return err })
-	g.step("admin Event", func() error { _, err := admin.Event(ctx, r.event.ID); return err })
-	g.step("admin Relays", func() error { _, _, err := admin.Relays(ctx); return err })
-	g.step("admin SkipKeys", func() error { return applied(admin.SkipKeys(ctx, keys, false)) })
-	g.step("admin ReplayDeadLetters", func() error { return applied(admin.ReplayDeadLetters(ctx, letters, false)) })
+	g.step("admin BlockedKeys", func() error { _, err := adm.BlockedKeys(ctx, keys); return err })
+	g.step("blocked gauges", func() error { _, _, err := blockedSummary(ctx, db, sqlstore.New(adminTable, "", nil)); return err })
+	g.step("admin FindDeadLetters", func() error { _, err := adm.FindDeadLetters(ctx, letters); return err })
+	g.step("admin FailureGroups", func() error { _, err := adm.FailureGroups(ctx, letters); return err })
+	g.step("admin Event", func() error { _, err := adm.Event(ctx, r.event.ID); return err })
+	g.step("admin Relays", func() error { _, _, err := adm.Relays(ctx); return err })
+	g.step("admin SkipKeys", func() error { return applied(adm.SkipKeys(ctx, keys, false)) })
+	g.step("admin ReplayDeadLetters", func() error { return applied(adm.ReplayDeadLetters(ctx, letters, false)) })
 	kill()
-	g.step("admin DiscardDeadLetters", func() error { return applied(admin.DiscardDeadLetters(ctx, letters, false)) })
+	g.step("admin DiscardDeadLetters", func() error { return applied(adm.DiscardDeadLetters(ctx, letters, false)) })
 }
 
 // renderAdminTenantStatements runs the statements of an Admin scoped to tenants (ForTenants) on
 // a new dead event of one of them; the scoped Admin does not see an event of another tenant.
 func renderAdminTenantStatements(g *goldenRun, db *sql.DB, d outbox.Dialect) {
 	ctx := context.Background()
-	all, err := NewAdmin(db, d, goldenTable)
+	all, err := admin.New(db, d, goldenTable)
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	admin := all.ForTenants("ta", "tb")
+	adm := all.ForTenants("ta", "tb")
 	w, err := outbox.NewWriter(outbox.Config{Dialect: d, Table: goldenTable})
 	if err != nil {
 		g.t.Fatal(err)
@@ -327,24 +333,24 @@ func renderAdminTenantStatements(g *goldenRun, db *sql.DB, d outbox.Dialect) {
 		g.rec.take() // the test's own statement
 	}
 	kill()
-	if _, err := admin.Event(ctx, uuid.NewSHA1(uuid.Nil, []byte("admin"))); !errors.Is(err, ErrEventNotFound) {
+	if _, err := adm.Event(ctx, uuid.NewSHA1(uuid.Nil, []byte("admin"))); !errors.Is(err, admin.ErrEventNotFound) {
 		g.t.Errorf("an Admin for tenants ta, tb shows an event of no tenant: %v", err)
 	}
 	g.rec.take()
-	keys := KeyFilter{Topic: e.Topic}
-	letters := EventFilter{Topic: e.Topic}
-	g.step("admin (tenants) Status", func() error { _, err := admin.Status(ctx); return err })
-	g.step("admin (tenants) BlockedKeys", func() error { _, err := admin.BlockedKeys(ctx, keys); return err })
-	g.step("admin (tenants) FindDeadLetters", func() error { _, err := admin.FindDeadLetters(ctx, letters); return err })
-	g.step("admin (tenants) Event", func() error { _, err := admin.Event(ctx, e.ID); return err })
-	g.step("admin (tenants) SkipKeys", func() error { return applied(admin.SkipKeys(ctx, keys, false)) })
-	g.step("admin (tenants) ReplayDeadLetters", func() error { return applied(admin.ReplayDeadLetters(ctx, letters, false)) })
+	keys := admin.KeyFilter{Topic: e.Topic}
+	letters := admin.EventFilter{Topic: e.Topic}
+	g.step("admin (tenants) Status", func() error { _, err := adm.Status(ctx); return err })
+	g.step("admin (tenants) BlockedKeys", func() error { _, err := adm.BlockedKeys(ctx, keys); return err })
+	g.step("admin (tenants) FindDeadLetters", func() error { _, err := adm.FindDeadLetters(ctx, letters); return err })
+	g.step("admin (tenants) Event", func() error { _, err := adm.Event(ctx, e.ID); return err })
+	g.step("admin (tenants) SkipKeys", func() error { return applied(adm.SkipKeys(ctx, keys, false)) })
+	g.step("admin (tenants) ReplayDeadLetters", func() error { return applied(adm.ReplayDeadLetters(ctx, letters, false)) })
 	kill()
-	g.step("admin (tenants) DiscardDeadLetters", func() error { return applied(admin.DiscardDeadLetters(ctx, letters, false)) })
+	g.step("admin (tenants) DiscardDeadLetters", func() error { return applied(adm.DiscardDeadLetters(ctx, letters, false)) })
 }
 
 // applied fails unless the action changed one row.
-func applied(res ActionResult, err error) error {
+func applied(res admin.ActionResult, err error) error {
 	if err == nil && res.Applied != 1 {
 		err = fmt.Errorf("%s changed %d rows, want 1", res.Action, res.Applied)
 	}

@@ -13,6 +13,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -26,7 +27,7 @@ type storeFixture struct {
 	db     *sql.DB
 	writer *outbox.Writer
 	store  *store
-	admin  *Admin
+	adm    *admin.Admin
 }
 
 func forEachDialect(t *testing.T, fn func(t *testing.T, fx *storeFixture)) {
@@ -70,11 +71,11 @@ func newStoreFixture(t testing.TB, dialect outbox.Dialect) *storeFixture {
 			_, _ = db.Exec("DROP TABLE IF EXISTS " + n)
 		}
 	})
-	admin, err := NewAdmin(db, dialect, name)
+	adm, err := admin.New(db, dialect, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &storeFixture{t: t, ctx: ctx, db: db, writer: w, admin: admin,
+	return &storeFixture{t: t, ctx: ctx, db: db, writer: w, adm: adm,
 		store: &store{table: tbl, dialect: dialect, group: "default"}}
 }
 
@@ -185,11 +186,11 @@ func TestStoreFailParksKeyDeadBlocksItAndAdminReleasesIt(t *testing.T) {
 		if got := fx.claim(1000, 1<<20); len(got) != 1 {
 			t.Fatalf("with key a dead, claimed %d rows, want b's only", len(got))
 		}
-		dead, err := fx.admin.DeadLetters(fx.ctx, 10)
+		dead, err := fx.adm.DeadLetters(fx.ctx, 10)
 		if err != nil || len(dead) != 1 || dead[0].EventID != first.event.ID {
 			t.Fatalf("dead letters %+v, %v", dead, err)
 		}
-		if n, err := fx.admin.Replay(fx.ctx, first.event.ID); err != nil || n != 1 {
+		if n, err := fx.adm.Replay(fx.ctx, first.event.ID); err != nil || n != 1 {
 			t.Fatalf("replay: %d, %v", n, err)
 		}
 		if got := fx.claim(1000, 1<<20); len(got) != 3 || got[0].seq != first.seq || got[0].attempts != 0 {
@@ -198,7 +199,7 @@ func TestStoreFailParksKeyDeadBlocksItAndAdminReleasesIt(t *testing.T) {
 		fx.ackTx(func(tx *sql.Tx) error {
 			return fx.store.fail(fx.ctx, tx, first.seq, 1, time.Now(), true, "poison")
 		})
-		if n, err := fx.admin.Discard(fx.ctx, first.event.ID); err != nil || n != 1 {
+		if n, err := fx.adm.Discard(fx.ctx, first.event.ID); err != nil || n != 1 {
 			t.Fatalf("discard: %d, %v", n, err)
 		}
 		if got := fx.claim(1000, 1<<20); len(got) != 2 || got[0].event.AggregateID != "a" || got[0].seq == first.seq {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -135,11 +135,11 @@ func testAdoptedPoisonEventEndsFailed(t *testing.T, d outbox.Dialect) {
 		t.Errorf("retry_count %d, next_retry_at %v; want 3 (MaxAttempts) and NULL", retries, next)
 	}
 	// An operator's replay (outboxkit dead-letters replay) makes the team's row pending again.
-	admin, err := forwarder.NewAdmin(a.db, a.dialect, a.relay.Events())
+	adm, err := admin.New(a.db, a.dialect, a.relay.Events())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := admin.Replay(ctx, uuid.MustParse(id)); err != nil || n != 1 {
+	if n, err := adm.Replay(ctx, uuid.MustParse(id)); err != nil || n != 1 {
 		t.Fatalf("Replay: %d, %v", n, err)
 	}
 	if got := a.statuses(t); got["PENDING"] != 1 || len(got) != 1 {

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -210,14 +211,14 @@ func refusedDeadLetterEndsDeadInTable(t *testing.T, delivery forwarder.Delivery,
 	}
 	h.write(keys, 3, 2)
 
-	admin, err := forwarder.NewAdmin(h.db, outbox.Postgres, h.writer.Table().Events())
+	adm, err := admin.New(h.db, outbox.Postgres, h.writer.Table().Events())
 	if err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(2 * time.Minute) // a bound against a hang
-	var dead []forwarder.DeadLetter
+	var dead []admin.DeadLetter
 	for {
-		if dead, err = admin.DeadLetters(context.Background(), 10); err != nil {
+		if dead, err = adm.DeadLetters(context.Background(), 10); err != nil {
 			t.Fatal(err)
 		}
 		if len(dead) == 1 && h.pendingRows() == 2 {

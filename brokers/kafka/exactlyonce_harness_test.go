@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -30,7 +31,7 @@ import (
 
 var (
 	_ forwarder.TransactionalPublisher = (*Publisher)(nil)
-	_ forwarder.CheckpointReader       = (*Publisher)(nil)
+	_ admin.CheckpointReader           = (*Publisher)(nil)
 )
 
 // sharedCheckpointTopic is the checkpoint topic of every exactly-once test: the units of the

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -19,11 +19,11 @@ import (
 // service with its own schema (or database) and the default table name does.
 func newInstallationHarness(t *testing.T, schema, table string) *eoHarness {
 	t.Helper()
-	admin := testsupport.OpenPostgres(t)
-	if _, err := admin.Exec("CREATE SCHEMA " + schema); err != nil {
+	adm := testsupport.OpenPostgres(t)
+	if _, err := adm.Exec("CREATE SCHEMA " + schema); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = admin.Exec("DROP SCHEMA " + schema + " CASCADE") })
+	t.Cleanup(func() { _, _ = adm.Exec("DROP SCHEMA " + schema + " CASCADE") })
 	u, err := url.Parse(testsupport.PostgresDSN(t))
 	if err != nil {
 		t.Fatalf("the test DSN is not a URL: %v", err)
@@ -107,7 +107,7 @@ func TestExactlyOnceRefusesAnotherInstallationsCheckpoint(t *testing.T) {
 			n, len(keys)*5)
 	}
 	// outboxkit status shows it: the units whose last checkpoint is the first installation's.
-	admin, err := forwarder.NewAdmin(b.db, outbox.Postgres, table)
+	adm, err := admin.New(b.db, outbox.Postgres, table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestExactlyOnceRefusesAnotherInstallationsCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pub.Close()
-	units, err := admin.Units(context.Background(), pub, forwarder.UnitsQuery{TransactionalIDPrefix: b.prefix, CheckpointTopic: b.checkpoint})
+	units, err := adm.Units(context.Background(), pub, admin.UnitsQuery{TransactionalIDPrefix: b.prefix, CheckpointTopic: b.checkpoint})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,11 +167,11 @@ func TestExactlyOnceReplayIsNotUndoneByARestart(t *testing.T) {
 	}
 	r.stop()
 
-	admin, err := forwarder.NewAdmin(h.db, outbox.Postgres, h.writer.Table().Events())
+	adm, err := admin.New(h.db, outbox.Postgres, h.writer.Table().Events())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := admin.Replay(context.Background(), big.ID); err != nil || n != 1 {
+	if n, err := adm.Replay(context.Background(), big.ID); err != nil || n != 1 {
 		t.Fatalf("replay: %d rows, %v", n, err)
 	}
 	h.maxBytes = 0 // the operator raised the limit: the event fits now

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -88,11 +89,11 @@ func replayAfterPartitionLoss(t *testing.T, source forwarder.Source) {
 	}
 	a.stop()
 
-	admin, err := forwarder.NewAdmin(h.db, outbox.Postgres, events)
+	adm, err := admin.New(h.db, outbox.Postgres, events)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := admin.Replay(context.Background(), big.ID); err != nil || n != 1 {
+	if n, err := adm.Replay(context.Background(), big.ID); err != nil || n != 1 {
 		t.Fatalf("replay: %d rows, %v", n, err)
 	}
 	h.maxBytes = 0 // the operator raised the limit: the event fits now

@@ -16,11 +16,12 @@ import (
 	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/adminapi"
 	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/relayconfig"
 	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // printSlots prints the status lines of the cdc replication slots, if any.
-func printSlots(w io.Writer, slots []forwarder.SlotStatus) error {
+func printSlots(w io.Writer, slots []admin.SlotStatus) error {
 	if len(slots) == 0 {
 		return nil
 	}
@@ -123,12 +124,12 @@ a slot far behind is still catching up; otherwise the stream does not deliver th
 			if cfg.Database.Dialect != outbox.Postgres {
 				return usageErr(fmt.Errorf("cdc slots: the cdc source needs PostgreSQL, and database.dialect is %s", cfg.Database.Dialect))
 			}
-			admin, db, err := openAdminFor(ctx, cfg)
+			adm, db, err := openAdminFor(ctx, cfg)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			slots, err := admin.Slots(ctx, streamedGroups(cfg)...)
+			slots, err := adm.Slots(ctx, streamedGroups(cfg)...)
 			if err != nil {
 				return withMigrateHint(fmt.Errorf("cdc slots: %w", err))
 			}
@@ -178,16 +179,16 @@ is refused unless --terminate: its walsender is then terminated first.`,
 			if group == "" {
 				group = forwarder.DefaultLeaseGroup(cfg.Forwarder.Tenants)
 			}
-			admin, db, err := openAdminFor(ctx, cfg)
+			adm, db, err := openAdminFor(ctx, cfg)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			slots, err := admin.Slots(ctx, group)
+			slots, err := adm.Slots(ctx, group)
 			if err != nil {
 				return err
 			}
-			var slot forwarder.SlotStatus
+			var slot admin.SlotStatus
 			for _, s := range slots {
 				if s.LeaseGroup == group {
 					slot = s
@@ -204,9 +205,9 @@ is refused unless --terminate: its walsender is then terminated first.`,
 					return usageErr(errors.New("cdc drop-slot: not confirmed, nothing dropped"))
 				}
 			}
-			name, err := admin.DropSlot(ctx, group, terminate)
+			name, err := adm.DropSlot(ctx, group, terminate)
 			if err != nil {
-				if errors.Is(err, forwarder.ErrSlotActive) {
+				if errors.Is(err, admin.ErrSlotActive) {
 					return usageErr(fmt.Errorf("cdc drop-slot: %w; add --terminate to end it", err))
 				}
 				return fmt.Errorf("cdc drop-slot: %w", err)

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/adminapi"
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -138,10 +138,10 @@ func cdcTable(t *testing.T, db *sql.DB, table string) outbox.Table {
 // The slot lines end with a STALLED? line when pending rows not on the retry path have waited
 // longer than the stall bound (forwarder.DefaultCDCStallAfter), and with none otherwise.
 func TestPrintSlotsSaysStalled(t *testing.T) {
-	slot := forwarder.SlotStatus{Name: "obk_ordersoutbox_bacf4ec2", LeaseGroup: "default", Active: true, ActivePID: 42,
+	slot := admin.SlotStatus{Name: "obk_ordersoutbox_bacf4ec2", LeaseGroup: "default", Active: true, ActivePID: 42,
 		WALStatus: "reserved", Drained: true, Waiting: 600, OldestWaiting: 95 * time.Second}
 	var out strings.Builder
-	if err := printSlots(&out, []forwarder.SlotStatus{slot}); err != nil {
+	if err := printSlots(&out, []admin.SlotStatus{slot}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "STALLED? 600 pending rows not on the retry path, the oldest waiting for 1m35s (over 30s)") {
@@ -149,7 +149,7 @@ func TestPrintSlotsSaysStalled(t *testing.T) {
 	}
 	slot.OldestWaiting = 5 * time.Second
 	out.Reset()
-	if err := printSlots(&out, []forwarder.SlotStatus{slot}); err != nil {
+	if err := printSlots(&out, []admin.SlotStatus{slot}); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(out.String(), "STALLED?") {

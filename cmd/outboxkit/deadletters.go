@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 )
 
 // allPageSize is how many dead letters --all handles per round trip.
@@ -78,12 +78,12 @@ last error (cut to fit in the table; --json prints it whole). The filters combin
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), adminTimeout)
 			defer cancel()
-			admin, db, err := a.openAdmin(ctx)
+			adm, db, err := a.openAdmin(ctx)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			dead, err := admin.FindDeadLetters(ctx, filter)
+			dead, err := adm.FindDeadLetters(ctx, filter)
 			if err != nil {
 				return withMigrateHint(fmt.Errorf("list dead letters: %w", err))
 			}
@@ -168,24 +168,24 @@ publishes them, then the later events of their keys, in order. Ids that are not 
 			ids, _ := parseEventIDs(args) // validated by Args
 			ctx, cancel := context.WithTimeout(cmd.Context(), 5*adminTimeout)
 			defer cancel()
-			admin, db, err := a.openAdmin(ctx)
+			adm, db, err := a.openAdmin(ctx)
 			if err != nil {
 				return err
 			}
 			defer db.Close()
 			if dryRun {
-				res, err := runAction(ctx, admin, verb, forwarder.EventFilter{EventIDs: ids}, true)
+				res, err := runAction(ctx, adm, verb, admin.EventFilter{EventIDs: ids}, true)
 				if err != nil {
 					return withMigrateHint(fmt.Errorf("%s --dry-run: %w", verb, err))
 				}
 				return printAction(a.stdout, res)
 			}
-			act := admin.Discard
+			act := adm.Discard
 			if replay {
-				act = admin.Replay
+				act = adm.Replay
 			}
 			if all {
-				n, err := actOnAll(ctx, admin, act)
+				n, err := actOnAll(ctx, adm, act)
 				if err != nil {
 					return withMigrateHint(fmt.Errorf("%s --all: %s %d dead letters, then: %w", verb, past, n, err))
 				}
@@ -212,13 +212,13 @@ publishes them, then the later events of their keys, in order. Ids that are not 
 }
 
 // actOnAll applies act to every dead letter, a page at a time, until none is left.
-func actOnAll(ctx context.Context, admin *forwarder.Admin, act func(context.Context, ...uuid.UUID) (int64, error)) (int64, error) {
+func actOnAll(ctx context.Context, adm *admin.Admin, act func(context.Context, ...uuid.UUID) (int64, error)) (int64, error) {
 	var total int64
 	// Each event is acted on once: a replayed event that a running relay dead-letters again
 	// while this loop runs is left for the next invocation instead of looping forever.
 	done := map[uuid.UUID]bool{}
 	for {
-		page, err := admin.DeadLetters(ctx, allPageSize)
+		page, err := adm.DeadLetters(ctx, allPageSize)
 		if err != nil {
 			return total, err
 		}

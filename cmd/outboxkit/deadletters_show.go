@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/adminapi"
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 )
 
 func (a *app) deadLettersShowCommand() *cobra.Command {
@@ -38,9 +38,9 @@ longer holds (published and removed) is an error.`,
 		},
 		RunE: a.runE(func(cmd *cobra.Command, args []string) error {
 			id := uuid.MustParse(args[0]) // validated by Args
-			return a.withAdmin(cmd.Context(), func(ctx context.Context, admin *forwarder.Admin) error {
-				d, err := admin.Event(ctx, id)
-				if errors.Is(err, forwarder.ErrEventNotFound) {
+			return a.withAdmin(cmd.Context(), func(ctx context.Context, adm *admin.Admin) error {
+				d, err := adm.Event(ctx, id)
+				if errors.Is(err, admin.ErrEventNotFound) {
 					return fmt.Errorf("dead-letters show: event %s is not in the outbox table (never written, or published and removed)", id)
 				}
 				if err != nil {
@@ -57,13 +57,13 @@ longer holds (published and removed) is an error.`,
 	return cmd
 }
 
-func printDetail(w io.Writer, d forwarder.EventDetail) error {
+func printDetail(w io.Writer, d admin.EventDetail) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	next := "-"
 	if !d.NextAttempt.IsZero() {
 		next = d.NextAttempt.UTC().Format(time.RFC3339)
 	}
-	key := forwarder.Key{TenantID: d.TenantID, AggregateType: d.AggregateType, AggregateID: d.AggregateID}
+	key := admin.Key{TenantID: d.TenantID, AggregateType: d.AggregateType, AggregateID: d.AggregateID}
 	for _, line := range [][2]string{
 		{"event id", d.EventID.String()}, {"seq", fmt.Sprint(d.Seq)}, {"state", d.State}, {"topic", d.Topic},
 		{"key", key.String()}, {"event type", d.EventType}, {"created", d.CreatedAt.UTC().Format(time.RFC3339Nano)},
@@ -106,8 +106,8 @@ placeholders. Act on a whole group with 'keys skip|replay|discard --group FINGER
 			if err != nil {
 				return err
 			}
-			return a.withAdmin(cmd.Context(), func(ctx context.Context, admin *forwarder.Admin) error {
-				groups, err := admin.FailureGroups(ctx, filter)
+			return a.withAdmin(cmd.Context(), func(ctx context.Context, adm *admin.Admin) error {
+				groups, err := adm.FailureGroups(ctx, filter)
 				if err != nil {
 					return withMigrateHint(fmt.Errorf("dead-letters groups: %w", err))
 				}
@@ -129,7 +129,7 @@ placeholders. Act on a whole group with 'keys skip|replay|discard --group FINGER
 		}),
 	}
 	flags.register(cmd.Flags(), true)
-	cmd.Flags().IntVar(&flags.limit, "limit", forwarder.DefaultListLimit, "list at most this many groups")
+	cmd.Flags().IntVar(&flags.limit, "limit", admin.DefaultListLimit, "list at most this many groups")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array of {fingerprint, normalised_error, example_error, dead_letters, skipped, blocked_keys, topics, oldest, newest}")
 	return cmd
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/adminapi"
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 )
 
 // filterFlags are the selection flags of the keys and dead-letters commands.
@@ -40,12 +40,12 @@ func (f *filterFlags) narrowed() bool {
 }
 
 // eventFilter returns the filter the flags describe; a bad value is a usage error naming it.
-func (f *filterFlags) eventFilter(now time.Time) (forwarder.EventFilter, error) {
-	out := forwarder.EventFilter{Topic: f.topic, EventType: f.eventType, TenantID: f.tenant, ErrorContains: f.errText,
+func (f *filterFlags) eventFilter(now time.Time) (admin.EventFilter, error) {
+	out := admin.EventFilter{Topic: f.topic, EventType: f.eventType, TenantID: f.tenant, ErrorContains: f.errText,
 		Group: f.group, Limit: f.limit}
 	var err error
 	if f.key != "" {
-		k, err := forwarder.ParseKey(f.tenant, f.key)
+		k, err := admin.ParseKey(f.tenant, f.key)
 		if err != nil {
 			return out, usageErr(fmt.Errorf("--key: %w", err))
 		}
@@ -64,11 +64,11 @@ func (f *filterFlags) eventFilter(now time.Time) (forwarder.EventFilter, error) 
 }
 
 // keyFilter returns the blocked-keys filter the flags describe.
-func (f *filterFlags) keyFilter() (forwarder.KeyFilter, error) {
+func (f *filterFlags) keyFilter() (admin.KeyFilter, error) {
 	ef, err := f.eventFilter(time.Now())
 	if err != nil {
-		return forwarder.KeyFilter{}, err
+		return admin.KeyFilter{}, err
 	}
-	return forwarder.KeyFilter{Topic: ef.Topic, TenantID: ef.TenantID, Key: ef.Key, Group: ef.Group, EventIDs: ef.EventIDs,
+	return admin.KeyFilter{Topic: ef.Topic, TenantID: ef.TenantID, Key: ef.Key, Group: ef.Group, EventIDs: ef.EventIDs,
 		Limit: ef.Limit}, nil
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/adminapi"
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 )
 
 func (a *app) keysCommand() *cobra.Command {
@@ -36,8 +36,8 @@ failure fingerprint from 'dead-letters groups'), --topic, --event, or --all. Eve
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(a.keysListCommand(), a.keysActionCommand(forwarder.ActionSkip),
-		a.keysActionCommand(forwarder.ActionReplay), a.keysActionCommand(forwarder.ActionDiscard))
+	cmd.AddCommand(a.keysListCommand(), a.keysActionCommand(admin.ActionSkip),
+		a.keysActionCommand(admin.ActionReplay), a.keysActionCommand(admin.ActionDiscard))
 	return cmd
 }
 
@@ -57,8 +57,8 @@ func (a *app) keysListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.withAdmin(cmd.Context(), func(ctx context.Context, admin *forwarder.Admin) error {
-				keys, err := admin.BlockedKeys(ctx, filter)
+			return a.withAdmin(cmd.Context(), func(ctx context.Context, adm *admin.Admin) error {
+				keys, err := adm.BlockedKeys(ctx, filter)
 				if err != nil {
 					return withMigrateHint(fmt.Errorf("keys list: %w", err))
 				}
@@ -70,12 +70,12 @@ func (a *app) keysListCommand() *cobra.Command {
 		}),
 	}
 	flags.register(cmd.Flags(), false)
-	cmd.Flags().IntVar(&flags.limit, "limit", forwarder.DefaultListLimit, "list at most this many keys")
+	cmd.Flags().IntVar(&flags.limit, "limit", admin.DefaultListLimit, "list at most this many keys")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array of {key, key_hash, partition, state, head, next_attempt, waiting, blocked_since}")
 	return cmd
 }
 
-func printBlockedKeys(w io.Writer, keys []forwarder.BlockedKey, now time.Time) error {
+func printBlockedKeys(w io.Writer, keys []admin.BlockedKey, now time.Time) error {
 	if len(keys) == 0 {
 		fmt.Fprintln(w, "no blocked keys")
 		return nil
@@ -100,9 +100,9 @@ func (a *app) keysActionCommand(action string) *cobra.Command {
 		all, dryRun, asJSON bool
 	)
 	short := map[string]string{
-		forwarder.ActionSkip:    "Skip the head event of blocked keys (kept as skipped), so that their later events flow",
-		forwarder.ActionReplay:  "Make the dead and skipped events of the selected keys pending again",
-		forwarder.ActionDiscard: "Delete the dead and skipped events of the selected keys for good",
+		admin.ActionSkip:    "Skip the head event of blocked keys (kept as skipped), so that their later events flow",
+		admin.ActionReplay:  "Make the dead and skipped events of the selected keys pending again",
+		admin.ActionDiscard: "Delete the dead and skipped events of the selected keys for good",
 	}[action]
 	cmd := &cobra.Command{
 		Use:   action + " (--key TYPE/ID | --group FINGERPRINT | --topic T | --event ID | --all) [--dry-run]",
@@ -123,8 +123,8 @@ func (a *app) keysActionCommand(action string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.withAdmin(cmd.Context(), func(ctx context.Context, admin *forwarder.Admin) error {
-				res, err := runAction(ctx, admin, action, filter, dryRun)
+			return a.withAdmin(cmd.Context(), func(ctx context.Context, adm *admin.Admin) error {
+				res, err := runAction(ctx, adm, action, filter, dryRun)
 				if err != nil {
 					return withMigrateHint(fmt.Errorf("keys %s: %w", action, err))
 				}
@@ -143,21 +143,21 @@ func (a *app) keysActionCommand(action string) *cobra.Command {
 }
 
 // runAction runs one of the Admin's actions on the events (or keys) filter selects.
-func runAction(ctx context.Context, admin *forwarder.Admin, action string, filter forwarder.EventFilter, dryRun bool) (forwarder.ActionResult, error) {
+func runAction(ctx context.Context, adm *admin.Admin, action string, filter admin.EventFilter, dryRun bool) (admin.ActionResult, error) {
 	switch action {
-	case forwarder.ActionSkip:
-		return admin.SkipKeys(ctx, forwarder.KeyFilter{Topic: filter.Topic, TenantID: filter.TenantID, Key: filter.Key,
+	case admin.ActionSkip:
+		return adm.SkipKeys(ctx, admin.KeyFilter{Topic: filter.Topic, TenantID: filter.TenantID, Key: filter.Key,
 			Group: filter.Group, EventIDs: filter.EventIDs}, dryRun)
-	case forwarder.ActionReplay:
-		return admin.ReplayDeadLetters(ctx, filter, dryRun)
-	case forwarder.ActionDiscard:
-		return admin.DiscardDeadLetters(ctx, filter, dryRun)
+	case admin.ActionReplay:
+		return adm.ReplayDeadLetters(ctx, filter, dryRun)
+	case admin.ActionDiscard:
+		return adm.DiscardDeadLetters(ctx, filter, dryRun)
 	}
-	return forwarder.ActionResult{}, fmt.Errorf("unknown action %q (want skip, replay or discard)", action)
+	return admin.ActionResult{}, fmt.Errorf("unknown action %q (want skip, replay or discard)", action)
 }
 
-func printAction(w io.Writer, res forwarder.ActionResult) error {
-	past := map[string]string{forwarder.ActionSkip: "skipped", forwarder.ActionReplay: "replayed", forwarder.ActionDiscard: "discarded"}[res.Action]
+func printAction(w io.Writer, res admin.ActionResult) error {
+	past := map[string]string{admin.ActionSkip: "skipped", admin.ActionReplay: "replayed", admin.ActionDiscard: "discarded"}[res.Action]
 	if res.DryRun {
 		fmt.Fprintf(w, "dry run: would %s %d events (nothing changed)\n", res.Action, len(res.Events))
 	} else {
@@ -175,15 +175,15 @@ func printAction(w io.Writer, res forwarder.ActionResult) error {
 }
 
 // withAdmin opens the configured outbox's Admin for f, within adminTimeout.
-func (a *app) withAdmin(parent context.Context, f func(ctx context.Context, admin *forwarder.Admin) error) error {
+func (a *app) withAdmin(parent context.Context, f func(ctx context.Context, adm *admin.Admin) error) error {
 	ctx, cancel := context.WithTimeout(parent, 5*adminTimeout)
 	defer cancel()
-	admin, db, err := a.openAdmin(ctx)
+	adm, db, err := a.openAdmin(ctx)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	return f(ctx, admin)
+	return f(ctx, adm)
 }
 
 // printJSON writes v as indented JSON.
@@ -194,14 +194,14 @@ func printJSON(w io.Writer, v any) error {
 }
 
 // printBlocked prints a line about the blocked keys, when there are any, for `outboxkit status`.
-func printBlocked(ctx context.Context, w io.Writer, admin *forwarder.Admin, now time.Time) error {
-	keys, err := admin.BlockedKeys(ctx, forwarder.KeyFilter{Limit: 10000})
+func printBlocked(ctx context.Context, w io.Writer, adm *admin.Admin, now time.Time) error {
+	keys, err := adm.BlockedKeys(ctx, admin.KeyFilter{Limit: 10000})
 	if err != nil || len(keys) == 0 {
 		return err
 	}
 	dead := 0
 	for _, k := range keys {
-		if k.State == forwarder.StateDead {
+		if k.State == admin.StateDead {
 			dead++
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/console"
 	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/relayconfig"
 	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 )
 
 // adminRoutes returns what mounts the admin API (/api/v1/) and console (/console/) on a
@@ -33,13 +34,13 @@ func adminRoutes(cfg relayconfig.Config, db *sql.DB, publisher func() message.Pu
 		logger.Info("admin API and console off: no admin token configured (http.admin_read_tokens_file, http.admin_write_tokens_file)")
 		return nil, func() {}, nil
 	}
-	all, err := forwarder.NewAdmin(db, cfg.Database.Dialect, cfg.Database.Table)
+	all, err := admin.New(db, cfg.Database.Dialect, cfg.Database.Table)
 	if err != nil {
 		return nil, nil, usageErr(err)
 	}
 	// The API and console show and act on the relay's tenants only, as it relays them.
-	admin := all.ForTenants(cfg.Forwarder.Tenants...)
-	acfg := adminapi.Config{Admin: admin, Tokens: tokens, Logger: logger.With("component", "admin"), SlotGroups: streamedGroups(cfg),
+	adm := all.ForTenants(cfg.Forwarder.Tenants...)
+	acfg := adminapi.Config{Admin: adm, Tokens: tokens, Logger: logger.With("component", "admin"), SlotGroups: streamedGroups(cfg),
 		Scrub: cfg.Scrubber()}
 	if forwarder.Delivery(cfg.Forwarder.Delivery) == forwarder.ExactlyOnce {
 		f := cfg.Forwarder
@@ -47,13 +48,13 @@ func adminRoutes(cfg relayconfig.Config, db *sql.DB, publisher func() message.Pu
 		if group == "" {
 			group = forwarder.DefaultLeaseGroup(f.Tenants)
 		}
-		q := forwarder.UnitsQuery{LeaseGroup: group, TransactionalIDPrefix: f.TransactionalIDPrefix, CheckpointTopic: f.CheckpointTopic}
-		acfg.Units = func(ctx context.Context) ([]forwarder.UnitStatus, error) {
-			reader, ok := publisher().(forwarder.CheckpointReader)
+		q := admin.UnitsQuery{LeaseGroup: group, TransactionalIDPrefix: f.TransactionalIDPrefix, CheckpointTopic: f.CheckpointTopic}
+		acfg.Units = func(ctx context.Context) ([]admin.UnitStatus, error) {
+			reader, ok := publisher().(admin.CheckpointReader)
 			if !ok {
 				return nil, errors.New("the broker is not connected yet, or cannot read exactly-once checkpoints")
 			}
-			return admin.Units(ctx, reader, q)
+			return adm.Units(ctx, reader, q)
 		}
 	}
 	api, err := adminapi.New(acfg)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/relayconfig"
 	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 )
 
 // adminTimeout bounds every admin command's database work.
@@ -20,7 +21,7 @@ const adminTimeout = 30 * time.Second
 
 // openAdmin loads the configuration (without the broker part), opens and pings the database
 // and returns its Admin. The caller closes the database.
-func (a *app) openAdmin(ctx context.Context) (*forwarder.Admin, *sql.DB, error) {
+func (a *app) openAdmin(ctx context.Context) (*admin.Admin, *sql.DB, error) {
 	cfg, err := a.loadConfig(false)
 	if err != nil {
 		return nil, nil, err
@@ -28,7 +29,7 @@ func (a *app) openAdmin(ctx context.Context) (*forwarder.Admin, *sql.DB, error) 
 	return openAdminFor(ctx, cfg)
 }
 
-func openAdminFor(ctx context.Context, cfg relayconfig.Config) (*forwarder.Admin, *sql.DB, error) {
+func openAdminFor(ctx context.Context, cfg relayconfig.Config) (*admin.Admin, *sql.DB, error) {
 	db, err := openDB(cfg.Database)
 	if err != nil {
 		return nil, nil, err
@@ -37,12 +38,12 @@ func openAdminFor(ctx context.Context, cfg relayconfig.Config) (*forwarder.Admin
 		db.Close()
 		return nil, nil, err
 	}
-	admin, err := forwarder.NewAdmin(db, cfg.Database.Dialect, cfg.Database.Table)
+	adm, err := admin.New(db, cfg.Database.Dialect, cfg.Database.Table)
 	if err != nil {
 		db.Close()
 		return nil, nil, usageErr(err)
 	}
-	return admin, db, nil
+	return adm, db, nil
 }
 
 // topicStatusJSON is one row of `status --json`.
@@ -101,16 +102,16 @@ func (a *app) status(ctx context.Context, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	admin, db, err := openAdminFor(ctx, cfg)
+	adm, db, err := openAdminFor(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	topics, err := admin.Status(ctx)
+	topics, err := adm.Status(ctx)
 	if err != nil {
 		return withMigrateHint(fmt.Errorf("status: %w", err))
 	}
-	slots, err := admin.Slots(ctx, streamedGroups(cfg)...)
+	slots, err := adm.Slots(ctx, streamedGroups(cfg)...)
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
@@ -126,7 +127,7 @@ func (a *app) status(ctx context.Context, asJSON bool) error {
 		if err := printTopics(a.stdout, topics, now); err != nil {
 			return err
 		}
-		if err := printBlocked(ctx, a.stdout, admin, now); err != nil {
+		if err := printBlocked(ctx, a.stdout, adm, now); err != nil {
 			return err
 		}
 	}
@@ -134,7 +135,7 @@ func (a *app) status(ctx context.Context, asJSON bool) error {
 		return err
 	}
 	if exactlyOnce {
-		return a.printUnits(ctx, admin, cfg)
+		return a.printUnits(ctx, adm, cfg)
 	}
 	return nil
 }
@@ -157,7 +158,7 @@ func (a *app) statusConfig(asJSON bool) (relayconfig.Config, bool, error) {
 }
 
 // topicsJSON returns the rows of `status --json`; the ages are taken at now.
-func topicsJSON(topics []forwarder.TopicStatus, now time.Time) []topicStatusJSON {
+func topicsJSON(topics []admin.TopicStatus, now time.Time) []topicStatusJSON {
 	out := make([]topicStatusJSON, 0, len(topics))
 	for _, t := range topics {
 		row := topicStatusJSON{Topic: t.Topic, Pending: t.Pending, Retrying: t.Retrying, Dead: t.Dead, Skipped: t.Skipped}
@@ -172,7 +173,7 @@ func topicsJSON(topics []forwarder.TopicStatus, now time.Time) []topicStatusJSON
 }
 
 // printTopics prints the status table, a line per topic; the ages are taken at now.
-func printTopics(w io.Writer, topics []forwarder.TopicStatus, now time.Time) error {
+func printTopics(w io.Writer, topics []admin.TopicStatus, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TOPIC\tPENDING\tRETRYING\tDEAD\tSKIPPED\tOLDEST")
 	for _, t := range topics {

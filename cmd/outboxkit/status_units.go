@@ -11,17 +11,18 @@ import (
 	"github.com/outboxkit/outboxkit/brokers/brokerconfig"
 	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/relayconfig"
 	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 )
 
 // printUnits prints the delivery mode and a line per transactional unit of exactly-once
 // delivery: its owner and its last checkpoint, read from the broker.
-func (a *app) printUnits(ctx context.Context, admin *forwarder.Admin, cfg relayconfig.Config) error {
+func (a *app) printUnits(ctx context.Context, adm *admin.Admin, cfg relayconfig.Config) error {
 	brokers, err := brokerconfig.Build(ctx, cfg.Broker, watermill.NopLogger{})
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
 	defer brokers.Close()
-	reader, ok := brokers.Publisher().(forwarder.CheckpointReader)
+	reader, ok := brokers.Publisher().(admin.CheckpointReader)
 	if !ok {
 		return fmt.Errorf("status: broker %s cannot read exactly-once checkpoints", brokers.Broker())
 	}
@@ -30,7 +31,7 @@ func (a *app) printUnits(ctx context.Context, admin *forwarder.Admin, cfg relayc
 	if group == "" {
 		group = forwarder.DefaultLeaseGroup(f.Tenants)
 	}
-	units, err := admin.Units(ctx, reader, forwarder.UnitsQuery{LeaseGroup: group,
+	units, err := adm.Units(ctx, reader, admin.UnitsQuery{LeaseGroup: group,
 		TransactionalIDPrefix: f.TransactionalIDPrefix, CheckpointTopic: f.CheckpointTopic})
 	if err != nil {
 		return fmt.Errorf("status: %w", err)

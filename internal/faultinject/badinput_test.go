@@ -22,6 +22,7 @@ import (
 
 	"github.com/outboxkit/outboxkit/brokers/kafka"
 	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/middleware"
 	"github.com/outboxkit/outboxkit/outbox"
@@ -374,7 +375,7 @@ func TestHostileIdentifiersAreRejected(t *testing.T) {
 			Publisher: nopPublisher{}}); !errors.Is(err, outbox.ErrInvalidIdentifier) {
 			t.Errorf("forwarder table %q: error %v, want ErrInvalidIdentifier", name, err)
 		}
-		if _, err := forwarder.NewAdmin(db, outbox.Postgres, name); err == nil {
+		if _, err := admin.New(db, outbox.Postgres, name); err == nil {
 			t.Errorf("admin table %q accepted", name)
 		}
 		if _, err := middleware.NewInbox(middleware.InboxConfig{DB: db, Dialect: middleware.DialectPostgres,

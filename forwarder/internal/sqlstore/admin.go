@@ -1,6 +1,6 @@
 package sqlstore
 
-// The operator's statements (forwarder.Admin): the backlog, and the dead letters to list,
+// The operator's statements (forwarder/admin.Admin): the backlog, and the dead letters to list,
 // replay or discard.
 
 // DeadLetters selects up to limit dead rows, oldest first: seq, event_id, topic,

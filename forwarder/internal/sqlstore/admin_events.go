@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// The operator's statements on blocked keys and dead letters (forwarder.Admin's filtered
+// The operator's statements on blocked keys and dead letters (forwarder/admin.Admin's filtered
 // listings and actions). A blocked key's head is its first dead or failed row; skipped rows
 // (StatusSkipped) are listed and acted on with the dead ones.
 

@@ -12,19 +12,19 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 )
 
 // Config is what the API serves.
 type Config struct {
-	Admin  *forwarder.Admin
+	Admin  *admin.Admin
 	Tokens *Tokens
 	Logger *slog.Logger
 	// SlotGroups are the lease groups whose cdc slot the slots view lists even when it is missing
 	// (the relay's group when its source is cdc).
 	SlotGroups []string
 	// Units reads the exactly-once units; nil when the relay does not deliver exactly once.
-	Units func(ctx context.Context) ([]forwarder.UnitStatus, error)
+	Units func(ctx context.Context) ([]admin.UnitStatus, error)
 	// Scrub removes the configuration's secrets from an error's text before a client sees it
 	// (ClientError); nil: only the generic patterns.
 	Scrub func(string) string
@@ -126,7 +126,7 @@ func (a *API) handler(scope Scope, h func(tok Token, r *http.Request) (any, erro
 				code = se.code
 			case errors.As(err, &ie):
 				code = http.StatusBadRequest
-			case errors.Is(err, forwarder.ErrEventNotFound):
+			case errors.Is(err, admin.ErrEventNotFound):
 				code = http.StatusNotFound
 			}
 			msg := err.Error()
@@ -208,10 +208,10 @@ func (a *API) groups(r *http.Request) (any, error) {
 	return Groups(groups), err
 }
 
-func queryFilter(r *http.Request) (forwarder.EventFilter, error) {
+func queryFilter(r *http.Request) (admin.EventFilter, error) {
 	s, err := SelectionFromQuery(r.URL.Query())
 	if err != nil {
-		return forwarder.EventFilter{}, InputError{err}
+		return admin.EventFilter{}, InputError{err}
 	}
 	f, err := s.Filter(time.Now())
 	if err != nil {
@@ -249,14 +249,14 @@ func (a *API) action(tok Token, r *http.Request) (any, error) {
 // Act runs an action for tok, asked from remote (a client address) through via (api or
 // console), and audits it (auditAction): whatever the log level, with the rows it changed even
 // when it failed part of the way, and the ids of the events it matched.
-func (a *API) Act(ctx context.Context, tok Token, action string, s Selection, via, remote string) (forwarder.ActionResult, error) {
+func (a *API) Act(ctx context.Context, tok Token, action string, s Selection, via, remote string) (admin.ActionResult, error) {
 	res, err := Run(ctx, a.cfg.Admin, action, s)
 	a.auditAction(ctx, tok, remote, via, action, s, res, err)
 	return res, err
 }
 
-// Admin returns the forwarder.Admin the API serves (the console reads through it).
-func (a *API) Admin() *forwarder.Admin { return a.cfg.Admin }
+// Admin returns the admin.Admin the API serves (the console reads through it).
+func (a *API) Admin() *admin.Admin { return a.cfg.Admin }
 
 // describe prints the selection for the audit log.
 func (s Selection) describe() string {

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 )
 
 // auditIDsPerLine is how many event ids one audit line lists: an action on more events writes
@@ -36,7 +36,7 @@ func (a *API) Audit(ctx context.Context, logger *slog.Logger, msg string, attrs 
 // and the rows it changed, also when it failed after some of its chunks committed (res.Applied
 // counts those), then the ids of the matched events, auditIDsPerLine a line.
 func (a *API) auditAction(ctx context.Context, tok Token, remote, via, action string, s Selection,
-	res forwarder.ActionResult, err error) {
+	res admin.ActionResult, err error) {
 	attrs := []slog.Attr{slog.String("who", tok.Name), slog.String("remote", remote), slog.String("via", via),
 		slog.String("action", action), slog.Bool("dry_run", s.DryRun), slog.String("selection", s.describe()),
 		slog.Int("matched", len(res.Events)), slog.Int64("applied", res.Applied)}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 )
 
 // Selection says which events a listing or an action covers: the JSON body of an action, or
@@ -53,7 +53,7 @@ const MaxLimit = 1000
 // checkLimit refuses a limit above MaxLimit (or below 0), naming the value.
 func checkLimit(n int) error {
 	if n < 0 || n > MaxLimit {
-		return fmt.Errorf("limit: %d is out of range (1 to %d; leave it out for %d)", n, MaxLimit, forwarder.DefaultListLimit)
+		return fmt.Errorf("limit: %d is out of range (1 to %d; leave it out for %d)", n, MaxLimit, admin.DefaultListLimit)
 	}
 	return nil
 }
@@ -65,14 +65,14 @@ func (s Selection) Narrowed() bool {
 }
 
 // Filter returns the forwarder's filter for the selection; errors name the bad field.
-func (s Selection) Filter(now time.Time) (forwarder.EventFilter, error) {
-	f := forwarder.EventFilter{Topic: s.Topic, TenantID: s.Tenant, Group: s.Group, EventType: s.EventType,
+func (s Selection) Filter(now time.Time) (admin.EventFilter, error) {
+	f := admin.EventFilter{Topic: s.Topic, TenantID: s.Tenant, Group: s.Group, EventType: s.EventType,
 		ErrorContains: s.Error, Limit: s.Limit}
 	if err := checkLimit(s.Limit); err != nil {
 		return f, err
 	}
 	if s.Key != "" {
-		k, err := forwarder.ParseKey(s.Tenant, s.Key)
+		k, err := admin.ParseKey(s.Tenant, s.Key)
 		if err != nil {
 			return f, fmt.Errorf("key: %w", err)
 		}
@@ -96,8 +96,8 @@ func (s Selection) Filter(now time.Time) (forwarder.EventFilter, error) {
 }
 
 // KeyFilter is the blocked-keys filter of an event filter.
-func KeyFilter(f forwarder.EventFilter) forwarder.KeyFilter {
-	return forwarder.KeyFilter{Topic: f.Topic, TenantID: f.TenantID, Key: f.Key, Group: f.Group, EventIDs: f.EventIDs, Limit: f.Limit}
+func KeyFilter(f admin.EventFilter) admin.KeyFilter {
+	return admin.KeyFilter{Topic: f.Topic, TenantID: f.TenantID, Key: f.Key, Group: f.Group, EventIDs: f.EventIDs, Limit: f.Limit}
 }
 
 // ParseWhen reads an RFC 3339 time or an age before now ("" is the zero time): the since and
@@ -119,24 +119,24 @@ func ParseWhen(s string, now time.Time) (time.Time, error) {
 // ErrUnselected refuses an action that selects nothing without All.
 var ErrUnselected = errors.New("select the events (event_ids, key, group, topic, tenant, ...) or set all, not both")
 
-// Run runs an action (forwarder.ActionSkip, ActionReplay or ActionDiscard) on what s selects.
-func Run(ctx context.Context, admin *forwarder.Admin, action string, s Selection) (forwarder.ActionResult, error) {
+// Run runs an action (admin.ActionSkip, ActionReplay or ActionDiscard) on what s selects.
+func Run(ctx context.Context, adm *admin.Admin, action string, s Selection) (admin.ActionResult, error) {
 	if s.All == s.Narrowed() {
-		return forwarder.ActionResult{}, InputError{ErrUnselected}
+		return admin.ActionResult{}, InputError{ErrUnselected}
 	}
 	f, err := s.Filter(time.Now())
 	if err != nil {
-		return forwarder.ActionResult{}, InputError{err}
+		return admin.ActionResult{}, InputError{err}
 	}
 	switch action {
-	case forwarder.ActionSkip:
-		return admin.SkipKeys(ctx, KeyFilter(f), s.DryRun)
-	case forwarder.ActionReplay:
-		return admin.ReplayDeadLetters(ctx, f, s.DryRun)
-	case forwarder.ActionDiscard:
-		return admin.DiscardDeadLetters(ctx, f, s.DryRun)
+	case admin.ActionSkip:
+		return adm.SkipKeys(ctx, KeyFilter(f), s.DryRun)
+	case admin.ActionReplay:
+		return adm.ReplayDeadLetters(ctx, f, s.DryRun)
+	case admin.ActionDiscard:
+		return adm.DiscardDeadLetters(ctx, f, s.DryRun)
 	}
-	return forwarder.ActionResult{}, InputError{fmt.Errorf("unknown action %q (want skip, replay or discard)", action)}
+	return admin.ActionResult{}, InputError{fmt.Errorf("unknown action %q (want skip, replay or discard)", action)}
 }
 
 // InputError is an error in what the caller asked for (HTTP 400), as opposed to one of the

@@ -1,4 +1,4 @@
-// Package adminapi is the relay's admin HTTP API: JSON views of forwarder.Admin (backlog,
+// Package adminapi is the relay's admin HTTP API: JSON views of admin.Admin (forwarder/admin) (backlog,
 // relays and leases, slots, units, blocked keys, dead letters) and its actions, behind bearer
 // tokens with a read and a write scope. The CLI prints the same JSON views.
 package adminapi
@@ -6,7 +6,7 @@ package adminapi
 import (
 	"time"
 
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 )
 
 // KeyView is an ordering key.
@@ -90,19 +90,19 @@ type TopicView struct {
 }
 
 // Key returns the view of k.
-func Key(k forwarder.Key) KeyView {
+func Key(k admin.Key) KeyView {
 	return KeyView{TenantID: k.TenantID, AggregateType: k.AggregateType, AggregateID: k.AggregateID}
 }
 
 // Event returns the view of a listed event.
-func Event(e forwarder.DeadLetterEntry) EventView {
+func Event(e admin.DeadLetterEntry) EventView {
 	return EventView{EventID: e.EventID.String(), Seq: e.Seq, Topic: e.Topic, EventType: e.EventType, State: e.State,
 		Key:      KeyView{TenantID: e.TenantID, AggregateType: e.AggregateType, AggregateID: e.AggregateID},
 		Attempts: e.Attempts, LastError: e.LastError, Fingerprint: e.Fingerprint, CreatedAt: e.CreatedAt.UTC()}
 }
 
 // Events returns the views of listed events (never nil: an empty list is "[]").
-func Events(entries []forwarder.DeadLetterEntry) []EventView {
+func Events(entries []admin.DeadLetterEntry) []EventView {
 	out := make([]EventView, 0, len(entries))
 	for _, e := range entries {
 		out = append(out, Event(e))
@@ -111,7 +111,7 @@ func Events(entries []forwarder.DeadLetterEntry) []EventView {
 }
 
 // Detail returns the view of one whole event.
-func Detail(d forwarder.EventDetail) EventDetailView {
+func Detail(d admin.EventDetail) EventDetailView {
 	v := EventDetailView{EventView: Event(d.DeadLetterEntry), KeyHash: d.KeyHash, Partition: d.Partition,
 		Headers: d.Headers, NextAttempt: optionalTime(d.NextAttempt)}
 	if v.Headers == nil {
@@ -126,7 +126,7 @@ func Detail(d forwarder.EventDetail) EventDetailView {
 }
 
 // BlockedKeys returns the views of blocked keys (never nil).
-func BlockedKeys(keys []forwarder.BlockedKey) []BlockedKeyView {
+func BlockedKeys(keys []admin.BlockedKey) []BlockedKeyView {
 	out := make([]BlockedKeyView, 0, len(keys))
 	for _, k := range keys {
 		out = append(out, BlockedKeyView{Key: Key(k.Key), KeyHash: k.KeyHash, Partition: k.Partition, State: k.State,
@@ -136,7 +136,7 @@ func BlockedKeys(keys []forwarder.BlockedKey) []BlockedKeyView {
 }
 
 // Groups returns the views of failure groups (never nil).
-func Groups(groups []forwarder.FailureGroup) []GroupView {
+func Groups(groups []admin.FailureGroup) []GroupView {
 	out := make([]GroupView, 0, len(groups))
 	for _, g := range groups {
 		out = append(out, GroupView{Fingerprint: g.Fingerprint, Normalised: g.Normalised, Example: g.Example,
@@ -147,7 +147,7 @@ func Groups(groups []forwarder.FailureGroup) []GroupView {
 }
 
 // Action returns the view of an action's result.
-func Action(r forwarder.ActionResult) ActionView {
+func Action(r admin.ActionResult) ActionView {
 	v := ActionView{Action: r.Action, DryRun: r.DryRun, Matched: len(r.Events), Applied: r.Applied, Events: []EventView{}}
 	for _, e := range r.Events {
 		v.Events = append(v.Events, EventView{EventID: e.EventID.String(), Seq: e.Seq, Topic: e.Topic, Key: Key(e.Key),
@@ -157,7 +157,7 @@ func Action(r forwarder.ActionResult) ActionView {
 }
 
 // Topics returns the backlog views, with the age of each topic's oldest pending event at now.
-func Topics(topics []forwarder.TopicStatus, now time.Time) []TopicView {
+func Topics(topics []admin.TopicStatus, now time.Time) []TopicView {
 	out := make([]TopicView, 0, len(topics))
 	for _, t := range topics {
 		row := TopicView{Topic: t.Topic, Pending: t.Pending, Retrying: t.Retrying, Dead: t.Dead}

@@ -3,7 +3,7 @@ package adminapi
 import (
 	"time"
 
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 )
 
 // RelaysView is the relays of every lease group and their leases.
@@ -66,7 +66,7 @@ type CheckpointView struct {
 }
 
 // Relays returns the view of the relays and lease groups.
-func Relays(relays []forwarder.RelayStatus, leases []forwarder.LeaseSummary) RelaysView {
+func Relays(relays []admin.RelayStatus, leases []admin.LeaseSummary) RelaysView {
 	v := RelaysView{Relays: []RelayView{}, Leases: []LeaseGroups{}}
 	for _, r := range relays {
 		v.Relays = append(v.Relays, RelayView{LeaseGroup: r.LeaseGroup, Owner: r.Owner, LastHeartbeat: optionalTime(r.LastHeartbeat),
@@ -79,7 +79,7 @@ func Relays(relays []forwarder.RelayStatus, leases []forwarder.LeaseSummary) Rel
 }
 
 // Slots returns the views of the cdc slots (never nil).
-func Slots(slots []forwarder.SlotStatus) []SlotView {
+func Slots(slots []admin.SlotStatus) []SlotView {
 	out := make([]SlotView, 0, len(slots))
 	for _, s := range slots {
 		out = append(out, SlotView{Name: s.Name, LeaseGroup: s.LeaseGroup, Missing: s.Missing, Active: s.Active, ActivePID: s.ActivePID,
@@ -90,7 +90,7 @@ func Slots(slots []forwarder.SlotStatus) []SlotView {
 }
 
 // Units returns the views of the transactional units (never nil).
-func Units(units []forwarder.UnitStatus) []UnitView {
+func Units(units []admin.UnitStatus) []UnitView {
 	out := make([]UnitView, 0, len(units))
 	for _, u := range units {
 		v := UnitView{Unit: u.Unit, Owner: u.Owner, CheckpointError: u.CheckpointError}

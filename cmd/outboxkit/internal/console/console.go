@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/adminapi"
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 )
 
 //go:embed templates/*.html
@@ -39,7 +39,7 @@ const cookieName = "outboxkit_session"
 // Console serves /console/.
 type Console struct {
 	api    *adminapi.API
-	admin  *forwarder.Admin
+	adm    *admin.Admin
 	logger *slog.Logger
 	pages  map[string]*template.Template
 	// sessions are the logged-in browsers.
@@ -65,7 +65,7 @@ func New(api *adminapi.API, logger *slog.Logger) (*Console, error) {
 			return v
 		},
 	}
-	c := &Console{api: api, admin: api.Admin(), logger: logger, pages: map[string]*template.Template{},
+	c := &Console{api: api, adm: api.Admin(), logger: logger, pages: map[string]*template.Template{},
 		sessions: newSessions(sessionTTL, time.Now)}
 	for _, page := range []string{"login", "backlog", "relays", "keys", "groups", "letters", "letter", "action", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+page+".html")
@@ -147,7 +147,7 @@ func (c *Console) page(scope adminapi.Scope, h handlerFunc) http.Handler {
 				code = fe.code
 			case errors.As(err, &ie):
 				code = http.StatusBadRequest
-			case errors.Is(err, forwarder.ErrEventNotFound):
+			case errors.Is(err, admin.ErrEventNotFound):
 				code = http.StatusNotFound
 			}
 			v.Error = err.Error()

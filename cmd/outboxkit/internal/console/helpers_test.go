@@ -15,7 +15,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/adminapi"
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -48,7 +48,7 @@ func newTestConsole(t *testing.T) *http.ServeMux {
 func newTestConsoleOn(t *testing.T, db *sql.DB, dialect outbox.Dialect, table string, logger *slog.Logger) *http.ServeMux {
 	t.Helper()
 	dir := t.TempDir()
-	admin, err := forwarder.NewAdmin(db, dialect, table)
+	adm, err := admin.New(db, dialect, table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func newTestConsoleOn(t *testing.T, db *sql.DB, dialect outbox.Dialect, table st
 	if err != nil {
 		t.Fatal(err)
 	}
-	api, err := adminapi.New(adminapi.Config{Admin: admin, Tokens: tokens, Logger: logger})
+	api, err := adminapi.New(adminapi.Config{Admin: adm, Tokens: tokens, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

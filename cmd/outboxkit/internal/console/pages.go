@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outboxkit/outboxkit/cmd/outboxkit/internal/adminapi"
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 )
 
 // backlogData is the backlog page: topics, lease groups and cdc slots.
@@ -22,19 +22,19 @@ type backlogData struct {
 
 func (c *Console) backlog(_ adminapi.Token, r *http.Request) (string, view, error) {
 	ctx := r.Context()
-	topics, err := c.admin.Status(ctx)
+	topics, err := c.adm.Status(ctx)
 	if err != nil {
 		return "", view{}, err
 	}
-	_, leases, err := c.admin.Relays(ctx)
+	_, leases, err := c.adm.Relays(ctx)
 	if err != nil {
 		return "", view{}, err
 	}
-	slots, err := c.admin.Slots(ctx)
+	slots, err := c.adm.Slots(ctx)
 	if err != nil {
 		return "", view{}, err
 	}
-	keys, err := c.admin.BlockedKeys(ctx, forwarder.KeyFilter{Limit: maxCounted})
+	keys, err := c.adm.BlockedKeys(ctx, admin.KeyFilter{Limit: maxCounted})
 	if err != nil {
 		return "", view{}, err
 	}
@@ -44,7 +44,7 @@ func (c *Console) backlog(_ adminapi.Token, r *http.Request) (string, view, erro
 }
 
 func (c *Console) relays(_ adminapi.Token, r *http.Request) (string, view, error) {
-	relays, leases, err := c.admin.Relays(r.Context())
+	relays, leases, err := c.adm.Relays(r.Context())
 	if err != nil {
 		return "", view{}, err
 	}
@@ -60,7 +60,7 @@ func (c *Console) keys(_ adminapi.Token, r *http.Request) (string, view, error) 
 	if err != nil {
 		return "", view{}, adminapi.InputError{Err: err}
 	}
-	keys, err := c.admin.BlockedKeys(r.Context(), adminapi.KeyFilter(f))
+	keys, err := c.adm.BlockedKeys(r.Context(), adminapi.KeyFilter(f))
 	if err != nil {
 		return "", view{}, err
 	}
@@ -68,7 +68,7 @@ func (c *Console) keys(_ adminapi.Token, r *http.Request) (string, view, error) 
 }
 
 func (c *Console) groups(_ adminapi.Token, r *http.Request) (string, view, error) {
-	groups, err := c.admin.FailureGroups(r.Context(), forwarder.EventFilter{})
+	groups, err := c.adm.FailureGroups(r.Context(), admin.EventFilter{})
 	if err != nil {
 		return "", view{}, err
 	}
@@ -84,7 +84,7 @@ func (c *Console) letters(_ adminapi.Token, r *http.Request) (string, view, erro
 	if err != nil {
 		return "", view{}, adminapi.InputError{Err: err}
 	}
-	letters, err := c.admin.FindDeadLetters(r.Context(), f)
+	letters, err := c.adm.FindDeadLetters(r.Context(), f)
 	if err != nil {
 		return "", view{}, err
 	}
@@ -96,7 +96,7 @@ func (c *Console) letter(_ adminapi.Token, r *http.Request) (string, view, error
 	if err != nil {
 		return "", view{}, adminapi.InputError{Err: fmt.Errorf("%q is not an event id", r.PathValue("id"))}
 	}
-	d, err := c.admin.Event(r.Context(), id)
+	d, err := c.adm.Event(r.Context(), id)
 	if err != nil {
 		return "", view{}, err
 	}

@@ -1,4 +1,4 @@
-package forwarder
+package admin
 
 import (
 	"context"
@@ -34,26 +34,26 @@ type LeaseSummary struct {
 // summary per group (a group whose 64 partitions are not all owned has work nobody does).
 func (a *Admin) Relays(ctx context.Context) ([]RelayStatus, []LeaseSummary, error) {
 	relays := map[[2]string]*RelayStatus{}
-	rows, err := a.store.sql().Relays().Query(ctx, a.db)
+	rows, err := a.sql().Relays().Query(ctx, a.db)
 	if err != nil {
-		return nil, nil, fmt.Errorf("forwarder: read relays: %w", err)
+		return nil, nil, fmt.Errorf("admin: read relays: %w", err)
 	}
 	for rows.Next() {
 		r := &RelayStatus{}
 		beat, getBeat := outbox.TimeScanner()
 		if err := rows.Scan(&r.LeaseGroup, &r.Owner, beat); err != nil {
 			rows.Close()
-			return nil, nil, fmt.Errorf("forwarder: read relays: %w", err)
+			return nil, nil, fmt.Errorf("admin: read relays: %w", err)
 		}
 		if r.LastHeartbeat, err = getBeat(); err != nil {
 			rows.Close()
-			return nil, nil, fmt.Errorf("forwarder: read relays: %w", err)
+			return nil, nil, fmt.Errorf("admin: read relays: %w", err)
 		}
 		relays[[2]string{r.LeaseGroup, r.Owner}] = r
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("forwarder: read relays: %w", err)
+		return nil, nil, fmt.Errorf("admin: read relays: %w", err)
 	}
 	summaries, err := a.readLeases(ctx, relays)
 	if err != nil {
@@ -75,9 +75,9 @@ func (a *Admin) Relays(ctx context.Context) ([]RelayStatus, []LeaseSummary, erro
 // readLeases adds the leases to their relays (creating a relay that has leases but no
 // heartbeat row) and summarizes them per group.
 func (a *Admin) readLeases(ctx context.Context, relays map[[2]string]*RelayStatus) ([]LeaseSummary, error) {
-	rows, err := a.store.sql().Leases().Query(ctx, a.db)
+	rows, err := a.sql().Leases().Query(ctx, a.db)
 	if err != nil {
-		return nil, fmt.Errorf("forwarder: read leases: %w", err)
+		return nil, fmt.Errorf("admin: read leases: %w", err)
 	}
 	defer rows.Close()
 	groups := map[string]*LeaseSummary{}
@@ -90,7 +90,7 @@ func (a *Admin) readLeases(ctx context.Context, relays map[[2]string]*RelayStatu
 			epoch        int64
 		)
 		if err := rows.Scan(&group, &partition, &owner, &expired, &epoch); err != nil {
-			return nil, fmt.Errorf("forwarder: read leases: %w", err)
+			return nil, fmt.Errorf("admin: read leases: %w", err)
 		}
 		g := groups[group]
 		if g == nil {

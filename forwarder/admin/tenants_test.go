@@ -1,4 +1,4 @@
-package forwarder_test
+package admin_test
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func TestTenantAdminListsAndActsOnItsTenantsOnly(t *testing.T) {
 			f.h.write(acme, globex)
 			f.setRow(acme, 2, 1, time.Now(), "refused")
 			f.setRow(globex, 2, 1, time.Now(), "refused")
-			scoped := f.admin.ForTenants("acme")
+			scoped := f.adm.ForTenants("acme")
 
 			letters, err := scoped.DeadLetters(ctx, 100)
 			if err != nil {

@@ -1,4 +1,4 @@
-package forwarder
+package admin
 
 import (
 	"cmp"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -16,7 +17,7 @@ type CheckpointReader interface {
 }
 
 // UnitsQuery names the transactional units of an exactly-once lease group; empty fields take
-// the defaults of Config.
+// the defaults of forwarder.Config.
 type UnitsQuery struct {
 	LeaseGroup            string
 	TransactionalIDPrefix string
@@ -57,30 +58,30 @@ type CheckpointInfo struct {
 // table, and its last checkpoint, read through r.
 func (a *Admin) Units(ctx context.Context, r CheckpointReader, q UnitsQuery) ([]UnitStatus, error) {
 	if q.LeaseGroup == "" {
-		q.LeaseGroup = DefaultLeaseGroup(nil)
+		q.LeaseGroup = bookkeeping.DefaultLeaseGroup(nil)
 	}
-	installation, err := a.store.installationID(ctx, a.db)
+	installation, err := outbox.ReadInstallation(ctx, a.db, a.table)
 	if err != nil {
-		return nil, fmt.Errorf("forwarder: %w", err)
+		return nil, fmt.Errorf("admin: %w", err)
 	}
 	if q.TransactionalIDPrefix == "" {
-		q.TransactionalIDPrefix = defaultTransactionalIDPrefix(installation, a.store.table.Events(), q.LeaseGroup)
+		q.TransactionalIDPrefix = bookkeeping.DefaultTransactionalIDPrefix(installation, a.table.Events(), q.LeaseGroup)
 	}
 	if q.CheckpointTopic == "" {
-		q.CheckpointTopic = DefaultCheckpointTopic
+		q.CheckpointTopic = bookkeeping.DefaultCheckpointTopic
 	}
 	if q.Units == 0 {
-		count, err := a.store.unitCount(ctx, a.db, q.TransactionalIDPrefix)
+		count, err := bookkeeping.UnitCount(ctx, a.db, a.sql(), a.table, q.TransactionalIDPrefix)
 		if err == nil && count == 0 {
-			count, err = a.store.recordedUnits(ctx, a.db, q.TransactionalIDPrefix) // a group of an earlier version
+			count, err = bookkeeping.RecordedUnits(ctx, a.db, a.sql(), a.table, q.TransactionalIDPrefix) // a group of an earlier version
 		}
 		if err != nil {
-			return nil, fmt.Errorf("forwarder: %w", err)
+			return nil, fmt.Errorf("admin: %w", err)
 		}
-		q.Units = cmp.Or(count, defaultUnits(0))
+		q.Units = cmp.Or(count, bookkeeping.DefaultUnits(0))
 	}
 	if q.Units < 0 || outbox.Partitions%q.Units != 0 {
-		return nil, fmt.Errorf("forwarder: units %d do not divide the %d partitions", q.Units, outbox.Partitions)
+		return nil, fmt.Errorf("admin: units %d do not divide the %d partitions", q.Units, outbox.Partitions)
 	}
 	owners, err := a.unitOwners(ctx, q.LeaseGroup, q.Units)
 	if err != nil {
@@ -88,7 +89,7 @@ func (a *Admin) Units(ctx context.Context, r CheckpointReader, q UnitsQuery) ([]
 	}
 	out := make([]UnitStatus, q.Units)
 	for u := range q.Units {
-		name := fmt.Sprintf("%s/u%02d", q.TransactionalIDPrefix, u)
+		name := bookkeeping.UnitName(q.TransactionalIDPrefix, u)
 		st := UnitStatus{Unit: name}
 		switch set := owners[u]; {
 		case len(set) > 1:
@@ -100,10 +101,10 @@ func (a *Admin) Units(ctx context.Context, r CheckpointReader, q UnitsQuery) ([]
 		}
 		data, err := r.LastCheckpoint(ctx, name, q.CheckpointTopic, u)
 		if err != nil {
-			return nil, fmt.Errorf("forwarder: last checkpoint of unit %s: %w", name, err)
+			return nil, fmt.Errorf("admin: last checkpoint of unit %s: %w", name, err)
 		}
 		if data != nil {
-			cp, err := decodeCheckpoint(name, data)
+			cp, err := bookkeeping.DecodeCheckpoint(name, data)
 			if err != nil {
 				st.CheckpointError = err.Error()
 				out[u] = st
@@ -120,9 +121,9 @@ func (a *Admin) Units(ctx context.Context, r CheckpointReader, q UnitsQuery) ([]
 // unitOwners reads the lease group's owners per transactional unit (a partition's unit is its
 // number modulo units); "" stands for a partition no relay leases.
 func (a *Admin) unitOwners(ctx context.Context, group string, units int) (map[int]map[string]bool, error) {
-	rows, err := a.store.sql().LeaseOwners(group).Query(ctx, a.db)
+	rows, err := a.sql().LeaseOwners(group).Query(ctx, a.db)
 	if err != nil {
-		return nil, fmt.Errorf("forwarder: read leases: %w", err)
+		return nil, fmt.Errorf("admin: read leases: %w", err)
 	}
 	owners := map[int]map[string]bool{}
 	for rows.Next() {
@@ -130,7 +131,7 @@ func (a *Admin) unitOwners(ctx context.Context, group string, units int) (map[in
 		var owner string
 		if err := rows.Scan(&p, &owner); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("forwarder: read leases: %w", err)
+			return nil, fmt.Errorf("admin: read leases: %w", err)
 		}
 		if owners[p%units] == nil {
 			owners[p%units] = map[string]bool{}
@@ -139,7 +140,7 @@ func (a *Admin) unitOwners(ctx context.Context, group string, units int) (map[in
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("forwarder: read leases: %w", err)
+		return nil, fmt.Errorf("admin: read leases: %w", err)
 	}
 	return owners, nil
 }

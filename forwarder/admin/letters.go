@@ -1,4 +1,4 @@
-package forwarder
+package admin
 
 import (
 	"cmp"
@@ -13,22 +13,20 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
 	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
-// statusSkipped marks an event an operator skipped (Admin.SkipKeys): kept in the table with its
-// last error, it holds back nothing (the relay parks keys on pending and dead rows only) and is
-// never claimed; it can be replayed or discarded like a dead letter.
-const statusSkipped = sqlstore.StatusSkipped
-
-// Event states as the Admin reports them.
+// Event states as the Admin reports them (DeadLetterEntry.State, BlockedKey.State,
+// ActionEvent.State). A skipped event is one an operator skipped (SkipKeys): kept in the table
+// with its last error, it holds back nothing and is never published unless replayed.
 const (
-	StatePending   = "pending"
-	StateRetrying  = "retrying"
-	StatePublished = "published"
-	StateDead      = "dead"
-	StateSkipped   = "skipped"
+	StatePending   = bookkeeping.StatePending
+	StateRetrying  = bookkeeping.StateRetrying
+	StatePublished = bookkeeping.StatePublished
+	StateDead      = bookkeeping.StateDead
+	StateSkipped   = bookkeeping.StateSkipped
 )
 
 // EventFilter selects events for the Admin's listings and actions. Every field set narrows the
@@ -101,13 +99,13 @@ func (a *Admin) scanLetters(ctx context.Context, f EventFilter, limit int) ([]De
 	after := int64(-1)
 	filter := storeFilter(f)
 	for {
-		rows, err := a.store.sql().Letters(filter, after, listPage).Query(ctx, a.db)
+		rows, err := a.sql().Letters(filter, after, listPage).Query(ctx, a.db)
 		if err != nil {
-			return nil, fmt.Errorf("forwarder: list dead letters: %w", err)
+			return nil, fmt.Errorf("admin: list dead letters: %w", err)
 		}
 		page, err := scanEntries(rows)
 		if err != nil {
-			return nil, fmt.Errorf("forwarder: list dead letters: %w", err)
+			return nil, fmt.Errorf("admin: list dead letters: %w", err)
 		}
 		for _, e := range page {
 			after = e.Seq
@@ -192,23 +190,9 @@ func fillEntry(e *DeadLetterEntry, id string, status int, getCreated func() (tim
 	if e.CreatedAt, err = getCreated(); err != nil {
 		return fmt.Errorf("row %d: created_at: %w", e.Seq, err)
 	}
-	e.State = stateName(status, e.Attempts)
+	e.State = bookkeeping.StateOf(status, e.Attempts)
 	e.Fingerprint = Fingerprint(e.LastError)
 	return nil
-}
-
-func stateName(status, attempts int) string {
-	switch {
-	case status == statusDead:
-		return StateDead
-	case status == statusSkipped:
-		return StateSkipped
-	case status == statusPublished:
-		return StatePublished
-	case attempts > 0:
-		return StateRetrying
-	}
-	return StatePending
 }
 
 // Event returns one event of the outbox table with its payload and headers, in whatever state
@@ -223,27 +207,27 @@ func (a *Admin) Event(ctx context.Context, id uuid.UUID) (EventDetail, error) {
 	)
 	created, getCreated := outbox.TimeScanner()
 	next, getNext := outbox.TimeScanner()
-	err := a.store.sql().Event(id.String()).QueryRow(ctx, a.db).Scan(&d.Seq, &rawID, &d.Topic, &d.AggregateType,
+	err := a.sql().Event(id.String()).QueryRow(ctx, a.db).Scan(&d.Seq, &rawID, &d.Topic, &d.AggregateType,
 		&d.AggregateID, &d.EventType, &d.TenantID, &d.Attempts, &d.LastError, created, &status,
 		&d.Payload, &headers, &d.KeyHash, &d.Partition, next)
 	if errors.Is(err, sql.ErrNoRows) {
-		return d, fmt.Errorf("forwarder: event %s: %w", id, ErrEventNotFound)
+		return d, fmt.Errorf("admin: event %s: %w", id, ErrEventNotFound)
 	}
 	if err != nil {
-		return d, fmt.Errorf("forwarder: read event %s: %w", id, err)
+		return d, fmt.Errorf("admin: read event %s: %w", id, err)
 	}
 	if err := fillEntry(&d.DeadLetterEntry, rawID, status, getCreated); err != nil {
-		return d, fmt.Errorf("forwarder: %w", err)
+		return d, fmt.Errorf("admin: %w", err)
 	}
 	if d.NextAttempt, err = getNext(); err != nil {
-		return d, fmt.Errorf("forwarder: event %s: next_attempt_at: %w", id, err)
+		return d, fmt.Errorf("admin: event %s: next_attempt_at: %w", id, err)
 	}
-	if status != statusPending {
+	if status != sqlstore.StatusPending {
 		d.NextAttempt = time.Time{} // kept by a dead or skipped row, but not an attempt to come
 	}
 	if len(headers) > 0 {
 		if err := json.Unmarshal(headers, &d.Headers); err != nil {
-			return d, fmt.Errorf("forwarder: event %s: headers: %w", id, err)
+			return d, fmt.Errorf("admin: event %s: headers: %w", id, err)
 		}
 	}
 	return d, nil

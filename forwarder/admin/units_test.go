@@ -1,11 +1,11 @@
-package forwarder_test
+package admin_test
 
 import (
 	"context"
 	"strings"
 	"testing"
 
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -20,7 +20,7 @@ func (c checkpointsByUnit) LastCheckpoint(_ context.Context, unit, _ string, _ i
 // reported as such, beside the other units, instead of failing the whole listing.
 func TestUnitsReportAnUnreadableCheckpoint(t *testing.T) {
 	h := newHarness(t, outbox.SQLite, nil)
-	admin, err := forwarder.NewAdmin(h.db, outbox.SQLite, h.writer.Table().Events())
+	adm, err := admin.New(h.db, outbox.SQLite, h.writer.Table().Events())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func TestUnitsReportAnUnreadableCheckpoint(t *testing.T) {
 		"p/u00": []byte(`{"v":1,"unit":"p/u00","relay":"relay-a","txn":7,"time":"2026-12-01T10:00:00Z","published":[1,2]}`),
 		"p/u01": []byte("not a checkpoint"),
 	}
-	units, err := admin.Units(context.Background(), reader, forwarder.UnitsQuery{TransactionalIDPrefix: "p", Units: 4})
+	units, err := adm.Units(context.Background(), reader, admin.UnitsQuery{TransactionalIDPrefix: "p", Units: 4})
 	if err != nil {
 		t.Fatalf("Units with one unreadable checkpoint: %v", err)
 	}

@@ -1,4 +1,4 @@
-package forwarder
+package admin
 
 import (
 	"context"
@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
 	"github.com/outboxkit/outboxkit/internal/pgrepl"
+	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // SlotStatus is one replication slot of the cdc source, as PostgreSQL reports it.
@@ -34,8 +36,8 @@ type SlotStatus struct {
 	Drained bool
 	// Waiting counts the table's pending rows that are not on the retry path (no next attempt
 	// time): the rows the stream has yet to deliver. OldestWaiting is the age of the oldest (by
-	// the database's clock against created_at). A row waiting longer than CDC.StallAfter
-	// (DefaultCDCStallAfter) is stranded if the stream is not behind: see docs/cdc.md, Stalls.
+	// the database's clock against created_at). A row waiting longer than forwarder.Config.CDC.StallAfter
+	// (forwarder.DefaultCDCStallAfter) is stranded if the stream is not behind: see docs/cdc.md, Stalls.
 	// The same for every slot of the table (all tenants).
 	Waiting       int64
 	OldestWaiting time.Duration
@@ -44,49 +46,49 @@ type SlotStatus struct {
 // Slots returns the cdc replication slots of the table (PostgreSQL; nil on other dialects).
 // The slot of each of leaseGroups is listed even when it does not exist (Missing).
 func (a *Admin) Slots(ctx context.Context, leaseGroups ...string) ([]SlotStatus, error) {
-	if !a.store.sql().Replicates() {
+	if !a.sql().Replicates() {
 		return nil, nil
 	}
-	table := a.store.table
-	id, err := a.store.installationID(ctx, a.db)
+	table := a.table
+	id, err := outbox.ReadInstallation(ctx, a.db, a.table)
 	if err != nil {
-		return nil, fmt.Errorf("forwarder: %w", err)
+		return nil, fmt.Errorf("admin: %w", err)
 	}
 	asked := make([]string, len(leaseGroups))
 	for i, g := range leaseGroups {
 		if asked[i], err = table.Slot(id, g); err != nil {
-			return nil, fmt.Errorf("forwarder: %w", err)
+			return nil, fmt.Errorf("admin: %w", err)
 		}
 	}
 	// This outbox's slots: those its slot table records (created by its relays) and those asked
 	// about. Another outbox's slots with the same table name (in another schema or database) are
 	// not listed.
-	rows, err := a.store.sql().CDC().Slots(asked).Query(ctx, a.db)
+	rows, err := a.sql().CDC().Slots(asked).Query(ctx, a.db)
 	if err != nil {
-		return nil, fmt.Errorf("forwarder: read the replication slots of %s: %w", table, err)
+		return nil, fmt.Errorf("admin: read the replication slots of %s: %w", table, err)
 	}
 	defer rows.Close()
 	var out []SlotStatus
 	for rows.Next() {
 		var s SlotStatus
 		if err := rows.Scan(&s.Name, &s.Active, &s.ActivePID, &s.WALStatus, &s.LagBytes); err != nil {
-			return nil, fmt.Errorf("forwarder: read the replication slots of %s: %w", table, err)
+			return nil, fmt.Errorf("admin: read the replication slots of %s: %w", table, err)
 		}
 		out = append(out, s)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("forwarder: read the replication slots of %s: %w", table, err)
+		return nil, fmt.Errorf("admin: read the replication slots of %s: %w", table, err)
 	}
 	for i := range out {
-		if out[i].Drained, err = a.store.slotDrained(ctx, a.db, out[i].Name); err != nil {
+		if out[i].Drained, err = bookkeeping.SlotDrained(ctx, a.db, a.sql().CDC(), out[i].Name); err != nil {
 			return nil, err
 		}
 	}
 	var waiting int64
 	var oldest time.Duration
 	if len(out) > 0 || len(leaseGroups) > 0 {
-		if waiting, oldest, err = a.store.strandedRows(ctx, a.db, 0); err != nil {
-			return nil, fmt.Errorf("forwarder: %w", err)
+		if waiting, oldest, err = bookkeeping.StrandedRows(ctx, a.db, a.sql().CDC(), 0); err != nil {
+			return nil, fmt.Errorf("admin: %w", err)
 		}
 	}
 	for i, g := range leaseGroups {
@@ -103,7 +105,7 @@ func (a *Admin) Slots(ctx context.Context, leaseGroups ...string) ([]SlotStatus,
 	}
 	pub, err := table.Publication(id)
 	if err != nil {
-		return nil, fmt.Errorf("forwarder: %w", err)
+		return nil, fmt.Errorf("admin: %w", err)
 	}
 	for i := range out {
 		out[i].Waiting, out[i].OldestWaiting, out[i].Publication = waiting, oldest, pub
@@ -120,26 +122,26 @@ var ErrSlotActive = errors.New("the replication slot is being streamed")
 // no event (the table is the source of truth) but the next relay drains the whole backlog
 // from the table, in seq order.
 func (a *Admin) DropSlot(ctx context.Context, leaseGroup string, terminate bool) (string, error) {
-	if !a.store.sql().Replicates() {
-		return "", fmt.Errorf("forwarder: replication slots need the postgres dialect, the table is %s", a.store.dialect)
+	if !a.sql().Replicates() {
+		return "", fmt.Errorf("admin: replication slots need the postgres dialect, the table is %s", a.dialect)
 	}
-	id, err := a.store.installationID(ctx, a.db)
+	id, err := outbox.ReadInstallation(ctx, a.db, a.table)
 	if err != nil {
-		return "", fmt.Errorf("forwarder: %w", err)
+		return "", fmt.Errorf("admin: %w", err)
 	}
-	name, err := a.store.table.Slot(id, leaseGroup)
+	name, err := a.table.Slot(id, leaseGroup)
 	if err != nil {
-		return "", fmt.Errorf("forwarder: %w", err)
+		return "", fmt.Errorf("admin: %w", err)
 	}
 	st, err := pgrepl.ReadSlot(ctx, a.db, name)
 	if err != nil {
 		return name, err
 	}
 	if !st.Exists {
-		return name, fmt.Errorf("forwarder: replication slot %s (lease group %q) does not exist", name, leaseGroup)
+		return name, fmt.Errorf("admin: replication slot %s (lease group %q) does not exist", name, leaseGroup)
 	}
 	if st.ActivePID != 0 && !terminate {
-		return name, fmt.Errorf("forwarder: slot %s: %w by PID %d (stop the relays, or terminate it)", name, ErrSlotActive, st.ActivePID)
+		return name, fmt.Errorf("admin: slot %s: %w by PID %d (stop the relays, or terminate it)", name, ErrSlotActive, st.ActivePID)
 	}
 	// A streaming relay reconnects at once: terminate and drop until the drop wins.
 	for attempt := 0; ; attempt++ {
@@ -155,13 +157,25 @@ func (a *Admin) DropSlot(ctx context.Context, leaseGroup string, terminate bool)
 		if pgrepl.Code(err) != pgrepl.ObjectInUse || attempt == 100 {
 			return name, err
 		}
-		if !sleep(ctx, 10*time.Millisecond) {
+		if !wait(ctx, 10*time.Millisecond) {
 			return name, ctx.Err()
 		}
 	}
-	if _, err := a.store.sql().CDC().ForgetSlot(name).Exec(ctx, a.db); err != nil &&
+	if _, err := a.sql().CDC().ForgetSlot(name).Exec(ctx, a.db); err != nil &&
 		!errors.Is(err, sql.ErrNoRows) {
-		return name, fmt.Errorf("forwarder: forget the drain state of slot %s: %w", name, err)
+		return name, fmt.Errorf("admin: forget the drain state of slot %s: %w", name, err)
 	}
 	return name, nil
+}
+
+// wait waits d unless ctx ends first, which it reports as false.
+func wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

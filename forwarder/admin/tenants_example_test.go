@@ -1,4 +1,4 @@
-package forwarder_test
+package admin_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -39,19 +39,19 @@ func ExampleAdmin_ForTenants() {
 	write("acme", "o-1")
 	write("globex", "o-2")
 
-	all, _ := forwarder.NewAdmin(db, outbox.SQLite, "")
+	all, _ := admin.New(db, outbox.SQLite, "")
 	acme := all.ForTenants("acme")
-	letters, _ := acme.FindDeadLetters(ctx, forwarder.EventFilter{})
+	letters, _ := acme.FindDeadLetters(ctx, admin.EventFilter{})
 	fmt.Printf("acme sees %d dead letter (%s)\n", len(letters), letters[0].TenantID)
-	plan, _ := acme.DiscardDeadLetters(ctx, forwarder.EventFilter{}, true)
+	plan, _ := acme.DiscardDeadLetters(ctx, admin.EventFilter{}, true)
 	write("acme", "o-3") // dies after the dry run
 	var ids []uuid.UUID
 	for _, e := range plan.Events {
 		ids = append(ids, e.EventID)
 	}
-	done, _ := acme.DiscardDeadLetters(ctx, forwarder.EventFilter{EventIDs: ids}, false)
+	done, _ := acme.DiscardDeadLetters(ctx, admin.EventFilter{EventIDs: ids}, false)
 	fmt.Printf("discarded %d of the %d listed\n", done.Applied, len(ids))
-	left, _ := all.FindDeadLetters(ctx, forwarder.EventFilter{})
+	left, _ := all.FindDeadLetters(ctx, admin.EventFilter{})
 	for _, l := range left {
 		fmt.Printf("left: %s %s\n", l.TenantID, l.AggregateID)
 	}

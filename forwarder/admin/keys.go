@@ -1,4 +1,4 @@
-package forwarder
+package admin
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func (k Key) String() string {
 func ParseKey(tenant, s string) (Key, error) {
 	typ, id, ok := strings.Cut(s, "/")
 	if !ok || id == "" {
-		return Key{}, fmt.Errorf("forwarder: key %q: want aggregate_type/aggregate_id (such as order/o-1)", s)
+		return Key{}, fmt.Errorf("admin: key %q: want aggregate_type/aggregate_id (such as order/o-1)", s)
 	}
 	return Key{TenantID: tenant, AggregateType: typ, AggregateID: id}, nil
 }
@@ -89,7 +89,7 @@ func (a *Admin) scanBlockedKeys(ctx context.Context, f KeyFilter, limit int) ([]
 	var out []BlockedKey
 	after := int64(-1)
 	for {
-		page, err := a.blockedPage(ctx, a.store.sql().BlockedKeys(filter, after, listPage))
+		page, err := a.blockedPage(ctx, a.sql().BlockedKeys(filter, after, listPage))
 		if err != nil {
 			return nil, err
 		}
@@ -112,7 +112,7 @@ func (a *Admin) scanBlockedKeys(ctx context.Context, f KeyFilter, limit int) ([]
 func (a *Admin) blockedPage(ctx context.Context, query sqlstore.Query) ([]BlockedKey, error) {
 	rows, err := query.Query(ctx, a.db)
 	if err != nil {
-		return nil, fmt.Errorf("forwarder: list blocked keys: %w", err)
+		return nil, fmt.Errorf("admin: list blocked keys: %w", err)
 	}
 	defer rows.Close()
 	var out []BlockedKey
@@ -127,15 +127,15 @@ func (a *Admin) blockedPage(ctx context.Context, query sqlstore.Query) ([]Blocke
 		next, getNext := outbox.TimeScanner()
 		if err := rows.Scan(&h.Seq, &id, &h.Topic, &h.AggregateType, &h.AggregateID, &h.EventType, &h.TenantID,
 			&h.Attempts, &h.LastError, created, &status, &k.KeyHash, &k.Partition, next, &k.Waiting); err != nil {
-			return nil, fmt.Errorf("forwarder: list blocked keys: %w", err)
+			return nil, fmt.Errorf("admin: list blocked keys: %w", err)
 		}
 		if err := fillEntry(h, id, status, getCreated); err != nil {
-			return nil, fmt.Errorf("forwarder: list blocked keys: %w", err)
+			return nil, fmt.Errorf("admin: list blocked keys: %w", err)
 		}
 		if k.NextAttempt, err = getNext(); err != nil {
-			return nil, fmt.Errorf("forwarder: list blocked keys: row %d: next_attempt_at: %w", h.Seq, err)
+			return nil, fmt.Errorf("admin: list blocked keys: row %d: next_attempt_at: %w", h.Seq, err)
 		}
-		if status == statusDead {
+		if status == sqlstore.StatusDead {
 			k.NextAttempt = time.Time{}
 		}
 		k.Key = Key{TenantID: h.TenantID, AggregateType: h.AggregateType, AggregateID: h.AggregateID}
@@ -143,7 +143,7 @@ func (a *Admin) blockedPage(ctx context.Context, query sqlstore.Query) ([]Blocke
 		out = append(out, k)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("forwarder: list blocked keys: %w", err)
+		return nil, fmt.Errorf("admin: list blocked keys: %w", err)
 	}
 	return out, nil
 }

@@ -1,4 +1,4 @@
-package forwarder_test
+package admin_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -16,8 +16,8 @@ import (
 // parkedFixture is an outbox with two dead keys failing alike, one retrying key and healthy
 // keys, set up as the relay leaves them (status, attempts, next attempt, last error).
 type parkedFixture struct {
-	h     *harness
-	admin *forwarder.Admin
+	h   *harness
+	adm *admin.Admin
 	// dead and dead2 fail with the same cause (their errors differ in numbers and ids only).
 	dead, dead2, retry []outbox.Event
 }
@@ -41,11 +41,11 @@ func newParkedFixture(t *testing.T, dialect outbox.Dialect) *parkedFixture {
 	f.setRow(f.dead[0], 2, 5, time.Now().Add(-time.Minute), tooLarge1)
 	f.setRow(f.dead2[0], 2, 1, time.Now(), tooLarge2)
 	f.setRow(f.retry[0], 0, 3, time.Now().Add(time.Hour), refused)
-	admin, err := forwarder.NewAdmin(h.db, dialect, h.writer.Table().Events())
+	adm, err := admin.New(h.db, dialect, h.writer.Table().Events())
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.admin = admin
+	f.adm = adm
 	return f
 }
 
@@ -72,8 +72,8 @@ func (f *parkedFixture) row(e outbox.Event) (status, attempts int, hasNext bool)
 	return status, attempts, next != nil
 }
 
-func keyOf(e outbox.Event) *forwarder.Key {
-	return &forwarder.Key{TenantID: e.TenantID, AggregateType: e.AggregateType, AggregateID: e.AggregateID}
+func keyOf(e outbox.Event) *admin.Key {
+	return &admin.Key{TenantID: e.TenantID, AggregateType: e.AggregateType, AggregateID: e.AggregateID}
 }
 
 var adminDialects = []outbox.Dialect{outbox.Postgres, outbox.MySQL, outbox.SQLite}
@@ -83,7 +83,7 @@ func TestAdminBlockedKeysAndDeadLetterFilters(t *testing.T) {
 		t.Run(string(dialect), func(t *testing.T) {
 			ctx := context.Background()
 			f := newParkedFixture(t, dialect)
-			keys, err := f.admin.BlockedKeys(ctx, forwarder.KeyFilter{})
+			keys, err := f.adm.BlockedKeys(ctx, admin.KeyFilter{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +94,7 @@ func TestAdminBlockedKeysAndDeadLetterFilters(t *testing.T) {
 				id      string
 				state   string
 				waiting int64
-			}{{"dead", forwarder.StateDead, 2}, {"dead2", forwarder.StateDead, 0}, {"retry", forwarder.StateRetrying, 1}}
+			}{{"dead", admin.StateDead, 2}, {"dead2", admin.StateDead, 0}, {"retry", admin.StateRetrying, 1}}
 			for i, w := range want {
 				k := keys[i]
 				if k.Key.AggregateID != w.id || k.State != w.state || k.Waiting != w.waiting {
@@ -110,13 +110,13 @@ func TestAdminBlockedKeysAndDeadLetterFilters(t *testing.T) {
 					keys[0].Head.Fingerprint, keys[1].Head.Fingerprint, keys[2].Head.Fingerprint)
 			}
 			group := keys[0].Head.Fingerprint
-			if got, _ := f.admin.BlockedKeys(ctx, forwarder.KeyFilter{Group: group}); len(got) != 2 {
+			if got, _ := f.adm.BlockedKeys(ctx, admin.KeyFilter{Group: group}); len(got) != 2 {
 				t.Errorf("blocked keys of group %s: got %d, want 2", group, len(got))
 			}
-			if got, _ := f.admin.BlockedKeys(ctx, forwarder.KeyFilter{Key: keyOf(f.retry[0])}); len(got) != 1 {
+			if got, _ := f.adm.BlockedKeys(ctx, admin.KeyFilter{Key: keyOf(f.retry[0])}); len(got) != 1 {
 				t.Errorf("blocked keys of key retry: got %d, want 1", len(got))
 			}
-			if got, _ := f.admin.BlockedKeys(ctx, forwarder.KeyFilter{Topic: "other"}); len(got) != 0 {
+			if got, _ := f.adm.BlockedKeys(ctx, admin.KeyFilter{Topic: "other"}); len(got) != 0 {
 				t.Errorf("blocked keys of topic other: got %d, want 0", len(got))
 			}
 			checkLetterFilters(t, f, group)
@@ -129,22 +129,22 @@ func checkLetterFilters(t *testing.T, f *parkedFixture, group string) {
 	ctx := context.Background()
 	for _, c := range []struct {
 		name   string
-		filter forwarder.EventFilter
+		filter admin.EventFilter
 		want   int
 	}{
-		{"all", forwarder.EventFilter{}, 2},
-		{"error", forwarder.EventFilter{ErrorContains: "TOO LARGE"}, 2},
-		{"error miss", forwarder.EventFilter{ErrorContains: "refused"}, 0},
-		{"group", forwarder.EventFilter{Group: group}, 2},
-		{"key", forwarder.EventFilter{Key: keyOf(f.dead2[0])}, 1},
-		{"topic", forwarder.EventFilter{Topic: f.h.topic}, 2},
-		{"type", forwarder.EventFilter{EventType: "Other"}, 0},
-		{"since", forwarder.EventFilter{Since: time.Now().Add(time.Hour)}, 0},
-		{"until", forwarder.EventFilter{Until: time.Now().Add(time.Hour)}, 2},
-		{"ids", forwarder.EventFilter{EventIDs: []uuid.UUID{f.dead[0].ID}}, 1},
-		{"limit", forwarder.EventFilter{Limit: 1}, 1},
+		{"all", admin.EventFilter{}, 2},
+		{"error", admin.EventFilter{ErrorContains: "TOO LARGE"}, 2},
+		{"error miss", admin.EventFilter{ErrorContains: "refused"}, 0},
+		{"group", admin.EventFilter{Group: group}, 2},
+		{"key", admin.EventFilter{Key: keyOf(f.dead2[0])}, 1},
+		{"topic", admin.EventFilter{Topic: f.h.topic}, 2},
+		{"type", admin.EventFilter{EventType: "Other"}, 0},
+		{"since", admin.EventFilter{Since: time.Now().Add(time.Hour)}, 0},
+		{"until", admin.EventFilter{Until: time.Now().Add(time.Hour)}, 2},
+		{"ids", admin.EventFilter{EventIDs: []uuid.UUID{f.dead[0].ID}}, 1},
+		{"limit", admin.EventFilter{Limit: 1}, 1},
 	} {
-		got, err := f.admin.FindDeadLetters(ctx, c.filter)
+		got, err := f.adm.FindDeadLetters(ctx, c.filter)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -152,7 +152,7 @@ func checkLetterFilters(t *testing.T, f *parkedFixture, group string) {
 			t.Errorf("dead letters, filter %s: got %d, want %d", c.name, len(got), c.want)
 		}
 	}
-	groups, err := f.admin.FailureGroups(ctx, forwarder.EventFilter{})
+	groups, err := f.adm.FailureGroups(ctx, admin.EventFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,15 +163,15 @@ func checkLetterFilters(t *testing.T, f *parkedFixture, group string) {
 	if groups[0].Normalised != "kafka: message <n> of event <uuid> is too large (<n> bytes, max <n>)" {
 		t.Errorf("normalised error: %q", groups[0].Normalised)
 	}
-	d, err := f.admin.Event(ctx, f.dead[0].ID)
+	d, err := f.adm.Event(ctx, f.dead[0].ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(d.Payload) != string(f.dead[0].Payload) || d.Headers["x-trace"] != "abc" || d.State != forwarder.StateDead ||
+	if string(d.Payload) != string(f.dead[0].Payload) || d.Headers["x-trace"] != "abc" || d.State != admin.StateDead ||
 		d.LastError != tooLarge1 || d.Attempts != 5 {
 		t.Errorf("event detail: %+v", d)
 	}
-	if _, err := f.admin.Event(ctx, f.h.event("none", 0).ID); !errors.Is(err, forwarder.ErrEventNotFound) {
+	if _, err := f.adm.Event(ctx, f.h.event("none", 0).ID); !errors.Is(err, admin.ErrEventNotFound) {
 		t.Errorf("unknown event: got %v, want ErrEventNotFound", err)
 	}
 }
@@ -182,7 +182,7 @@ func TestAdminActionsDryRunThenApply(t *testing.T) {
 			ctx := context.Background()
 			f := newParkedFixture(t, dialect)
 			// Skip the retrying key's head: a dry run names it and changes nothing.
-			res, err := f.admin.SkipKeys(ctx, forwarder.KeyFilter{Key: keyOf(f.retry[0])}, true)
+			res, err := f.adm.SkipKeys(ctx, admin.KeyFilter{Key: keyOf(f.retry[0])}, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -192,7 +192,7 @@ func TestAdminActionsDryRunThenApply(t *testing.T) {
 			if st, _, _ := f.row(f.retry[0]); st != 0 {
 				t.Fatalf("dry run changed the head: status %d", st)
 			}
-			if res, err = f.admin.SkipKeys(ctx, forwarder.KeyFilter{Key: keyOf(f.retry[0])}, false); err != nil || res.Applied != 1 {
+			if res, err = f.adm.SkipKeys(ctx, admin.KeyFilter{Key: keyOf(f.retry[0])}, false); err != nil || res.Applied != 1 {
 				t.Fatalf("skip: %+v, %v", res, err)
 			}
 			if st, _, next := f.row(f.retry[0]); st != 3 || next {
@@ -201,17 +201,17 @@ func TestAdminActionsDryRunThenApply(t *testing.T) {
 			if st, att, next := f.row(f.retry[1]); st != 0 || att != 0 || !next {
 				t.Errorf("event behind the skipped head: status %d attempts %d next %v; want pending, released with a next attempt", st, att, next)
 			}
-			keys, err := f.admin.BlockedKeys(ctx, forwarder.KeyFilter{})
+			keys, err := f.adm.BlockedKeys(ctx, admin.KeyFilter{})
 			if err != nil || len(keys) != 2 {
 				t.Fatalf("blocked keys after the skip: %d (%v), want 2", len(keys), err)
 			}
-			letters, _ := f.admin.FindDeadLetters(ctx, forwarder.EventFilter{Key: keyOf(f.retry[0])})
-			if len(letters) != 1 || letters[0].State != forwarder.StateSkipped {
+			letters, _ := f.adm.FindDeadLetters(ctx, admin.EventFilter{Key: keyOf(f.retry[0])})
+			if len(letters) != 1 || letters[0].State != admin.StateSkipped {
 				t.Errorf("the skipped event is listed with the dead letters: %+v", letters)
 			}
 			group := keys[0].Head.Fingerprint
 			// Replay by failure group: dry run, then for real.
-			res, err = f.admin.ReplayDeadLetters(ctx, forwarder.EventFilter{Group: group}, true)
+			res, err = f.adm.ReplayDeadLetters(ctx, admin.EventFilter{Group: group}, true)
 			if err != nil || len(res.Events) != 2 || res.Applied != 0 {
 				t.Fatalf("replay dry run: %+v, %v", res, err)
 			}
@@ -219,23 +219,23 @@ func TestAdminActionsDryRunThenApply(t *testing.T) {
 				t.Fatalf("dry run replayed: status %d", st)
 			}
 			// Discard by key first: the group's replay then touches the other one only.
-			if res, err = f.admin.DiscardDeadLetters(ctx, forwarder.EventFilter{Key: keyOf(f.dead2[0])}, false); err != nil || res.Applied != 1 {
+			if res, err = f.adm.DiscardDeadLetters(ctx, admin.EventFilter{Key: keyOf(f.dead2[0])}, false); err != nil || res.Applied != 1 {
 				t.Fatalf("discard by key: %+v, %v", res, err)
 			}
 			if st, _, _ := f.row(f.dead2[0]); st != -1 {
 				t.Errorf("discarded event still in the table with status %d", st)
 			}
-			if res, err = f.admin.ReplayDeadLetters(ctx, forwarder.EventFilter{Group: group}, false); err != nil || res.Applied != 1 {
+			if res, err = f.adm.ReplayDeadLetters(ctx, admin.EventFilter{Group: group}, false); err != nil || res.Applied != 1 {
 				t.Fatalf("replay by group: %+v, %v", res, err)
 			}
 			if st, att, _ := f.row(f.dead[0]); st != 0 || att != 0 {
 				t.Errorf("replayed event: status %d attempts %d, want pending with fresh attempts", st, att)
 			}
 			// Skipped events are replayable too.
-			if res, err = f.admin.ReplayDeadLetters(ctx, forwarder.EventFilter{EventIDs: []uuid.UUID{f.retry[0].ID}}, false); err != nil || res.Applied != 1 {
+			if res, err = f.adm.ReplayDeadLetters(ctx, admin.EventFilter{EventIDs: []uuid.UUID{f.retry[0].ID}}, false); err != nil || res.Applied != 1 {
 				t.Fatalf("replay of the skipped event: %+v, %v", res, err)
 			}
-			if keys, _ := f.admin.BlockedKeys(ctx, forwarder.KeyFilter{}); len(keys) != 0 {
+			if keys, _ := f.adm.BlockedKeys(ctx, admin.KeyFilter{}); len(keys) != 0 {
 				t.Errorf("blocked keys at the end: %+v", keys)
 			}
 		})
@@ -250,14 +250,14 @@ func TestAdminRelays(t *testing.T) {
 			cfg := h.config(h.publisher())
 			cfg.RelayID = "relay-under-test"
 			h.start(cfg)
-			admin, err := forwarder.NewAdmin(h.db, dialect, h.writer.Table().Events())
+			adm, err := admin.New(h.db, dialect, h.writer.Table().Events())
 			if err != nil {
 				t.Fatal(err)
 			}
-			var relays []forwarder.RelayStatus
-			var leases []forwarder.LeaseSummary
+			var relays []admin.RelayStatus
+			var leases []admin.LeaseSummary
 			for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-				if relays, leases, err = admin.Relays(context.Background()); err != nil {
+				if relays, leases, err = adm.Relays(context.Background()); err != nil {
 					t.Fatal(err)
 				}
 				if len(relays) == 1 && len(relays[0].Partitions) == outbox.Partitions {

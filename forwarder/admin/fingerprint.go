@@ -1,4 +1,4 @@
-package forwarder
+package admin
 
 import (
 	"crypto/sha256"

@@ -1,4 +1,4 @@
-package forwarder
+package admin
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func (a *Admin) SkipKeys(ctx context.Context, f KeyFilter, dryRun bool) (ActionR
 		return res, nil
 	}
 	res.Applied, err = a.applyChunks(ctx, res.Events, func(tx *sql.Tx, seqs, hashes []any) (int64, error) {
-		n, err := a.exec(ctx, tx, a.store.sql().SkipHeads(seqs))
+		n, err := a.exec(ctx, tx, a.sql().SkipHeads(seqs))
 		if err != nil {
 			return 0, err
 		}
@@ -75,7 +75,7 @@ func (a *Admin) ReplayDeadLetters(ctx context.Context, f EventFilter, dryRun boo
 	return a.actOnLetters(ctx, ActionReplay, f, dryRun, func(tx *sql.Tx, seqs, _ []any) (int64, error) {
 		// A next attempt time (now): the cdc source leaves keys with one to its retry path,
 		// which publishes them in order (as Admin.Replay does).
-		return a.exec(ctx, tx, a.store.sql().ReplayLetters(seqs))
+		return a.exec(ctx, tx, a.sql().ReplayLetters(seqs))
 	})
 }
 
@@ -86,7 +86,7 @@ func (a *Admin) DiscardDeadLetters(ctx context.Context, f EventFilter, dryRun bo
 		if err := a.releaseKeys(ctx, tx, hashes); err != nil {
 			return 0, err
 		}
-		return a.exec(ctx, tx, a.store.sql().DiscardLetters(seqs))
+		return a.exec(ctx, tx, a.sql().DiscardLetters(seqs))
 	})
 }
 
@@ -111,7 +111,7 @@ func (a *Admin) actOnLetters(ctx context.Context, action string, f EventFilter, 
 // time one (now), so that the cdc source leaves them to its retry path, in order, rather than
 // letting newer events of the key overtake them; the polling source claims them as before.
 func (a *Admin) releaseKeys(ctx context.Context, tx *sql.Tx, hashes []any) error {
-	_, err := a.exec(ctx, tx, a.store.sql().ReleaseKeys(hashes))
+	_, err := a.exec(ctx, tx, a.sql().ReleaseKeys(hashes))
 	return err
 }
 
@@ -132,7 +132,7 @@ func (a *Admin) applyChunks(ctx context.Context, events []ActionEvent, apply fun
 		}
 		tx, err := a.db.BeginTx(ctx, nil)
 		if err != nil {
-			return total, fmt.Errorf("forwarder: begin: %w", err)
+			return total, fmt.Errorf("admin: begin: %w", err)
 		}
 		n, err := apply(tx, seqs, hashes)
 		if err != nil {
@@ -140,7 +140,7 @@ func (a *Admin) applyChunks(ctx context.Context, events []ActionEvent, apply fun
 			return total, err
 		}
 		if err := tx.Commit(); err != nil {
-			return total, fmt.Errorf("forwarder: commit: %w", err)
+			return total, fmt.Errorf("admin: commit: %w", err)
 		}
 		total += n
 	}
@@ -150,7 +150,7 @@ func (a *Admin) applyChunks(ctx context.Context, events []ActionEvent, apply fun
 func (a *Admin) exec(ctx context.Context, tx *sql.Tx, query sqlstore.Query) (int64, error) {
 	res, err := query.Exec(ctx, tx)
 	if err != nil {
-		return 0, fmt.Errorf("forwarder: %w", err)
+		return 0, fmt.Errorf("admin: %w", err)
 	}
 	return res.RowsAffected()
 }

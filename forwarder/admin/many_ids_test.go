@@ -1,4 +1,4 @@
-package forwarder_test
+package admin_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -36,25 +36,25 @@ func TestActionsOnMoreIDsThanAStatementTakes(t *testing.T) {
 			if _, err := h.db.Exec("UPDATE " + h.writer.Table().Events() + " SET status = 2, attempts = 1, last_error = 'refused'"); err != nil {
 				t.Fatal(err)
 			}
-			admin, err := forwarder.NewAdmin(h.db, c.dialect, h.writer.Table().Events())
+			adm, err := admin.New(h.db, c.dialect, h.writer.Table().Events())
 			if err != nil {
 				t.Fatal(err)
 			}
-			first, err := admin.FindDeadLetters(ctx, forwarder.EventFilter{EventIDs: ids[1:], Limit: 3})
+			first, err := adm.FindDeadLetters(ctx, admin.EventFilter{EventIDs: ids[1:], Limit: 3})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(first) != 3 || first[0].EventID != ids[1] || first[2].EventID != ids[3] {
 				t.Fatalf("the first 3 letters of %d ids: %+v, want events 1, 2, 3", len(ids)-1, first)
 			}
-			plan, err := admin.DiscardDeadLetters(ctx, forwarder.EventFilter{EventIDs: append(ids, ids[:10]...)}, true)
+			plan, err := adm.DiscardDeadLetters(ctx, admin.EventFilter{EventIDs: append(ids, ids[:10]...)}, true)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(plan.Events) != len(ids) {
 				t.Fatalf("the dry run of %d ids (10 of them twice) lists %d events", len(ids), len(plan.Events))
 			}
-			done, err := admin.DiscardDeadLetters(ctx, forwarder.EventFilter{EventIDs: ids}, false)
+			done, err := adm.DiscardDeadLetters(ctx, admin.EventFilter{EventIDs: ids}, false)
 			if err != nil || done.Applied != int64(len(ids)) {
 				t.Fatalf("discarding %d letters by id: %d applied, %v", len(ids), done.Applied, err)
 			}

@@ -1,4 +1,4 @@
-package forwarder_test
+package admin_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -31,18 +31,18 @@ func ExampleAdmin_SkipKeys() {
 	_, _ = db.Exec("UPDATE outbox_events SET status = 2, attempts = 1, last_error = 'kafka: message 17 is too large (2000123 bytes)'" +
 		" WHERE event_type = 'OrderPlaced'")
 
-	admin, _ := forwarder.NewAdmin(db, outbox.SQLite, "")
-	keys, _ := admin.BlockedKeys(ctx, forwarder.KeyFilter{})
+	adm, _ := admin.New(db, outbox.SQLite, "")
+	keys, _ := adm.BlockedKeys(ctx, admin.KeyFilter{})
 	for _, k := range keys {
 		fmt.Printf("%s: %s head %s, %d waiting, group %s\n", k.Key, k.State, k.Head.EventType, k.Waiting,
-			forwarder.NormaliseError(k.Head.LastError))
+			admin.NormaliseError(k.Head.LastError))
 	}
-	plan, _ := admin.SkipKeys(ctx, forwarder.KeyFilter{Key: &keys[0].Key}, true)
+	plan, _ := adm.SkipKeys(ctx, admin.KeyFilter{Key: &keys[0].Key}, true)
 	fmt.Printf("dry run: would skip %d event (%s), changed %d\n", len(plan.Events), plan.Events[0].State, plan.Applied)
-	done, _ := admin.SkipKeys(ctx, forwarder.KeyFilter{Key: &keys[0].Key}, false)
+	done, _ := adm.SkipKeys(ctx, admin.KeyFilter{Key: &keys[0].Key}, false)
 	fmt.Printf("skipped %d\n", done.Applied)
-	keys, _ = admin.BlockedKeys(ctx, forwarder.KeyFilter{})
-	letters, _ := admin.FindDeadLetters(ctx, forwarder.EventFilter{})
+	keys, _ = adm.BlockedKeys(ctx, admin.KeyFilter{})
+	letters, _ := adm.FindDeadLetters(ctx, admin.EventFilter{})
 	fmt.Printf("blocked keys now: %d; dead letters: %d (%s)\n", len(keys), len(letters), letters[0].State)
 	// Output:
 	// order/o-1: dead head OrderPlaced, 1 waiting, group kafka: message <n> is too large (<n> bytes)
