@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +16,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"gopkg.in/yaml.v3"
@@ -46,6 +49,8 @@ type helmRelayInputs struct {
 		Path string `yaml:"path"`
 		Port int    `yaml:"port"`
 	} `yaml:"readiness"`
+	AdminPort    int      `yaml:"adminPort"`
+	ServiceHosts []string `yaml:"serviceHosts"`
 }
 
 // sampleSecret is a value for a secret variable the chart maps from the Secret.
@@ -69,7 +74,9 @@ func sampleSecret(name string, dialect outbox.Dialect) string {
 // ConfigMap's file with the Secret's variables, every variable is one the relay reads, the
 // migrate Job's arguments run (--print: no database), the probes' port is the one the
 // configuration listens on, and the relay's server answers the probes' paths (/livez 200, and
-// /readyz 503 until the relay runs, then 200).
+// /readyz 503 until the relay runs, then 200). With the admin API on, the admin routes listen
+// on the Service's admin port alone (TLS when the chart mounts the files) and answer the
+// Service's DNS names, not another name (421).
 func TestHelmChartRelayInputs(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join(chartRelayInputs, "*.yaml"))
 	if err != nil {
@@ -126,11 +133,40 @@ func TestHelmChartRelayInputs(t *testing.T) {
 			if p := strconv.Itoa(in.Liveness.Port); p != port || in.Readiness.Port != in.Liveness.Port {
 				t.Errorf("probes on ports %d and %d, but http.listen is %s", in.Liveness.Port, in.Readiness.Port, cfg.HTTP.Listen)
 			}
+			checkAdminPort(t, cfg, in)
 			if len(in.MigrateArgs) > 0 {
 				checkMigrateArgs(t, in, env)
 			}
 			checkProbes(t, cfg, in, env)
 		})
+	}
+}
+
+// checkAdminPort checks that the Service's admin port is http.admin_listen's, apart from the
+// probes' port, and that http.allowed_hosts holds the Service's DNS names.
+func checkAdminPort(t *testing.T, cfg relayconfig.Config, in helmRelayInputs) {
+	t.Helper()
+	if (in.AdminPort != 0) != (cfg.HTTP.AdminListen != "") {
+		t.Fatalf("the Service's admin port reaches %d, but http.admin_listen is %q", in.AdminPort, cfg.HTTP.AdminListen)
+	}
+	if in.AdminPort == 0 {
+		return
+	}
+	_, port, err := net.SplitHostPort(cfg.HTTP.AdminListen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if port != strconv.Itoa(in.AdminPort) || in.AdminPort == in.Liveness.Port {
+		t.Errorf("http.admin_listen %s, admin port %d, probes on %d: want the admin routes on a port of their own",
+			cfg.HTTP.AdminListen, in.AdminPort, in.Liveness.Port)
+	}
+	if len(in.ServiceHosts) != 4 {
+		t.Fatalf("serviceHosts %v: want the Service's four DNS names", in.ServiceHosts)
+	}
+	for _, h := range in.ServiceHosts {
+		if !slices.Contains(cfg.HTTP.AllowedHosts, h) {
+			t.Errorf("http.allowed_hosts %v lacks the Service's name %s", cfg.HTTP.AllowedHosts, h)
+		}
 	}
 }
 
@@ -207,6 +243,18 @@ func checkProbes(t *testing.T, cfg relayconfig.Config, in helmRelayInputs, env m
 		t.Setenv(k, v) // the admin API reads its token variables itself
 	}
 	cfg.HTTP.Listen = "127.0.0.1:0"
+	var pki *testPKI
+	if cfg.HTTP.AdminListen != "" {
+		// The files are on the chart's volumes (mountFiles); here they hold a test certificate.
+		cfg.HTTP.AdminListen = "127.0.0.1:0"
+		if cfg.HTTP.AdminTLSCertFile != "" {
+			pki = newTestPKI(t)
+			cfg.HTTP.AdminTLSCertFile, cfg.HTTP.AdminTLSKeyFile = pki.certFile, pki.keyFile
+			if cfg.HTTP.AdminClientCAFile != "" {
+				cfg.HTTP.AdminClientCAFile = pki.caFile
+			}
+		}
+	}
 	db, err := openDB(relayconfig.Database{Dialect: outbox.SQLite, DSN: filepath.Join(t.TempDir(), "probe.db")})
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +270,7 @@ func checkProbes(t *testing.T, cfg relayconfig.Config, in helmRelayInputs, env m
 		t.Fatal(err)
 	}
 	defer stop()
-	base := "http://" + servedAddr(t, &logs)
+	base := "http://" + servedAddr(t, &logs, "serving /metrics and /healthz")
 	if code, body := httpGet(t, base+in.Liveness.Path); code != 200 {
 		t.Errorf("GET %s: %d %s", in.Liveness.Path, code, body)
 	}
@@ -233,10 +281,54 @@ func checkProbes(t *testing.T, cfg relayconfig.Config, in helmRelayInputs, env m
 	if code, body := httpGet(t, base+in.Readiness.Path); code != 200 {
 		t.Errorf("GET %s while the relay runs: %d %s", in.Readiness.Path, code, body)
 	}
+	if cfg.HTTP.AdminListen != "" {
+		checkAdminListener(t, cfg, in, pki, base, servedAddr(t, &logs, "serving the admin API and console"))
+		if pki != nil && strings.Contains(logs.String(), "without TLS") {
+			t.Errorf("a warning about a plain admin port with TLS configured:\n%s", logs.String())
+		}
+	}
 }
 
-// servedAddr returns the address the relay's server logged it listens on.
-func servedAddr(t *testing.T, logs *bytes.Buffer) string {
+// checkAdminListener gets the console's login page on the admin listener (over TLS with the
+// test certificate, and a client certificate when the chart asks for them) by each of the
+// Service's DNS names (200) and by another name (421), and checks the probes' listener serves
+// no admin route.
+func checkAdminListener(t *testing.T, cfg relayconfig.Config, in helmRelayInputs, pki *testPKI, plainBase, admin string) {
+	t.Helper()
+	if code, body := httpGet(t, plainBase+"/console/login"); code != http.StatusNotFound {
+		t.Errorf("GET /console/login on the probes' port: %d %s, want 404", code, body)
+	}
+	client, base := &http.Client{Timeout: time.Minute}, "http://"+admin
+	if pki != nil {
+		var cert *tls.Certificate
+		if cfg.HTTP.AdminClientCAFile != "" {
+			cert = &pki.client
+		}
+		client, base = tlsClient(pki, cert), "https://"+admin
+	}
+	hosts := map[string]int{"relay.attacker.example": http.StatusMisdirectedRequest}
+	for _, h := range in.ServiceHosts {
+		hosts[h] = http.StatusOK
+	}
+	for host, want := range hosts {
+		req, err := http.NewRequest(http.MethodGet, base+"/console/login", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s/console/login as %s: %v", base, host, err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s/console/login with Host %s: %d, want %d", base, host, resp.StatusCode, want)
+		}
+	}
+}
+
+// servedAddr returns the address the relay's server logged it listens on in the record msg.
+func servedAddr(t *testing.T, logs *bytes.Buffer, msg string) string {
 	t.Helper()
 	dec := json.NewDecoder(bytes.NewReader(logs.Bytes()))
 	for {
@@ -246,11 +338,11 @@ func servedAddr(t *testing.T, logs *bytes.Buffer) string {
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		if addr, ok := rec["addr"].(string); ok {
+		if addr, ok := rec["addr"].(string); ok && rec["msg"] == msg {
 			return addr
 		}
 	}
-	t.Fatalf("the relay's server logged no addr:\n%s", logs.String())
+	t.Fatalf("the relay's server logged no addr for %q:\n%s", msg, logs.String())
 	return fmt.Sprint()
 }
 

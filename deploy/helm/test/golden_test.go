@@ -38,6 +38,10 @@ type relayInputs struct {
 	// Liveness and Readiness are the probes' HTTP paths and container ports.
 	Liveness  probe `yaml:"liveness"`
 	Readiness probe `yaml:"readiness"`
+	// AdminPort is the container port the Service's admin port reaches (0 without it), and
+	// ServiceHosts the Service's DNS names, which http.allowed_hosts must hold.
+	AdminPort    int      `yaml:"adminPort,omitempty"`
+	ServiceHosts []string `yaml:"serviceHosts,omitempty"`
 }
 
 type probe struct {
@@ -74,7 +78,21 @@ func inputsOf(t *testing.T, r rendering) relayInputs {
 	}
 	in.Liveness = probe{str(ctr, "livenessProbe", "httpGet", "path"), containerPort(t, ctr, at(ctr, "livenessProbe", "httpGet", "port"))}
 	in.Readiness = probe{str(ctr, "readinessProbe", "httpGet", "path"), containerPort(t, ctr, at(ctr, "readinessProbe", "httpGet", "port"))}
+	svc := r.find(t, "Service", "")
+	for _, p := range list(svc.Doc, "spec", "ports") {
+		if str(p, "name") == "admin" {
+			in.AdminPort = containerPort(t, ctr, at(p, "targetPort"))
+			in.ServiceHosts = serviceHosts(svc)
+		}
+	}
 	return in
+}
+
+// serviceHosts are the DNS names of a Service in the render's namespace (cluster.local).
+func serviceHosts(svc object) []string {
+	n := svc.name()
+	return []string{n, n + "." + releaseNamespace, n + "." + releaseNamespace + ".svc",
+		n + "." + releaseNamespace + ".svc.cluster.local"}
 }
 
 func stringsOf(l []any) []string {

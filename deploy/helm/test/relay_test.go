@@ -75,30 +75,53 @@ func relayConfig(t *testing.T, r rendering, workload object) (path, data string)
 	return path, data
 }
 
-// listenPort is the port of the relay configuration's http.listen.
-func listenPort(t *testing.T, config string) int {
+// httpSection is the http section of a relay configuration, as far as the chart sets it.
+type httpSection struct {
+	Listen            string   `yaml:"listen"`
+	AdminListen       string   `yaml:"admin_listen"`
+	AdminTLSCertFile  string   `yaml:"admin_tls_cert_file"`
+	AdminTLSKeyFile   string   `yaml:"admin_tls_key_file"`
+	AdminClientCAFile string   `yaml:"admin_client_ca_file"`
+	AllowedHosts      []string `yaml:"allowed_hosts"`
+}
+
+// httpOf decodes the http section of a relay configuration.
+func httpOf(t *testing.T, config string) httpSection {
 	t.Helper()
 	var cfg struct {
-		HTTP struct{ Listen string } `yaml:"http"`
+		HTTP httpSection `yaml:"http"`
 	}
 	if err := yaml.Unmarshal([]byte(config), &cfg); err != nil {
 		t.Fatalf("the relay configuration is not YAML: %v\n%s", err, config)
 	}
-	_, port, err := net.SplitHostPort(cfg.HTTP.Listen)
+	return cfg.HTTP
+}
+
+// portOf is the port of a ":port" or "host:port" address of key.
+func portOf(t *testing.T, key, addr string) int {
+	t.Helper()
+	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		t.Fatalf("http.listen %q: %v", cfg.HTTP.Listen, err)
+		t.Fatalf("%s %q: %v", key, addr, err)
 	}
 	n, err := strconv.Atoi(port)
 	if err != nil {
-		t.Fatalf("http.listen %q: %v", cfg.HTTP.Listen, err)
+		t.Fatalf("%s %q: %v", key, addr, err)
 	}
 	return n
+}
+
+// listenPort is the port of the relay configuration's http.listen.
+func listenPort(t *testing.T, config string) int {
+	t.Helper()
+	return portOf(t, "http.listen", httpOf(t, config).Listen)
 }
 
 // TestProbesPointAtTheRelaysListener: the liveness probe is GET /livez and the readiness probe
 // GET /readyz, on the port the relay's configuration listens on (cmd/outboxkit's
 // TestHelmChartRelayInputs checks the relay answers both there); the Service and the
-// ServiceMonitor reach /metrics on that port.
+// ServiceMonitor reach /metrics on that port, and the Service's admin port reaches
+// http.admin_listen.
 func TestProbesPointAtTheRelaysListener(t *testing.T) {
 	for _, c := range cases(t) {
 		t.Run(c.Name, func(t *testing.T) {
@@ -116,9 +139,17 @@ func TestProbesPointAtTheRelaysListener(t *testing.T) {
 				}
 			}
 			svc := r.find(t, "Service", "")
+			admin := -1
+			if h := httpOf(t, config); h.AdminListen != "" {
+				admin = portOf(t, "http.admin_listen", h.AdminListen)
+			}
 			for _, p := range list(svc.Doc, "spec", "ports") {
-				if port := containerPort(t, ctr, at(p, "targetPort")); port != listen {
-					t.Errorf("Service port %s targets %d, but the relay listens on %d", str(p, "name"), port, listen)
+				want := listen
+				if str(p, "name") == "admin" {
+					want = admin
+				}
+				if port := containerPort(t, ctr, at(p, "targetPort")); port != want {
+					t.Errorf("Service port %s targets %d, but the relay listens on %d for it", str(p, "name"), port, want)
 				}
 			}
 			if !labelsSelect(at(svc.Doc, "spec", "selector"), at(dep.Doc, "spec", "template", "metadata", "labels")) {

@@ -78,6 +78,11 @@ OUTBOXKIT_DATABASE_DSN OUTBOXKIT_KAFKA_SASL_PASSWORD OUTBOXKIT_PULSAR_AUTH_TOKEN
 {{- if and (kindIs "map" $http) (hasKey $http "listen") -}}
 {{- fail "config.http.listen: set by the chart from containerPort; remove it from config" -}}
 {{- end -}}
+{{- range list "admin_listen" "admin_tls_cert_file" "admin_tls_key_file" "admin_client_ca_file" "allowed_hosts" -}}
+{{- if and (kindIs "map" $http) (hasKey $http .) -}}
+{{- fail (printf "config.http.%s: set by the chart from admin.* (admin.containerPort, admin.tls, admin.extraAllowedHosts); remove it from config" .) -}}
+{{- end -}}
+{{- end -}}
 {{- $secretVars := splitList " " (include "outboxkit.secretVariables" .) -}}
 {{- range .Values.extraEnv -}}
 {{- if and (has .name $secretVars) (hasKey . "value") -}}
@@ -100,14 +105,54 @@ OUTBOXKIT_DATABASE_DSN OUTBOXKIT_KAFKA_SASL_PASSWORD OUTBOXKIT_PULSAR_AUTH_TOKEN
 {{- if and (not .Values.admin.enabled) (or $adminTokens $adminFiles) -}}
 {{- fail "admin.enabled is false but admin tokens are configured: set admin.enabled=true to serve the admin API, or remove the tokens" -}}
 {{- end -}}
+{{- if .Values.admin.enabled -}}
+{{- if eq (int .Values.admin.containerPort) (int .Values.containerPort) -}}
+{{- fail (printf "admin.containerPort %d: the admin listener needs a port of its own, not containerPort (the probes' plain port)" (int .Values.admin.containerPort)) -}}
+{{- end -}}
+{{- if and .Values.admin.tls.enabled (not .Values.admin.tls.existingSecret) -}}
+{{- fail "admin.tls.existingSecret: the admin listener serves TLS from a kubernetes.io/tls Secret (tls.crt, tls.key); name it, or set admin.tls.enabled=false to acknowledge a plain-HTTP admin port (docs/security.md)" -}}
+{{- end -}}
+{{- if and (not .Values.admin.tls.enabled) .Values.admin.tls.clientCA.existingSecret -}}
+{{- fail "admin.tls.clientCA.existingSecret: client certificates need TLS; set admin.tls.enabled=true with admin.tls.existingSecret" -}}
+{{- end -}}
+{{- range .Values.admin.extraAllowedHosts -}}
+{{- if regexMatch "[:/ ]" . -}}
+{{- fail (printf "admin.extraAllowedHosts %q: a host name, without scheme or port" .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
-{{/* The relay's configuration file: config with http.listen on containerPort. */}}
+{{/* Where the admin listener's TLS files are mounted (docs/security.md's recipe). */}}
+{{- define "outboxkit.adminTLSDir" -}}/run/tls{{- end -}}
+{{- define "outboxkit.adminClientCADir" -}}/run/tls-client-ca{{- end -}}
+
+{{/* The DNS names of the release's Service, then admin.extraAllowedHosts: http.allowed_hosts. */}}
+{{- define "outboxkit.allowedHosts" -}}
+{{- $svc := include "outboxkit.fullname" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $hosts := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns .Values.admin.clusterDomain) -}}
+{{- toYaml (concat $hosts (.Values.admin.extraAllowedHosts | default list) | uniq) -}}
+{{- end -}}
+
+{{/* The relay's configuration file: config with http.listen on containerPort and, with
+admin.enabled, the admin listener's settings. */}}
 {{- define "outboxkit.config" -}}
 {{- include "outboxkit.validate" . -}}
 {{- $cfg := deepCopy (.Values.config | default dict) -}}
 {{- $http := get $cfg "http" | default dict -}}
 {{- $_ := set $http "listen" (printf ":%d" (int .Values.containerPort)) -}}
+{{- if .Values.admin.enabled -}}
+{{- $_ = set $http "admin_listen" (printf ":%d" (int .Values.admin.containerPort)) -}}
+{{- $_ = set $http "allowed_hosts" (include "outboxkit.allowedHosts" . | fromYamlArray) -}}
+{{- if .Values.admin.tls.enabled -}}
+{{- $_ = set $http "admin_tls_cert_file" (printf "%s/tls.crt" (include "outboxkit.adminTLSDir" .)) -}}
+{{- $_ = set $http "admin_tls_key_file" (printf "%s/tls.key" (include "outboxkit.adminTLSDir" .)) -}}
+{{- if .Values.admin.tls.clientCA.existingSecret -}}
+{{- $_ = set $http "admin_client_ca_file" (printf "%s/%s" (include "outboxkit.adminClientCADir" .) .Values.admin.tls.clientCA.key) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- $_ = set $cfg "http" $http -}}
 {{- toYaml $cfg -}}
 {{- end -}}
@@ -161,5 +206,44 @@ tolerations:
 {{- end }}
 {{- with .Values.priorityClassName }}
 priorityClassName: {{ . }}
+{{- end }}
+{{- end -}}
+
+
+{{/* The relay's volume mounts of the admin listener's TLS files (none without them). */}}
+{{- define "outboxkit.adminVolumeMounts" -}}
+{{- if and .Values.admin.enabled .Values.admin.tls.enabled }}
+- name: admin-tls
+  mountPath: {{ include "outboxkit.adminTLSDir" . }}
+  readOnly: true
+{{- if .Values.admin.tls.clientCA.existingSecret }}
+- name: admin-client-ca
+  mountPath: {{ include "outboxkit.adminClientCADir" . }}
+  readOnly: true
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The relay's volumes of the admin listener's TLS files: keys of Secrets, never values. */}}
+{{- define "outboxkit.adminVolumes" -}}
+{{- if and .Values.admin.enabled .Values.admin.tls.enabled }}
+- name: admin-tls
+  secret:
+    secretName: {{ .Values.admin.tls.existingSecret }}
+    defaultMode: 0440
+    items:
+      - key: tls.crt
+        path: tls.crt
+      - key: tls.key
+        path: tls.key
+{{- with .Values.admin.tls.clientCA.existingSecret }}
+- name: admin-client-ca
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0440
+    items:
+      - key: {{ $.Values.admin.tls.clientCA.key | quote }}
+        path: {{ $.Values.admin.tls.clientCA.key | quote }}
+{{- end }}
 {{- end }}
 {{- end -}}
