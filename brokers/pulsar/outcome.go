@@ -119,7 +119,7 @@ func (p *Publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 		return call.finish(p.logger)
 	}
 
-	slot, err := p.producer(full)
+	slot, err := p.producer(ctx, full)
 	if err != nil {
 		call.failRest(err)
 		return call.finish(p.logger)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -21,6 +23,8 @@ type Publisher struct {
 	config PublisherConfig
 	logger watermill.LoggerAdapter
 	client apulsar.Client
+	// newProducer is client.CreateProducer (a seam for tests that inject creation failures).
+	newProducer func(apulsar.ProducerOptions) (apulsar.Producer, error)
 	// failures is the last connection failure the client logged, for errors.
 	failures *connFailures
 
@@ -67,11 +71,12 @@ func NewPublisher(config PublisherConfig, logger watermill.LoggerAdapter) (*Publ
 		return nil, config.brokerErr("create client for publisher", err, nil)
 	}
 	return &Publisher{
-		config:    config,
-		failures:  failures,
-		logger:    logger.With(watermill.LogFields{"component": "outboxkit.pulsar.publisher"}),
-		client:    client,
-		producers: map[string]*producerSlot{},
+		config:      config,
+		failures:    failures,
+		logger:      logger.With(watermill.LogFields{"component": "outboxkit.pulsar.publisher"}),
+		client:      client,
+		newProducer: client.CreateProducer,
+		producers:   map[string]*producerSlot{},
 	}, nil
 }
 
@@ -114,13 +119,13 @@ func (p *Publisher) Connect(topic string) error {
 	if err != nil {
 		return fmt.Errorf("pulsar: connect: %w", err)
 	}
-	_, err = p.producer(full)
+	_, err = p.producer(context.Background(), full)
 	return err
 }
 
 // producer returns the slot of the cached producer of the full topic name, creating the
-// producer on first use. The caller holds closeMu for reading.
-func (p *Publisher) producer(full string) (*producerSlot, error) {
+// producer on first use (see createProducer for ctx). The caller holds closeMu for reading.
+func (p *Publisher) producer(ctx context.Context, full string) (*producerSlot, error) {
 	p.mu.Lock()
 	slot, ok := p.producers[full]
 	if ok {
@@ -132,7 +137,7 @@ func (p *Publisher) producer(full string) (*producerSlot, error) {
 	p.producers[full] = slot
 	p.mu.Unlock()
 
-	slot.producer, slot.err = p.createProducer(full)
+	slot.producer, slot.err = p.createProducer(ctx, full)
 	if slot.err != nil {
 		p.mu.Lock()
 		delete(p.producers, full) // the next Publish tries again
@@ -166,7 +171,56 @@ func (p *Publisher) retire(full string, slot *producerSlot) {
 	}()
 }
 
-func (p *Publisher) createProducer(topic string) (apulsar.Producer, error) {
+// createAttempts bounds the creations of one producer that a call tries when the pooled
+// connection closes under them; createRetryDelay is the pause before the second one (doubled
+// before each further one).
+const (
+	createAttempts   = 3
+	createRetryDelay = 100 * time.Millisecond
+)
+
+// createProducer creates the producer of topic. A creation that fails because the pooled
+// connection it was sent on closed meanwhile (pulsar-client-go's "connection closed", seen
+// when the broker or the client drops the connection while a retired producer is closed) is
+// tried again, up to createAttempts in all and while ctx is not done: the client's pool
+// replaces a closed connection, so the next creation goes over a fresh one. Any other error
+// is returned at once (pulsar-client-go already retried connecting within OperationTimeout).
+func (p *Publisher) createProducer(ctx context.Context, topic string) (apulsar.Producer, error) {
+	opts := p.producerOptions(topic)
+	delay := createRetryDelay
+	for attempt := 1; ; attempt++ {
+		producer, err := p.newProducer(opts)
+		if err == nil {
+			p.logger.Debug("Created producer", watermill.LogFields{"topic": topic, "producer": producer.Name()})
+			return producer, nil
+		}
+		retry := isConnectionClosed(err) && attempt < createAttempts && ctx.Err() == nil
+		err = p.config.brokerErr("create producer for "+topic, err, p.failures)
+		if !retry {
+			return nil, err
+		}
+		p.logger.Info("Creating the producer failed on a closed connection; trying again on a fresh one",
+			watermill.LogFields{"topic": topic, "attempt": attempt, "error": err.Error()})
+		timer := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, err
+		case <-timer.C:
+		}
+		delay *= 2
+	}
+}
+
+// isConnectionClosed reports whether err is pulsar-client-go's error for a request whose
+// connection closed before the answer (internal.ErrConnectionClosed, which is not exported:
+// only its text identifies it).
+func isConnectionClosed(err error) bool {
+	return strings.HasSuffix(err.Error(), "connection closed")
+}
+
+// producerOptions are the options of the producer of topic.
+func (p *Publisher) producerOptions(topic string) apulsar.ProducerOptions {
 	compression, _ := p.config.Compression.pulsarType()
 	opts := apulsar.ProducerOptions{
 		Topic: topic,
@@ -185,12 +239,7 @@ func (p *Publisher) createProducer(topic string) (apulsar.Producer, error) {
 	if !p.config.MixedKeyBatches {
 		opts.BatcherBuilderType = apulsar.KeyBasedBatchBuilder
 	}
-	producer, err := p.client.CreateProducer(opts)
-	if err != nil {
-		return nil, p.config.brokerErr("create producer for "+topic, err, p.failures)
-	}
-	p.logger.Debug("Created producer", watermill.LogFields{"topic": topic, "producer": producer.Name()})
-	return producer, nil
+	return opts
 }
 
 // Close flushes and closes every producer, then the client. Publish afterwards returns
