@@ -12,6 +12,7 @@ import (
 
 	"github.com/outboxkit/outboxkit/brokers/cloudevents"
 	"github.com/outboxkit/outboxkit/brokers/kafka"
+	"github.com/outboxkit/outboxkit/brokers/schema"
 )
 
 // Brokers holds what Build made from a Config: one Publisher, a way to make Subscribers, and
@@ -30,7 +31,8 @@ type Brokers struct {
 
 // Build validates cfg and builds the publisher of the chosen broker (and, for kfake, starts the
 // in-process cluster); with format cloudevents the publisher is wrapped by brokers/cloudevents'
-// decorator, which keeps the broker publisher's PublishEach and Connect. The caller must Close
+// decorator, which keeps the broker publisher's PublishEach and Connect, and with a
+// schema_registry url by brokers/schema's (Avro in the Confluent wire format). The caller must Close
 // the result. A nil logger discards logs.
 func Build(ctx context.Context, cfg Config, logger watermill.LoggerAdapter) (*Brokers, error) {
 	if err := ctx.Err(); err != nil {
@@ -54,6 +56,16 @@ func Build(ctx context.Context, cfg Config, logger watermill.LoggerAdapter) (*Br
 			return nil, fmt.Errorf("broker config: format cloudevents: %w", err)
 		}
 		b.publisher = pub
+	}
+	if cfg.SchemaRegistry.On() {
+		enc, err := schema.NewEncoderFromConfig(cfg.SchemaRegistry)
+		if err == nil {
+			b.publisher, err = schema.NewPublisher(b.publisher, enc)
+		}
+		if err != nil {
+			_ = b.Close()
+			return nil, fmt.Errorf("broker config: %w", err)
+		}
 	}
 	return b, nil
 }

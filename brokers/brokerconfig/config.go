@@ -14,6 +14,7 @@ import (
 	"github.com/outboxkit/outboxkit/brokers/kafka"
 	"github.com/outboxkit/outboxkit/brokers/nats"
 	"github.com/outboxkit/outboxkit/brokers/rabbitmq"
+	"github.com/outboxkit/outboxkit/brokers/schema"
 )
 
 // Broker names accepted by Config.Broker.
@@ -65,6 +66,10 @@ type Config struct {
 	Format string `yaml:"format"`
 	// CloudEvents configures format: cloudevents; its source is then required.
 	CloudEvents cloudevents.Config `yaml:"cloudevents"`
+	// SchemaRegistry, when its url is set, makes the publisher encode each event's JSON payload
+	// in Avro with the schema of its topic's subject (<topic>-value), in the Confluent wire
+	// format (see brokers/schema). Kafka (and kfake) only, with format watermill.
+	SchemaRegistry schema.RegistryConfig `yaml:"schema_registry"`
 }
 
 // KFakeConfig configures the in-process kfake cluster.
@@ -189,6 +194,23 @@ func (c Config) Validate() error {
 	default:
 		return fmt.Errorf("format: unknown value %q (allowed: %s)", c.Format, strings.Join(allowedFormats, ", "))
 	}
+	return c.validateSchemaRegistry()
+}
+
+// validateSchemaRegistry checks the schema_registry section when it is on.
+func (c Config) validateSchemaRegistry() error {
+	if !c.SchemaRegistry.On() {
+		return nil
+	}
+	if c.Broker != BrokerKafka && c.Broker != BrokerKFake {
+		return fmt.Errorf("schema_registry: not supported with broker %s yet (kafka and kfake only)", c.Broker)
+	}
+	if c.Format != FormatWatermill {
+		return fmt.Errorf("schema_registry: not supported with format %s yet (watermill only)", c.Format)
+	}
+	if err := c.SchemaRegistry.Validate(); err != nil {
+		return fmt.Errorf("schema_registry.%w", err)
+	}
 	return nil
 }
 
@@ -210,6 +232,9 @@ func (c Config) LogValue() slog.Value {
 	attrs = append(attrs, slog.String("format", c.Format))
 	if c.Format == FormatCloudEvents {
 		attrs = append(attrs, slog.Any("cloudevents", c.CloudEvents.LogValue()))
+	}
+	if c.SchemaRegistry.On() {
+		attrs = append(attrs, slog.Any("schema_registry", c.SchemaRegistry.LogValue()))
 	}
 	return slog.GroupValue(attrs...)
 }

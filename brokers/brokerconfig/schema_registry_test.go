@@ -1,0 +1,114 @@
+package brokerconfig_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/outboxkit/outboxkit/brokers/brokerconfig"
+	"github.com/outboxkit/outboxkit/brokers/schema"
+	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// Every bad schema_registry value is refused with its YAML path and the value (never a secret).
+func TestSchemaRegistryConfigErrorsNameTheValue(t *testing.T) {
+	const kafkaBase = "broker: kafka\nkafka:\n  brokers: [k:9092]\n"
+	for _, tc := range []struct{ doc, want string }{
+		{kafkaBase + "schema_registry:\n  url: ftp://r\n", `schema_registry.url: "ftp://r" is not an http(s) URL with a host`},
+		{kafkaBase + "schema_registry:\n  url: http://u:p@r\n", "schema_registry.url: has credentials in it; use username and password"},
+		{kafkaBase + "schema_registry:\n  url: http://r\n  version: -1\n", "schema_registry.version: -1: want 0 (latest) or a version number from 1"},
+		{kafkaBase + "schema_registry:\n  url: http://r\n  latest_ttl: -1s\n", "schema_registry.latest_ttl: -1s is negative"},
+		{kafkaBase + "schema_registry:\n  url: http://r\n  password: Secret-9\n", "schema_registry.password: set without username"},
+		{kafkaBase + "schema_registry:\n  url: http://r\n  username: u\n  bearer_token: Tok-9\n", "schema_registry.bearer_token: set together with username (choose basic or bearer authentication)"},
+		{"broker: pulsar\npulsar:\n  url: pulsar://p:6650\nschema_registry:\n  url: http://r\n", "schema_registry: not supported with broker pulsar yet (kafka and kfake only)"},
+		{kafkaBase + "format: cloudevents\ncloudevents:\n  source: /x\nschema_registry:\n  url: http://r\n", "schema_registry: not supported with format cloudevents yet (watermill only)"},
+	} {
+		_, err := brokerconfig.Parse([]byte(tc.doc), nil)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: error %v, want %q", tc.doc, err, tc.want)
+		}
+	}
+}
+
+func TestSchemaRegistrySecretsAreRedacted(t *testing.T) {
+	const password, token = "Reg-Secret-1", "Reg-Token-2"
+	for _, auth := range []string{"  username: u\n  password: " + password, "  bearer_token: " + token} {
+		cfg, err := brokerconfig.Parse([]byte("broker: kafka\nkafka:\n  brokers: [k:9092]\nschema_registry:\n  url: http://r\n"+auth+"\n"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		slog.New(slog.NewTextHandler(&buf, nil)).Info("loaded", "config", cfg)
+		for name, out := range map[string]string{"String": cfg.String(), "%+v": fmt.Sprintf("%+v", cfg),
+			"%#v": fmt.Sprintf("%#v", cfg), "slog": buf.String(), "section %+v": fmt.Sprintf("%+v", cfg.SchemaRegistry)} {
+			if strings.Contains(out, password) || strings.Contains(out, token) {
+				t.Errorf("%s shows a secret: %s", name, out)
+			}
+			if !strings.Contains(out, "http://r") {
+				t.Errorf("%s does not show the registry url: %s", name, out)
+			}
+		}
+	}
+}
+
+// Build with a schema_registry section gives a publisher that encodes with the real registry into
+// the real Kafka: a fitting event is delivered, one that does not fit fails permanently.
+func TestBuildWithSchemaRegistryEncodes(t *testing.T) {
+	registryURL := testsupport.SchemaRegistryURL(t)
+	brokers := testsupport.KafkaBrokers(t)
+	topic := testsupport.UniqueName("schema_cfg")
+	testsupport.CreateKafkaTopic(t, brokers, topic)
+	cl, err := sr.NewClient(sr.URLs(registryURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := cl.CreateSchema(context.Background(), schema.Subject(topic), sr.Schema{Type: sr.TypeAvro,
+		Schema: `{"type":"record","name":"E","fields":[{"name":"n","type":"long"}]}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := brokerconfig.Parse([]byte(fmt.Sprintf("broker: kafka\nkafka:\n  brokers: [%s]\nschema_registry:\n  url: %s\n",
+		strings.Join(brokers, ", "), registryURL)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := brokerconfig.Build(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	pub := b.Publisher()
+	each, ok := pub.(interface {
+		PublishEach(context.Context, string, []*message.Message) []error
+	})
+	classifier, ok2 := pub.(interface{ Retriable(error) bool })
+	if !ok || !ok2 {
+		t.Fatalf("publisher %T lacks PublishEach or Retriable", pub)
+	}
+	good := message.NewMessage(watermill.NewUUID(), []byte(`{"n":7}`))
+	good.Metadata.Set(outbox.MetadataAggregateID, "a")
+	bad := message.NewMessage(watermill.NewUUID(), []byte(`{"n":"seven"}`))
+	bad.Metadata.Set(outbox.MetadataAggregateID, "b")
+	errs := each.PublishEach(context.Background(), topic, []*message.Message{good, bad})
+	var mismatch *schema.MismatchError
+	if errs[0] != nil || !errors.As(errs[1], &mismatch) || mismatch.Path != "$.n" || classifier.Retriable(errs[1]) {
+		t.Fatalf("outcomes %v, want nil and a permanent mismatch at $.n", errs)
+	}
+	records := testsupport.ReadKafkaTopic(t, brokers, topic)
+	var header sr.ConfluentHeader
+	if len(records) != 1 {
+		t.Fatalf("%d records, want 1", len(records))
+	}
+	if id, body, err := header.DecodeID(records[0].Value); err != nil || id != ss.ID || !bytes.Equal(body, []byte{14}) {
+		t.Fatalf("record value % x: id %d body % x err %v, want id %d and the Avro long 7 (0e)", records[0].Value, id, body, err, ss.ID)
+	}
+}

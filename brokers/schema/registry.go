@@ -1,0 +1,100 @@
+package schema
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/sr"
+)
+
+// RegistryConfig is the relay's schema registry section (YAML schema_registry): where the
+// Confluent-compatible registry is, how to authenticate, and which schema version to encode with.
+// An empty URL turns encoding off.
+type RegistryConfig struct {
+	// URL is the registry's base URL (for Apicurio, its /apis/ccompat/v7).
+	URL string `yaml:"url"`
+	// Version is the subject version to encode with; 0 (the default) means the latest.
+	Version int `yaml:"version"`
+	// LatestTTL is how long the latest version is cached. Default: 1m.
+	LatestTTL time.Duration `yaml:"latest_ttl"`
+	// Username and Password are HTTP basic authentication; Password is redacted when printed.
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+	// BearerToken is HTTP bearer authentication (not with Username); redacted when printed.
+	BearerToken string `yaml:"bearer_token"`
+}
+
+// On reports whether encoding is configured.
+func (c RegistryConfig) On() bool { return c.URL != "" }
+
+// Validate reports the first problem, naming the field by its YAML key and the bad value
+// (never a secret).
+func (c RegistryConfig) Validate() error {
+	u, err := url.Parse(c.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("url: %q is not an http(s) URL with a host", c.URL)
+	}
+	if u.User != nil {
+		return errors.New("url: has credentials in it; use username and password")
+	}
+	if err := (Config{Version: c.Version, LatestTTL: c.LatestTTL}).Validate(); err != nil {
+		switch {
+		case c.Version < 0:
+			return fmt.Errorf("version: %d: want 0 (latest) or a version number from 1", c.Version)
+		default:
+			return fmt.Errorf("latest_ttl: %s is negative", c.LatestTTL)
+		}
+	}
+	if c.Password != "" && c.Username == "" {
+		return errors.New("password: set without username")
+	}
+	if c.BearerToken != "" && c.Username != "" {
+		return errors.New("bearer_token: set together with username (choose basic or bearer authentication)")
+	}
+	return nil
+}
+
+// NewEncoderFromConfig returns an Encoder for c's registry.
+func NewEncoderFromConfig(c RegistryConfig) (*Encoder, error) {
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("schema_registry.%w", err)
+	}
+	opts := []sr.ClientOpt{sr.URLs(c.URL), sr.UserAgent("outboxkit")}
+	switch {
+	case c.Username != "":
+		opts = append(opts, sr.BasicAuth(c.Username, c.Password))
+	case c.BearerToken != "":
+		opts = append(opts, sr.BearerToken(c.BearerToken))
+	}
+	client, err := sr.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("schema_registry: %w", err)
+	}
+	return NewEncoder(client, Config{Version: c.Version, LatestTTL: c.LatestTTL})
+}
+
+// LogValue implements slog.LogValuer with the secrets redacted.
+func (c RegistryConfig) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("url", c.URL),
+		slog.Int("version", c.Version),
+		slog.Duration("latest_ttl", c.LatestTTL),
+		slog.String("username", c.Username),
+		slog.String("password", redact(c.Password)),
+		slog.String("bearer_token", redact(c.BearerToken)),
+	)
+}
+
+// String prints the configuration with secrets redacted; GoString too, so %#v does.
+func (c RegistryConfig) String() string   { return c.LogValue().String() }
+func (c RegistryConfig) GoString() string { return c.String() }
+
+func redact(secret string) string {
+	if secret == "" {
+		return ""
+	}
+	return "[redacted]"
+}
