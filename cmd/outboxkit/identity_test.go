@@ -26,6 +26,15 @@ func TestMigrateReidentifyAndRebindARestoredCopy(t *testing.T) {
 				t.Fatalf("the relay on the restored copy: %s\nwant it refused naming the installation and --reidentify, --rebind", res)
 			}
 			t.Logf("relay on the copy: exit %d: %s", res.code, grepLines(res.stderr, "--reidentify"))
+			// status with the exactly-once configuration refuses the copy too; with at-least-once
+			// polling, which uses no identity, it works.
+			if res := cli(t, reidentified.dir, "status"); res.code == 0 || !strings.Contains(res.stderr, "--reidentify") {
+				t.Errorf("status (exactly-once) on the restored copy: %s\nwant it refused", res)
+			}
+			polling := writeConfig(t, strings.Replace(reidentified.config(t, reidentified.dsn), "  delivery: exactly_once\n", "", 1))
+			if res := cli(t, polling, "status"); res.code != 0 {
+				t.Errorf("status (at-least-once polling) on the restored copy: %s", res)
+			}
 			res = cli(t, reidentified.dir, "migrate", "--reidentify")
 			if res.code != 0 || !strings.Contains(res.stdout, "re-identified") || !strings.Contains(res.stdout, "1 exactly-once unit rows") {
 				t.Fatalf("migrate --reidentify: %s", res)
@@ -69,8 +78,10 @@ type cliDatabase struct {
 	dir     string
 	// installation is the original's identity (cliOriginal only).
 	installation string
-	// schema is the PostgreSQL schema of the table; tables the MariaDB tables to dump.
+	// schema is the PostgreSQL schema of the table.
 	schema string
+	// dsn is the database's DSN.
+	dsn string
 }
 
 // newCLIOriginal migrates an outbox with `outboxkit migrate` (exactly-once on the test Kafka)
@@ -104,7 +115,7 @@ func newCLIOriginal(t *testing.T, d outbox.Dialect) *cliDatabase {
 			}
 		})
 	}
-	c.dir = writeConfig(t, c.config(t, dsn))
+	c.dsn, c.dir = dsn, writeConfig(t, c.config(t, dsn))
 	if res := cli(t, c.dir, "migrate"); res.code != 0 {
 		t.Fatalf("migrate: %s", res)
 	}
@@ -137,7 +148,7 @@ func (c *cliDatabase) restore(t *testing.T) *cliDatabase {
 			c.table.KeyLocks(), c.table.Installation(), c.table.Units(), c.table.Migrations()), "mysql"
 	}
 	out.db = testsupport.OpenDSN(t, driver, dsn)
-	out.dir = writeConfig(t, out.config(t, dsn))
+	out.dsn, out.dir = dsn, writeConfig(t, out.config(t, dsn))
 	return out
 }
 

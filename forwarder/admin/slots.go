@@ -50,9 +50,15 @@ func (a *Admin) Slots(ctx context.Context, leaseGroups ...string) ([]SlotStatus,
 		return nil, nil
 	}
 	table := a.table
-	id, err := outbox.ReadInstallation(ctx, a.db, a.table)
-	if err != nil {
-		return nil, fmt.Errorf("admin: %w", err)
+	// The identity names the slots asked about and the publication of the slots listed; a table
+	// with neither (an at-least-once polling relay's) does not read it, so that status works on a
+	// restored copy not yet re-identified (outbox.RestoredCopyError), where such a relay runs.
+	var id string
+	var err error
+	if len(leaseGroups) > 0 {
+		if id, err = outbox.ReadInstallation(ctx, a.db, a.table); err != nil {
+			return nil, fmt.Errorf("admin: %w", err)
+		}
 	}
 	asked := make([]string, len(leaseGroups))
 	for i, g := range leaseGroups {
@@ -101,6 +107,14 @@ func (a *Admin) Slots(ctx context.Context, leaseGroups ...string) ([]SlotStatus,
 		}
 		if !found {
 			out = append(out, SlotStatus{Name: name, LeaseGroup: g, Missing: true})
+		}
+	}
+	if len(out) == 0 {
+		return out, nil
+	}
+	if len(leaseGroups) == 0 {
+		if id, err = outbox.ReadInstallation(ctx, a.db, a.table); err != nil {
+			return nil, fmt.Errorf("admin: %w", err)
 		}
 	}
 	pub, err := table.Publication(id)
