@@ -14,14 +14,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/deadletter"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // Metadata keys the forwarder adds to dead-lettered messages, beside Watermill's poison-queue
 // keys (middleware.ReasonForPoisonedKey, middleware.PoisonedTopicKey).
 const (
-	MetadataAttempts       = "outbox_attempts"
-	MetadataPayloadDropped = "outbox_payload_dropped_bytes"
+	MetadataAttempts       = deadletter.MetadataAttempts
+	MetadataPayloadDropped = deadletter.MetadataPayloadDropped
 )
 
 // Forwarder relays events from one outbox table to a publisher. Create it with [New] and run it

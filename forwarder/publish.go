@@ -8,13 +8,14 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/deadletter"
 	"github.com/outboxkit/outboxkit/forwarder/internal/waves"
 )
 
 // MetadataHeadersDropped is set on a dead letter sent without the event's own headers (the
 // broker refused it with them); its value is how many headers were dropped. The headers stay in
 // the outbox row for a replay.
-const MetadataHeadersDropped = "outbox_headers_dropped"
+const MetadataHeadersDropped = deadletter.MetadataHeadersDropped
 
 // failure is a record whose publish failed, with the publisher's error.
 type failure struct {
