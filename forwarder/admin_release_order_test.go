@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/outboxkit/outboxkit/forwarder/admin"
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -17,7 +18,7 @@ func TestReleasedKeyKeepsCommitOrderOnTheRetryPath(t *testing.T) {
 	for _, action := range []string{"skip", "discard", "discard by id"} {
 		t.Run(action, func(t *testing.T) {
 			fx := newStoreFixture(t, outbox.Postgres)
-			if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
+			if err := fx.store.EnsureLeaseRows(fx.ctx, fx.db); err != nil {
 				t.Fatal(err)
 			}
 			fx.heartbeat("A", 10*time.Second)
@@ -27,14 +28,14 @@ func TestReleasedKeyKeepsCommitOrderOnTheRetryPath(t *testing.T) {
 				t.Fatalf("claimed %d rows, want 3", len(recs))
 			}
 			head, streamed, unread := recs[0], recs[1], recs[2]
-			if _, err := fx.db.Exec("UPDATE "+fx.store.table.Events()+" SET status = 2, attempts = 10, last_error = 'boom' WHERE seq = $1",
-				head.seq); err != nil {
+			if _, err := fx.db.Exec("UPDATE "+fx.store.Table.Events()+" SET status = 2, attempts = 10, last_error = 'boom' WHERE seq = $1",
+				head.Seq); err != nil {
 				t.Fatal(err)
 			}
 			// The stream read the key's next event and, its key being dead, left it to the retry
 			// path with its commit position; the last one is committed but not yet read.
-			streamed.commitLSN = 1 << 40
-			if n, _, err := fx.store.markRetry(fx.ctx, fx.db, "A", fx.leases("A"), []record{streamed}); err != nil || n != 1 {
+			streamed.CommitLSN = 1 << 40
+			if n, _, err := fx.store.MarkRetry(fx.ctx, fx.db, "A", fx.leases("A"), []relay.Record{streamed}); err != nil || n != 1 {
 				t.Fatalf("mark the streamed row: %d, %v", n, err)
 			}
 			var err error
@@ -44,21 +45,21 @@ func TestReleasedKeyKeepsCommitOrderOnTheRetryPath(t *testing.T) {
 			case "discard":
 				_, err = fx.adm.DiscardDeadLetters(fx.ctx, admin.EventFilter{}, false)
 			default:
-				_, err = fx.adm.Discard(fx.ctx, head.event.ID)
+				_, err = fx.adm.Discard(fx.ctx, head.Event.ID)
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := fx.store.claimRetry(fx.ctx, fx.db, allPartitions(), 10, 1<<20)
+			got, err := fx.store.ClaimRetry(fx.ctx, fx.db, allPartitions(), 10, 1<<20)
 			if err != nil {
 				t.Fatal(err)
 			}
 			var seqs []int64
 			for _, r := range got {
-				seqs = append(seqs, r.seq)
+				seqs = append(seqs, r.Seq)
 			}
-			if len(seqs) != 2 || seqs[0] != streamed.seq || seqs[1] != unread.seq {
-				t.Fatalf("the retry path claims the key's rows as seq %v, want [%d %d] (commit order)", seqs, streamed.seq, unread.seq)
+			if len(seqs) != 2 || seqs[0] != streamed.Seq || seqs[1] != unread.Seq {
+				t.Fatalf("the retry path claims the key's rows as seq %v, want [%d %d] (commit order)", seqs, streamed.Seq, unread.Seq)
 			}
 		})
 	}
@@ -69,7 +70,7 @@ func TestReleasedKeyKeepsCommitOrderOnTheRetryPath(t *testing.T) {
 // operator's skip hands it to the retry path.
 func TestReleasedRowTheDrainLeftStaysFirst(t *testing.T) {
 	fx := newStoreFixture(t, outbox.Postgres)
-	if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
+	if err := fx.store.EnsureLeaseRows(fx.ctx, fx.db); err != nil {
 		t.Fatal(err)
 	}
 	fx.heartbeat("A", 10*time.Second)
@@ -79,22 +80,22 @@ func TestReleasedRowTheDrainLeftStaysFirst(t *testing.T) {
 		t.Fatalf("claimed %d rows, want 3", len(recs))
 	}
 	head, left, streamed := recs[0], recs[1], recs[2]
-	if _, err := fx.db.Exec("UPDATE "+fx.store.table.Events()+" SET status = 2, attempts = 10, last_error = 'boom' WHERE seq = $1",
-		head.seq); err != nil {
+	if _, err := fx.db.Exec("UPDATE "+fx.store.Table.Events()+" SET status = 2, attempts = 10, last_error = 'boom' WHERE seq = $1",
+		head.Seq); err != nil {
 		t.Fatal(err)
 	}
-	streamed.commitLSN = 1 << 40
-	if n, _, err := fx.store.markRetry(fx.ctx, fx.db, "A", fx.leases("A"), []record{streamed}); err != nil || n != 1 {
+	streamed.CommitLSN = 1 << 40
+	if n, _, err := fx.store.MarkRetry(fx.ctx, fx.db, "A", fx.leases("A"), []relay.Record{streamed}); err != nil || n != 1 {
 		t.Fatalf("mark the streamed row: %d, %v", n, err)
 	}
 	if _, err := fx.adm.SkipKeys(fx.ctx, admin.KeyFilter{}, false); err != nil {
 		t.Fatal(err)
 	}
-	got, err := fx.store.claimRetry(fx.ctx, fx.db, allPartitions(), 10, 1<<20)
+	got, err := fx.store.ClaimRetry(fx.ctx, fx.db, allPartitions(), 10, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0].seq != left.seq || got[1].seq != streamed.seq {
-		t.Fatalf("the retry path claims %d rows, want seq [%d %d] (the drain's row first)", len(got), left.seq, streamed.seq)
+	if len(got) != 2 || got[0].Seq != left.Seq || got[1].Seq != streamed.Seq {
+		t.Fatalf("the retry path claims %d rows, want seq [%d %d] (the drain's row first)", len(got), left.Seq, streamed.Seq)
 	}
 }

@@ -2,84 +2,28 @@ package forwarder
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
-	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
-	"github.com/outboxkit/outboxkit/outbox"
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 )
-
-// blockedGauges are the blocked-keys gauges: how many keys are held back behind a dead or a
-// retrying head, and how old the oldest head is. Their series exist from the start, at 0.
-type blockedGauges struct {
-	keys   *prometheus.GaugeVec
-	oldest prometheus.Gauge
-}
-
-func newBlockedGauges(table string) blockedGauges {
-	labels := prometheus.Labels{"table": table}
-	g := blockedGauges{
-		keys: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "outboxkit", Subsystem: "forwarder", Name: "blocked_keys",
-			ConstLabels: labels,
-			Help:        "Ordering keys held back behind a failing head event, by the head's state: dead (waits for an operator) or retrying."},
-			[]string{"state"}),
-		oldest: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "outboxkit", Subsystem: "forwarder", Name: "oldest_blocked_key_age_seconds",
-			ConstLabels: labels,
-			Help:        "Age (from its created_at) of the oldest head event holding back a key; 0 when no key is blocked."}),
-	}
-	g.keys.WithLabelValues(bookkeeping.StateDead).Set(0)
-	g.keys.WithLabelValues(bookkeeping.StateRetrying).Set(0)
-	return g
-}
 
 // updateBlockedGauges reads the blocked keys of the whole table (every tenant, as the other
 // table gauges) and sets the gauges; a failed read leaves them as they were.
 func (f *Forwarder) updateBlockedGauges(ctx context.Context) {
-	counts, oldest, err := blockedSummary(ctx, f.cfg.DB, f.store.sql())
+	counts, oldest, err := relay.BlockedSummary(ctx, f.cfg.DB, f.store.SQL())
 	if err != nil {
 		if ctx.Err() == nil {
 			f.log.Warn("reading the blocked keys failed", "error", err)
 		}
 		return
 	}
-	g := f.metrics.blocked
-	g.keys.WithLabelValues(bookkeeping.StateDead).Set(float64(counts[statusDead]))
-	g.keys.WithLabelValues(bookkeeping.StateRetrying).Set(float64(counts[statusPending]))
+	g := f.metrics.Blocked
+	g.Keys.WithLabelValues(bookkeeping.StateDead).Set(float64(counts[relay.StatusDead]))
+	g.Keys.WithLabelValues(bookkeeping.StateRetrying).Set(float64(counts[relay.StatusPending]))
 	age := 0.0
 	if !oldest.IsZero() {
 		age = max(time.Since(oldest).Seconds(), 0)
 	}
-	g.oldest.Set(age)
-}
-
-// blockedSummary counts the blocked keys by their head's status (dead, or pending and failed at
-// least once) and returns the created_at of the oldest head.
-func blockedSummary(ctx context.Context, db querier, stmts sqlstore.Statements) (map[int]int64, time.Time, error) {
-	rows, err := stmts.BlockedSummary().Query(ctx, db)
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("count blocked keys: %w", err)
-	}
-	defer rows.Close()
-	counts := map[int]int64{}
-	var oldest time.Time
-	for rows.Next() {
-		var status int
-		var n int64
-		created, getCreated := outbox.TimeScanner()
-		if err := rows.Scan(&status, &n, created); err != nil {
-			return nil, time.Time{}, fmt.Errorf("count blocked keys: %w", err)
-		}
-		t, err := getCreated()
-		if err != nil {
-			return nil, time.Time{}, fmt.Errorf("count blocked keys: %w", err)
-		}
-		counts[status] = n
-		if !t.IsZero() && (oldest.IsZero() || t.Before(oldest)) {
-			oldest = t
-		}
-	}
-	return counts, oldest, rows.Err()
+	g.Oldest.Set(age)
 }

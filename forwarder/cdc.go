@@ -43,7 +43,7 @@ func (f *Forwarder) setupCDC(table outbox.Table) error {
 		return fmt.Errorf("forwarder: %w", err)
 	}
 	f.cdc = &cdcState{table: table, vecs: v}
-	f.share.target = func(int) int {
+	f.share.Target = func(int) int {
 		if f.cdc.streaming.Load() {
 			return outbox.Partitions
 		}
@@ -90,7 +90,7 @@ func (f *Forwarder) cdcLoop(ctx context.Context) {
 // of the group: its relay died or stalled (a paused process keeps its walsender until the
 // server's wal_sender_timeout), and its leases have expired, so it can no longer acknowledge.
 func (f *Forwarder) takeOverStalled(ctx context.Context) bool {
-	others, err := f.store.otherLiveOwners(ctx, f.cfg.DB, f.cfg.RelayID)
+	others, err := f.store.OtherLiveOwners(ctx, f.cfg.DB, f.cfg.RelayID)
 	if err != nil || others > 0 {
 		return false
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -15,8 +16,8 @@ import (
 var errLeasesLost = errors.New("cdc: this relay no longer owns every partition of the lease group")
 
 // allLeases returns this relay's leases when it owns every partition, or errLeasesLost.
-func (f *Forwarder) allLeases(ctx context.Context) ([]lease, error) {
-	leases, err := f.store.liveLeases(ctx, f.cfg.DB, f.cfg.RelayID, 0, 1)
+func (f *Forwarder) allLeases(ctx context.Context) ([]relay.Lease, error) {
+	leases, err := f.store.LiveLeases(ctx, f.cfg.DB, f.cfg.RelayID, 0, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -29,7 +30,7 @@ func (f *Forwarder) allLeases(ctx context.Context) ([]lease, error) {
 // streamBatch publishes the streamed records that are still pending and whose key is free, and
 // leaves those of parked keys to the retry path (marking them). Records no longer pending
 // (already published by the drain, or replayed after a restart) are dropped.
-func (f *Forwarder) streamBatch(ctx context.Context, worker int, leases []lease, b cdcBatch) error {
+func (f *Forwarder) streamBatch(ctx context.Context, worker int, leases []relay.Lease, b cdcBatch) error {
 	records := b.records
 	if len(records) == 0 {
 		return nil
@@ -39,9 +40,9 @@ func (f *Forwarder) streamBatch(ctx context.Context, worker int, leases []lease,
 		return err
 	}
 	publish := records[:0:0]
-	var passed []record
+	var passed []relay.Record
 	for _, r := range records {
-		if admitted[r.seq] {
+		if admitted[r.Seq] {
 			publish = append(publish, r)
 		} else {
 			passed = append(passed, r)
@@ -51,7 +52,7 @@ func (f *Forwarder) streamBatch(ctx context.Context, worker int, leases []lease,
 		n, lost, err := f.markForRetry(ctx, worker, leasesOf(leases, passed, 0), passed)
 		f.cdc.metrics.skipped.Add(float64(n))
 		if lost > 0 {
-			f.metrics.fencedRows.Add(float64(lost))
+			f.metrics.FencedRows.Add(float64(lost))
 		}
 		if err != nil {
 			return err
@@ -60,7 +61,7 @@ func (f *Forwarder) streamBatch(ctx context.Context, worker int, leases []lease,
 	if len(publish) == 0 {
 		return nil
 	}
-	f.metrics.batchSize.Observe(float64(len(publish)))
+	f.metrics.BatchSize.Observe(float64(len(publish)))
 	return f.cdcDeliver(ctx, worker, leases, publish)
 }
 
@@ -71,15 +72,15 @@ const visibleWait = 30 * time.Second
 // belong to transactions that committed but are not visible yet: for those, it waits until the
 // transactions have ended and asks again.
 func (f *Forwarder) admitVisible(ctx context.Context, b cdcBatch) (map[int64]bool, error) {
-	admitted, found, err := f.store.admit(ctx, f.cfg.DB, b.records)
+	admitted, found, err := f.store.Admit(ctx, f.cfg.DB, b.records)
 	if err != nil || len(found) == len(b.records) {
 		return admitted, err
 	}
-	var missing []record
+	var missing []relay.Record
 	seen := map[uint32]bool{}
 	var xids []string
 	for i, r := range b.records {
-		if found[r.seq] {
+		if found[r.Seq] {
 			continue
 		}
 		missing = append(missing, r)
@@ -90,7 +91,7 @@ func (f *Forwarder) admitVisible(ctx context.Context, b cdcBatch) (map[int64]boo
 	}
 	deadline := time.Now().Add(visibleWait)
 	for {
-		running, err := f.store.transactionsRunning(ctx, f.cfg.DB, xids)
+		running, err := f.store.TransactionsRunning(ctx, f.cfg.DB, xids)
 		if err != nil {
 			return nil, err
 		}
@@ -104,7 +105,7 @@ func (f *Forwarder) admitVisible(ctx context.Context, b cdcBatch) (map[int64]boo
 			return nil, ctx.Err()
 		}
 	}
-	again, _, err := f.store.admit(ctx, f.cfg.DB, missing)
+	again, _, err := f.store.Admit(ctx, f.cfg.DB, missing)
 	if err != nil {
 		return nil, err
 	}
@@ -125,14 +126,14 @@ func (f *Forwarder) admitVisible(ctx context.Context, b cdcBatch) (map[int64]boo
 //
 // The pipeline says which leases to hold (with ExactlyOnce, those of the records' whole units)
 // and delivers.
-func (f *Forwarder) cdcDeliver(ctx context.Context, worker int, leases []lease, records []record) error {
-	f.inflight.read(worker)
-	held := f.inflight.hold(worker, f.pipeline.scope(leases, records))
-	defer f.inflight.end(held)
+func (f *Forwarder) cdcDeliver(ctx context.Context, worker int, leases []relay.Lease, records []relay.Record) error {
+	f.inflight.Read(worker)
+	held := f.inflight.Hold(worker, f.pipeline.scope(leases, records))
+	defer f.inflight.End(held)
 	token := f.progress.begin()
 	o, err := f.pipeline.deliver(ctx, worker, held, records)
 	f.delivered(token, o, err)
-	if err != nil || o.allAcknowledged(len(records)) {
+	if err != nil || o.AllAcknowledged(len(records)) {
 		return err // every record acknowledged: nothing left pending to mark
 	}
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
@@ -147,16 +148,16 @@ func (f *Forwarder) cdcDeliver(ctx context.Context, worker int, leases []lease, 
 // their rows are left alone (to the new owner, which streams them again from the confirmed
 // position) and the part fails with errLeasesLost, so that nothing after it is confirmed and
 // the session ends. It returns how many rows it marked and how many it left to the new owner.
-func (f *Forwarder) markForRetry(ctx context.Context, worker int, leases []lease, records []record) (marked int64, lost int, err error) {
-	marked, owned, err := f.store.markRetry(ctx, f.cfg.DB, f.cfg.RelayID, leases, records)
+func (f *Forwarder) markForRetry(ctx context.Context, worker int, leases []relay.Lease, records []relay.Record) (marked int64, lost int, err error) {
+	marked, owned, err := f.store.MarkRetry(ctx, f.cfg.DB, f.cfg.RelayID, leases, records)
 	if err != nil {
 		return 0, 0, err
 	}
 	parts := map[int]bool{}
 	for _, r := range records {
-		if !owned[r.partition] {
+		if !owned[r.Partition] {
 			lost++
-			parts[r.partition] = true
+			parts[r.Partition] = true
 		}
 	}
 	if lost == 0 {
@@ -170,11 +171,11 @@ func (f *Forwarder) markForRetry(ctx context.Context, worker int, leases []lease
 // leasesOf returns, in a new slice (hold filters its argument in place, and the stream's lease
 // reading is shared by the workers), the leases of the partitions records belong to; with units
 // > 0 (ExactlyOnce), those of every partition of the records' transactional units.
-func leasesOf(leases []lease, records []record, units int) []lease {
+func leasesOf(leases []relay.Lease, records []relay.Record, units int) []relay.Lease {
 	var in [outbox.Partitions]bool
 	for _, r := range records {
-		if r.partition >= 0 && r.partition < outbox.Partitions {
-			in[r.partition] = true
+		if r.Partition >= 0 && r.Partition < outbox.Partitions {
+			in[r.Partition] = true
 		}
 	}
 	if units > 0 {
@@ -186,9 +187,9 @@ func leasesOf(leases []lease, records []record, units int) []lease {
 			in[p] = unit[p%units]
 		}
 	}
-	out := make([]lease, 0, min(len(leases), len(records)))
+	out := make([]relay.Lease, 0, min(len(leases), len(records)))
 	for _, l := range leases {
-		if l.partition >= 0 && l.partition < outbox.Partitions && in[l.partition] {
+		if l.Partition >= 0 && l.Partition < outbox.Partitions && in[l.Partition] {
 			out = append(out, l)
 		}
 	}
@@ -197,20 +198,20 @@ func leasesOf(leases []lease, records []record, units int) []lease {
 
 // cdcPoll claims one batch from the table with claim (over every partition) and delivers it; it
 // returns the number of rows claimed.
-func (f *Forwarder) cdcPoll(ctx context.Context, claim func(partitions []int) ([]record, error)) (int, error) {
+func (f *Forwarder) cdcPoll(ctx context.Context, claim func(partitions []int) ([]relay.Record, error)) (int, error) {
 	leases, err := f.allLeases(ctx)
 	if err != nil {
 		return 0, err
 	}
 	parts := make([]int, len(leases))
 	for i, l := range leases {
-		parts[i] = l.partition
+		parts[i] = l.Partition
 	}
 	records, err := claim(parts)
 	if err != nil || len(records) == 0 {
 		return 0, err
 	}
-	f.metrics.batchSize.Observe(float64(len(records)))
+	f.metrics.BatchSize.Observe(float64(len(records)))
 	return len(records), f.cdcDeliver(ctx, 0, leases, records)
 }
 
@@ -218,8 +219,8 @@ func (f *Forwarder) cdcPoll(ctx context.Context, claim func(partitions []int) ([
 // none is left.
 func (f *Forwarder) retryPass(ctx context.Context) error {
 	for ctx.Err() == nil {
-		n, err := f.cdcPoll(ctx, func(parts []int) ([]record, error) {
-			return f.store.claimRetry(ctx, f.cfg.DB, parts, f.cfg.BatchSize, f.cfg.MaxBatchBytes)
+		n, err := f.cdcPoll(ctx, func(parts []int) ([]relay.Record, error) {
+			return f.store.ClaimRetry(ctx, f.cfg.DB, parts, f.cfg.BatchSize, f.cfg.MaxBatchBytes)
 		})
 		if err != nil {
 			return fmt.Errorf("cdc: retry path: %w", err)

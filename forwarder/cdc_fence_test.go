@@ -7,6 +7,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -16,13 +17,13 @@ import (
 // partition over (each epoch incremented).
 type cdcTakeoverFixture struct {
 	*storeFixture
-	aLeases []lease
-	recs    []record
+	aLeases []relay.Lease
+	recs    []relay.Record
 }
 
 func newCDCTakeoverFixture(t *testing.T) *cdcTakeoverFixture {
 	fx := newStoreFixture(t, outbox.Postgres)
-	if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
+	if err := fx.store.EnsureLeaseRows(fx.ctx, fx.db); err != nil {
 		t.Fatal(err)
 	}
 	const ttl = time.Minute // A's leases expire by the UPDATE below, not by waiting
@@ -37,8 +38,8 @@ func newCDCTakeoverFixture(t *testing.T) *cdcTakeoverFixture {
 		t.Fatalf("claimed %d rows, want 3", len(recs))
 	}
 	// A stalls: its heartbeat and its leases expire.
-	for _, q := range []string{"UPDATE " + fx.store.table.Leases() + " SET expires_at = now() - interval '1 minute' WHERE owner = 'A'",
-		"UPDATE " + fx.store.table.Relays() + " SET heartbeat_at = now() - interval '1 minute' WHERE owner = 'A'"} {
+	for _, q := range []string{"UPDATE " + fx.store.Table.Leases() + " SET expires_at = now() - interval '1 minute' WHERE owner = 'A'",
+		"UPDATE " + fx.store.Table.Relays() + " SET heartbeat_at = now() - interval '1 minute' WHERE owner = 'A'"} {
 		if _, err := fx.db.Exec(q); err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +54,7 @@ func newCDCTakeoverFixture(t *testing.T) *cdcTakeoverFixture {
 func (fx *storeFixture) marked() int {
 	fx.t.Helper()
 	var n int
-	if err := fx.db.QueryRow("SELECT COUNT(*) FROM " + fx.store.table.Events() + " WHERE next_attempt_at IS NOT NULL").Scan(&n); err != nil {
+	if err := fx.db.QueryRow("SELECT COUNT(*) FROM " + fx.store.Table.Events() + " WHERE next_attempt_at IS NOT NULL").Scan(&n); err != nil {
 		fx.t.Fatal(err)
 	}
 	return n
@@ -65,7 +66,7 @@ func (fx *storeFixture) marked() int {
 // like the acknowledgement; the new owner's marks go through.
 func TestCDCMarkRetryIsFenced(t *testing.T) {
 	fx := newCDCTakeoverFixture(t)
-	n, owned, err := fx.store.markRetry(fx.ctx, fx.db, "A", fx.aLeases, fx.recs)
+	n, owned, err := fx.store.MarkRetry(fx.ctx, fx.db, "A", fx.aLeases, fx.recs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestCDCMarkRetryIsFenced(t *testing.T) {
 	if len(owned) != 0 {
 		t.Fatalf("relay A, whose leases B took over, was told it owns partitions %v", owned)
 	}
-	n, owned, err = fx.store.markRetry(fx.ctx, fx.db, "B", fx.leases("B"), fx.recs)
+	n, owned, err = fx.store.MarkRetry(fx.ctx, fx.db, "B", fx.leases("B"), fx.recs)
 	if err != nil || n != int64(len(fx.recs)) || fx.marked() != len(fx.recs) || len(owned) != outbox.Partitions {
 		t.Fatalf("relay B, the owner, marked %d of %d rows (%d in the table), owning %d partitions: %v",
 			n, len(fx.recs), fx.marked(), len(owned), err)
@@ -91,11 +92,11 @@ func TestCDCStreamerWithLostLeasesMarksNothing(t *testing.T) {
 	fx := newCDCTakeoverFixture(t)
 	// k1 is parked: a dead row of it, written after the claim.
 	fx.write("k1", 10)
-	if _, err := fx.db.Exec("UPDATE " + fx.store.table.Events() + " SET status = 2 WHERE seq = (SELECT MAX(seq) FROM " +
-		fx.store.table.Events() + ")"); err != nil {
+	if _, err := fx.db.Exec("UPDATE " + fx.store.Table.Events() + " SET status = 2 WHERE seq = (SELECT MAX(seq) FROM " +
+		fx.store.Table.Events() + ")"); err != nil {
 		t.Fatal(err)
 	}
-	f, err := New(Config{DB: fx.db, Dialect: outbox.Postgres, Table: fx.store.table.Events(), Publisher: nopTestPublisher{},
+	f, err := New(Config{DB: fx.db, Dialect: outbox.Postgres, Table: fx.store.Table.Events(), Publisher: nopTestPublisher{},
 		RelayID: "A", Source: SourceCDC, CDC: CDCConfig{DSN: testsupport.PostgresDSN(t)}})
 	if err != nil {
 		t.Fatal(err)

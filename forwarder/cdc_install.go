@@ -18,7 +18,7 @@ import (
 // to the slot. (Each session retires the names an earlier version made: ensureSlot.)
 func (s cdcSource) start(ctx context.Context) error {
 	f := s.f
-	id, err := f.store.installationID(ctx, f.cfg.DB)
+	id, err := f.store.InstallationID(ctx, f.cfg.DB)
 	if err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func (f *Forwarder) retireLegacyCDCNames(ctx context.Context) error {
 		return err
 	}
 	var ours bool
-	if err := f.store.sql().CDC().SlotRecorded(legacy).QueryRow(ctx, f.cfg.DB).Scan(&ours); err != nil {
+	if err := f.store.SQL().CDC().SlotRecorded(legacy).QueryRow(ctx, f.cfg.DB).Scan(&ours); err != nil {
 		return fmt.Errorf("cdc: read the slot table: %w", err)
 	}
 	if !ours {
@@ -81,7 +81,7 @@ func (f *Forwarder) retireLegacyCDCNames(ctx context.Context) error {
 	if err := f.retireLegacyPublication(ctx); err != nil {
 		return err
 	}
-	if _, err := f.store.sql().CDC().ForgetSlot(legacy).Exec(ctx, f.cfg.DB); err != nil {
+	if _, err := f.store.SQL().CDC().ForgetSlot(legacy).Exec(ctx, f.cfg.DB); err != nil {
 		return fmt.Errorf("cdc: forget slot %s: %w", legacy, err)
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/internal/pgrepl"
 )
 
@@ -59,9 +60,9 @@ import (
 
 // cdcPart is what a worker publishes at once: its rows of one or more consecutive batches.
 type cdcPart struct {
-	batches []uint64 // the numbers of the batches it holds rows of, ascending
-	leases  []lease  // the reading of the leases when its first batch was taken
-	b       cdcBatch // records and xids; bytes counts the payloads
+	batches []uint64      // the numbers of the batches it holds rows of, ascending
+	leases  []relay.Lease // the reading of the leases when its first batch was taken
+	b       cdcBatch      // records and xids; bytes counts the payloads
 }
 
 // cdcDone reports a finished part.
@@ -89,7 +90,7 @@ const leaseCacheTTL = 100 * time.Millisecond
 
 // leaseReading is the pipeline's reading of the leases, and when the read began.
 type leaseReading struct {
-	leases []lease
+	leases []relay.Lease
 	at     time.Time
 }
 
@@ -117,7 +118,7 @@ func (f *Forwarder) retryLoop(ctx context.Context, errs chan<- error) {
 func splitByWorker(b cdcBatch, workers int) []cdcBatch {
 	parts := make([]cdcBatch, workers)
 	for i, r := range b.records {
-		w := r.partition % workers
+		w := r.Partition % workers
 		parts[w].records = append(parts[w].records, r)
 		parts[w].xids = append(parts[w].xids, b.xids[i])
 	}

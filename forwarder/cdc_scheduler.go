@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/internal/pgrepl"
 )
 
@@ -144,7 +145,7 @@ func (s *streamScheduler) take(ctx context.Context, b cdcBatch, refresh chan<- s
 	case len(b.records) == 0:
 		m.lagSeconds.Set(0)
 	}
-	var leases []lease
+	var leases []relay.Lease
 	if len(b.records) > 0 {
 		var err error
 		if leases, err = s.leases(ctx, refresh); err != nil {
@@ -167,7 +168,7 @@ func (s *streamScheduler) take(ctx context.Context, b cdcBatch, refresh chan<- s
 
 // leases returns the reading of the leases for a batch: read now when there is none or it is
 // older than leaseCacheTTL, and refreshed in the background once it is half that old.
-func (s *streamScheduler) leases(ctx context.Context, refresh chan<- struct{}) ([]lease, error) {
+func (s *streamScheduler) leases(ctx context.Context, refresh chan<- struct{}) ([]relay.Lease, error) {
 	r := s.reading.Load()
 	switch {
 	case r == nil || time.Since(r.at) > leaseCacheTTL:
@@ -267,9 +268,9 @@ func (s *streamScheduler) drain() {
 
 // add appends worker w's rows of batch n to its next part, or starts a new one when they do not
 // fit.
-func (s *streamScheduler) add(w int, n uint64, leases []lease, rows cdcBatch) {
+func (s *streamScheduler) add(w int, n uint64, leases []relay.Lease, rows cdcBatch) {
 	for _, r := range rows.records {
-		rows.bytes += int64(len(r.event.Payload))
+		rows.bytes += int64(len(r.Event.Payload))
 	}
 	q := s.waiting[w]
 	if k := len(q) - 1; k >= 0 && len(q[k].b.records)+len(rows.records) <= s.f.cfg.BatchSize &&

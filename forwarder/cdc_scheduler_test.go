@@ -1,6 +1,10 @@
 package forwarder
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
+)
 
 // TestStreamSchedulerTakesBatchesWhileWorkersAreBusy: the delivering loop keeps taking the
 // stream's full batches into the workers' next parts while every worker is busy, until one of
@@ -8,7 +12,7 @@ import "testing"
 // reader keeps receiving meanwhile; while a worker is idle it takes any batch.
 func TestStreamSchedulerTakesBatchesWhileWorkersAreBusy(t *testing.T) {
 	rows := func(n int, bytes int64) []cdcPart {
-		return []cdcPart{{batches: []uint64{0}, b: cdcBatch{records: make([]record, n), bytes: bytes}}}
+		return []cdcPart{{batches: []uint64{0}, b: cdcBatch{records: make([]relay.Record, n), bytes: bytes}}}
 	}
 	for _, tc := range []struct {
 		name    string
@@ -54,7 +58,7 @@ func TestStreamSchedulerTakesBatchesWhileWorkersAreBusy(t *testing.T) {
 // parts in flight and starts none of the parts still waiting (their batches are not confirmed;
 // the stream replays them), so a stop does not publish the whole waiting backlog first.
 func TestStreamSchedulerDrainStartsNoWaitingPart(t *testing.T) {
-	part := cdcPart{batches: []uint64{1}, b: cdcBatch{records: make([]record, 3)}}
+	part := cdcPart{batches: []uint64{1}, b: cdcBatch{records: make([]relay.Record, 3)}}
 	s := &streamScheduler{f: &Forwarder{cdc: &cdcState{}}, queues: []chan cdcPart{make(chan cdcPart, 1)},
 		done: make(chan cdcDone, 1), busy: []bool{true}, inFlight: 1, waiting: [][]cdcPart{{part}}}
 	s.done <- cdcDone{worker: 0, batches: []uint64{0}}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
 	"github.com/outboxkit/outboxkit/internal/pgrepl"
 )
 
@@ -65,7 +64,7 @@ func (f *Forwarder) checkStall(ctx context.Context, st *stallState) error {
 		f.clearStall(st)
 		return nil
 	}
-	rows, oldest, err := f.store.strandedRows(ctx, f.cfg.DB, f.cfg.CDC.StallAfter)
+	rows, oldest, err := f.store.StrandedRows(ctx, f.cfg.DB, f.cfg.CDC.StallAfter)
 	if err != nil {
 		return err
 	}
@@ -104,10 +103,4 @@ func (f *Forwarder) clearStall(st *stallState) {
 	f.cdc.metrics.stalled.Set(0)
 	f.cdc.metrics.strandedRows.Set(0)
 	f.cdc.metrics.strandedAge.Set(0)
-}
-
-// strandedRows counts the pending rows of the relay's tenants that are not on the retry path
-// and older than age, and returns the age of the oldest (bookkeeping.StrandedRows).
-func (s *store) strandedRows(ctx context.Context, q querier, age time.Duration) (int64, time.Duration, error) {
-	return bookkeeping.StrandedRows(ctx, q, s.sql().CDC(), age)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/internal/pgrepl"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -45,7 +46,7 @@ func (f *Forwarder) ensureSlot(ctx context.Context, conn *pgrepl.Conn) error {
 			"the table is drained first)", "slot", f.cdc.slot)
 	}
 	// Drain state first: a relay dying between the two leaves the slot marked undrained.
-	if err := f.store.setSlotDrained(ctx, f.cfg.DB, f.cdc.slot, false); err != nil {
+	if err := f.store.SetSlotDrained(ctx, f.cfg.DB, f.cdc.slot, false); err != nil {
 		return err
 	}
 	_, err = pgrepl.CreateSlot(ctx, conn, f.cdc.slot)
@@ -55,12 +56,12 @@ func (f *Forwarder) ensureSlot(ctx context.Context, conn *pgrepl.Conn) error {
 // awaitAllLeases renews this relay's leases until it owns every partition of the group (the
 // previous streamer's expire within LeaseTTL) and returns them; the reader keeps the stream
 // alive meanwhile.
-func (f *Forwarder) awaitAllLeases(ctx context.Context, readErr chan error) ([]lease, error) {
+func (f *Forwarder) awaitAllLeases(ctx context.Context, readErr chan error) ([]relay.Lease, error) {
 	for {
 		if _, err := f.heartbeat(ctx); err != nil {
 			f.log.Warn("cdc: taking the partitions failed", "error", err)
 		}
-		leases, err := f.store.liveLeases(ctx, f.cfg.DB, f.cfg.RelayID, 0, 1)
+		leases, err := f.store.LiveLeases(ctx, f.cfg.DB, f.cfg.RelayID, 0, 1)
 		if err == nil && len(leases) == outbox.Partitions {
 			return leases, nil
 		}
@@ -83,21 +84,21 @@ func (f *Forwarder) awaitAllLeases(ctx context.Context, readErr chan error) ([]l
 // writers take key locks), and then records the slot as drained. Rows it publishes that the
 // stream also shows are dropped there (admit).
 func (f *Forwarder) drainIfNeeded(ctx context.Context) error {
-	drained, err := f.store.slotDrained(ctx, f.cfg.DB, f.cdc.slot)
+	drained, err := f.store.SlotDrained(ctx, f.cfg.DB, f.cdc.slot)
 	if err != nil || drained {
 		return err
 	}
-	horizon, err := f.store.maxSeq(ctx, f.cfg.DB)
+	horizon, err := f.store.MaxSeq(ctx, f.cfg.DB)
 	if err != nil {
 		return err
 	}
-	if _, err := f.store.markParkedUpTo(ctx, f.cfg.DB, horizon); err != nil {
+	if _, err := f.store.MarkParkedUpTo(ctx, f.cfg.DB, horizon); err != nil {
 		return err
 	}
 	total := 0
 	for ctx.Err() == nil {
-		n, err := f.cdcPoll(ctx, func(parts []int) ([]record, error) {
-			return f.store.claimUpTo(ctx, f.cfg.DB, parts, f.cfg.BatchSize, f.cfg.MaxBatchBytes, horizon)
+		n, err := f.cdcPoll(ctx, func(parts []int) ([]relay.Record, error) {
+			return f.store.ClaimUpTo(ctx, f.cfg.DB, parts, f.cfg.BatchSize, f.cfg.MaxBatchBytes, horizon)
 		})
 		if err != nil {
 			return fmt.Errorf("cdc: drain the table up to seq %d: %w", horizon, err)
@@ -111,5 +112,5 @@ func (f *Forwarder) drainIfNeeded(ctx context.Context) error {
 		return ctx.Err()
 	}
 	f.log.Info("cdc: drained the rows committed before the slot existed", "slot", f.cdc.slot, "rows", total, "up_to_seq", horizon)
-	return f.store.setSlotDrained(ctx, f.cfg.DB, f.cdc.slot, true)
+	return f.store.SetSlotDrained(ctx, f.cfg.DB, f.cdc.slot, true)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/internal/pgrepl"
 )
 
@@ -14,7 +15,7 @@ import (
 // transactions in commit order and the slot position that may be confirmed once they are all
 // settled (0: none, the batch ends inside a transaction).
 type cdcBatch struct {
-	records []record
+	records []relay.Record
 	// xids are the ids of the records' transactions, record by record.
 	xids    []uint32
 	bytes   int64
@@ -111,8 +112,8 @@ func (r *cdcReader) add(ctx context.Context, cur *cdcBatch, msg pgrepl.Message) 
 		if len(r.tenants) > 0 && !r.tenants[m.Row.Event.TenantID] {
 			return nil
 		}
-		cur.records = append(cur.records, record{seq: m.Row.Seq, event: m.Row.Event, keyHash: m.Row.KeyHash,
-			attempts: m.Row.Attempts, partition: m.Row.Partition, commitLSN: int64(r.finalLSN)})
+		cur.records = append(cur.records, relay.Record{Seq: m.Row.Seq, Event: m.Row.Event, KeyHash: m.Row.KeyHash,
+			Attempts: m.Row.Attempts, Partition: m.Row.Partition, CommitLSN: int64(r.finalLSN)})
 		cur.xids = append(cur.xids, r.xid)
 		cur.bytes += int64(len(m.Row.Event.Payload))
 		// A batch ending inside a transaction confirms nothing new.

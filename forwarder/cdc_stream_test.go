@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/internal/pgrepl"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -49,7 +50,7 @@ func streamedRow(seq int64, tenant string) pgrepl.Row {
 }
 
 // takeUntilConfirm collects the reader's batches until one confirms a position.
-func takeUntilConfirm(t *testing.T, out <-chan cdcBatch) (records []record, xids []uint32, last cdcBatch) {
+func takeUntilConfirm(t *testing.T, out <-chan cdcBatch) (records []relay.Record, xids []uint32, last cdcBatch) {
 	t.Helper()
 	timeout := time.After(2 * time.Minute) // a bound against a hang
 	for {
@@ -82,11 +83,11 @@ func TestCDCReaderBatchesTheStream(t *testing.T) {
 	s.msgs <- pgrepl.Insert{WALEnd: 95, Row: streamedRow(3, "a")}
 	s.msgs <- pgrepl.Commit{WALEnd: 105, EndLSN: 110, Time: time.Now()}
 	records, xids, last := takeUntilConfirm(t, out)
-	if len(records) != 2 || records[0].seq != 1 || records[1].seq != 3 {
+	if len(records) != 2 || records[0].Seq != 1 || records[1].Seq != 3 {
 		t.Fatalf("batched %+v, want rows 1 and 3 (tenant a)", records)
 	}
 	for i, rec := range records {
-		if rec.commitLSN != 100 || xids[i] != 7 || rec.keyHash != rec.seq*10 || rec.event.TenantID != "a" {
+		if rec.CommitLSN != 100 || xids[i] != 7 || rec.KeyHash != rec.Seq*10 || rec.Event.TenantID != "a" {
 			t.Errorf("record %d: %+v, xid %d", i, rec, xids[i])
 		}
 	}

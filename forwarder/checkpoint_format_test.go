@@ -10,6 +10,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -55,8 +56,8 @@ func TestFormatOneCheckpointIsTheInstallationsOnlyBeforeItsOwn(t *testing.T) {
 	const unit = "legacy/u00"
 	v1 := checkpoint{Version: 1, Unit: unit, Relay: "old-relay", Txn: 7, Rows: []rowRef{{Seq: 1}}}
 	cleanUp := func(data string) error {
-		return inTx(ctx, db, func(tx *sql.Tx) error {
-			if err := f.store.ensureUnitRow(ctx, tx, unit); err != nil {
+		return relay.InTx(ctx, db, func(tx *sql.Tx) error {
+			if err := f.store.EnsureUnitRow(ctx, tx, unit); err != nil {
 				return err
 			}
 			_, _, err := f.cleanUpCheckpoint(ctx, tx, unit, f.units.get(0), v1, []byte(data))
@@ -117,7 +118,7 @@ func TestCleanupSkipsThePartitionsItsAcknowledgementSettled(t *testing.T) {
 			events = append(events, e)
 		}
 	}
-	if err := inTx(ctx, db, func(tx *sql.Tx) error { return w.WriteTx(ctx, tx, events...) }); err != nil {
+	if err := relay.InTx(ctx, db, func(tx *sql.Tx) error { return w.WriteTx(ctx, tx, events...) }); err != nil {
 		t.Fatal(err)
 	}
 	type row struct {
@@ -158,17 +159,17 @@ func TestCleanupSkipsThePartitionsItsAcknowledgementSettled(t *testing.T) {
 	for p := 0; p < outbox.Partitions; p += units {
 		owned[p] = p != published.partition
 	}
-	marks := f.ownedUnitMarks([]unitMark{{unit: 0, name: unit, digest: checkpointDigest(data)}}, owned)
-	if len(marks) != 1 || marks[0].settled == 0 || marks[0].settled&(1<<uint(published.partition)) != 0 ||
-		marks[0].settled&(1<<uint(dead.partition)) == 0 {
+	marks := f.ownedUnitMarks([]relay.UnitMark{{Unit: 0, Name: unit, Digest: relay.CheckpointDigest(data)}}, owned)
+	if len(marks) != 1 || marks[0].Settled == 0 || marks[0].Settled&(1<<uint(published.partition)) != 0 ||
+		marks[0].Settled&(1<<uint(dead.partition)) == 0 {
 		t.Fatalf("marks of an acknowledgement without partition %d: %+v", published.partition, marks)
 	}
 	var recovered map[int64]bool
-	err = inTx(ctx, db, func(tx *sql.Tx) error {
-		if err := f.store.ensureUnitRow(ctx, tx, unit); err != nil {
+	err = relay.InTx(ctx, db, func(tx *sql.Tx) error {
+		if err := f.store.EnsureUnitRow(ctx, tx, unit); err != nil {
 			return err
 		}
-		if err := f.store.markCleaned(ctx, tx, marks); err != nil {
+		if err := f.store.MarkCleaned(ctx, tx, marks); err != nil {
 			return err
 		}
 		recovered, _, err = f.cleanUpCheckpoint(ctx, tx, unit, f.units.get(0), cp, data)
@@ -192,12 +193,12 @@ func TestCleanupSkipsThePartitionsItsAcknowledgementSettled(t *testing.T) {
 	for p := range owned {
 		owned[p] = true
 	}
-	marks = f.ownedUnitMarks([]unitMark{{unit: 0, name: unit, digest: checkpointDigest(data)}}, owned)
-	if len(marks) != 1 || marks[0].settled != 0 {
+	marks = f.ownedUnitMarks([]relay.UnitMark{{Unit: 0, Name: unit, Digest: relay.CheckpointDigest(data)}}, owned)
+	if len(marks) != 1 || marks[0].Settled != 0 {
 		t.Fatalf("marks of an acknowledgement owning the unit whole: %+v", marks)
 	}
-	err = inTx(ctx, db, func(tx *sql.Tx) error {
-		if err := f.store.markCleaned(ctx, tx, marks); err != nil {
+	err = relay.InTx(ctx, db, func(tx *sql.Tx) error {
+		if err := f.store.MarkCleaned(ctx, tx, marks); err != nil {
 			return err
 		}
 		recovered, _, err = f.cleanUpCheckpoint(ctx, tx, unit, f.units.get(0), cp, data)
@@ -216,15 +217,15 @@ func TestParseCleanupMark(t *testing.T) {
 	}{
 		{"", "", 0},
 		{"abc", "abc", 0},
-		{unitMark{digest: "abc", settled: 1<<0 | 1<<62}.cleanupMark(), "abc", 1<<0 | 1<<62},
+		{relay.UnitMark{Digest: "abc", Settled: 1<<0 | 1<<62}.CleanupMark(), "abc", 1<<0 | 1<<62},
 		{"abc/zz", "", 0},
 		{"abc/0000000000000000", "", 0},
 	} {
-		if d, s := parseCleanupMark(c.mark); d != c.digest || s != c.settled {
+		if d, s := relay.ParseCleanupMark(c.mark); d != c.digest || s != c.settled {
 			t.Errorf("parseCleanupMark(%q) = %q, %x; want %q, %x", c.mark, d, s, c.digest, c.settled)
 		}
 	}
-	if m := (unitMark{digest: "0123456789abcdef0123456789abcdef", settled: ^uint64(0)}).cleanupMark(); len(m) > 64 {
+	if m := (relay.UnitMark{Digest: "0123456789abcdef0123456789abcdef", Settled: ^uint64(0)}).CleanupMark(); len(m) > 64 {
 		t.Errorf("a cleanup mark of %d characters does not fit MySQL's VARCHAR(64): %s", len(m), m)
 	}
 }

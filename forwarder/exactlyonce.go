@@ -73,13 +73,13 @@ func (f *Forwarder) unitName(unit int) string {
 // resolveInstallation reads the table's installation identity and, unless the configuration
 // names one, derives the units' prefix from it.
 func (f *Forwarder) resolveInstallation(ctx context.Context) error {
-	id, err := f.store.installationID(ctx, f.cfg.DB)
+	id, err := f.store.InstallationID(ctx, f.cfg.DB)
 	if err != nil {
 		return err
 	}
 	f.installation = id
 	if f.cfg.TransactionalIDPrefix == "" {
-		f.cfg.TransactionalIDPrefix = bookkeeping.DefaultTransactionalIDPrefix(id, f.store.table.Events(), f.cfg.LeaseGroup)
+		f.cfg.TransactionalIDPrefix = bookkeeping.DefaultTransactionalIDPrefix(id, f.store.Table.Events(), f.cfg.LeaseGroup)
 	}
 	// The units table keys its rows by unit name (VARCHAR(191) on MySQL, which would cut a longer
 	// one, and the cleanup marks would then never match).

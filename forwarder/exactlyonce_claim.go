@@ -1,5 +1,7 @@
 package forwarder
 
+import "github.com/outboxkit/outboxkit/forwarder/internal/relay"
+
 // How much a polling worker claims at once under exactly-once delivery. A transaction costs the
 // broker about the same whatever it holds (coordinator log writes, a marker on every partition
 // it touched, and on a replicated cluster their replication), so a worker that is behind fills
@@ -9,10 +11,10 @@ package forwarder
 
 // claimLimits returns the rows and payload bytes a worker claims at once for the ready leases:
 // BatchSize and MaxBatchBytes for each unit among them.
-func (p exactlyOnce) claimLimits(ready []lease) (int, int64) {
+func (p exactlyOnce) claimLimits(ready []relay.Lease) (int, int64) {
 	units := map[int]bool{}
 	for _, l := range ready {
-		units[l.partition%p.f.cfg.TransactionalUnits] = true
+		units[l.Partition%p.f.cfg.TransactionalUnits] = true
 	}
 	n := max(len(units), 1)
 	return p.f.cfg.BatchSize * n, p.f.cfg.MaxBatchBytes * int64(n)
@@ -22,7 +24,7 @@ func (p exactlyOnce) claimLimits(ready []lease) (int, int64) {
 // within MaxBatchBytes of payload (a unit's first row always). Once a unit is full its later rows
 // are all left, so what is left of each partition, and therefore of each key, is the end of its
 // sequence: the rows stay pending and are claimed again, after the ones kept.
-func (p exactlyOnce) trimClaim(records []record) []record {
+func (p exactlyOnce) trimClaim(records []relay.Record) []relay.Record {
 	type fill struct {
 		rows  int
 		bytes int64
@@ -31,12 +33,12 @@ func (p exactlyOnce) trimClaim(records []record) []record {
 	units := map[int]*fill{}
 	kept := records[:0:0]
 	for _, r := range records {
-		u := units[r.partition%p.f.cfg.TransactionalUnits]
+		u := units[r.Partition%p.f.cfg.TransactionalUnits]
 		if u == nil {
 			u = &fill{}
-			units[r.partition%p.f.cfg.TransactionalUnits] = u
+			units[r.Partition%p.f.cfg.TransactionalUnits] = u
 		}
-		size := int64(len(r.event.Payload))
+		size := int64(len(r.Event.Payload))
 		if u.full || (u.rows > 0 && (u.rows >= p.f.cfg.BatchSize || u.bytes+size > p.f.cfg.MaxBatchBytes)) {
 			u.full = true
 			continue

@@ -57,7 +57,7 @@ func legacyUnits(t *testing.T, db *sql.DB, n int) string {
 		t.Fatal(err)
 	}
 	for u := range n {
-		if err := f.store.ensureUnitRow(ctx, db, f.unitName(u)); err != nil {
+		if err := f.store.EnsureUnitRow(ctx, db, f.unitName(u)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,7 +82,7 @@ func TestUnitCountDefaultsToTheGroupsRecordedOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, share := upgraded.cfg.TransactionalUnits, upgraded.share.units; got != 8 || share != 8 {
+	if got, share := upgraded.cfg.TransactionalUnits, upgraded.share.Units; got != 8 || share != 8 {
 		t.Fatalf("a group with the rows of 8 units got %d units (share granule %d), want 8", got, share)
 	}
 }
@@ -111,7 +111,7 @@ func TestUnitCountOtherThanTheGroupsIsRefused(t *testing.T) {
 	if err := f.Run(ctx); !errors.Is(err, ErrUnitCountMismatch) || ctx.Err() != nil {
 		t.Fatalf("Run with 16 units on a group of 8 returned %v (context: %v), want ErrUnitCountMismatch before its context ended", err, ctx.Err())
 	}
-	if n, err := first.store.unitCount(context.Background(), db, first.cfg.TransactionalIDPrefix); err != nil || n != 8 {
+	if n, err := first.store.UnitCount(context.Background(), db, first.cfg.TransactionalIDPrefix); err != nil || n != 8 {
 		t.Fatalf("after the refusals the units table records %d units (%v), want 8", n, err)
 	}
 }
@@ -132,7 +132,7 @@ func TestUnitCountOfAPartlyOpenedGroup(t *testing.T) {
 	if got := upgraded.cfg.TransactionalUnits; got != 8 {
 		t.Fatalf("a group with the rows of units 0-5 got %d units, want 8", got)
 	}
-	if n, err := upgraded.store.unitCount(context.Background(), db, prefix); err != nil || n != 8 {
+	if n, err := upgraded.store.UnitCount(context.Background(), db, prefix); err != nil || n != 8 {
 		t.Fatalf("the recorded count is %d (%v), want 8", n, err)
 	}
 }
@@ -151,11 +151,11 @@ func TestUnitOpeningChecksTheCount(t *testing.T) {
 	if _, err := f.start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	leases, err := f.store.liveLeases(ctx, db, f.cfg.RelayID, 0, 1)
+	leases, err := f.store.LiveLeases(ctx, db, f.cfg.RelayID, 0, 1)
 	if err != nil || len(leases) != outbox.Partitions {
 		t.Fatalf("the relay holds %d leases (%v), want all %d", len(leases), err, outbox.Partitions)
 	}
-	if _, err := db.Exec("UPDATE "+f.store.table.Units()+" SET cleaned = '8' WHERE unit = ?", bookkeeping.UnitCountRow(f.cfg.TransactionalIDPrefix)); err != nil {
+	if _, err := db.Exec("UPDATE "+f.store.Table.Units()+" SET cleaned = '8' WHERE unit = ?", bookkeeping.UnitCountRow(f.cfg.TransactionalIDPrefix)); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.openLeasedUnits(ctx, 0, leases); !errors.Is(err, ErrUnitCountMismatch) {
@@ -217,14 +217,14 @@ func TestRunEndsWhenAUnitOpeningIsRefused(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx) }()
 	for opened := 0; opened == 0; time.Sleep(10 * time.Millisecond) {
-		if err := db.QueryRow("SELECT count(*) FROM " + f.store.table.Units() + " WHERE unit LIKE '%/u00'").Scan(&opened); err != nil {
+		if err := db.QueryRow("SELECT count(*) FROM " + f.store.Table.Units() + " WHERE unit LIKE '%/u00'").Scan(&opened); err != nil {
 			t.Fatal(err)
 		}
 		if ctx.Err() != nil {
 			t.Fatal("the relay did not open its unit")
 		}
 	}
-	if _, err := db.Exec("UPDATE " + f.store.table.Units() + " SET cleaned = '8' WHERE unit LIKE '%/units'"); err != nil {
+	if _, err := db.Exec("UPDATE " + f.store.Table.Units() + " SET cleaned = '8' WHERE unit LIKE '%/units'"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -236,7 +236,7 @@ func TestRunEndsWhenAUnitOpeningIsRefused(t *testing.T) {
 		t.Fatal("the relay kept running 2 minutes after its unit count was refused")
 	}
 	var held int
-	if err := db.QueryRow("SELECT count(*) FROM "+f.store.table.Leases()+" WHERE owner = ?", f.cfg.RelayID).Scan(&held); err != nil {
+	if err := db.QueryRow("SELECT count(*) FROM "+f.store.Table.Leases()+" WHERE owner = ?", f.cfg.RelayID).Scan(&held); err != nil {
 		t.Fatal(err)
 	}
 	if held != 0 {
@@ -260,7 +260,7 @@ func TestRunReturnsNilWhenStoppedWithAMismatchOfAnotherRelay(t *testing.T) {
 	go func() { done <- f.Run(ctx) }()
 	// Cancelled once it runs: a relay cancelled while it starts returns nil on another path.
 	for held := 0; held == 0; time.Sleep(10 * time.Millisecond) {
-		if err := db.QueryRow("SELECT count(*) FROM "+f.store.table.Leases()+" WHERE owner = ?", f.cfg.RelayID).Scan(&held); err != nil {
+		if err := db.QueryRow("SELECT count(*) FROM "+f.store.Table.Leases()+" WHERE owner = ?", f.cfg.RelayID).Scan(&held); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -66,7 +67,7 @@ var errUnitLost = errors.New("the leases of the transactional unit moved to anot
 // openLeasedUnits closes the worker's units it no longer leases whole and opens, in parallel,
 // those it leases whole that are not open. Failures are logged and returned (errUnitLost for a
 // unit whose leases moved); the polling workers go on, and their next batch tries again.
-func (f *Forwarder) openLeasedUnits(ctx context.Context, worker int, leases []lease) error {
+func (f *Forwarder) openLeasedUnits(ctx context.Context, worker int, leases []relay.Lease) error {
 	f.closeUnitsNotIn(worker, leases)
 	openCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.LeaseTTL)
 	defer cancel()
@@ -107,10 +108,10 @@ func (f *Forwarder) openLeasedUnits(ctx context.Context, worker int, leases []le
 }
 
 // wholeUnitLeases groups leases by unit, keeping the units leased whole.
-func (f *Forwarder) wholeUnitLeases(leases []lease) map[int][]lease {
-	byUnit := map[int][]lease{}
+func (f *Forwarder) wholeUnitLeases(leases []relay.Lease) map[int][]relay.Lease {
+	byUnit := map[int][]relay.Lease{}
 	for _, l := range leases {
-		u := l.partition % f.cfg.TransactionalUnits
+		u := l.Partition % f.cfg.TransactionalUnits
 		byUnit[u] = append(byUnit[u], l)
 	}
 	for u, ls := range byUnit {
@@ -134,10 +135,10 @@ func (f *Forwarder) closeUnit(unit int) {
 }
 
 // closeUnitsNotIn closes the open units of the worker that it no longer leases whole.
-func (f *Forwarder) closeUnitsNotIn(worker int, leases []lease) {
+func (f *Forwarder) closeUnitsNotIn(worker int, leases []relay.Lease) {
 	owned := map[int]int{}
 	for _, l := range leases {
-		owned[l.partition%f.cfg.TransactionalUnits]++
+		owned[l.Partition%f.cfg.TransactionalUnits]++
 	}
 	perUnit := outbox.Partitions / f.cfg.TransactionalUnits
 	f.units.mu.Lock()
@@ -172,14 +173,14 @@ func (f *Forwarder) closeAllUnits() {
 // of all its partitions. lost reports that one of them has moved meanwhile: the unit is closed
 // again and nothing may be published. A checkpoint of another installation is refused
 // (errForeignCheckpoint): the unit stays closed and its rows pending.
-func (f *Forwarder) openUnit(ctx context.Context, n int, leases []lease, u *txUnit) (lost bool, err error) {
+func (f *Forwarder) openUnit(ctx context.Context, n int, leases []relay.Lease, u *txUnit) (lost bool, err error) {
 	unit := f.unitName(n)
 	last, err := f.txp.OpenUnit(ctx, unit, f.cfg.CheckpointTopic, n)
 	if err != nil {
 		return false, fmt.Errorf("open transactional unit %s: %w", unit, err)
 	}
 	u.open = true
-	f.metrics.unitsOpened.Inc()
+	f.metrics.UnitsOpened.Inc()
 	u.recovered = nil
 	var cp checkpoint
 	cleanup := last != nil && !bytes.Equal(last, u.cleaned)
@@ -196,13 +197,13 @@ func (f *Forwarder) openUnit(ctx context.Context, n int, leases []lease, u *txUn
 	defer cancel()
 	var recovered map[int64]bool
 	mismatched := 0
-	err = f.store.inLeaseTx(ackCtx, f.cfg.DB, func(tx *sql.Tx) error {
-		owned, err := f.store.fence(ackCtx, tx, f.cfg.RelayID, leases)
+	err = f.store.InLeaseTx(ackCtx, f.cfg.DB, func(tx *sql.Tx) error {
+		owned, err := f.store.Fence(ackCtx, tx, f.cfg.RelayID, leases)
 		if err != nil || len(owned) != len(leases) {
 			lost = err == nil
 			return err
 		}
-		if err := f.store.ensureUnitRow(ackCtx, tx, unit); err != nil {
+		if err := f.store.EnsureUnitRow(ackCtx, tx, unit); err != nil {
 			return err
 		}
 		if err := f.checkUnitCount(ackCtx, tx); err != nil || !cleanup {
@@ -230,7 +231,7 @@ func (f *Forwarder) openUnit(ctx context.Context, n int, leases []lease, u *txUn
 		return false, nil // acknowledged by the relay that committed it: its rows are settled
 	}
 	u.recovered = recovered
-	f.metrics.recoveredRows.Add(float64(len(recovered)))
+	f.metrics.RecoveredRows.Add(float64(len(recovered)))
 	f.log.Info("opened a transactional unit and finished the cleanup of its last transaction", "unit", unit,
 		"published_rows", len(cp.Rows), "dead_rows", len(cp.Dead), "written_by", cp.Relay, "txn", cp.Txn)
 	if mismatched > 0 {
@@ -261,7 +262,7 @@ func (f *Forwarder) ownCheckpoint(unit string, data []byte, u *txUnit) (checkpoi
 // refuseForeign refuses a unit's last checkpoint written by another installation, loudly:
 // counted, and logged at error level (at most once a minute per unit). Its events wait.
 func (f *Forwarder) refuseForeign(unit string, u *txUnit, cp checkpoint, installation string) error {
-	f.metrics.foreignCheckpoints.Inc()
+	f.metrics.ForeignCheckpoints.Inc()
 	u.foreign, u.foreignAt = true, time.Now()
 	if time.Since(u.foreignLogged) > time.Minute {
 		u.foreignLogged = time.Now()
@@ -281,12 +282,12 @@ func (f *Forwarder) refuseForeign(unit string, u *txUnit, cp checkpoint, install
 // which no batch may send or settle again.
 func (f *Forwarder) cleanUpCheckpoint(ctx context.Context, tx *sql.Tx, unit string, u *txUnit, cp checkpoint,
 	data []byte) (recovered map[int64]bool, mismatched int, err error) {
-	digest := checkpointDigest(data)
-	cleaned, err := f.store.cleanedDigest(ctx, tx, unit)
+	digest := relay.CheckpointDigest(data)
+	cleaned, err := f.store.CleanedDigest(ctx, tx, unit)
 	if err != nil {
 		return nil, 0, err
 	}
-	cleanedDigest, settled := parseCleanupMark(cleaned)
+	cleanedDigest, settled := relay.ParseCleanupMark(cleaned)
 	if cleanedDigest != digest {
 		settled = 0 // a mark of an earlier checkpoint: none of this one's rows is settled
 	} else if settled == 0 {
@@ -298,7 +299,7 @@ func (f *Forwarder) cleanUpCheckpoint(ctx context.Context, tx *sql.Tx, unit stri
 		// unit; after that, it is another installation's, of an older version, sharing the prefix.
 		return nil, 0, f.refuseForeign(unit, u, cp, "(an older version's, format 1)")
 	}
-	kept, mismatched, err := f.store.applyCheckpoint(ctx, tx, cp, f.cfg.Retention > 0, settled)
+	kept, mismatched, err := f.store.ApplyCheckpoint(ctx, tx, cp, f.cfg.Retention > 0, settled)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -306,5 +307,5 @@ func (f *Forwarder) cleanUpCheckpoint(ctx context.Context, tx *sql.Tx, unit stri
 	for seq := range kept {
 		delete(recovered, seq) // settled by the acknowledgement, and possibly replayed since
 	}
-	return recovered, mismatched, f.store.markCleaned(ctx, tx, []unitMark{{name: unit, digest: digest}})
+	return recovered, mismatched, f.store.MarkCleaned(ctx, tx, []relay.UnitMark{{Name: unit, Digest: digest}})
 }

@@ -6,16 +6,8 @@ import (
 	"time"
 
 	"github.com/outboxkit/outboxkit/forwarder/internal/deadletter"
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 )
-
-// settlement is what the acknowledgement writes for a failed record: a retry later, or dead.
-type settlement struct {
-	record   record
-	attempts int
-	next     time.Time
-	dead     bool
-	reason   string
-}
 
 // settle counts a failed attempt and decides its fate: a retry with backoff, or, after the last
 // attempt (unless UnlimitedRetries) or on a permanent error, a dead letter, published here,
@@ -24,29 +16,29 @@ type settlement struct {
 // broker refuses it whole; one refused even reduced leaves the row dead in the table with the
 // reason, so that nothing is retried forever; one that cannot be published yet is retried like
 // any failure.
-func (f *Forwarder) settle(ctx context.Context, r record, publishErr error) settlement {
-	attempts := r.attempts + 1
-	f.metrics.failed.WithLabelValues(r.event.Topic, r.event.TenantID).Inc()
+func (f *Forwarder) settle(ctx context.Context, r relay.Record, publishErr error) relay.Settlement {
+	attempts := r.Attempts + 1
+	f.metrics.Failed.WithLabelValues(r.Event.Topic, r.Event.TenantID).Inc()
 	reason := publishErr.Error()
-	if !f.retry.dead(attempts, publishErr) {
+	if !f.retry.Dead(attempts, publishErr) {
 		return f.retryLater(r, attempts, reason)
 	}
 	reduced := false
 	var refusals error // the dead letter's errors so far
 	for {
-		err := publishAlone(ctx, f.publisher, f.cfg.DeadLetterTopic, deadletter.Message(ctx, r.event, reason, attempts, reduced))
+		err := publishAlone(ctx, f.publisher, f.cfg.DeadLetterTopic, deadletter.Message(ctx, r.Event, reason, attempts, reduced))
 		if err != nil {
 			refusals = errors.Join(refusals, err)
 		}
-		switch deadletter.Next(reduced, err, err != nil && f.retry.finalDeadLetterError(attempts, err)) {
+		switch deadletter.Next(reduced, err, err != nil && f.retry.FinalDeadLetterError(attempts, err)) {
 		case deadletter.Sent:
 			if reduced {
 				reason = deadletter.ReducedReason(reason)
 			}
-			f.metrics.deadLettered.WithLabelValues(r.event.Topic, r.event.TenantID).Inc()
-			f.log.Warn("event dead-lettered", "event_id", r.event.ID, "topic", r.event.Topic, "aggregate_id", r.event.AggregateID,
+			f.metrics.DeadLettered.WithLabelValues(r.Event.Topic, r.Event.TenantID).Inc()
+			f.log.Warn("event dead-lettered", "event_id", r.Event.ID, "topic", r.Event.Topic, "aggregate_id", r.Event.AggregateID,
 				"attempts", attempts, "retriable", f.cfg.IsRetriable(publishErr), "reduced", reduced, "reason", reason)
-			return settlement{record: r, attempts: attempts, next: time.Now(), dead: true, reason: reason}
+			return relay.Settlement{Record: r, Attempts: attempts, Next: time.Now(), Dead: true, Reason: reason}
 		case deadletter.SendReduced:
 			reduced = true
 		case deadletter.Refused:
@@ -61,19 +53,19 @@ func (f *Forwarder) settle(ctx context.Context, r record, publishErr error) sett
 // dead-lettered: dead in the table, with a reason saying that the dead-letter topic does not
 // have it, counted and logged at error level (an operator lists it with `outboxkit
 // dead-letters list`, and replays or discards it).
-func (f *Forwarder) deadLetterRefused(r record, attempts int, reason string, dlqErr error) settlement {
-	f.metrics.deadLetterRefused.WithLabelValues(r.event.Topic, r.event.TenantID).Inc()
+func (f *Forwarder) deadLetterRefused(r relay.Record, attempts int, reason string, dlqErr error) relay.Settlement {
+	f.metrics.DeadLetterRefused.WithLabelValues(r.Event.Topic, r.Event.TenantID).Inc()
 	f.log.Error("event dead in the table only: the broker refused its dead letter, even reduced to the ids and the reason",
-		"event_id", r.event.ID, "topic", r.event.Topic, "aggregate_id", r.event.AggregateID, "attempts", attempts,
+		"event_id", r.Event.ID, "topic", r.Event.Topic, "aggregate_id", r.Event.AggregateID, "attempts", attempts,
 		"dead_letter_topic", f.cfg.DeadLetterTopic, "reason", reason, "dead_letter_error", dlqErr)
-	return settlement{record: r, attempts: attempts, next: time.Now(), dead: true,
-		reason: deadletter.RefusedReason(reason, f.cfg.DeadLetterTopic, dlqErr)}
+	return relay.Settlement{Record: r, Attempts: attempts, Next: time.Now(), Dead: true,
+		Reason: deadletter.RefusedReason(reason, f.cfg.DeadLetterTopic, dlqErr)}
 }
 
 // retryLater is the settlement of a failed attempt retried after the backoff.
-func (f *Forwarder) retryLater(r record, attempts int, reason string) settlement {
-	next := time.Now().Add(f.retry.backoff(attempts))
-	f.log.Info("publish failed, will retry", "event_id", r.event.ID, "topic", r.event.Topic,
-		"aggregate_id", r.event.AggregateID, "attempts", attempts, "next_attempt", next, "error", reason)
-	return settlement{record: r, attempts: attempts, next: next, reason: reason}
+func (f *Forwarder) retryLater(r relay.Record, attempts int, reason string) relay.Settlement {
+	next := time.Now().Add(f.retry.Backoff(attempts))
+	f.log.Info("publish failed, will retry", "event_id", r.Event.ID, "topic", r.Event.Topic,
+		"aggregate_id", r.Event.AggregateID, "attempts", attempts, "next_attempt", next, "error", reason)
+	return relay.Settlement{Record: r, Attempts: attempts, Next: next, Reason: reason}
 }

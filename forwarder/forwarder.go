@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/outboxkit/outboxkit/forwarder/internal/deadletter"
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -29,11 +30,11 @@ const (
 // with [Forwarder.Run].
 type Forwarder struct {
 	cfg   Config
-	store *store
+	store *relay.Store
 	// publisher is Config.Publisher with an outcome per message (outcomePublisher).
 	publisher OutcomePublisher
-	inflight  *inflight
-	metrics   *metrics
+	inflight  *relay.Inflight
+	metrics   *relay.Metrics
 	log       *slog.Logger
 	// source feeds pipeline, chosen by New from Config.Source and Config.Delivery.
 	source   source
@@ -49,12 +50,12 @@ type Forwarder struct {
 	// unitsConfigured: Config.TransactionalUnits was set, not defaulted (resolveUnits).
 	unitsConfigured bool
 	// share is how this relay shares the partitions with the others of its lease group.
-	share sharePolicy
+	share relay.SharePolicy
 	// leasesTaken tells the polling workers that partitions were taken between heartbeats of
 	// their own: an idle worker polls them at once instead of at the end of its backoff.
 	leasesTaken chan struct{}
 	// retry decides the fate of a failed attempt on every path.
-	retry retryPolicy
+	retry relay.RetryPolicy
 	// progress says when publishing makes no progress (progress.go).
 	progress progressWatch
 	cdc      *cdcState // nil unless Source is SourceCDC
@@ -76,18 +77,18 @@ func New(config Config) (*Forwarder, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(config.Metrics, table.Events())
+	m, err := relay.NewMetrics(config.Metrics, table.Events())
 	if err != nil {
 		return nil, fmt.Errorf("forwarder: %w", err)
 	}
 	f := &Forwarder{
 		cfg:             config,
 		unitsConfigured: unitsConfigured,
-		store: &store{table: table, dialect: config.Dialect, group: config.LeaseGroup, tenants: config.Tenants,
-			idleTimeout: max(time.Second, config.LeaseTTL/2),
-			plans:       replanner{minRows: min(largeBatch, config.BatchSize), minBytes: config.MaxBatchBytes / 2}},
+		store: &relay.Store{Table: table, Dialect: config.Dialect, Group: config.LeaseGroup, Tenants: config.Tenants,
+			IdleTimeout: max(time.Second, config.LeaseTTL/2),
+			Plans:       relay.Replanner{MinRows: min(relay.LargeBatch, config.BatchSize), MinBytes: config.MaxBatchBytes / 2}},
 		metrics:     m,
-		inflight:    newInflight(config.Workers),
+		inflight:    relay.NewInflight(config.Workers),
 		leasesTaken: make(chan struct{}, 1),
 		log:         config.Logger.With("component", "outboxkit.forwarder", "relay", config.RelayID, "table", table.Events()),
 	}
@@ -148,7 +149,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	f.releaseLeases(ctx)
 	f.log.Info("forwarder stopped")
 	if f.halted != nil {
-		return fmt.Errorf("forwarder: stopped on table %s: %w", f.store.table, f.halted)
+		return fmt.Errorf("forwarder: stopped on table %s: %w", f.store.Table, f.halted)
 	}
 	return nil
 }
@@ -171,7 +172,7 @@ func (f *Forwarder) halt(err error) {
 func (f *Forwarder) releaseLeases(ctx context.Context) {
 	releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := f.store.releaseAll(releaseCtx, f.cfg.DB, f.cfg.RelayID); err != nil {
+	if err := f.store.ReleaseAll(releaseCtx, f.cfg.DB, f.cfg.RelayID); err != nil {
 		f.log.Warn("could not release leases on shutdown; they expire on their own", "error", err)
 	}
 }
@@ -184,36 +185,36 @@ var errStoppedWhileStarting = errors.New("forwarder: stopped while starting")
 // start creates the group's lease rows and takes a first share of partitions, retrying a
 // database that is not reachable yet a bounded number of times. On SQLite, while another relay
 // runs on the database, it waits (logging why) until that relay stops or its heartbeat expires.
-func (f *Forwarder) start(ctx context.Context) (holding, error) {
+func (f *Forwarder) start(ctx context.Context) (relay.Holding, error) {
 	// notReady is the last error of an attempt that failed on its own, not because ctx ended
 	// during it: once the database has failed, a stop is reported as that failure.
 	var err, notReady error
 	wait := 500 * time.Millisecond
 	for attempt := 1; attempt <= startAttempts; attempt++ {
-		if err = f.store.ensureLeaseRows(ctx, f.cfg.DB); err == nil {
+		if err = f.store.EnsureLeaseRows(ctx, f.cfg.DB); err == nil {
 			err = f.pipeline.start(ctx)
 		}
 		if err == nil {
 			err = f.source.start(ctx)
 		}
 		if errors.Is(err, outbox.ErrNoInstallation) || errors.Is(err, outbox.ErrInstallationBinding) || errors.Is(err, ErrUnitCountMismatch) {
-			return holding{}, fmt.Errorf("forwarder: start on table %s: %w", f.store.table, err) // waiting cannot help
+			return relay.Holding{}, fmt.Errorf("forwarder: start on table %s: %w", f.store.Table, err) // waiting cannot help
 		}
 		if isMissingTable(err) {
-			return holding{}, fmt.Errorf("forwarder: start on table %s: %w: %w", f.store.table, ErrNotMigrated, err) // waiting cannot help
+			return relay.Holding{}, fmt.Errorf("forwarder: start on table %s: %w: %w", f.store.Table, ErrNotMigrated, err) // waiting cannot help
 		}
 		if err == nil {
-			var held holding
+			var held relay.Holding
 			if held, err = f.heartbeat(ctx); err == nil {
-				f.metrics.ownedPartitions.Set(float64(held.owned))
+				f.metrics.OwnedPartitions.Set(float64(held.Owned))
 				return held, nil
 			}
-			var other errOtherRelay
+			var other relay.ErrOtherRelay
 			if errors.As(err, &other) {
 				f.log.Warn("waiting: another relay runs on this SQLite database (SQLite supports one relay per database)",
-					"other_relay", other.other, "retry_in", f.cfg.HeartbeatInterval)
+					"other_relay", other.Other, "retry_in", f.cfg.HeartbeatInterval)
 				if !sleep(ctx, f.cfg.HeartbeatInterval) {
-					return holding{}, fmt.Errorf("%w (%w) while waiting for relay %q to stop", errStoppedWhileStarting, ctx.Err(), other.other)
+					return relay.Holding{}, fmt.Errorf("%w (%w) while waiting for relay %q to stop", errStoppedWhileStarting, ctx.Err(), other.Other)
 				}
 				attempt--
 				continue
@@ -221,22 +222,22 @@ func (f *Forwarder) start(ctx context.Context) (holding, error) {
 		}
 		stoppedInAttempt := errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 		if ctx.Err() != nil && stoppedInAttempt && notReady == nil {
-			return holding{}, fmt.Errorf("%w: %w", errStoppedWhileStarting, err)
+			return relay.Holding{}, fmt.Errorf("%w: %w", errStoppedWhileStarting, err)
 		}
 		if !stoppedInAttempt || notReady == nil {
 			notReady = err
 		}
 		if ctx.Err() != nil {
-			return holding{}, fmt.Errorf("forwarder: start: %w; the database was not ready: %w", ctx.Err(), notReady)
+			return relay.Holding{}, fmt.Errorf("forwarder: start: %w; the database was not ready: %w", ctx.Err(), notReady)
 		}
 		f.log.Warn("database not ready, retrying", "attempt", attempt, "of", startAttempts, "error", err)
 		if attempt < startAttempts && !sleep(ctx, wait) {
-			return holding{}, fmt.Errorf("forwarder: start: %w; the database was not ready: %w", ctx.Err(), notReady)
+			return relay.Holding{}, fmt.Errorf("forwarder: start: %w; the database was not ready: %w", ctx.Err(), notReady)
 		}
 		wait *= 2
 	}
-	return holding{}, fmt.Errorf("forwarder: start on table %s failed after %d attempts (did you run outbox.Migrate?): %w",
-		f.store.table, startAttempts, err)
+	return relay.Holding{}, fmt.Errorf("forwarder: start on table %s failed after %d attempts (did you run outbox.Migrate?): %w",
+		f.store.Table, startAttempts, err)
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
@@ -252,13 +253,13 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 func (f *Forwarder) statsLoop(ctx context.Context) {
 	for {
-		stats, err := f.store.stats(ctx, f.cfg.DB)
+		stats, err := f.store.Stats(ctx, f.cfg.DB)
 		if err != nil && ctx.Err() == nil {
 			f.log.Warn("reading outbox stats failed", "error", err)
 		}
-		f.metrics.pending.Reset()
-		f.metrics.oldestAge.Reset()
-		f.metrics.dead.Reset()
+		f.metrics.Pending.Reset()
+		f.metrics.OldestAge.Reset()
+		f.metrics.Dead.Reset()
 		// The tenants this relay serves ("" when all) always have their series, at 0 when
 		// nothing waits: "nothing waits" is not "no data".
 		tenants := f.cfg.Tenants
@@ -266,15 +267,15 @@ func (f *Forwarder) statsLoop(ctx context.Context) {
 			tenants = []string{""}
 		}
 		for _, tenant := range tenants {
-			f.metrics.pending.WithLabelValues(tenant).Set(0)
-			f.metrics.dead.WithLabelValues(tenant).Set(0)
-			f.metrics.oldestAge.WithLabelValues(tenant).Set(0)
+			f.metrics.Pending.WithLabelValues(tenant).Set(0)
+			f.metrics.Dead.WithLabelValues(tenant).Set(0)
+			f.metrics.OldestAge.WithLabelValues(tenant).Set(0)
 		}
 		for _, st := range stats {
-			f.metrics.pending.WithLabelValues(st.tenant).Set(float64(st.pending))
-			f.metrics.dead.WithLabelValues(st.tenant).Set(float64(st.dead))
-			if !st.oldest.IsZero() {
-				f.metrics.oldestAge.WithLabelValues(st.tenant).Set(time.Since(st.oldest).Seconds())
+			f.metrics.Pending.WithLabelValues(st.Tenant).Set(float64(st.Pending))
+			f.metrics.Dead.WithLabelValues(st.Tenant).Set(float64(st.Dead))
+			if !st.Oldest.IsZero() {
+				f.metrics.OldestAge.WithLabelValues(st.Tenant).Set(time.Since(st.Oldest).Seconds())
 			}
 		}
 		f.updateBlockedGauges(ctx)
@@ -291,7 +292,7 @@ func (f *Forwarder) pruneLoop(ctx context.Context) {
 	for {
 		cutoff := time.Now().Add(-f.cfg.Retention)
 		for {
-			n, err := f.store.prune(ctx, f.cfg.DB, cutoff, pruneBatch)
+			n, err := f.store.Prune(ctx, f.cfg.DB, cutoff, pruneBatch)
 			if err != nil {
 				if ctx.Err() == nil {
 					f.log.Warn("pruning published rows failed", "error", err)
@@ -311,14 +312,14 @@ func (f *Forwarder) pruneLoop(ctx context.Context) {
 // deliver publishes claimed records of the given leases, settles the failures (retry, park or
 // dead-letter) and acknowledges the outcome in one short transaction fenced by the leases'
 // epochs, and returns it. Every source of records (the polling claim, the CDC stream) ends here.
-func (f *Forwarder) deliver(ctx context.Context, worker int, leases []lease, records []record) (outcome, error) {
+func (f *Forwarder) deliver(ctx context.Context, worker int, leases []relay.Lease, records []relay.Record) (relay.Outcome, error) {
 	publishCtx, cancelPublish := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.LeaseTTL)
 	started := time.Now()
 	acked, failed := f.publish(publishCtx, records)
-	f.metrics.publishSeconds.Observe(time.Since(started).Seconds())
-	settled := make([]settlement, len(failed))
+	f.metrics.PublishSeconds.Observe(time.Since(started).Seconds())
+	settled := make([]relay.Settlement, len(failed))
 	for i, fl := range failed {
-		settled[i] = f.settle(publishCtx, fl.record, fl.err)
+		settled[i] = f.settle(publishCtx, fl.Record, fl.Err)
 	}
 	cancelPublish()
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/outboxkit/outboxkit/outbox"
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 )
 
 // Partitions move between relays when one starts or stops: the relay above its share releases
@@ -20,44 +20,32 @@ import (
 // quickSteps is how many quick steps fit in a HeartbeatInterval while partitions move.
 const quickSteps = 25
 
-// incoming says whether partitions are on their way to a relay with holding h: it is below its
-// share, and the other relays hold more than their shares together (some partitions are free,
-// or a relay above its share releases them at its next heartbeat). A relay below its share
-// only because the partitions do not divide evenly expects nothing. Policies with a target
-// (the cdc source) take their partitions by heartbeats.
-func (p sharePolicy) incoming(h holding) bool {
-	if p.target != nil || h.owned >= h.share || h.relays < 1 {
-		return false
-	}
-	return outbox.Partitions-h.owned > (h.relays-1)*h.share
-}
-
 // heartbeat renews and rebalances the leases, never releasing a partition under this relay's
 // own batch in flight.
-func (f *Forwarder) heartbeat(ctx context.Context) (holding, error) {
+func (f *Forwarder) heartbeat(ctx context.Context) (relay.Holding, error) {
 	var releasing []int
 	rebalanced := false
-	held, err := f.store.rebalance(ctx, f.cfg.DB, f.cfg.RelayID, f.cfg.LeaseTTL, f.share, func(surplus []int) []int {
+	held, err := f.store.Rebalance(ctx, f.cfg.DB, f.cfg.RelayID, f.cfg.LeaseTTL, f.share, func(surplus []int) []int {
 		rebalanced = true
-		releasing = f.inflight.rebalance(surplus)
+		releasing = f.inflight.Rebalance(surplus)
 		return releasing
 	})
 	if !rebalanced {
-		f.inflight.rebalance(nil)
+		f.inflight.Rebalance(nil)
 	}
-	f.inflight.released(releasing)
+	f.inflight.Released(releasing)
 	return held, err
 }
 
 // heartbeatLoop runs a heartbeat every HeartbeatInterval, and quick steps between them while
 // partitions move (see above); held is the holding after the start's heartbeat.
-func (f *Forwarder) heartbeatLoop(ctx context.Context, held holding) {
+func (f *Forwarder) heartbeatLoop(ctx context.Context, held relay.Holding) {
 	quick := max(f.cfg.MinPollInterval, f.cfg.HeartbeatInterval/quickSteps)
 	due := time.Now().Add(f.cfg.HeartbeatInterval)
 	for {
-		draining := f.inflight.hasDraining()
+		draining := f.inflight.HasDraining()
 		wait := time.Until(due)
-		if draining || f.share.incoming(held) {
+		if draining || f.share.Incoming(held) {
 			wait = min(wait, quick)
 		}
 		if !sleep(ctx, wait) {
@@ -75,21 +63,21 @@ func (f *Forwarder) heartbeatLoop(ctx context.Context, held holding) {
 			}
 			continue
 		}
-		if h.owned > held.owned {
+		if h.Owned > held.Owned {
 			f.wakeWorkers()
 		}
 		held = h
-		f.metrics.ownedPartitions.Set(float64(h.owned))
+		f.metrics.OwnedPartitions.Set(float64(h.Owned))
 	}
 }
 
 // takeIncoming is a quick step of a relay expecting partitions: it takes free or expired ones
 // up to its share, and wakes the workers when it took some.
-func (f *Forwarder) takeIncoming(ctx context.Context, held holding) holding {
-	if !f.share.incoming(held) {
+func (f *Forwarder) takeIncoming(ctx context.Context, held relay.Holding) relay.Holding {
+	if !f.share.Incoming(held) {
 		return held
 	}
-	taken, err := f.store.acquire(ctx, f.cfg.DB, f.cfg.RelayID, held.share-held.owned, f.cfg.LeaseTTL, f.share)
+	taken, err := f.store.Acquire(ctx, f.cfg.DB, f.cfg.RelayID, held.Share-held.Owned, f.cfg.LeaseTTL, f.share)
 	if err != nil {
 		if ctx.Err() == nil {
 			f.log.Warn("taking partitions between heartbeats failed", "error", err)
@@ -97,8 +85,8 @@ func (f *Forwarder) takeIncoming(ctx context.Context, held holding) holding {
 		return held
 	}
 	if taken > 0 {
-		held.owned += taken
-		f.metrics.ownedPartitions.Set(float64(held.owned))
+		held.Owned += taken
+		f.metrics.OwnedPartitions.Set(float64(held.Owned))
 		f.wakeWorkers()
 	}
 	return held

@@ -9,27 +9,28 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
 func TestIncomingPartitions(t *testing.T) {
 	cases := []struct {
 		name   string
-		policy sharePolicy
-		held   holding
+		policy relay.SharePolicy
+		held   relay.Holding
 		want   bool
 	}{
-		{"a new relay, the others above their shares", sharePolicy{}, holding{owned: 0, share: 22, relays: 3}, true},
-		{"half-way through the move", sharePolicy{}, holding{owned: 10, share: 22, relays: 3}, true},
-		{"below the share only by rounding (22+22+20)", sharePolicy{}, holding{owned: 20, share: 22, relays: 3}, false},
-		{"at its share", sharePolicy{}, holding{owned: 32, share: 32, relays: 2}, false},
-		{"a lone relay missing partitions (expired, free)", sharePolicy{}, holding{owned: 60, share: 64, relays: 1}, true},
-		{"units: a new relay", sharePolicy{units: 8}, holding{owned: 0, share: 24, relays: 3}, true},
-		{"units: below only by rounding (24+24+16)", sharePolicy{units: 8}, holding{owned: 16, share: 24, relays: 3}, false},
-		{"a target (cdc) takes by heartbeats", sharePolicy{target: func(int) int { return outbox.Partitions }}, holding{owned: 0, share: 64, relays: 2}, false},
+		{"a new relay, the others above their shares", relay.SharePolicy{}, relay.Holding{Owned: 0, Share: 22, Relays: 3}, true},
+		{"half-way through the move", relay.SharePolicy{}, relay.Holding{Owned: 10, Share: 22, Relays: 3}, true},
+		{"below the share only by rounding (22+22+20)", relay.SharePolicy{}, relay.Holding{Owned: 20, Share: 22, Relays: 3}, false},
+		{"at its share", relay.SharePolicy{}, relay.Holding{Owned: 32, Share: 32, Relays: 2}, false},
+		{"a lone relay missing partitions (expired, free)", relay.SharePolicy{}, relay.Holding{Owned: 60, Share: 64, Relays: 1}, true},
+		{"units: a new relay", relay.SharePolicy{Units: 8}, relay.Holding{Owned: 0, Share: 24, Relays: 3}, true},
+		{"units: below only by rounding (24+24+16)", relay.SharePolicy{Units: 8}, relay.Holding{Owned: 16, Share: 24, Relays: 3}, false},
+		{"a target (cdc) takes by heartbeats", relay.SharePolicy{Target: func(int) int { return outbox.Partitions }}, relay.Holding{Owned: 0, Share: 64, Relays: 2}, false},
 	}
 	for _, c := range cases {
-		if got := c.policy.incoming(c.held); got != c.want {
+		if got := c.policy.Incoming(c.held); got != c.want {
 			t.Errorf("%s: incoming(%+v) = %v, want %v", c.name, c.held, got, c.want)
 		}
 	}
@@ -42,22 +43,22 @@ func TestPartitionsMoveBetweenHeartbeats(t *testing.T) {
 	for _, d := range []outbox.Dialect{outbox.Postgres, outbox.MySQL} {
 		t.Run(string(d), func(t *testing.T) {
 			fx := newStoreFixture(t, d)
-			if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
+			if err := fx.store.EnsureLeaseRows(fx.ctx, fx.db); err != nil {
 				t.Fatal(err)
 			}
 			const ttl = time.Minute
 			if n := fx.heartbeat("A", ttl); n != outbox.Partitions {
 				t.Fatalf("a lone relay owns %d partitions", n)
 			}
-			m, err := newMetrics(prometheus.NewRegistry(), fx.store.table.Events())
+			m, err := relay.NewMetrics(prometheus.NewRegistry(), fx.store.Table.Events())
 			if err != nil {
 				t.Fatal(err)
 			}
 			b := &Forwarder{cfg: Config{DB: fx.db, RelayID: "B", LeaseTTL: ttl, HeartbeatInterval: 30 * time.Second,
-				MinPollInterval: 10 * time.Millisecond}, store: fx.store, inflight: newInflight(1), metrics: m,
+				MinPollInterval: 10 * time.Millisecond}, store: fx.store, inflight: relay.NewInflight(1), metrics: m,
 				log: slog.New(slog.NewTextHandler(io.Discard, nil)), leasesTaken: make(chan struct{}, 1)}
 			held, err := b.heartbeat(fx.ctx)
-			if err != nil || held.owned != 0 || held.share != outbox.Partitions/2 {
+			if err != nil || held.Owned != 0 || held.Share != outbox.Partitions/2 {
 				t.Fatalf("B's first heartbeat: %+v, %v (want 0 owned of a share of %d)", held, err, outbox.Partitions/2)
 			}
 			ctx, cancel := context.WithCancel(fx.ctx)

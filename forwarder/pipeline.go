@@ -3,6 +3,8 @@ package forwarder
 import (
 	"context"
 	"fmt"
+
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 )
 
 // pipeline is a delivery mode: it publishes the records a source hands it and acknowledges the
@@ -13,17 +15,17 @@ type pipeline interface {
 	start(ctx context.Context) error
 	// ready prepares a worker's leases for publishing and returns those whose records may be
 	// published now. An error is logged by the pipeline; the leases returned are usable anyway.
-	ready(ctx context.Context, worker int, leases []lease) ([]lease, error)
+	ready(ctx context.Context, worker int, leases []relay.Lease) ([]relay.Lease, error)
 	// claimLimits returns the rows and payload bytes a polling worker claims at once for the
 	// ready leases, and trimClaim what of a claim (in sequence order) one delivery takes: a
 	// sequence-order prefix of each partition's rows, the rest staying pending.
-	claimLimits(ready []lease) (int, int64)
-	trimClaim(records []record) []record
+	claimLimits(ready []relay.Lease) (int, int64)
+	trimClaim(records []relay.Record) []relay.Record
 	// scope returns the leases a delivery of records must hold and fence, out of leases (all of
 	// the relay's).
-	scope(leases []lease, records []record) []lease
+	scope(leases []relay.Lease, records []relay.Record) []relay.Lease
 	// deliver publishes records under leases, settles the failures and acknowledges the outcome.
-	deliver(ctx context.Context, worker int, leases []lease, records []record) (outcome, error)
+	deliver(ctx context.Context, worker int, leases []relay.Lease, records []relay.Record) (relay.Outcome, error)
 	// stop releases what the pipeline holds once no delivery runs.
 	stop()
 	// logAttrs are the pipeline's attributes for the forwarder's start-up log line.
@@ -35,7 +37,7 @@ type pipeline interface {
 func newPipeline(f *Forwarder) pipeline {
 	if f.cfg.Delivery == ExactlyOnce {
 		f.txp = f.cfg.Publisher.(TransactionalPublisher) // checked by Validate
-		f.share.units = f.cfg.TransactionalUnits
+		f.share.Units = f.cfg.TransactionalUnits
 		return exactlyOnce{f}
 	}
 	return atLeastOnce{f}
@@ -47,21 +49,21 @@ type atLeastOnce struct{ f *Forwarder }
 
 func (atLeastOnce) start(context.Context) error { return nil }
 
-func (atLeastOnce) ready(_ context.Context, _ int, leases []lease) ([]lease, error) {
+func (atLeastOnce) ready(_ context.Context, _ int, leases []relay.Lease) ([]relay.Lease, error) {
 	return leases, nil
 }
 
-func (p atLeastOnce) claimLimits([]lease) (int, int64) {
+func (p atLeastOnce) claimLimits([]relay.Lease) (int, int64) {
 	return p.f.cfg.BatchSize, p.f.cfg.MaxBatchBytes
 }
 
-func (atLeastOnce) trimClaim(records []record) []record { return records }
+func (atLeastOnce) trimClaim(records []relay.Record) []relay.Record { return records }
 
-func (atLeastOnce) scope(leases []lease, records []record) []lease {
+func (atLeastOnce) scope(leases []relay.Lease, records []relay.Record) []relay.Lease {
 	return leasesOf(leases, records, 0)
 }
 
-func (p atLeastOnce) deliver(ctx context.Context, worker int, leases []lease, records []record) (outcome, error) {
+func (p atLeastOnce) deliver(ctx context.Context, worker int, leases []relay.Lease, records []relay.Record) (relay.Outcome, error) {
 	return p.f.deliver(ctx, worker, leases, records)
 }
 
@@ -85,9 +87,9 @@ func (p exactlyOnce) start(ctx context.Context) error {
 // leased in part wait until the heartbeat has settled its owner, and so do those of a unit whose
 // last checkpoint is another installation's (refused: claiming them would only open the unit
 // again and again, fencing the other installation, while the worker's other units wait).
-func (p exactlyOnce) ready(ctx context.Context, worker int, leases []lease) ([]lease, error) {
+func (p exactlyOnce) ready(ctx context.Context, worker int, leases []relay.Lease) ([]relay.Lease, error) {
 	err := p.f.openLeasedUnits(ctx, worker, leases)
-	var whole []lease
+	var whole []relay.Lease
 	for n, ls := range p.f.wholeUnitLeases(leases) {
 		u := p.f.units.get(n)
 		u.mu.Lock()
@@ -101,19 +103,19 @@ func (p exactlyOnce) ready(ctx context.Context, worker int, leases []lease) ([]l
 }
 
 // scope returns the leases of every partition of the records' units.
-func (p exactlyOnce) scope(leases []lease, records []record) []lease {
+func (p exactlyOnce) scope(leases []relay.Lease, records []relay.Record) []relay.Lease {
 	return leasesOf(leases, records, p.f.cfg.TransactionalUnits)
 }
 
 // deliver publishes the records in transactions of their units. A record whose unit is not
 // leased whole (some of its partitions are being given up) could be neither published nor left
 // to a retry, so it stops the delivery with errLeasesLost.
-func (p exactlyOnce) deliver(ctx context.Context, worker int, leases []lease, records []record) (outcome, error) {
+func (p exactlyOnce) deliver(ctx context.Context, worker int, leases []relay.Lease, records []relay.Record) (relay.Outcome, error) {
 	units := p.f.cfg.TransactionalUnits
 	whole := p.f.wholeUnitLeases(leases)
 	for _, r := range records {
-		if _, ok := whole[r.partition%units]; !ok {
-			return outcome{}, fmt.Errorf("%w: transactional unit %d is not leased whole", errLeasesLost, r.partition%units)
+		if _, ok := whole[r.Partition%units]; !ok {
+			return relay.Outcome{}, fmt.Errorf("%w: transactional unit %d is not leased whole", errLeasesLost, r.Partition%units)
 		}
 	}
 	return p.f.deliverTransactional(ctx, worker, leases, records)

@@ -19,7 +19,7 @@ type source interface {
 
 // newSource returns the source of the configured Config.Source.
 func newSource(f *Forwarder, table outbox.Table) (source, error) {
-	f.ackInOneStatement = f.store.sql().AcksInOneStatement()
+	f.ackInOneStatement = f.store.SQL().AcksInOneStatement()
 	if f.cfg.Source == SourceCDC {
 		if err := f.setupCDC(table); err != nil {
 			return nil, err
@@ -113,10 +113,10 @@ func (f *Forwarder) relayBatch(ctx context.Context, worker int) (int, error) {
 		return 0, nil
 	}
 	db := f.cfg.DB
-	f.inflight.read(worker)
-	leases, err := f.store.liveLeases(ctx, db, f.cfg.RelayID, worker, f.cfg.Workers)
-	leases = f.inflight.hold(worker, leases)
-	defer f.inflight.end(leases)
+	f.inflight.Read(worker)
+	leases, err := f.store.LiveLeases(ctx, db, f.cfg.RelayID, worker, f.cfg.Workers)
+	leases = f.inflight.Hold(worker, leases)
+	defer f.inflight.End(leases)
 	if err != nil || len(leases) == 0 {
 		return 0, err
 	}
@@ -129,15 +129,15 @@ func (f *Forwarder) relayBatch(ctx context.Context, worker int) (int, error) {
 	}
 	partitions := make([]int, 0, len(ready))
 	for _, l := range ready {
-		partitions = append(partitions, l.partition)
+		partitions = append(partitions, l.Partition)
 	}
 	limit, maxBytes := f.pipeline.claimLimits(ready)
-	records, err := f.store.claim(ctx, db, partitions, limit, maxBytes)
+	records, err := f.store.Claim(ctx, db, partitions, limit, maxBytes)
 	if err != nil || len(records) == 0 {
 		return 0, err
 	}
 	records = f.pipeline.trimClaim(records)
-	f.metrics.batchSize.Observe(float64(len(records)))
+	f.metrics.BatchSize.Observe(float64(len(records)))
 	token := f.progress.begin()
 	o, err := f.pipeline.deliver(ctx, worker, leases, records)
 	f.delivered(token, o, err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 )
 
 // progressWatch says when publishing makes no progress: every delivery since PublishStallAfter
@@ -53,24 +55,24 @@ func (w *progressWatch) hungSince(after time.Duration) time.Time {
 // dead-lettered (the broker took its dead letter), is progress; nothing of that and a failure
 // (err, or a record to retry) is not. Publishing has recovered once there is progress and no
 // other delivery hangs.
-func (f *Forwarder) delivered(token uint64, o outcome, err error) {
+func (f *Forwarder) delivered(token uint64, o relay.Outcome, err error) {
 	w := &f.progress
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.started, token)
-	progressed := len(o.acked) > 0
-	for _, st := range o.settled {
-		progressed = progressed || st.dead
+	progressed := len(o.Acked) > 0
+	for _, st := range o.Settled {
+		progressed = progressed || st.Dead
 	}
 	switch {
 	case progressed:
 		if w.stalled && w.hungSince(f.cfg.PublishStallAfter).IsZero() {
 			f.log.Info("publishing recovered", "after", time.Since(w.stalledSince).Round(time.Second))
-			f.metrics.publishStalled.Set(0)
+			f.metrics.PublishStalled.Set(0)
 			w.stalled = false
 		}
 		w.failingSince, w.lastErr = time.Time{}, ""
-	case err != nil || len(o.settled) > 0:
+	case err != nil || len(o.Settled) > 0:
 		if w.failingSince.IsZero() {
 			w.failingSince = time.Now()
 		}
@@ -78,7 +80,7 @@ func (f *Forwarder) delivered(token uint64, o outcome, err error) {
 		case err != nil:
 			w.lastErr = err.Error()
 		default:
-			w.lastErr = o.settled[0].reason
+			w.lastErr = o.Settled[0].Reason
 		}
 	}
 }
@@ -120,7 +122,7 @@ func (f *Forwarder) checkProgress() {
 		return
 	}
 	w.stalled, w.stalledSince = true, since
-	f.metrics.publishStalled.Set(1)
+	f.metrics.PublishStalled.Set(1)
 	f.log.Warn("publishing makes no progress: deliveries fail or do not return; events wait (broker unreachable or refusing?)",
 		"for", time.Since(since).Round(time.Second), "last_error", lastErr)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/outboxkit/outboxkit/forwarder/internal/deadletter"
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/forwarder/internal/waves"
 )
 
@@ -16,12 +17,6 @@ import (
 // broker refused it with them); its value is how many headers were dropped. The headers stay in
 // the outbox row for a replay.
 const MetadataHeadersDropped = deadletter.MetadataHeadersDropped
-
-// failure is a record whose publish failed, with the publisher's error.
-type failure struct {
-	record record
-	err    error
-}
 
 // outcomePublisher is the publisher strategy, chosen once: a publisher that reports outcomes
 // per message (OutcomePublisher) is used as it is; any other is published through in waves
@@ -35,15 +30,15 @@ func outcomePublisher(c Config, log *slog.Logger) OutcomePublisher {
 
 // publish sends the records and returns the acknowledged ones and the failed ones; records of a
 // key held back behind an earlier failure of that key are in neither and stay pending.
-func (f *Forwarder) publish(ctx context.Context, records []record) (acked []record, failed []failure) {
+func (f *Forwarder) publish(ctx context.Context, records []relay.Record) (acked []relay.Record, failed []relay.Failure) {
 	return publishOutcomes(ctx, f.publisher, f.metrics, f.log, records)
 }
 
 // toMessages turns records into broker messages carrying ctx.
-func toMessages(ctx context.Context, records []record) []*message.Message {
+func toMessages(ctx context.Context, records []relay.Record) []*message.Message {
 	msgs := make([]*message.Message, len(records))
 	for i, r := range records {
-		msgs[i] = r.event.ToMessage()
+		msgs[i] = r.Event.ToMessage()
 		msgs[i].SetContext(ctx)
 	}
 	return msgs
@@ -51,19 +46,19 @@ func toMessages(ctx context.Context, records []record) []*message.Message {
 
 // byTopic groups records by topic, keeping their order, and lists the topics in order of first
 // appearance.
-func byTopic(records []record) (topics []string, groups map[string][]record) {
-	groups = map[string][]record{}
+func byTopic(records []relay.Record) (topics []string, groups map[string][]relay.Record) {
+	groups = map[string][]relay.Record{}
 	for _, r := range records {
-		if _, ok := groups[r.event.Topic]; !ok {
-			topics = append(topics, r.event.Topic)
+		if _, ok := groups[r.Event.Topic]; !ok {
+			topics = append(topics, r.Event.Topic)
 		}
-		groups[r.event.Topic] = append(groups[r.event.Topic], r)
+		groups[r.Event.Topic] = append(groups[r.Event.Topic], r)
 	}
 	return topics, groups
 }
 
 // eachTopic runs publishTopic for every topic of records in parallel and gathers the results.
-func eachTopic(records []record, publishTopic func(topic string, records []record) ([]record, []failure)) (acked []record, failed []failure) {
+func eachTopic(records []relay.Record, publishTopic func(topic string, records []relay.Record) ([]relay.Record, []relay.Failure)) (acked []relay.Record, failed []relay.Failure) {
 	topics, groups := byTopic(records)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -87,21 +82,21 @@ func eachTopic(records []record, publishTopic func(topic string, records []recor
 // dead-lettered), its later events stay pending, parked behind it; only failed events are sent
 // again. The events of a key that go to several topics are cut into segments at each change of
 // topic, published one segment after the other, since gaplessness holds within one call only.
-func publishOutcomes(ctx context.Context, pub OutcomePublisher, m *metrics, log *slog.Logger, records []record) (acked []record, failed []failure) {
+func publishOutcomes(ctx context.Context, pub OutcomePublisher, m *relay.Metrics, log *slog.Logger, records []relay.Record) (acked []relay.Record, failed []relay.Failure) {
 	type keyState struct {
 		topic   string
 		segment int
 	}
-	var segments [][]record
+	var segments [][]relay.Record
 	keys := make(map[int64]*keyState, len(records))
 	for _, r := range records {
-		st, ok := keys[r.keyHash]
+		st, ok := keys[r.KeyHash]
 		switch {
 		case !ok:
-			st = &keyState{topic: r.event.Topic}
-			keys[r.keyHash] = st
-		case st.topic != r.event.Topic:
-			st.topic = r.event.Topic
+			st = &keyState{topic: r.Event.Topic}
+			keys[r.KeyHash] = st
+		case st.topic != r.Event.Topic:
+			st.topic = r.Event.Topic
 			st.segment++
 		}
 		if st.segment == len(segments) {
@@ -113,16 +108,16 @@ func publishOutcomes(ctx context.Context, pub OutcomePublisher, m *metrics, log 
 	for _, segment := range segments {
 		todo := segment[:0:0]
 		for _, r := range segment {
-			if !parked[r.keyHash] {
+			if !parked[r.KeyHash] {
 				todo = append(todo, r)
 			}
 		}
-		a, fl := eachTopic(todo, func(topic string, records []record) ([]record, []failure) {
+		a, fl := eachTopic(todo, func(topic string, records []relay.Record) ([]relay.Record, []relay.Failure) {
 			return publishEach(ctx, pub, m, log, topic, records)
 		})
 		acked = append(acked, a...)
 		for _, x := range fl {
-			parked[x.record.keyHash] = true
+			parked[x.Record.KeyHash] = true
 			failed = append(failed, x)
 		}
 	}
@@ -133,7 +128,7 @@ func publishOutcomes(ctx context.Context, pub OutcomePublisher, m *metrics, log 
 // the first failure of each key is returned as failed, the key's later records are held back.
 // A permanent error is taken as the message's own (the OutcomePublisher contract; the waves
 // adapter confirms it alone before it reports it), so it is dead-lettered.
-func publishEach(ctx context.Context, pub OutcomePublisher, m *metrics, log *slog.Logger, topic string, records []record) (acked []record, failed []failure) {
+func publishEach(ctx context.Context, pub OutcomePublisher, m *relay.Metrics, log *slog.Logger, topic string, records []relay.Record) (acked []relay.Record, failed []relay.Failure) {
 	msgs := toMessages(ctx, records)
 	errs := pub.PublishEach(ctx, topic, msgs)
 	if len(errs) != len(msgs) {
@@ -147,18 +142,18 @@ func publishEach(ctx context.Context, pub OutcomePublisher, m *metrics, log *slo
 	for i, r := range records {
 		switch {
 		case errs[i] == nil:
-			if broken[r.keyHash] {
-				m.gapViolations.Inc()
+			if broken[r.KeyHash] {
+				m.GapViolations.Inc()
 				log.Error("the publisher acknowledged an event after an earlier event of its key failed in the same call; "+
 					"its key may be out of order on the broker", "publisher", fmt.Sprintf("%T", pub), "topic", topic,
-					"event_id", r.event.ID, "aggregate_id", r.event.AggregateID)
+					"event_id", r.Event.ID, "aggregate_id", r.Event.AggregateID)
 			}
 			acked = append(acked, r)
-		case broken[r.keyHash]:
+		case broken[r.KeyHash]:
 			// Held back behind the key's first failure: stays pending, untouched.
 		default:
-			broken[r.keyHash] = true
-			failed = append(failed, failure{r, errs[i]})
+			broken[r.KeyHash] = true
+			failed = append(failed, relay.Failure{Record: r, Err: errs[i]})
 		}
 	}
 	return acked, failed

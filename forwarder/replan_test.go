@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 )
 
 // generationOf is the generation number in a plan label ("" is 0).
@@ -27,21 +29,21 @@ func generationOf(t *testing.T, label string) int {
 func TestReplannerMovesOnBacklogs(t *testing.T) {
 	start := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
 	now := start
-	r := &replanner{now: func() time.Time { return now }}
+	r := &relay.Replanner{Now: func() time.Time { return now }}
 	at := func(d time.Duration, rows, want int) {
 		t.Helper()
 		now = start.Add(d)
-		if got := generationOf(t, r.observe(rows, 0)); got != want {
+		if got := generationOf(t, r.Observe(rows, 0)); got != want {
 			t.Fatalf("a batch of %d rows at %v: generation %d, want %d", rows, d, got, want)
 		}
-		if got := generationOf(t, r.current()); got != want {
+		if got := generationOf(t, r.Current()); got != want {
 			t.Fatalf("after a batch of %d rows at %v: current generation %d, want %d", rows, d, got, want)
 		}
 	}
 	for i := range 20 {
-		at(time.Duration(i)*time.Second, largeBatch-1, 0)
+		at(time.Duration(i)*time.Second, relay.LargeBatch-1, 0)
 	}
-	at(20*time.Second, largeBatch, 1) // a backlog starts
+	at(20*time.Second, relay.LargeBatch, 1) // a backlog starts
 	at(20*time.Second+900*time.Millisecond, 1000, 1)
 	at(21*time.Second, 1000, 2)
 	at(22*time.Second, 3, 2) // a small batch in between changes nothing
@@ -56,17 +58,17 @@ func TestReplannerMovesOnBacklogs(t *testing.T) {
 		at(d, 1000, 6)
 	}
 	// A quiet spell of backlogQuiet, then a new backlog: new plans at once.
-	at(10*time.Minute+backlogQuiet-5*time.Second-time.Millisecond, 1000, 6)
-	at(10*time.Minute+2*backlogQuiet, 1000, 7)
-	at(10*time.Minute+2*backlogQuiet+time.Second, 1000, 8)
+	at(10*time.Minute+relay.BacklogQuiet-5*time.Second-time.Millisecond, 1000, 6)
+	at(10*time.Minute+2*relay.BacklogQuiet, 1000, 7)
+	at(10*time.Minute+2*relay.BacklogQuiet+time.Second, 1000, 8)
 }
 
 // TestReplannerLabelsAreItsOwn: two relays' replanners in one process label their generations
 // differently, so relays sharing a connection pool never share a statement of a later
 // generation, which the other may have planned on a small table.
 func TestReplannerLabelsAreItsOwn(t *testing.T) {
-	var a, b replanner
-	la, lb := a.observe(largeBatch, 0), b.observe(largeBatch, 0)
+	var a, b relay.Replanner
+	la, lb := a.Observe(relay.LargeBatch, 0), b.Observe(relay.LargeBatch, 0)
 	if la == "" || lb == "" || la == lb {
 		t.Fatalf("first generations of two replanners: %q and %q, want two different labels", la, lb)
 	}
@@ -76,15 +78,15 @@ func TestReplannerLabelsAreItsOwn(t *testing.T) {
 // rows (large payloads fill a batch before largeBatch rows), and so do full batches smaller
 // than largeBatch.
 func TestReplannerByteRule(t *testing.T) {
-	r := replanner{minRows: 20, minBytes: 1 << 19}
-	if got := r.observe(19, 1<<19-1); got != "" {
+	r := relay.Replanner{MinRows: 20, MinBytes: 1 << 19}
+	if got := r.Observe(19, 1<<19-1); got != "" {
 		t.Fatalf("19 rows of %d bytes moved the statements to generation %q", 1<<19-1, got)
 	}
-	if got := r.observe(5, 1<<19); got == "" {
+	if got := r.Observe(5, 1<<19); got == "" {
 		t.Fatal("5 rows of half the byte bound did not move the statements")
 	}
-	r = replanner{minRows: 20}
-	if got := r.observe(20, 0); got == "" {
+	r = relay.Replanner{MinRows: 20}
+	if got := r.Observe(20, 0); got == "" {
 		t.Fatal("a batch of minRows rows did not move the statements")
 	}
 }

@@ -1,60 +1,9 @@
 package forwarder
 
-import (
-	"math"
-	"math/rand/v2"
-	"time"
-)
-
-// retryPolicy is the one rule for a failed attempt, on every delivery path: whether the event is
-// dead now, when it is tried again, and when a refused dead letter is final. It is built once
-// from the Config (retryPolicyOf).
-type retryPolicy struct {
-	maxAttempts int
-	unlimited   bool
-	retriable   func(error) bool
-	initial     time.Duration
-	maxInterval time.Duration
-	multiplier  float64
-	jitter      float64
-}
+import "github.com/outboxkit/outboxkit/forwarder/internal/relay"
 
 // retryPolicyOf is the retry policy of c (with its defaults set).
-func retryPolicyOf(c Config) retryPolicy {
-	return retryPolicy{maxAttempts: c.MaxAttempts, unlimited: c.UnlimitedRetries, retriable: c.IsRetriable,
-		initial: c.InitialInterval, maxInterval: c.MaxInterval, multiplier: c.Multiplier, jitter: c.RandomizationFactor}
-}
-
-// dead reports whether an event whose attempt number attempts failed with err is dead-lettered
-// now: on a permanent error, or after its last attempt (MaxAttempts, unless UnlimitedRetries).
-func (p retryPolicy) dead(attempts int, err error) bool {
-	return !p.retriable(err) || (!p.unlimited && attempts >= p.maxAttempts)
-}
-
-// pastBudget reports whether the event has failed more often than its retry budget allows: its
-// dead letter was refused before (or it is retried without limit), so its next dead letter goes
-// reduced from the start.
-func (p retryPolicy) pastBudget(attempts int) bool { return attempts > p.maxAttempts }
-
-// lastDeadLetterChance reports whether a dead letter that fails with a retriable error at
-// this attempt has had its chances: its event has failed MaxAttempts times more than the retry
-// budget, so the failure is taken as final. This holds with UnlimitedRetries too, which is
-// about the event's delivery, not its dead letter: a broker that keeps refusing a dead letter
-// with an error it calls retriable (inside a Kafka transaction a refused record is reported so)
-// must not hold the event, and its key, forever.
-func (p retryPolicy) lastDeadLetterChance(attempts int) bool { return attempts >= 2*p.maxAttempts }
-
-// finalDeadLetterError reports whether a dead letter that failed with err at this attempt is
-// refused for good: a permanent error, or its last chance.
-func (p retryPolicy) finalDeadLetterError(attempts int, err error) bool {
-	return !p.retriable(err) || p.lastDeadLetterChance(attempts)
-}
-
-// backoff is InitialInterval * Multiplier^(attempts-1), capped at MaxInterval, spread by
-// ±RandomizationFactor so retries of many events do not arrive together.
-func (p retryPolicy) backoff(attempts int) time.Duration {
-	d := float64(p.initial) * math.Pow(p.multiplier, float64(attempts-1))
-	d = math.Min(d, float64(p.maxInterval))
-	d *= 1 + p.jitter*(2*rand.Float64()-1)
-	return time.Duration(d)
+func retryPolicyOf(c Config) relay.RetryPolicy {
+	return relay.RetryPolicy{MaxAttempts: c.MaxAttempts, Unlimited: c.UnlimitedRetries, Retriable: c.IsRetriable,
+		Initial: c.InitialInterval, MaxInterval: c.MaxInterval, Multiplier: c.Multiplier, Jitter: c.RandomizationFactor}
 }

@@ -4,13 +4,15 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 )
 
 var errPermanent = errors.New("permanent")
 
-func testPolicy(unlimited bool) retryPolicy {
-	return retryPolicy{maxAttempts: 3, unlimited: unlimited, retriable: func(err error) bool { return !errors.Is(err, errPermanent) },
-		initial: 100 * time.Millisecond, maxInterval: time.Second, multiplier: 2, jitter: 0.2}
+func testPolicy(unlimited bool) relay.RetryPolicy {
+	return relay.RetryPolicy{MaxAttempts: 3, Unlimited: unlimited, Retriable: func(err error) bool { return !errors.Is(err, errPermanent) },
+		Initial: 100 * time.Millisecond, MaxInterval: time.Second, Multiplier: 2, Jitter: 0.2}
 }
 
 // TestRetryPolicyDecidesEveryPath: the one rule of a failed attempt, used by the at-least-once
@@ -30,15 +32,15 @@ func TestRetryPolicyDecidesEveryPath(t *testing.T) {
 		{"a retriable error is dead after the last attempt", false, 3, retriable, true},
 		{"unlimited retries never end a retriable error", true, 1000, retriable, false},
 	} {
-		if got := testPolicy(tc.unlimited).dead(tc.attempts, tc.err); got != tc.dead {
+		if got := testPolicy(tc.unlimited).Dead(tc.attempts, tc.err); got != tc.dead {
 			t.Errorf("%s: dead(%d, %v) = %v", tc.name, tc.attempts, tc.err, got)
 		}
 	}
 	p := testPolicy(true)
-	if p.finalDeadLetterError(5, retriable) || !p.finalDeadLetterError(6, retriable) || !p.finalDeadLetterError(1, errPermanent) {
+	if p.FinalDeadLetterError(5, retriable) || !p.FinalDeadLetterError(6, retriable) || !p.FinalDeadLetterError(1, errPermanent) {
 		t.Error("a refused dead letter must be final on a permanent error or after 2 x MaxAttempts, also with unlimited retries")
 	}
-	if p.pastBudget(3) || !p.pastBudget(4) {
+	if p.PastBudget(3) || !p.PastBudget(4) {
 		t.Error("pastBudget must hold from MaxAttempts + 1 on")
 	}
 }
@@ -49,7 +51,7 @@ func TestRetryPolicyBackoffGrowsWithinItsBounds(t *testing.T) {
 	p := testPolicy(false)
 	for attempts, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 3: 400 * time.Millisecond, 10: time.Second} {
 		for range 100 {
-			got := p.backoff(attempts)
+			got := p.Backoff(attempts)
 			if got < time.Duration(float64(want)*0.8) || got > time.Duration(float64(want)*1.2) {
 				t.Fatalf("backoff(%d) = %v, want %v ± 20 %%", attempts, got, want)
 			}
@@ -71,15 +73,15 @@ func TestRetryPolicyDisableJitterGivesExactWaits(t *testing.T) {
 		cfg := tc.cfg
 		cfg.setDefaults()
 		p := retryPolicyOf(cfg)
-		if p.jitter != tc.want {
-			t.Errorf("DisableJitter %v, RandomizationFactor %v: jitter %v, want %v", tc.cfg.DisableJitter, tc.cfg.RandomizationFactor, p.jitter, tc.want)
+		if p.Jitter != tc.want {
+			t.Errorf("DisableJitter %v, RandomizationFactor %v: jitter %v, want %v", tc.cfg.DisableJitter, tc.cfg.RandomizationFactor, p.Jitter, tc.want)
 		}
 	}
 	cfg := Config{DisableJitter: true, InitialInterval: 300 * time.Millisecond}
 	cfg.setDefaults()
 	p := retryPolicyOf(cfg)
 	for range 50 {
-		if got := p.backoff(2); got != 600*time.Millisecond {
+		if got := p.Backoff(2); got != 600*time.Millisecond {
 			t.Fatalf("backoff(2) with DisableJitter = %v, want exactly 600ms", got)
 		}
 	}

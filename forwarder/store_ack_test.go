@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -29,7 +30,7 @@ import (
 // lock wait is cut to 1 s, locks, renews and releases 31 others: none of it may wait for A.
 func TestStoreLeaseLocksTakeOnlyTheNamedRows(t *testing.T) {
 	fx := newStoreFixture(t, outbox.MySQL)
-	if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
+	if err := fx.store.EnsureLeaseRows(fx.ctx, fx.db); err != nil {
 		t.Fatal(err)
 	}
 	impatient := impatientMySQL(t)
@@ -39,12 +40,12 @@ func TestStoreLeaseLocksTakeOnlyTheNamedRows(t *testing.T) {
 			others = append(others, p)
 		}
 	}
-	if _, err := fx.db.Exec("UPDATE " + fx.store.table.Leases() + " SET owner = 'B', expires_at = NOW(6) + INTERVAL 1 HOUR WHERE partition_no <> 10"); err != nil {
+	if _, err := fx.db.Exec("UPDATE " + fx.store.Table.Leases() + " SET owner = 'B', expires_at = NOW(6) + INTERVAL 1 HOUR WHERE partition_no <> 10"); err != nil {
 		t.Fatal(err)
 	}
-	fx.holdRowLock("SELECT partition_no FROM " + fx.store.table.Leases() + " WHERE lease_group = 'default' AND partition_no = 10 FOR UPDATE")
-	err := fx.store.inLeaseTx(fx.ctx, impatient, func(tx *sql.Tx) error {
-		locked, err := fx.store.lockLeases(fx.ctx, tx, others, false)
+	fx.holdRowLock("SELECT partition_no FROM " + fx.store.Table.Leases() + " WHERE lease_group = 'default' AND partition_no = 10 FOR UPDATE")
+	err := fx.store.InLeaseTx(fx.ctx, impatient, func(tx *sql.Tx) error {
+		locked, err := fx.store.LockLeases(fx.ctx, tx, others, false)
 		if err == nil && len(locked) != len(others) {
 			err = fmt.Errorf("locked %d rows, want %d", len(locked), len(others))
 		}
@@ -53,10 +54,10 @@ func TestStoreLeaseLocksTakeOnlyTheNamedRows(t *testing.T) {
 	if err != nil {
 		t.Fatalf("locking 31 lease rows waited for the one another transaction holds: %v", err)
 	}
-	if _, err := fx.store.renew(fx.ctx, impatient, "B", time.Hour); err != nil {
+	if _, err := fx.store.Renew(fx.ctx, impatient, "B", time.Hour); err != nil {
 		t.Fatalf("renewing B's leases waited for A's row: %v", err)
 	}
-	if n, err := fx.store.release(fx.ctx, impatient, "B", others); err != nil || n != len(others) {
+	if n, err := fx.store.Release(fx.ctx, impatient, "B", others); err != nil || n != len(others) {
 		t.Fatalf("releasing B's leases: %d released, %v", n, err)
 	}
 }
@@ -73,19 +74,19 @@ func TestStoreAckDeletesOnlyTheNamedRows(t *testing.T) {
 	if len(recs) != 200 {
 		t.Fatalf("claimed %d rows, want 200", len(recs))
 	}
-	held := recs[100].seq
+	held := recs[100].Seq
 	var seqs []int64
 	for i, r := range recs {
-		if i%2 == 0 && r.seq != held {
-			seqs = append(seqs, r.seq)
+		if i%2 == 0 && r.Seq != held {
+			seqs = append(seqs, r.Seq)
 		}
 	}
-	fx.holdRowLock(fmt.Sprintf("SELECT seq FROM %s WHERE seq = %d FOR UPDATE", fx.store.table.Events(), held))
-	if err := fx.store.inLeaseTx(fx.ctx, impatientMySQL(t), func(tx *sql.Tx) error { return fx.store.ack(fx.ctx, tx, seqs, false) }); err != nil {
+	fx.holdRowLock(fmt.Sprintf("SELECT seq FROM %s WHERE seq = %d FOR UPDATE", fx.store.Table.Events(), held))
+	if err := fx.store.InLeaseTx(fx.ctx, impatientMySQL(t), func(tx *sql.Tx) error { return fx.store.Ack(fx.ctx, tx, seqs, false) }); err != nil {
 		t.Fatalf("deleting %d acknowledged rows waited for a row another transaction holds: %v", len(seqs), err)
 	}
 	var left int
-	if err := fx.db.QueryRow("SELECT COUNT(*) FROM " + fx.store.table.Events()).Scan(&left); err != nil {
+	if err := fx.db.QueryRow("SELECT COUNT(*) FROM " + fx.store.Table.Events()).Scan(&left); err != nil {
 		t.Fatal(err)
 	}
 	if left != 200-len(seqs) {
@@ -140,7 +141,7 @@ func TestStoreAckFencedDeletesOnlyOwnedPartitions(t *testing.T) {
 	for _, retain := range []bool{false, true} {
 		t.Run(fmt.Sprintf("retain=%v", retain), func(t *testing.T) {
 			fx := newStoreFixture(t, outbox.Postgres)
-			if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
+			if err := fx.store.EnsureLeaseRows(fx.ctx, fx.db); err != nil {
 				t.Fatal(err)
 			}
 			const ttl = time.Minute // no lease runs out between the test's statements, however slow
@@ -151,7 +152,7 @@ func TestStoreAckFencedDeletesOnlyOwnedPartitions(t *testing.T) {
 			fx.heartbeat("B", ttl) // takes it
 			bParts := map[int]bool{}
 			for _, l := range fx.leases("B") {
-				bParts[l.partition] = true
+				bParts[l.Partition] = true
 			}
 			// Keys in three partitions: one of B's now, two still A's.
 			var moved, kept, raced string
@@ -173,7 +174,7 @@ func TestStoreAckFencedDeletesOnlyOwnedPartitions(t *testing.T) {
 			recs := fx.claim(10, 1<<20)
 			seqs := make([]int64, len(recs))
 			for i, r := range recs {
-				seqs[i] = r.seq
+				seqs[i] = r.Seq
 			}
 			// Another transaction locks the lease row of raced's partition and moves it to B.
 			takeover, err := fx.db.BeginTx(fx.ctx, nil)
@@ -181,7 +182,7 @@ func TestStoreAckFencedDeletesOnlyOwnedPartitions(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = takeover.Rollback() }()
-			if _, err := takeover.Exec("UPDATE "+fx.store.table.Leases()+" SET owner = 'B', epoch = epoch + 1"+
+			if _, err := takeover.Exec("UPDATE "+fx.store.Table.Leases()+" SET owner = 'B', epoch = epoch + 1"+
 				" WHERE lease_group = 'default' AND partition_no = $1", racedPart); err != nil {
 				t.Fatal(err)
 			}
@@ -191,7 +192,7 @@ func TestStoreAckFencedDeletesOnlyOwnedPartitions(t *testing.T) {
 			}
 			done := make(chan result, 1)
 			go func() {
-				owned, err := fx.store.ackFenced(fx.ctx, fx.db, "A", aLeases, seqs, retain)
+				owned, err := fx.store.AckFenced(fx.ctx, fx.db, "A", aLeases, seqs, retain)
 				done <- result{owned, err}
 			}()
 			select {
@@ -215,7 +216,7 @@ func TestStoreAckFencedDeletesOnlyOwnedPartitions(t *testing.T) {
 				t.Fatalf("owned %d partitions (raced partition %d: %v), want %d without it", len(r.owned), racedPart, r.owned[racedPart], outbox.Partitions/2-1)
 			}
 			left := map[string]int{}
-			rows, err := fx.db.Query("SELECT aggregate_id, status FROM " + fx.store.table.Events())
+			rows, err := fx.db.Query("SELECT aggregate_id, status FROM " + fx.store.Table.Events())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -226,7 +227,7 @@ func TestStoreAckFencedDeletesOnlyOwnedPartitions(t *testing.T) {
 				if err := rows.Scan(&key, &status); err != nil {
 					t.Fatal(err)
 				}
-				if status == statusPending {
+				if status == relay.StatusPending {
 					left[key]++
 				}
 			}
@@ -235,7 +236,7 @@ func TestStoreAckFencedDeletesOnlyOwnedPartitions(t *testing.T) {
 			}
 			if retain {
 				var published int
-				if err := fx.db.QueryRow("SELECT COUNT(*) FROM " + fx.store.table.Events() + " WHERE status = 1 AND published_at IS NOT NULL").Scan(&published); err != nil || published != 2 {
+				if err := fx.db.QueryRow("SELECT COUNT(*) FROM " + fx.store.Table.Events() + " WHERE status = 1 AND published_at IS NOT NULL").Scan(&published); err != nil || published != 2 {
 					t.Fatalf("retained as published: %d (%v), want 2", published, err)
 				}
 			}
@@ -251,7 +252,7 @@ func TestStoreRetainedAckClearsTheNextAttempt(t *testing.T) {
 	for _, fenced := range []bool{false, true} {
 		t.Run(map[bool]string{false: "ack", true: "ackFenced"}[fenced], func(t *testing.T) {
 			fx := newStoreFixture(t, outbox.Postgres)
-			if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
+			if err := fx.store.EnsureLeaseRows(fx.ctx, fx.db); err != nil {
 				t.Fatal(err)
 			}
 			fx.heartbeat("A", time.Minute)
@@ -260,28 +261,28 @@ func TestStoreRetainedAckClearsTheNextAttempt(t *testing.T) {
 			if len(first) != 1 {
 				t.Fatalf("claimed %d rows, want 1", len(first))
 			}
-			seq := first[0].seq
+			seq := first[0].Seq
 			fx.ackTx(func(tx *sql.Tx) error {
-				return fx.store.fail(fx.ctx, tx, seq, 1, time.Now().Add(-time.Second), false, "broker down")
+				return fx.store.Fail(fx.ctx, tx, seq, 1, time.Now().Add(-time.Second), false, "broker down")
 			})
 			if fenced {
-				owned, err := fx.store.ackFenced(fx.ctx, fx.db, "A", fx.leases("A"), []int64{seq}, true)
-				if err != nil || !owned[first[0].partition] {
+				owned, err := fx.store.AckFenced(fx.ctx, fx.db, "A", fx.leases("A"), []int64{seq}, true)
+				if err != nil || !owned[first[0].Partition] {
 					t.Fatalf("ackFenced: owned %v, %v", owned, err)
 				}
 			} else {
-				fx.ackTx(func(tx *sql.Tx) error { return fx.store.ack(fx.ctx, tx, []int64{seq}, true) })
+				fx.ackTx(func(tx *sql.Tx) error { return fx.store.Ack(fx.ctx, tx, []int64{seq}, true) })
 			}
 			fx.write("order-1", 16)
 			recs := fx.claim(10, 1<<20)
 			if len(recs) != 1 {
 				t.Fatalf("claimed %d rows after the retained ack, want the new one", len(recs))
 			}
-			admitted, _, err := fx.store.admit(fx.ctx, fx.db, recs)
+			admitted, _, err := fx.store.Admit(fx.ctx, fx.db, recs)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !admitted[recs[0].seq] {
+			if !admitted[recs[0].Seq] {
 				t.Fatal("the key's next event is held back by a published row that once failed")
 			}
 		})
@@ -293,13 +294,13 @@ func TestStoreRetainedAckClearsTheNextAttempt(t *testing.T) {
 // fenced transaction on the databases without the one statement.
 func TestPollingAcknowledgesInOneStatementWhereTheDatabaseCan(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, fx *storeFixture) {
-		f, err := New(Config{DB: fx.db, Dialect: fx.store.dialect, Table: fx.writer.Table().Events(),
+		f, err := New(Config{DB: fx.db, Dialect: fx.store.Dialect, Table: fx.writer.Table().Events(),
 			Publisher: gochannel.NewGoChannel(gochannel.Config{}, nil), Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := fx.store.dialect == outbox.Postgres; f.ackInOneStatement != want {
-			t.Errorf("polling on %s acknowledges in one statement: %v, want %v", fx.store.dialect, f.ackInOneStatement, want)
+		if want := fx.store.Dialect == outbox.Postgres; f.ackInOneStatement != want {
+			t.Errorf("polling on %s acknowledges in one statement: %v, want %v", fx.store.Dialect, f.ackInOneStatement, want)
 		}
 	})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outboxkit/outboxkit/forwarder/admin"
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
@@ -149,47 +150,47 @@ func renderStoreStatements(t *testing.T, d outbox.Dialect) string {
 	db, table := goldenDB(t, d, rec)
 	ctx := context.Background()
 	g := &goldenRun{t: t, rec: rec}
-	s := &store{table: table, dialect: d, group: "golden", idleTimeout: 5 * time.Second}
+	s := &relay.Store{Table: table, Dialect: d, Group: "golden", IdleTimeout: 5 * time.Second}
 	const owner = "golden-relay"
 	ttl := 10 * time.Second
 	all := allPartitions()
-	var leases []lease
-	var records []record
+	var leases []relay.Lease
+	var records []relay.Record
 
-	g.step("ensureLeaseRows", func() error { return s.ensureLeaseRows(ctx, db) })
-	g.step("heartbeat (acquire)", func() error { _, err := s.heartbeat(ctx, db, owner, ttl, sharePolicy{}, nil); return err })
-	g.step("liveLeases", func() (err error) { leases, err = s.liveLeases(ctx, db, owner, 0, 1); return err })
-	g.step("claim", func() (err error) { records, err = s.claim(ctx, db, all, 100, 1<<20); return err })
-	tenants := &store{table: table, dialect: d, group: "golden", tenants: []string{"a", "b"}}
-	g.step("claim (tenants)", func() error { _, err := tenants.claim(ctx, db, all, 100, 1<<20); return err })
+	g.step("ensureLeaseRows", func() error { return s.EnsureLeaseRows(ctx, db) })
+	g.step("heartbeat (acquire)", func() error { _, err := s.Heartbeat(ctx, db, owner, ttl, relay.SharePolicy{}, nil); return err })
+	g.step("liveLeases", func() (err error) { leases, err = s.LiveLeases(ctx, db, owner, 0, 1); return err })
+	g.step("claim", func() (err error) { records, err = s.Claim(ctx, db, all, 100, 1<<20); return err })
+	tenants := &relay.Store{Table: table, Dialect: d, Group: "golden", Tenants: []string{"a", "b"}}
+	g.step("claim (tenants)", func() error { _, err := tenants.Claim(ctx, db, all, 100, 1<<20); return err })
 	if len(records) != 3 {
 		t.Fatalf("claimed %d records, want the 3 written", len(records))
 	}
-	seqs := []int64{records[0].seq, records[1].seq}
+	seqs := []int64{records[0].Seq, records[1].Seq}
 	g.step("acknowledge (fence, ack, fail)", func() error {
-		return s.inLeaseTx(ctx, db, func(tx *sql.Tx) error {
-			if _, err := s.fence(ctx, tx, owner, leases); err != nil {
+		return s.InLeaseTx(ctx, db, func(tx *sql.Tx) error {
+			if _, err := s.Fence(ctx, tx, owner, leases); err != nil {
 				return err
 			}
-			if err := s.ack(ctx, tx, seqs[:1], false); err != nil {
+			if err := s.Ack(ctx, tx, seqs[:1], false); err != nil {
 				return err
 			}
-			return s.fail(ctx, tx, records[2].seq, 1, time.Now(), false, "golden failure")
+			return s.Fail(ctx, tx, records[2].Seq, 1, time.Now(), false, "golden failure")
 		})
 	})
-	g.step("ack (retain)", func() error { return s.ack(ctx, db, seqs[1:], true) })
-	g.step("fail (dead)", func() error { return s.fail(ctx, db, records[2].seq, 2, time.Now(), true, "golden dead") })
-	g.step("prune", func() error { _, err := s.prune(ctx, db, time.Now(), 100); return err })
-	g.step("stats", func() error { _, err := s.stats(ctx, db); return err })
-	g.step("ownedPartitions", func() error { _, err := s.ownedPartitions(ctx, db, owner); return err })
-	g.step("renew", func() error { _, err := s.renew(ctx, db, owner, ttl); return err })
-	g.step("release", func() error { _, err := s.release(ctx, db, owner, all[:2]); return err })
-	g.step("acquire", func() error { _, err := s.acquire(ctx, db, owner, 2, ttl, sharePolicy{}); return err })
+	g.step("ack (retain)", func() error { return s.Ack(ctx, db, seqs[1:], true) })
+	g.step("fail (dead)", func() error { return s.Fail(ctx, db, records[2].Seq, 2, time.Now(), true, "golden dead") })
+	g.step("prune", func() error { _, err := s.Prune(ctx, db, time.Now(), 100); return err })
+	g.step("stats", func() error { _, err := s.Stats(ctx, db); return err })
+	g.step("ownedPartitions", func() error { _, err := s.OwnedPartitions(ctx, db, owner); return err })
+	g.step("renew", func() error { _, err := s.Renew(ctx, db, owner, ttl); return err })
+	g.step("release", func() error { _, err := s.Release(ctx, db, owner, all[:2]); return err })
+	g.step("acquire", func() error { _, err := s.Acquire(ctx, db, owner, 2, ttl, relay.SharePolicy{}); return err })
 	g.step("lockLeases (skip locked)", func() error {
-		return inTx(ctx, db, func(tx *sql.Tx) error { _, err := s.lockLeases(ctx, tx, all[:4], true); return err })
+		return relay.InTx(ctx, db, func(tx *sql.Tx) error { _, err := s.LockLeases(ctx, tx, all[:4], true); return err })
 	})
 	g.step("heartbeat (units)", func() error {
-		_, err := s.heartbeat(ctx, db, owner, ttl, sharePolicy{units: 8}, nil)
+		_, err := s.Heartbeat(ctx, db, owner, ttl, relay.SharePolicy{Units: 8}, nil)
 		return err
 	})
 	renderUnitStatements(g, s, db, records)
@@ -199,59 +200,59 @@ func renderStoreStatements(t *testing.T, d outbox.Dialect) string {
 	renderAdminStatements(g, db, d, records)
 	renderAdminActionStatements(g, db, d)
 	renderAdminTenantStatements(g, db, d)
-	g.step("releaseAll", func() error { return s.releaseAll(ctx, db, owner) })
+	g.step("releaseAll", func() error { return s.ReleaseAll(ctx, db, owner) })
 	return g.out.String()
 }
 
 // renderUnitStatements runs the exactly-once bookkeeping statements.
-func renderUnitStatements(g *goldenRun, s *store, db *sql.DB, records []record) {
+func renderUnitStatements(g *goldenRun, s *relay.Store, db *sql.DB, records []relay.Record) {
 	ctx := context.Background()
 	const unit = "golden/u00"
-	g.step("installationID", func() error { _, err := s.installationID(ctx, db); return err })
-	g.step("ensureUnitRow", func() error { return s.ensureUnitRow(ctx, db, unit) })
-	g.step("cleanedDigest", func() error { _, err := s.cleanedDigest(ctx, db, unit); return err })
-	g.step("recordedUnits", func() error { _, err := s.recordedUnits(ctx, db, "golden"); return err })
-	g.step("recordUnitCount", func() error { return s.recordUnitCount(ctx, db, "golden", 2) })
-	g.step("unitCount", func() error { _, err := s.unitCount(ctx, db, "golden"); return err })
+	g.step("installationID", func() error { _, err := s.InstallationID(ctx, db); return err })
+	g.step("ensureUnitRow", func() error { return s.EnsureUnitRow(ctx, db, unit) })
+	g.step("cleanedDigest", func() error { _, err := s.CleanedDigest(ctx, db, unit); return err })
+	g.step("recordedUnits", func() error { _, err := s.RecordedUnits(ctx, db, "golden"); return err })
+	g.step("recordUnitCount", func() error { return s.RecordUnitCount(ctx, db, "golden", 2) })
+	g.step("unitCount", func() error { _, err := s.UnitCount(ctx, db, "golden"); return err })
 	g.step("markCleaned", func() error {
-		return s.markCleaned(ctx, db, []unitMark{{name: unit, digest: "d0"}, {name: "golden/u01", digest: "d1"}})
+		return s.MarkCleaned(ctx, db, []relay.UnitMark{{Name: unit, Digest: "d0"}, {Name: "golden/u01", Digest: "d1"}})
 	})
-	cp := checkpoint{Rows: []rowRef{{Seq: records[0].seq, EventID: records[0].event.ID.String()}},
-		Dead: []deadRow{{Seq: records[2].seq, EventID: records[2].event.ID.String(), Attempts: 3, Reason: "golden"}}}
+	cp := checkpoint{Rows: []rowRef{{Seq: records[0].Seq, EventID: records[0].Event.ID.String()}},
+		Dead: []deadRow{{Seq: records[2].Seq, EventID: records[2].Event.ID.String(), Attempts: 3, Reason: "golden"}}}
 	g.step("applyCheckpoint", func() error {
-		return inTx(ctx, db, func(tx *sql.Tx) error { _, _, err := s.applyCheckpoint(ctx, tx, cp, false, 0); return err })
+		return relay.InTx(ctx, db, func(tx *sql.Tx) error { _, _, err := s.ApplyCheckpoint(ctx, tx, cp, false, 0); return err })
 	})
 }
 
 // renderCDCStatements runs the cdc source's statements (PostgreSQL only).
-func renderCDCStatements(g *goldenRun, s *store, db *sql.DB, owner string, leases []lease, records []record) {
+func renderCDCStatements(g *goldenRun, s *relay.Store, db *sql.DB, owner string, leases []relay.Lease, records []relay.Record) {
 	ctx := context.Background()
 	all := allPartitions()
-	g.step("cdc admit", func() error { _, _, err := s.admit(ctx, db, records); return err })
-	g.step("cdc transactionsRunning", func() error { _, err := s.transactionsRunning(ctx, db, []string{"1"}); return err })
-	g.step("cdc markRetry", func() error { _, _, err := s.markRetry(ctx, db, owner, leases, records); return err })
-	g.step("cdc markParkedUpTo", func() error { _, err := s.markParkedUpTo(ctx, db, 100); return err })
-	g.step("cdc maxSeq", func() error { _, err := s.maxSeq(ctx, db); return err })
-	g.step("cdc claimRetry", func() error { _, err := s.claimRetry(ctx, db, all, 100, 1<<20); return err })
-	g.step("cdc claimUpTo", func() error { _, err := s.claimUpTo(ctx, db, all, 100, 1<<20, 100); return err })
-	g.step("cdc otherLiveOwners", func() error { _, err := s.otherLiveOwners(ctx, db, owner); return err })
-	g.step("cdc setSlotDrained", func() error { return s.setSlotDrained(ctx, db, "golden_slot", true) })
-	g.step("cdc slotDrained", func() error { _, err := s.slotDrained(ctx, db, "golden_slot"); return err })
+	g.step("cdc admit", func() error { _, _, err := s.Admit(ctx, db, records); return err })
+	g.step("cdc transactionsRunning", func() error { _, err := s.TransactionsRunning(ctx, db, []string{"1"}); return err })
+	g.step("cdc markRetry", func() error { _, _, err := s.MarkRetry(ctx, db, owner, leases, records); return err })
+	g.step("cdc markParkedUpTo", func() error { _, err := s.MarkParkedUpTo(ctx, db, 100); return err })
+	g.step("cdc maxSeq", func() error { _, err := s.MaxSeq(ctx, db); return err })
+	g.step("cdc claimRetry", func() error { _, err := s.ClaimRetry(ctx, db, all, 100, 1<<20); return err })
+	g.step("cdc claimUpTo", func() error { _, err := s.ClaimUpTo(ctx, db, all, 100, 1<<20, 100); return err })
+	g.step("cdc otherLiveOwners", func() error { _, err := s.OtherLiveOwners(ctx, db, owner); return err })
+	g.step("cdc setSlotDrained", func() error { return s.SetSlotDrained(ctx, db, "golden_slot", true) })
+	g.step("cdc slotDrained", func() error { _, err := s.SlotDrained(ctx, db, "golden_slot"); return err })
 	g.step("cdc ackFenced", func() error {
-		_, err := s.ackFenced(ctx, db, owner, leases, []int64{records[0].seq}, false)
+		_, err := s.AckFenced(ctx, db, owner, leases, []int64{records[0].Seq}, false)
 		return err
 	})
-	g.step("cdc strandedRows", func() error { _, _, err := s.strandedRows(ctx, db, time.Minute); return err })
+	g.step("cdc strandedRows", func() error { _, _, err := s.StrandedRows(ctx, db, time.Minute); return err })
 }
 
 // renderAdminStatements runs the Admin's statements.
-func renderAdminStatements(g *goldenRun, db *sql.DB, d outbox.Dialect, records []record) {
+func renderAdminStatements(g *goldenRun, db *sql.DB, d outbox.Dialect, records []relay.Record) {
 	ctx := context.Background()
 	adm, err := admin.New(db, d, goldenTable)
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	ids := []uuid.UUID{records[2].event.ID}
+	ids := []uuid.UUID{records[2].Event.ID}
 	g.step("admin Status", func() error { _, err := adm.Status(ctx); return err })
 	g.step("admin DeadLetters", func() error { _, err := adm.DeadLetters(ctx, 10); return err })
 	g.step("admin Replay", func() error { _, err := adm.Replay(ctx, ids...); return err })
@@ -274,32 +275,35 @@ func renderAdminActionStatements(g *goldenRun, db *sql.DB, d outbox.Dialect) {
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	r := record{event: outbox.Event{ID: uuid.NewSHA1(uuid.Nil, []byte("admin")), Topic: "golden", AggregateType: "order",
+	r := relay.Record{Event: outbox.Event{ID: uuid.NewSHA1(uuid.Nil, []byte("admin")), Topic: "golden", AggregateType: "order",
 		AggregateID: "k9", EventType: "Happened", Payload: []byte("x")}}
-	if err := inTx(ctx, db, func(tx *sql.Tx) error { return w.WriteTx(ctx, tx, r.event) }); err != nil {
+	if err := relay.InTx(ctx, db, func(tx *sql.Tx) error { return w.WriteTx(ctx, tx, r.Event) }); err != nil {
 		g.t.Fatal(err)
 	}
-	if err := db.QueryRow(d.Rebind("SELECT seq FROM "+goldenTable+" WHERE event_id = ?"), r.event.ID.String()).Scan(&r.seq); err != nil {
+	if err := db.QueryRow(d.Rebind("SELECT seq FROM "+goldenTable+" WHERE event_id = ?"), r.Event.ID.String()).Scan(&r.Seq); err != nil {
 		g.t.Fatal(err)
 	}
 	kill := func() {
 		query := d.Rebind("UPDATE " + goldenTable + " SET status = 2, attempts = 3, last_error = 'golden dead' WHERE seq = ?")
-		if _, err := db.Exec(query, r.seq); err != nil {
+		if _, err := db.Exec(query, r.Seq); err != nil {
 			g.t.Fatal(err)
 		}
 		g.rec.take() // the test's own statement
 	}
 	kill()
-	key := &admin.Key{TenantID: r.event.TenantID, AggregateType: r.event.AggregateType, AggregateID: r.event.AggregateID}
-	ids := []uuid.UUID{r.event.ID}
-	keys := admin.KeyFilter{Topic: r.event.Topic, TenantID: r.event.TenantID, Key: key, EventIDs: ids}
-	letters := admin.EventFilter{Topic: r.event.Topic, EventType: r.event.EventType, TenantID: r.event.TenantID, Key: key,
+	key := &admin.Key{TenantID: r.Event.TenantID, AggregateType: r.Event.AggregateType, AggregateID: r.Event.AggregateID}
+	ids := []uuid.UUID{r.Event.ID}
+	keys := admin.KeyFilter{Topic: r.Event.Topic, TenantID: r.Event.TenantID, Key: key, EventIDs: ids}
+	letters := admin.EventFilter{Topic: r.Event.Topic, EventType: r.Event.EventType, TenantID: r.Event.TenantID, Key: key,
 		EventIDs: ids, Since: time.Unix(0, 0), Until: time.Now().Add(time.Hour)}
 	g.step("admin BlockedKeys", func() error { _, err := adm.BlockedKeys(ctx, keys); return err })
-	g.step("blocked gauges", func() error { _, _, err := blockedSummary(ctx, db, sqlstore.New(adminTable, "", nil)); return err })
+	g.step("blocked gauges", func() error {
+		_, _, err := relay.BlockedSummary(ctx, db, sqlstore.New(adminTable, "", nil))
+		return err
+	})
 	g.step("admin FindDeadLetters", func() error { _, err := adm.FindDeadLetters(ctx, letters); return err })
 	g.step("admin FailureGroups", func() error { _, err := adm.FailureGroups(ctx, letters); return err })
-	g.step("admin Event", func() error { _, err := adm.Event(ctx, r.event.ID); return err })
+	g.step("admin Event", func() error { _, err := adm.Event(ctx, r.Event.ID); return err })
 	g.step("admin Relays", func() error { _, _, err := adm.Relays(ctx); return err })
 	g.step("admin SkipKeys", func() error { return applied(adm.SkipKeys(ctx, keys, false)) })
 	g.step("admin ReplayDeadLetters", func() error { return applied(adm.ReplayDeadLetters(ctx, letters, false)) })
@@ -322,7 +326,7 @@ func renderAdminTenantStatements(g *goldenRun, db *sql.DB, d outbox.Dialect) {
 	}
 	e := outbox.Event{ID: uuid.NewSHA1(uuid.Nil, []byte("admin tenant")), Topic: "golden", AggregateType: "order",
 		AggregateID: "k10", TenantID: "ta", EventType: "Happened", Payload: []byte("x")}
-	if err := inTx(ctx, db, func(tx *sql.Tx) error { return w.WriteTx(ctx, tx, e) }); err != nil {
+	if err := relay.InTx(ctx, db, func(tx *sql.Tx) error { return w.WriteTx(ctx, tx, e) }); err != nil {
 		g.t.Fatal(err)
 	}
 	kill := func() {

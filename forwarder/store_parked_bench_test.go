@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -42,11 +43,11 @@ func (fx *planFixture) reportClaims(b *testing.B, shape string) {
 		fastest := time.Hour
 		for range 5 {
 			start := time.Now()
-			rows, err := fx.store.sql().Claim(parts, limit, 1<<30).Query(fx.ctx, conn)
+			rows, err := fx.store.SQL().Claim(parts, limit, 1<<30).Query(fx.ctx, conn)
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := scanRecords(rows); err != nil {
+			if _, err := relay.ScanRecords(rows); err != nil {
 				b.Fatal(err)
 			}
 			_ = rows.Close()
@@ -73,7 +74,7 @@ func (fx *planFixture) parkKeys(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	ev := fx.store.table.Events()
+	ev := fx.store.Table.Events()
 	// older than every claimable row, as a backlog behind an old failure is
 	fx.exec(b, tx, "UPDATE "+ev+" SET status = 2, attempts = 5, seq = seq - 1000000000 WHERE aggregate_id LIKE 'poison-%'")
 	if err := tx.Commit(); err != nil {
@@ -84,13 +85,13 @@ func (fx *planFixture) parkKeys(b *testing.B) {
 
 // parkBehindOneDead leaves one dead event per poison key, the first, and makes the rest pending.
 func (fx *planFixture) parkBehindOneDead(b *testing.B) {
-	ev := fx.store.table.Events()
+	ev := fx.store.Table.Events()
 	fx.exec(b, fx.db, "UPDATE "+ev+" SET status = 0, attempts = 0 WHERE aggregate_id LIKE 'poison-%' AND seq NOT IN"+
 		" (SELECT min(seq) FROM "+ev+" WHERE aggregate_id LIKE 'poison-%' GROUP BY aggregate_id)")
 	fx.exec(b, fx.db, "VACUUM ANALYZE "+ev)
 }
 
-func (fx *planFixture) exec(b *testing.B, q querier, statement string) {
+func (fx *planFixture) exec(b *testing.B, q relay.Querier, statement string) {
 	if _, err := q.ExecContext(fx.ctx, statement); err != nil {
 		b.Fatalf("%s: %v", statement, err)
 	}

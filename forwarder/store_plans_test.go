@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -22,14 +23,14 @@ import (
 // autovacuum first reads them).
 type planFixture struct {
 	*storeFixture
-	leases []lease
+	leases []relay.Lease
 	seqs   []int64
 }
 
 func newPlanFixture(t testing.TB, rows int, analyzed bool) *planFixture {
 	t.Helper()
 	fx := newStoreFixture(t, outbox.Postgres)
-	if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
+	if err := fx.store.EnsureLeaseRows(fx.ctx, fx.db); err != nil {
 		t.Fatal(err)
 	}
 	fx.heartbeat("A", time.Hour)
@@ -39,7 +40,7 @@ func newPlanFixture(t testing.TB, rows int, analyzed bool) *planFixture {
 	}
 	writeRows(fx, rows)
 	if analyzed {
-		for _, table := range []string{fx.store.table.Events(), fx.store.table.Leases()} {
+		for _, table := range []string{fx.store.Table.Events(), fx.store.Table.Leases()} {
 			if _, err := fx.db.Exec("ANALYZE " + table); err != nil {
 				t.Fatal(err)
 			}
@@ -57,7 +58,7 @@ func newPlanFixture(t testing.TB, rows int, analyzed bool) *planFixture {
 func (fx *planFixture) readSeqs() {
 	fx.t.Helper()
 	fx.seqs = fx.seqs[:0]
-	rs, err := fx.db.Query("SELECT seq FROM " + fx.store.table.Events() + " ORDER BY seq")
+	rs, err := fx.db.Query("SELECT seq FROM " + fx.store.Table.Events() + " ORDER BY seq")
 	if err != nil {
 		fx.t.Fatal(err)
 	}
@@ -97,15 +98,15 @@ func writeRows(fx *storeFixture, rows int) {
 }
 
 // records returns the fixture's rows as the records a batch carries.
-func (fx *planFixture) records() []record {
-	out := make([]record, len(fx.seqs))
-	rs, err := fx.db.Query("SELECT seq, key_hash, partition_no FROM " + fx.store.table.Events() + " ORDER BY seq")
+func (fx *planFixture) records() []relay.Record {
+	out := make([]relay.Record, len(fx.seqs))
+	rs, err := fx.db.Query("SELECT seq, key_hash, partition_no FROM " + fx.store.Table.Events() + " ORDER BY seq")
 	if err != nil {
 		fx.t.Fatal(err)
 	}
 	defer rs.Close()
 	for i := 0; rs.Next(); i++ {
-		if err := rs.Scan(&out[i].seq, &out[i].keyHash, &out[i].partition); err != nil {
+		if err := rs.Scan(&out[i].Seq, &out[i].KeyHash, &out[i].Partition); err != nil {
 			fx.t.Fatal(err)
 		}
 	}
@@ -164,12 +165,12 @@ func (fx *planFixture) scansOf(q sqlstore.Query, table string) (float64, []strin
 // the whole batch up again for each owned partition.
 func TestAckFencedReadsTheBatchOnce(t *testing.T) {
 	fx := newPlanFixture(t, 100000, false)
-	if _, err := fx.db.Exec("ANALYZE " + fx.store.table.Events()); err != nil {
+	if _, err := fx.db.Exec("ANALYZE " + fx.store.Table.Events()); err != nil {
 		t.Fatal(err)
 	}
 	batch := fx.seqs[:1000]
-	q := fx.store.sql().CDC().AckFenced("A", leaseArraysOf(fx.leases), leaseEpochsOf(fx.leases), batch, false)
-	scans, kinds := fx.scansOf(q, fx.store.table.Events())
+	q := fx.store.SQL().CDC().AckFenced("A", leaseArraysOf(fx.leases), leaseEpochsOf(fx.leases), batch, false)
+	scans, kinds := fx.scansOf(q, fx.store.Table.Events())
 	if scans != 1 {
 		t.Fatalf("acknowledging %d rows of %d partitions scanned the events %v times, want once", len(batch), outbox.Partitions, scans)
 	}
@@ -185,10 +186,10 @@ func TestAckFencedReadsTheBatchOnce(t *testing.T) {
 func TestBatchStatementsKeepAGenericPlan(t *testing.T) {
 	fx := newPlanFixture(t, 20000, true)
 	recs := fx.records()
-	cdc := fx.store.sql().CDC()
+	cdc := fx.store.SQL().CDC()
 	parts, epochs := leaseArraysOf(fx.leases[:2]), leaseEpochsOf(fx.leases[:2])
 	statements := map[string]sqlstore.Query{
-		"admit": cdc.Admit([]int64{recs[0].seq, recs[1].seq}, []int64{int64(recs[0].partition)}, []int64{recs[0].keyHash}),
+		"admit": cdc.Admit([]int64{recs[0].Seq, recs[1].Seq}, []int64{int64(recs[0].Partition)}, []int64{recs[0].KeyHash}),
 		// seqs of no row: planned and run, nothing changed
 		"ackFenced":         cdc.AckFenced("A", parts, epochs, []int64{-1, -2}, false),
 		"ackFenced(retain)": cdc.AckFenced("A", parts, epochs, []int64{-1, -2}, true),
@@ -230,6 +231,9 @@ func runToEnd(ctx context.Context, conn *sql.Conn, q sqlstore.Query) error {
 	return rows.Close()
 }
 
-func leaseArraysOf(leases []lease) []int32 { parts, _ := leaseArrays(leases); return parts }
+func leaseArraysOf(leases []relay.Lease) []int32 { parts, _ := relay.LeaseArrays(leases); return parts }
 
-func leaseEpochsOf(leases []lease) []int64 { _, epochs := leaseArrays(leases); return epochs }
+func leaseEpochsOf(leases []relay.Lease) []int64 {
+	_, epochs := relay.LeaseArrays(leases)
+	return epochs
+}

@@ -4,6 +4,8 @@ import (
 	"database/sql"
 	"testing"
 	"time"
+
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 )
 
 // TestBacklogGetsNewPlans: the statements a relay sends on the events for every batch keep one
@@ -15,7 +17,7 @@ import (
 func TestBacklogGetsNewPlans(t *testing.T) {
 	fx := newPlanFixture(t, 50, true)
 	fx.db.SetMaxOpenConns(1) // every statement on the one connection that keeps its plans
-	if _, err := fx.db.Exec("ALTER TABLE " + fx.store.table.Events() + " SET (autovacuum_enabled = false)"); err != nil {
+	if _, err := fx.db.Exec("ALTER TABLE " + fx.store.Table.Events() + " SET (autovacuum_enabled = false)"); err != nil {
 		t.Fatal(err)
 	}
 	statements := fx.batchStatements()
@@ -39,7 +41,7 @@ func TestBacklogGetsNewPlans(t *testing.T) {
 		"cdc": {"admit", "markRetry", "ackFenced"},
 	}
 	for flow, names := range flows {
-		fx.store.plans = replanner{} // generation 0 again: the plans made on the small table
+		fx.store.Plans = relay.Replanner{} // generation 0 again: the plans made on the small table
 		if flow == "polling" {
 			if err := inRolledBackTx(fx.storeFixture, func(tx *sql.Tx) error { return statements["claim"].run(tx, large) }); err != nil {
 				t.Fatal(err)
@@ -62,38 +64,40 @@ func TestBacklogGetsNewPlans(t *testing.T) {
 // batchStatement is one of the statements a relay sends on the events for every batch.
 type batchStatement struct {
 	name string
-	run  func(q querier, recs []record) error
+	run  func(q relay.Querier, recs []relay.Record) error
 }
 
 func (fx *planFixture) batchStatements() map[string]batchStatement {
 	partitions := make([]int, len(fx.leases))
 	for i, l := range fx.leases {
-		partitions[i] = l.partition
+		partitions[i] = l.Partition
 	}
 	none := []int64{-1, -2}
 	list := []batchStatement{
-		{"claim", func(q querier, recs []record) error {
-			_, err := fx.store.claim(fx.ctx, q, partitions, len(recs), 1<<30)
+		{"claim", func(q relay.Querier, recs []relay.Record) error {
+			_, err := fx.store.Claim(fx.ctx, q, partitions, len(recs), 1<<30)
 			return err
 		}},
-		{"admit", func(q querier, recs []record) error {
-			_, _, err := fx.store.admit(fx.ctx, q, recs)
+		{"admit", func(q relay.Querier, recs []relay.Record) error {
+			_, _, err := fx.store.Admit(fx.ctx, q, recs)
 			return err
 		}},
-		{"markRetry", func(q querier, recs []record) error {
-			_, _, err := fx.store.markRetry(fx.ctx, q, "A", fx.leases, recs)
+		{"markRetry", func(q relay.Querier, recs []relay.Record) error {
+			_, _, err := fx.store.MarkRetry(fx.ctx, q, "A", fx.leases, recs)
 			return err
 		}},
-		{"ackFenced", func(q querier, recs []record) error {
-			_, err := fx.store.ackFenced(fx.ctx, q, "A", fx.leases, seqsOf(recs, none), false)
+		{"ackFenced", func(q relay.Querier, recs []relay.Record) error {
+			_, err := fx.store.AckFenced(fx.ctx, q, "A", fx.leases, seqsOf(recs, none), false)
 			return err
 		}},
-		{"ack", func(q querier, recs []record) error { return fx.store.ack(fx.ctx, q, seqsOf(recs, none), false) }},
-		{"fail", func(q querier, recs []record) error {
-			return fx.store.fail(fx.ctx, q, recs[len(recs)-1].seq, 1, time.Now().Add(time.Hour), false, "test")
+		{"ack", func(q relay.Querier, recs []relay.Record) error {
+			return fx.store.Ack(fx.ctx, q, seqsOf(recs, none), false)
 		}},
-		{"eventIDs", func(q querier, recs []record) error {
-			_, err := fx.store.eventIDs(fx.ctx, q, seqsOf(recs, none))
+		{"fail", func(q relay.Querier, recs []relay.Record) error {
+			return fx.store.Fail(fx.ctx, q, recs[len(recs)-1].Seq, 1, time.Now().Add(time.Hour), false, "test")
+		}},
+		{"eventIDs", func(q relay.Querier, recs []relay.Record) error {
+			_, err := fx.store.EventIDs(fx.ctx, q, seqsOf(recs, none))
 			return err
 		}},
 	}
@@ -138,13 +142,13 @@ func (fx *planFixture) requireGenerations(want int) {
 }
 
 // seqsOf returns the seqs of recs, or otherwise when recs is small (a batch acknowledging nothing).
-func seqsOf(recs []record, otherwise []int64) []int64 {
+func seqsOf(recs []relay.Record, otherwise []int64) []int64 {
 	if len(recs) < 10 {
 		return otherwise
 	}
 	seqs := make([]int64, len(recs))
 	for i, r := range recs {
-		seqs[i] = r.seq
+		seqs[i] = r.Seq
 	}
 	return seqs
 }
@@ -163,6 +167,6 @@ func inRolledBackTx(fx *storeFixture, fn func(tx *sql.Tx) error) error {
 func (fx *planFixture) seqScans(tx *sql.Tx) (int64, error) {
 	var n int64
 	err := tx.QueryRowContext(fx.ctx, "SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relid = $1::regclass",
-		fx.store.table.Events()).Scan(&n)
+		fx.store.Table.Events()).Scan(&n)
 	return n, err
 }

@@ -14,6 +14,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/outboxkit/outboxkit/forwarder/admin"
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -26,7 +27,7 @@ type storeFixture struct {
 	ctx    context.Context
 	db     *sql.DB
 	writer *outbox.Writer
-	store  *store
+	store  *relay.Store
 	adm    *admin.Admin
 }
 
@@ -76,7 +77,7 @@ func newStoreFixture(t testing.TB, dialect outbox.Dialect) *storeFixture {
 		t.Fatal(err)
 	}
 	return &storeFixture{t: t, ctx: ctx, db: db, writer: w, adm: adm,
-		store: &store{table: tbl, dialect: dialect, group: "default"}}
+		store: &relay.Store{Table: tbl, Dialect: dialect, Group: "default"}}
 }
 
 // write commits events of key key with payloads of the given sizes and returns their partition.
@@ -108,9 +109,9 @@ func allPartitions() []int {
 	return out
 }
 
-func (fx *storeFixture) claim(limit int, maxBytes int64) []record {
+func (fx *storeFixture) claim(limit int, maxBytes int64) []relay.Record {
 	fx.t.Helper()
-	recs, err := fx.store.claim(fx.ctx, fx.db, allPartitions(), limit, maxBytes)
+	recs, err := fx.store.Claim(fx.ctx, fx.db, allPartitions(), limit, maxBytes)
 	if err != nil {
 		fx.t.Fatal(err)
 	}
@@ -119,7 +120,7 @@ func (fx *storeFixture) claim(limit int, maxBytes int64) []record {
 
 func (fx *storeFixture) ackTx(fn func(tx *sql.Tx) error) {
 	fx.t.Helper()
-	if err := inTx(fx.ctx, fx.db, fn); err != nil {
+	if err := relay.InTx(fx.ctx, fx.db, fn); err != nil {
 		fx.t.Fatal(err)
 	}
 }
@@ -133,8 +134,8 @@ func TestStoreClaimOrderLimitAndBytes(t *testing.T) {
 			t.Fatalf("claimed %d rows, want 5", len(recs))
 		}
 		for i := 1; i < len(recs); i++ {
-			if recs[i].seq <= recs[i-1].seq {
-				t.Fatalf("claim not in sequence order: %d after %d", recs[i].seq, recs[i-1].seq)
+			if recs[i].Seq <= recs[i-1].Seq {
+				t.Fatalf("claim not in sequence order: %d after %d", recs[i].Seq, recs[i-1].Seq)
 			}
 		}
 		if got := fx.claim(2, 1<<20); len(got) != 2 {
@@ -148,9 +149,9 @@ func TestStoreClaimOrderLimitAndBytes(t *testing.T) {
 			t.Fatalf("maxBytes 300 claimed %d rows of 100 bytes, want 3", len(got))
 		}
 		// An event larger than the bound is claimed alone.
-		fx2 := newStoreFixture(t, fx.store.dialect)
+		fx2 := newStoreFixture(t, fx.store.Dialect)
 		fx2.write("big", 5000, 10)
-		if got := fx2.claim(1000, 1000); len(got) != 1 || len(got[0].event.Payload) != 5000 {
+		if got := fx2.claim(1000, 1000); len(got) != 1 || len(got[0].Event.Payload) != 5000 {
 			t.Fatalf("a 5000-byte event with maxBytes 1000: claimed %d rows, want the big one alone", len(got))
 		}
 	})
@@ -162,47 +163,47 @@ func TestStoreFailParksKeyDeadBlocksItAndAdminReleasesIt(t *testing.T) {
 		fx.write("b", 10)
 		recs := fx.claim(1000, 1<<20)
 		first := recs[0]
-		if first.event.AggregateID != "a" {
-			t.Fatalf("first row is of key %q", first.event.AggregateID)
+		if first.Event.AggregateID != "a" {
+			t.Fatalf("first row is of key %q", first.Event.AggregateID)
 		}
 		fx.ackTx(func(tx *sql.Tx) error {
-			return fx.store.fail(fx.ctx, tx, first.seq, 1, time.Now().Add(time.Hour), false, "boom")
+			return fx.store.Fail(fx.ctx, tx, first.Seq, 1, time.Now().Add(time.Hour), false, "boom")
 		})
 		got := fx.claim(1000, 1<<20)
-		if len(got) != 1 || got[0].event.AggregateID != "b" {
+		if len(got) != 1 || got[0].Event.AggregateID != "b" {
 			t.Fatalf("with key a parked, claimed %d rows (want only b's)", len(got))
 		}
 		// Due again: the key flows in order.
 		fx.ackTx(func(tx *sql.Tx) error {
-			return fx.store.fail(fx.ctx, tx, first.seq, 1, time.Now().Add(-time.Second), false, "boom")
+			return fx.store.Fail(fx.ctx, tx, first.Seq, 1, time.Now().Add(-time.Second), false, "boom")
 		})
-		if got := fx.claim(1000, 1<<20); len(got) != 3 || got[0].seq != first.seq || got[0].attempts != 1 {
-			t.Fatalf("after the retry is due: %d rows, first seq %d attempts %d", len(got), got[0].seq, got[0].attempts)
+		if got := fx.claim(1000, 1<<20); len(got) != 3 || got[0].Seq != first.Seq || got[0].Attempts != 1 {
+			t.Fatalf("after the retry is due: %d rows, first seq %d attempts %d", len(got), got[0].Seq, got[0].Attempts)
 		}
 		// Dead: the key is held until an operator acts.
 		fx.ackTx(func(tx *sql.Tx) error {
-			return fx.store.fail(fx.ctx, tx, first.seq, 2, time.Now(), true, "poison")
+			return fx.store.Fail(fx.ctx, tx, first.Seq, 2, time.Now(), true, "poison")
 		})
 		if got := fx.claim(1000, 1<<20); len(got) != 1 {
 			t.Fatalf("with key a dead, claimed %d rows, want b's only", len(got))
 		}
 		dead, err := fx.adm.DeadLetters(fx.ctx, 10)
-		if err != nil || len(dead) != 1 || dead[0].EventID != first.event.ID {
+		if err != nil || len(dead) != 1 || dead[0].EventID != first.Event.ID {
 			t.Fatalf("dead letters %+v, %v", dead, err)
 		}
-		if n, err := fx.adm.Replay(fx.ctx, first.event.ID); err != nil || n != 1 {
+		if n, err := fx.adm.Replay(fx.ctx, first.Event.ID); err != nil || n != 1 {
 			t.Fatalf("replay: %d, %v", n, err)
 		}
-		if got := fx.claim(1000, 1<<20); len(got) != 3 || got[0].seq != first.seq || got[0].attempts != 0 {
+		if got := fx.claim(1000, 1<<20); len(got) != 3 || got[0].Seq != first.Seq || got[0].Attempts != 0 {
 			t.Fatalf("after replay: %d rows", len(got))
 		}
 		fx.ackTx(func(tx *sql.Tx) error {
-			return fx.store.fail(fx.ctx, tx, first.seq, 1, time.Now(), true, "poison")
+			return fx.store.Fail(fx.ctx, tx, first.Seq, 1, time.Now(), true, "poison")
 		})
-		if n, err := fx.adm.Discard(fx.ctx, first.event.ID); err != nil || n != 1 {
+		if n, err := fx.adm.Discard(fx.ctx, first.Event.ID); err != nil || n != 1 {
 			t.Fatalf("discard: %d, %v", n, err)
 		}
-		if got := fx.claim(1000, 1<<20); len(got) != 2 || got[0].event.AggregateID != "a" || got[0].seq == first.seq {
+		if got := fx.claim(1000, 1<<20); len(got) != 2 || got[0].Event.AggregateID != "a" || got[0].Seq == first.Seq {
 			t.Fatalf("after discard: %d rows", len(got))
 		}
 	})
@@ -214,15 +215,15 @@ func TestStoreFailKeepsLastErrorValidUTF8(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, fx *storeFixture) {
 		fx.write("a", 10)
 		r := fx.claim(10, 1<<20)[0]
-		reason := strings.Repeat("x", maxReasonBytes-1) + "é and more" + string([]byte{0xff})
+		reason := strings.Repeat("x", relay.MaxReasonBytes-1) + "é and more" + string([]byte{0xff})
 		fx.ackTx(func(tx *sql.Tx) error {
-			return fx.store.fail(fx.ctx, tx, r.seq, 1, time.Now(), true, reason)
+			return fx.store.Fail(fx.ctx, tx, r.Seq, 1, time.Now(), true, reason)
 		})
 		var stored string
-		if err := fx.db.QueryRow("SELECT last_error FROM " + fx.store.table.Events()).Scan(&stored); err != nil {
+		if err := fx.db.QueryRow("SELECT last_error FROM " + fx.store.Table.Events()).Scan(&stored); err != nil {
 			t.Fatal(err)
 		}
-		if !utf8.ValidString(stored) || len(stored) > maxReasonBytes || !strings.HasPrefix(reason, stored) {
+		if !utf8.ValidString(stored) || len(stored) > relay.MaxReasonBytes || !strings.HasPrefix(reason, stored) {
 			t.Fatalf("stored last_error of %d bytes, valid UTF-8 %v", len(stored), utf8.ValidString(stored))
 		}
 	})
@@ -232,11 +233,11 @@ func TestStoreAckDeletesOrRetainsAndPrunes(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, fx *storeFixture) {
 		fx.write("a", 10, 10, 10)
 		recs := fx.claim(10, 1<<20)
-		fx.ackTx(func(tx *sql.Tx) error { return fx.store.ack(fx.ctx, tx, []int64{recs[0].seq}, false) })
-		fx.ackTx(func(tx *sql.Tx) error { return fx.store.ack(fx.ctx, tx, []int64{recs[1].seq, recs[2].seq}, true) })
+		fx.ackTx(func(tx *sql.Tx) error { return fx.store.Ack(fx.ctx, tx, []int64{recs[0].Seq}, false) })
+		fx.ackTx(func(tx *sql.Tx) error { return fx.store.Ack(fx.ctx, tx, []int64{recs[1].Seq, recs[2].Seq}, true) })
 		var rows, published int
 		if err := fx.db.QueryRow("SELECT COUNT(*), COALESCE(SUM(CASE WHEN status = 1 THEN 1 ELSE 0 END), 0) FROM "+
-			fx.store.table.Events()).Scan(&rows, &published); err != nil {
+			fx.store.Table.Events()).Scan(&rows, &published); err != nil {
 			t.Fatal(err)
 		}
 		if rows != 2 || published != 2 {
@@ -245,16 +246,16 @@ func TestStoreAckDeletesOrRetainsAndPrunes(t *testing.T) {
 		if got := fx.claim(10, 1<<20); len(got) != 0 {
 			t.Fatalf("published rows claimed again: %d", len(got))
 		}
-		if n, err := fx.store.prune(fx.ctx, fx.db, time.Now().Add(-time.Hour), 10); err != nil || n != 0 {
+		if n, err := fx.store.Prune(fx.ctx, fx.db, time.Now().Add(-time.Hour), 10); err != nil || n != 0 {
 			t.Fatalf("prune before the cutoff: %d, %v", n, err)
 		}
-		if n, err := fx.store.prune(fx.ctx, fx.db, time.Now().Add(time.Second), 1); err != nil || n != 1 {
+		if n, err := fx.store.Prune(fx.ctx, fx.db, time.Now().Add(time.Second), 1); err != nil || n != 1 {
 			t.Fatalf("prune with limit 1: %d, %v", n, err)
 		}
-		if n, err := fx.store.prune(fx.ctx, fx.db, time.Now().Add(time.Second), 10); err != nil || n != 1 {
+		if n, err := fx.store.Prune(fx.ctx, fx.db, time.Now().Add(time.Second), 10); err != nil || n != 1 {
 			t.Fatalf("prune the rest: %d, %v", n, err)
 		}
-		st, err := fx.store.stats(fx.ctx, fx.db)
+		st, err := fx.store.Stats(fx.ctx, fx.db)
 		if err != nil || len(st) != 0 {
 			t.Fatalf("stats of an empty outbox: %+v, %v", st, err)
 		}
@@ -263,27 +264,27 @@ func TestStoreAckDeletesOrRetainsAndPrunes(t *testing.T) {
 
 func (fx *storeFixture) heartbeat(owner string, ttl time.Duration) int {
 	fx.t.Helper()
-	n, err := fx.store.heartbeat(fx.ctx, fx.db, owner, ttl, sharePolicy{}, nil)
+	n, err := fx.store.Heartbeat(fx.ctx, fx.db, owner, ttl, relay.SharePolicy{}, nil)
 	if err != nil {
 		fx.t.Fatalf("heartbeat of %s: %v", owner, err)
 	}
 	return n
 }
 
-func (fx *storeFixture) leases(owner string) []lease {
+func (fx *storeFixture) leases(owner string) []relay.Lease {
 	fx.t.Helper()
-	l, err := fx.store.liveLeases(fx.ctx, fx.db, owner, 0, 1)
+	l, err := fx.store.LiveLeases(fx.ctx, fx.db, owner, 0, 1)
 	if err != nil {
 		fx.t.Fatal(err)
 	}
 	return l
 }
 
-func (fx *storeFixture) fenced(owner string, claimed []lease) map[int]bool {
+func (fx *storeFixture) fenced(owner string, claimed []relay.Lease) map[int]bool {
 	fx.t.Helper()
 	var valid map[int]bool
 	fx.ackTx(func(tx *sql.Tx) (err error) {
-		valid, err = fx.store.fence(fx.ctx, tx, owner, claimed)
+		valid, err = fx.store.Fence(fx.ctx, tx, owner, claimed)
 		return err
 	})
 	return valid
@@ -293,7 +294,7 @@ func TestStoreLeasesShareFenceAndTakeOver(t *testing.T) {
 	for _, d := range []outbox.Dialect{outbox.Postgres, outbox.MySQL} {
 		t.Run(string(d), func(t *testing.T) {
 			fx := newStoreFixture(t, d)
-			if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
+			if err := fx.store.EnsureLeaseRows(fx.ctx, fx.db); err != nil {
 				t.Fatal(err)
 			}
 			// Leases of a minute: the heartbeats of the test follow each other in well under
@@ -304,8 +305,8 @@ func TestStoreLeasesShareFenceAndTakeOver(t *testing.T) {
 				t.Fatalf("a lone relay owns %d partitions", n)
 			}
 			aLeases := fx.leases("A")
-			if len(aLeases) != outbox.Partitions || aLeases[0].epoch != 1 {
-				t.Fatalf("A's leases: %d, first epoch %d", len(aLeases), aLeases[0].epoch)
+			if len(aLeases) != outbox.Partitions || aLeases[0].Epoch != 1 {
+				t.Fatalf("A's leases: %d, first epoch %d", len(aLeases), aLeases[0].Epoch)
 			}
 			if n := fx.heartbeat("B", ttl); n != 0 {
 				t.Fatalf("B took %d partitions that A holds", n)
@@ -322,8 +323,8 @@ func TestStoreLeasesShareFenceAndTakeOver(t *testing.T) {
 				t.Fatalf("A's fence passed %d partitions after giving up half, want %d", len(valid), outbox.Partitions/2)
 			}
 			for _, l := range fx.leases("B") {
-				if valid[l.partition] || l.epoch != 2 {
-					t.Fatalf("partition %d moved to B (epoch %d) but A's fence passes: %v", l.partition, l.epoch, valid[l.partition])
+				if valid[l.Partition] || l.Epoch != 2 {
+					t.Fatalf("partition %d moved to B (epoch %d) but A's fence passes: %v", l.Partition, l.Epoch, valid[l.Partition])
 				}
 			}
 			// A stalls past its TTL: B takes everything over, and A can acknowledge nothing.
@@ -353,11 +354,11 @@ func TestStoreLeasesShareFenceAndTakeOver(t *testing.T) {
 				t.Fatalf("A owns %d partitions after resuming", n)
 			}
 			for _, l := range fx.leases("A") {
-				if l.epoch < 3 {
-					t.Fatalf("partition %d back to A under epoch %d, want a new epoch", l.partition, l.epoch)
+				if l.Epoch < 3 {
+					t.Fatalf("partition %d back to A under epoch %d, want a new epoch", l.Partition, l.Epoch)
 				}
 			}
-			if err := fx.store.releaseAll(fx.ctx, fx.db, "A"); err != nil {
+			if err := fx.store.ReleaseAll(fx.ctx, fx.db, "A"); err != nil {
 				t.Fatal(err)
 			}
 			if got := fx.leases("A"); len(got) != 0 {
@@ -369,20 +370,20 @@ func TestStoreLeasesShareFenceAndTakeOver(t *testing.T) {
 
 func TestStoreSQLiteAllowsOneRelay(t *testing.T) {
 	fx := newStoreFixture(t, outbox.SQLite)
-	if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
+	if err := fx.store.EnsureLeaseRows(fx.ctx, fx.db); err != nil {
 		t.Fatal(err)
 	}
 	const ttl = time.Minute // A stays alive between the test's statements, however slow they are
 	fx.heartbeat("A", ttl)
-	_, err := fx.store.heartbeat(fx.ctx, fx.db, "B", ttl, sharePolicy{}, nil)
+	_, err := fx.store.Heartbeat(fx.ctx, fx.db, "B", ttl, relay.SharePolicy{}, nil)
 	if err == nil || !strings.Contains(err.Error(), `relay "A" is running on this SQLite database`) {
 		t.Fatalf("a second relay on one SQLite database: %v", err)
 	}
-	other := &store{table: fx.store.table, dialect: outbox.SQLite, group: "tenants:x"}
-	if _, err := other.heartbeat(fx.ctx, fx.db, "C", ttl, sharePolicy{}, nil); err == nil {
+	other := &relay.Store{Table: fx.store.Table, Dialect: outbox.SQLite, Group: "tenants:x"}
+	if _, err := other.Heartbeat(fx.ctx, fx.db, "C", ttl, relay.SharePolicy{}, nil); err == nil {
 		t.Fatal("a relay of another lease group was accepted beside a running one")
 	}
-	if err := fx.store.releaseAll(fx.ctx, fx.db, "A"); err != nil {
+	if err := fx.store.ReleaseAll(fx.ctx, fx.db, "A"); err != nil {
 		t.Fatal(err)
 	}
 	if n := fx.heartbeat("B", ttl); n != outbox.Partitions {
@@ -402,7 +403,7 @@ func TestStoreClaimPlanHasNoDependentSubquery(t *testing.T) {
 	for i := range 5 {
 		fx.write(fmt.Sprint("k", i), sizes...)
 	}
-	query, args := fx.store.claimQuery(allPartitions(), 1000, 4<<20)
+	query, args := fx.store.ClaimQuery(allPartitions(), 1000, 4<<20)
 	rows, err := fx.db.Query("EXPLAIN "+query, args...)
 	if err != nil {
 		t.Fatal(err)
@@ -438,8 +439,8 @@ func TestStoreIdleLeaseTransactionDoesNotBlockTakeover(t *testing.T) {
 	for _, d := range []outbox.Dialect{outbox.Postgres, outbox.MySQL} {
 		t.Run(string(d), func(t *testing.T) {
 			fx := newStoreFixture(t, d)
-			fx.store.idleTimeout = time.Second
-			if err := fx.store.ensureLeaseRows(fx.ctx, fx.db); err != nil {
+			fx.store.IdleTimeout = time.Second
+			if err := fx.store.EnsureLeaseRows(fx.ctx, fx.db); err != nil {
 				t.Fatal(err)
 			}
 			const ttl = time.Second
@@ -447,8 +448,8 @@ func TestStoreIdleLeaseTransactionDoesNotBlockTakeover(t *testing.T) {
 			locked, resume := make(chan error, 1), make(chan struct{})
 			paused := make(chan error, 1)
 			go func() {
-				paused <- fx.store.inLeaseTx(fx.ctx, fx.db, func(tx *sql.Tx) error {
-					_, err := fx.store.lockLeases(fx.ctx, tx, allPartitions(), false)
+				paused <- fx.store.InLeaseTx(fx.ctx, fx.db, func(tx *sql.Tx) error {
+					_, err := fx.store.LockLeases(fx.ctx, tx, allPartitions(), false)
 					locked <- err
 					if err != nil {
 						return err
@@ -489,9 +490,9 @@ func TestStoreIdleLeaseTransactionDoesNotBlockTakeover(t *testing.T) {
 func TestStoreFailedLeaseTransactionResetsTheConnection(t *testing.T) {
 	fx := newStoreFixture(t, outbox.MySQL)
 	fx.db.SetMaxOpenConns(1)
-	fx.store.idleTimeout = 2 * time.Second
+	fx.store.IdleTimeout = 2 * time.Second
 	boom := errors.New("boom")
-	if err := fx.store.inLeaseTx(fx.ctx, fx.db, func(*sql.Tx) error { return boom }); !errors.Is(err, boom) {
+	if err := fx.store.InLeaseTx(fx.ctx, fx.db, func(*sql.Tx) error { return boom }); !errors.Is(err, boom) {
 		t.Fatalf("inLeaseTx returned %v", err)
 	}
 	var timeout int

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	_ "modernc.org/sqlite"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -72,7 +73,7 @@ func testTracer(t testing.TB) (*sdktrace.TracerProvider, *tracetest.InMemoryExpo
 
 // tracedRecord is a record whose event was written under a span of tp (its traceparent stored in
 // the headers, as outbox.Writer does), or without one when tp is nil.
-func tracedRecord(tp trace.TracerProvider, key, payload string) (record, trace.SpanContext) {
+func tracedRecord(tp trace.TracerProvider, key, payload string) (relay.Record, trace.SpanContext) {
 	e := outbox.Event{ID: uuid.Must(uuid.NewV7()), Topic: "orders", AggregateType: "order", AggregateID: key,
 		EventType: "OrderPlaced", Payload: []byte(payload), Headers: map[string]string{"content-type": "application/json"}}
 	var sc trace.SpanContext
@@ -82,7 +83,7 @@ func tracedRecord(tp trace.TracerProvider, key, payload string) (record, trace.S
 		sc = span.SpanContext()
 		propagation.TraceContext{}.Inject(ctx, propagation.MapCarrier(e.Headers))
 	}
-	return record{event: e, keyHash: outbox.KeyHash("", e.AggregateType, key)}, sc
+	return relay.Record{Event: e, KeyHash: outbox.KeyHash("", e.AggregateType, key)}, sc
 }
 
 func attrsOf(s tracetest.SpanStub) map[attribute.Key]attribute.Value {
@@ -125,7 +126,7 @@ func TestTracedPublisher(t *testing.T) {
 			r1, writer := tracedRecord(tp, "o-1", ok)
 			r2, _ := tracedRecord(nil, "o-2", fail)
 			exp.Reset() // the writer's span
-			msgs := toMessages(context.Background(), []record{r1, r2})
+			msgs := toMessages(context.Background(), []relay.Record{r1, r2})
 			var errs []error
 			if each, isEach := pub.(OutcomePublisher); shape == "outcome" {
 				if !isEach {
@@ -142,7 +143,7 @@ func TestTracedPublisher(t *testing.T) {
 			if len(spans) != 2 {
 				t.Fatalf("%d spans, want one per message", len(spans))
 			}
-			s1, s2 := spanOf(t, spans, r1.event.ID), spanOf(t, spans, r2.event.ID)
+			s1, s2 := spanOf(t, spans, r1.Event.ID), spanOf(t, spans, r2.Event.ID)
 			if s1.Parent.SpanID() != writer.SpanID() || s1.SpanContext.TraceID() != writer.TraceID() {
 				t.Errorf("span of a traced event: parent %v, want the writer's span %v", s1.Parent, writer)
 			}
@@ -190,7 +191,7 @@ func TestTracedPublisher(t *testing.T) {
 					t.Errorf("message %d's context does not hold its producer span", i)
 				}
 			}
-			if msgs[0].Metadata.Get(outbox.HeaderTraceParent) != r1.event.Headers[outbox.HeaderTraceParent] || msgs[1].Metadata.Get(outbox.HeaderTraceParent) != "" {
+			if msgs[0].Metadata.Get(outbox.HeaderTraceParent) != r1.Event.Headers[outbox.HeaderTraceParent] || msgs[1].Metadata.Get(outbox.HeaderTraceParent) != "" {
 				t.Error("the forwarder's own messages were changed")
 			}
 		})
@@ -205,7 +206,7 @@ func TestTracedPublisherPlainFailure(t *testing.T) {
 	r1, _ := tracedRecord(tp, "o-1", "ok")
 	r2, _ := tracedRecord(tp, "o-2", "fail")
 	exp.Reset() // the writers' spans
-	if err := pub.Publish("orders", toMessages(context.Background(), []record{r1, r2})...); !errors.Is(err, errRefused) {
+	if err := pub.Publish("orders", toMessages(context.Background(), []relay.Record{r1, r2})...); !errors.Is(err, errRefused) {
 		t.Fatalf("publish: %v, want the inner error", err)
 	}
 	for _, s := range exp.GetSpans() {
@@ -217,7 +218,7 @@ func TestTracedPublisherPlainFailure(t *testing.T) {
 		}
 	}
 	exp.Reset()
-	dead := toMessages(context.Background(), []record{r1})[0]
+	dead := toMessages(context.Background(), []relay.Record{r1})[0]
 	dead.Metadata.Set(MetadataAttempts, "10")
 	if err := pub.Publish("dlq", dead); err != nil {
 		t.Fatal(err)
@@ -273,7 +274,7 @@ func BenchmarkPublishTracing(b *testing.B) {
 	}
 	defer db.Close()
 	writerTP := sdktrace.NewTracerProvider() // only to give the events a sampled traceparent
-	records := make([]record, 100)
+	records := make([]relay.Record, 100)
 	for i := range records {
 		records[i], _ = tracedRecord(writerTP, fmt.Sprintf("o-%d", i), string(make([]byte, 256)))
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/outboxkit/outboxkit/forwarder/internal/deadletter"
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 )
 
 // Exactly-once delivery (docs/exactly-once.md). The partitions are grouped into
@@ -31,8 +32,8 @@ const maxTransactionRounds = 3
 
 // unitOutcome is what one unit's transactions did to its records.
 type unitOutcome struct {
-	acked   []record
-	settled []settlement
+	acked   []relay.Record
+	settled []relay.Settlement
 	// checkpoint is the checkpoint of the committed transaction, nil if none committed.
 	checkpoint []byte
 	err        error
@@ -42,7 +43,7 @@ type unitOutcome struct {
 // in parallel, then one fenced acknowledgement of the committed rows, whose outcome it returns.
 // A unit is used only while the worker leases all of its partitions; the rows of a unit leased
 // in part wait (the heartbeat gives such partitions up, so that a relay can take the unit whole).
-func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases []lease, records []record) (outcome, error) {
+func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases []relay.Lease, records []relay.Record) (relay.Outcome, error) {
 	jobs := f.unitJobs(leases, records)
 	// The units are locked in ascending order (two batches sharing units cannot deadlock) until
 	// their rows are acknowledged.
@@ -60,12 +61,12 @@ func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases
 	}
 	wg.Wait()
 	cancelPublish()
-	f.metrics.publishSeconds.Observe(time.Since(started).Seconds())
+	f.metrics.PublishSeconds.Observe(time.Since(started).Seconds())
 
-	var acked []record
-	var settled []settlement
+	var acked []relay.Record
+	var settled []relay.Settlement
 	var errs []error
-	var marks []unitMark
+	var marks []relay.UnitMark
 	for i, o := range outcomes {
 		acked = append(acked, o.acked...)
 		settled = append(settled, o.settled...)
@@ -73,19 +74,19 @@ func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases
 			errs = append(errs, fmt.Errorf("unit %d: %w", jobs[i].unit, o.err))
 		}
 		if o.checkpoint != nil {
-			marks = append(marks, unitMark{unit: jobs[i].unit, name: f.unitName(jobs[i].unit), digest: checkpointDigest(o.checkpoint)})
+			marks = append(marks, relay.UnitMark{Unit: jobs[i].unit, Name: f.unitName(jobs[i].unit), Digest: relay.CheckpointDigest(o.checkpoint)})
 		}
 	}
 	if len(acked) == 0 && len(settled) == 0 {
 		if len(errs) > 0 {
-			return outcome{}, fmt.Errorf("exactly-once delivery: %v", errs)
+			return relay.Outcome{}, fmt.Errorf("exactly-once delivery: %v", errs)
 		}
-		return outcome{}, nil
+		return relay.Outcome{}, nil
 	}
 	result, lost, err := f.acknowledgeUnits(ctx, worker, leases, acked, settled, marks)
 	f.afterUnitsAcknowledged(jobs, outcomes, lost, err)
 	if err != nil {
-		return outcome{}, err
+		return relay.Outcome{}, err
 	}
 	if len(errs) > 0 {
 		return result, fmt.Errorf("exactly-once delivery: %v", errs)
@@ -96,17 +97,17 @@ func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases
 // unitJob is one unit's share of a batch: its leases and records.
 type unitJob struct {
 	unit    int
-	leases  []lease
-	records []record
+	leases  []relay.Lease
+	records []relay.Record
 }
 
 // unitJobs groups records by transactional unit, in ascending unit order, keeping the units
 // leased whole.
-func (f *Forwarder) unitJobs(leases []lease, records []record) []unitJob {
+func (f *Forwarder) unitJobs(leases []relay.Lease, records []relay.Record) []unitJob {
 	unitLeases := f.wholeUnitLeases(leases)
-	byUnit := map[int][]record{}
+	byUnit := map[int][]relay.Record{}
 	for _, r := range records {
-		u := r.partition % f.cfg.TransactionalUnits
+		u := r.Partition % f.cfg.TransactionalUnits
 		byUnit[u] = append(byUnit[u], r)
 	}
 	var jobs []unitJob
@@ -140,7 +141,7 @@ func (f *Forwarder) afterUnitsAcknowledged(jobs []unitJob, outcomes []unitOutcom
 
 // pendingDead is a record to dead-letter in the next transaction.
 type pendingDead struct {
-	record   record
+	record   relay.Record
 	attempts int
 	reason   string
 	slim     bool // the dead letter goes without its payload (the broker refused it whole)
@@ -149,7 +150,7 @@ type pendingDead struct {
 // commitUnit publishes one unit's records, in order, in transactions of the unit. A failed
 // event parks its key as on the at-least-once path: the transaction is aborted, the key's
 // records are dropped from it, and the rest are committed in the next round.
-func (f *Forwarder) commitUnit(ctx context.Context, n int, leases []lease, records []record) unitOutcome {
+func (f *Forwarder) commitUnit(ctx context.Context, n int, leases []relay.Lease, records []relay.Record) unitOutcome {
 	var out unitOutcome
 	u := f.units.get(n)
 	unit := f.unitName(n)
@@ -171,9 +172,9 @@ func (f *Forwarder) commitUnit(ctx context.Context, n int, leases []lease, recor
 		if u.recovered != nil {
 			// Rows of the checkpoint just cleaned up were published (or dead-lettered) by the
 			// unit's last transaction: none of them may be sent or settled again.
-			pending = slices.DeleteFunc(pending, func(r record) bool { return u.recovered[r.seq] })
-			dead = slices.DeleteFunc(dead, func(d pendingDead) bool { return u.recovered[d.record.seq] })
-			out.settled = slices.DeleteFunc(out.settled, func(st settlement) bool { return u.recovered[st.record.seq] })
+			pending = slices.DeleteFunc(pending, func(r relay.Record) bool { return u.recovered[r.Seq] })
+			dead = slices.DeleteFunc(dead, func(d pendingDead) bool { return u.recovered[d.record.Seq] })
+			out.settled = slices.DeleteFunc(out.settled, func(st relay.Settlement) bool { return u.recovered[st.Record.Seq] })
 			u.recovered = nil
 		}
 		if len(pending) == 0 && len(dead) == 0 {
@@ -187,15 +188,15 @@ func (f *Forwarder) commitUnit(ctx context.Context, n int, leases []lease, recor
 		}
 		errs, err := f.txp.CommitUnit(ctx, unit, topics, msgs, cp)
 		if err == nil {
-			f.metrics.txCommitted.Inc()
+			f.metrics.TxCommitted.Inc()
 			out.acked, out.checkpoint = pending, cp
 			for _, d := range dead {
-				f.metrics.deadLettered.WithLabelValues(d.record.event.Topic, d.record.event.TenantID).Inc()
-				out.settled = append(out.settled, settlement{record: d.record, attempts: d.attempts, next: time.Now(), dead: true, reason: d.reason})
+				f.metrics.DeadLettered.WithLabelValues(d.record.Event.Topic, d.record.Event.TenantID).Inc()
+				out.settled = append(out.settled, relay.Settlement{Record: d.record, Attempts: d.attempts, Next: time.Now(), Dead: true, Reason: d.reason})
 			}
 			return out
 		}
-		f.metrics.txAborted.Inc()
+		f.metrics.TxAborted.Inc()
 		u.open = false // CommitUnit closed the session
 		failedAny := false
 		for _, e := range errs {
@@ -218,24 +219,24 @@ func (f *Forwarder) commitUnit(ctx context.Context, n int, leases []lease, recor
 // is settled (a retry later, parking its key, or a dead letter in the next transaction), the
 // key's later records wait for the next batch; failed dead letters are handled by
 // afterDeadLetterAbort.
-func (f *Forwarder) afterAbort(pending []record, dead []pendingDead, errs []error, settled []settlement) ([]record, []pendingDead, []settlement) {
+func (f *Forwarder) afterAbort(pending []relay.Record, dead []pendingDead, errs []error, settled []relay.Settlement) ([]relay.Record, []pendingDead, []relay.Settlement) {
 	blocked := map[int64]bool{}
-	var next []record
+	var next []relay.Record
 	var nextDead []pendingDead
 	for i, r := range pending {
 		switch {
-		case blocked[r.keyHash]:
+		case blocked[r.KeyHash]:
 		case errs[i] != nil:
-			blocked[r.keyHash] = true
-			attempts := r.attempts + 1
+			blocked[r.KeyHash] = true
+			attempts := r.Attempts + 1
 			reason := errs[i].Error()
-			f.metrics.failed.WithLabelValues(r.event.Topic, r.event.TenantID).Inc()
-			if f.retry.dead(attempts, errs[i]) {
+			f.metrics.Failed.WithLabelValues(r.Event.Topic, r.Event.TenantID).Inc()
+			if f.retry.Dead(attempts, errs[i]) {
 				// An event past its retry budget has had a dead letter refused before (the
 				// transactions of a batch are too few to try both forms each time), or retried
 				// without limit: its dead letter goes reduced from the start, so that one refused
 				// even reduced ends dead (afterDeadLetterAbort) instead of looping.
-				reduced := f.retry.pastBudget(attempts)
+				reduced := f.retry.PastBudget(attempts)
 				nextDead = append(nextDead, pendingDead{record: r, attempts: attempts, reason: reason, slim: reduced})
 				continue
 			}
@@ -245,7 +246,7 @@ func (f *Forwarder) afterAbort(pending []record, dead []pendingDead, errs []erro
 		}
 	}
 	for j, d := range dead {
-		var st *settlement
+		var st *relay.Settlement
 		nextDead, st = f.afterDeadLetterAbort(d, errs[len(pending)+j], nextDead)
 		if st != nil {
 			settled = append(settled, *st)
@@ -258,9 +259,9 @@ func (f *Forwarder) afterAbort(pending []record, dead []pendingDead, errs []erro
 // sequence (deadletter.Next): kept for the next transaction when it did not fail itself; when
 // the broker refused it for good, sent reduced in the next one, or, if it was reduced already,
 // settled dead in the table without a dead letter; otherwise retried later.
-func (f *Forwarder) afterDeadLetterAbort(d pendingDead, err error, nextDead []pendingDead) ([]pendingDead, *settlement) {
-	var st settlement
-	switch deadletter.Next(d.slim, err, err != nil && f.retry.finalDeadLetterError(d.attempts, err)) {
+func (f *Forwarder) afterDeadLetterAbort(d pendingDead, err error, nextDead []pendingDead) ([]pendingDead, *relay.Settlement) {
+	var st relay.Settlement
+	switch deadletter.Next(d.slim, err, err != nil && f.retry.FinalDeadLetterError(d.attempts, err)) {
 	case deadletter.Sent:
 		return append(nextDead, d), nil
 	case deadletter.SendReduced:
@@ -276,28 +277,28 @@ func (f *Forwarder) afterDeadLetterAbort(d pendingDead, err error, nextDead []pe
 
 // transactionMessages are the messages of one transaction: the records' events, then the dead
 // letters (whole, or reduced when d.slim; see deadletter.Message).
-func (f *Forwarder) transactionMessages(ctx context.Context, pending []record, dead []pendingDead) ([]string, []*message.Message) {
+func (f *Forwarder) transactionMessages(ctx context.Context, pending []relay.Record, dead []pendingDead) ([]string, []*message.Message) {
 	topics := make([]string, 0, len(pending)+len(dead))
 	msgs := toMessages(ctx, pending)
 	for _, r := range pending {
-		topics = append(topics, r.event.Topic)
+		topics = append(topics, r.Event.Topic)
 	}
 	for _, d := range dead {
 		topics = append(topics, f.cfg.DeadLetterTopic)
-		msgs = append(msgs, deadletter.Message(ctx, d.record.event, d.reason, d.attempts, d.slim))
+		msgs = append(msgs, deadletter.Message(ctx, d.record.Event, d.reason, d.attempts, d.slim))
 	}
 	return topics, msgs
 }
 
 // checkpointOf encodes the checkpoint of a transaction holding pending and dead.
-func (f *Forwarder) checkpointOf(unit string, pending []record, dead []pendingDead) ([]byte, error) {
+func (f *Forwarder) checkpointOf(unit string, pending []relay.Record, dead []pendingDead) ([]byte, error) {
 	cp := checkpoint{Version: checkpointVersion, Installation: f.installation, Unit: unit, Relay: f.cfg.RelayID,
 		Txn: f.units.txn.Add(1), Time: time.Now().UTC(), Rows: make([]rowRef, len(pending))}
 	for i, r := range pending {
-		cp.Rows[i] = rowRef{Seq: r.seq, EventID: r.event.ID.String()}
+		cp.Rows[i] = rowRef{Seq: r.Seq, EventID: r.Event.ID.String()}
 	}
 	for _, d := range dead {
-		cp.Dead = append(cp.Dead, deadRow{Seq: d.record.seq, EventID: d.record.event.ID.String(),
+		cp.Dead = append(cp.Dead, deadRow{Seq: d.record.Seq, EventID: d.record.Event.ID.String(),
 			Attempts: d.attempts, Reason: deadletter.TruncateUTF8(d.reason, deadletter.MaxReason)})
 	}
 	data, err := json.Marshal(cp)

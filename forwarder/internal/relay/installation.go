@@ -1,4 +1,4 @@
-package forwarder
+package relay
 
 import (
 	"context"
@@ -23,40 +23,40 @@ import (
 // acknowledged.
 
 // installationID reads the identity the migration made for the outbox table.
-func (s *store) installationID(ctx context.Context, q querier) (string, error) {
-	return outbox.ReadInstallation(ctx, q, s.table)
+func (s *Store) InstallationID(ctx context.Context, q Querier) (string, error) {
+	return outbox.ReadInstallation(ctx, q, s.Table)
 }
 
 // checkpointDigest identifies a checkpoint by its bytes, for the units table.
-func checkpointDigest(data []byte) string {
+func CheckpointDigest(data []byte) string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:16])
 }
 
 // unitMark is a unit's checkpoint whose rows an acknowledgement settles.
-type unitMark struct {
-	unit   int
-	name   string
-	digest string
+type UnitMark struct {
+	Unit   int
+	Name   string
+	Digest string
 	// settled is the mask of the unit's partitions whose rows the acknowledgement settled, when
 	// its relay no longer owned them all (bit p for partition p); 0 when it owned the unit whole.
-	settled uint64
+	Settled uint64
 }
 
 // cleanupMark is what the units table records of a unit: the digest of the last checkpoint whose
 // rows are acknowledged, followed by "/" and settled as 16 hex digits when only some of the
 // unit's partitions were (the relay that committed the transaction lost the others before its
 // acknowledgement). It fits MySQL's VARCHAR(64) column.
-func (m unitMark) cleanupMark() string {
-	if m.settled == 0 {
-		return m.digest
+func (m UnitMark) CleanupMark() string {
+	if m.Settled == 0 {
+		return m.Digest
 	}
-	return fmt.Sprintf("%s/%016x", m.digest, m.settled)
+	return fmt.Sprintf("%s/%016x", m.Digest, m.Settled)
 }
 
 // parseCleanupMark reads a unit's cleanup mark: the checkpoint digest and the mask of the
 // partitions whose rows are settled (0: all of them). A mark it cannot read names no checkpoint.
-func parseCleanupMark(mark string) (digest string, settled uint64) {
+func ParseCleanupMark(mark string) (digest string, settled uint64) {
 	digest, mask, partial := strings.Cut(mark, "/")
 	if !partial {
 		return digest, 0
@@ -69,9 +69,9 @@ func parseCleanupMark(mark string) (digest string, settled uint64) {
 }
 
 // cleanedDigest returns the cleanup mark of unit (cleanupMark), "" if none is recorded.
-func (s *store) cleanedDigest(ctx context.Context, q querier, unit string) (string, error) {
+func (s *Store) CleanedDigest(ctx context.Context, q Querier, unit string) (string, error) {
 	var digest string
-	err := s.sql().CleanedDigest(unit).QueryRow(ctx, q).Scan(&digest)
+	err := s.SQL().CleanedDigest(unit).QueryRow(ctx, q).Scan(&digest)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
@@ -84,8 +84,8 @@ func (s *store) cleanedDigest(ctx context.Context, q querier, unit string) (stri
 // ensureUnitRow creates the units table's row of unit if it is missing (at each opening of the
 // unit), so that markCleaned only updates rows: an update by primary key locks just the row on
 // every database, where an upsert takes gap locks on MySQL that could deadlock relays.
-func (s *store) ensureUnitRow(ctx context.Context, q querier, unit string) error {
-	if _, err := s.sql().EnsureUnitRow(unit).Exec(ctx, q); err != nil {
+func (s *Store) EnsureUnitRow(ctx context.Context, q Querier, unit string) error {
+	if _, err := s.SQL().EnsureUnitRow(unit).Exec(ctx, q); err != nil {
 		return fmt.Errorf("create the cleanup mark of unit %s: %w", unit, err)
 	}
 	return nil
@@ -93,27 +93,27 @@ func (s *store) ensureUnitRow(ctx context.Context, q querier, unit string) error
 
 // markCleaned records, in the acknowledgement's transaction, the checkpoints whose rows it
 // settles, in one statement.
-func (s *store) markCleaned(ctx context.Context, q querier, marks []unitMark) error {
+func (s *Store) MarkCleaned(ctx context.Context, q Querier, marks []UnitMark) error {
 	if len(marks) == 0 {
 		return nil
 	}
 	rows := make([]sqlstore.UnitMark, len(marks))
 	for i, m := range marks {
-		rows[i] = sqlstore.UnitMark{Unit: m.name, Mark: m.cleanupMark()}
+		rows[i] = sqlstore.UnitMark{Unit: m.Name, Mark: m.CleanupMark()}
 	}
-	if _, err := s.sql().MarkCleaned(rows).Exec(ctx, q); err != nil {
+	if _, err := s.SQL().MarkCleaned(rows).Exec(ctx, q); err != nil {
 		return fmt.Errorf("record the cleanup of %d transactional units: %w", len(marks), err)
 	}
 	return nil
 }
 
 // eventIDs returns the event id of each of the rows seqs that is in the table.
-func (s *store) eventIDs(ctx context.Context, q querier, seqs []int64) (map[int64]rowEvent, error) {
-	out := make(map[int64]rowEvent, len(seqs))
+func (s *Store) EventIDs(ctx context.Context, q Querier, seqs []int64) (map[int64]RowEvent, error) {
+	out := make(map[int64]RowEvent, len(seqs))
 	if len(seqs) == 0 {
 		return out, nil
 	}
-	rows, err := s.planned(s.sql().EventIDs(seqs)).Query(ctx, q)
+	rows, err := s.Planned(s.SQL().EventIDs(seqs)).Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("read the event ids of %d rows: %w", len(seqs), err)
 	}
@@ -126,16 +126,16 @@ func (s *store) eventIDs(ctx context.Context, q querier, seqs []int64) (map[int6
 			return nil, fmt.Errorf("read the event ids of %d rows: %w", len(seqs), err)
 		}
 		if parsed, err := uuid.Parse(id); err == nil {
-			out[seq] = rowEvent{id: parsed, partition: partition}
+			out[seq] = RowEvent{ID: parsed, Partition: partition}
 		}
 	}
 	return out, rows.Err()
 }
 
 // rowEvent is the event a row holds and its partition.
-type rowEvent struct {
-	id        uuid.UUID
-	partition int
+type RowEvent struct {
+	ID        uuid.UUID
+	Partition int
 }
 
 // applyCheckpoint settles the rows of a unit's last checkpoint, found when opening the unit:
@@ -145,7 +145,7 @@ type rowEvent struct {
 // settled: a dead letter there may have been replayed since); a checkpoint of format 1 names no
 // event ids and is applied by sequence number alone. It returns the rows of settled partitions
 // it left alone, and how many rows of the checkpoint no longer held their event.
-func (s *store) applyCheckpoint(ctx context.Context, tx *sql.Tx, cp checkpoint, retain bool,
+func (s *Store) ApplyCheckpoint(ctx context.Context, tx *sql.Tx, cp bookkeeping.Checkpoint, retain bool,
 	settled uint64) (kept map[int64]bool, mismatched int, err error) {
 	seqs := make([]int64, 0, len(cp.Rows)+len(cp.Dead))
 	for _, r := range cp.Rows {
@@ -154,7 +154,7 @@ func (s *store) applyCheckpoint(ctx context.Context, tx *sql.Tx, cp checkpoint, 
 	for _, d := range cp.Dead {
 		seqs = append(seqs, d.Seq)
 	}
-	ids, err := s.eventIDs(ctx, tx, seqs)
+	ids, err := s.EventIDs(ctx, tx, seqs)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -164,14 +164,14 @@ func (s *store) applyCheckpoint(ctx context.Context, tx *sql.Tx, cp checkpoint, 
 		if !ok {
 			return false // gone already: nothing to do
 		}
-		if settled&(1<<uint(row.partition)) != 0 {
+		if settled&(1<<uint(row.Partition)) != 0 {
 			kept[seq] = true
 			return false
 		}
 		if eventID == "" {
 			return true // format 1
 		}
-		if want, err := uuid.Parse(eventID); err != nil || want != row.id {
+		if want, err := uuid.Parse(eventID); err != nil || want != row.ID {
 			mismatched++
 			return false
 		}
@@ -183,14 +183,14 @@ func (s *store) applyCheckpoint(ctx context.Context, tx *sql.Tx, cp checkpoint, 
 			published = append(published, r.Seq)
 		}
 	}
-	if err := s.ack(ctx, tx, published, retain); err != nil {
+	if err := s.Ack(ctx, tx, published, retain); err != nil {
 		return nil, mismatched, err
 	}
 	for _, d := range cp.Dead {
 		if !holds(d.Seq, d.EventID) {
 			continue
 		}
-		if err := s.fail(ctx, tx, d.Seq, d.Attempts, time.Now(), true, d.Reason); err != nil {
+		if err := s.Fail(ctx, tx, d.Seq, d.Attempts, time.Now(), true, d.Reason); err != nil {
 			return nil, mismatched, err
 		}
 	}
@@ -199,19 +199,19 @@ func (s *store) applyCheckpoint(ctx context.Context, tx *sql.Tx, cp checkpoint, 
 
 // recordedUnits returns the unit count the units table records for the units named
 // "<prefix>/uNN" (bookkeeping.RecordedUnits).
-func (s *store) recordedUnits(ctx context.Context, q querier, prefix string) (int, error) {
-	return bookkeeping.RecordedUnits(ctx, q, s.sql(), s.table, prefix)
+func (s *Store) RecordedUnits(ctx context.Context, q Querier, prefix string) (int, error) {
+	return bookkeeping.RecordedUnits(ctx, q, s.SQL(), s.Table, prefix)
 }
 
 // unitCount returns the unit count recorded for prefix, 0 when none is (bookkeeping.UnitCount).
-func (s *store) unitCount(ctx context.Context, q querier, prefix string) (int, error) {
-	return bookkeeping.UnitCount(ctx, q, s.sql(), s.table, prefix)
+func (s *Store) UnitCount(ctx context.Context, q Querier, prefix string) (int, error) {
+	return bookkeeping.UnitCount(ctx, q, s.SQL(), s.Table, prefix)
 }
 
 // recordUnitCount records count for prefix unless one is recorded already.
-func (s *store) recordUnitCount(ctx context.Context, q querier, prefix string, count int) error {
-	if _, err := s.sql().RecordUnitCount(bookkeeping.UnitCountRow(prefix), count).Exec(ctx, q); err != nil {
-		return fmt.Errorf("record the transactional unit count of %s in %s: %w", prefix, s.table.Units(), err)
+func (s *Store) RecordUnitCount(ctx context.Context, q Querier, prefix string, count int) error {
+	if _, err := s.SQL().RecordUnitCount(bookkeeping.UnitCountRow(prefix), count).Exec(ctx, q); err != nil {
+		return fmt.Errorf("record the transactional unit count of %s in %s: %w", prefix, s.Table.Units(), err)
 	}
 	return nil
 }

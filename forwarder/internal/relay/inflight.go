@@ -1,4 +1,4 @@
-package forwarder
+package relay
 
 import "sync"
 
@@ -12,38 +12,38 @@ import "sync"
 // its share counts as busy. The partitions about to be released are draining too until the
 // release has committed (released), so a worker that read its leases just before the release
 // never claims from them.
-type inflight struct {
+type Inflight struct {
 	mu       sync.Mutex
-	workers  int
-	reading  map[int]int // worker -> how many of its loops are between reading their leases and hold
-	busy     map[int]int // partition -> batches in flight
-	draining map[int]bool
+	Workers  int
+	Reading  map[int]int // worker -> how many of its loops are between reading their leases and hold
+	Busy     map[int]int // partition -> batches in flight
+	Draining map[int]bool
 }
 
-func newInflight(workers int) *inflight {
-	return &inflight{workers: workers, reading: map[int]int{}, busy: map[int]int{}, draining: map[int]bool{}}
+func NewInflight(workers int) *Inflight {
+	return &Inflight{Workers: workers, Reading: map[int]int{}, Busy: map[int]int{}, Draining: map[int]bool{}}
 }
 
 // read marks the worker as about to read its leases. (With the cdc source, the retry path
 // reads as worker 0 while worker 0 may be reading too: the marks are counted.)
-func (g *inflight) read(worker int) {
+func (g *Inflight) Read(worker int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.reading[worker]++
+	g.Reading[worker]++
 }
 
 // hold drops the draining partitions from the worker's leases, marks the others busy until end,
 // and ends the worker's reading.
-func (g *inflight) hold(worker int, leases []lease) []lease {
+func (g *Inflight) Hold(worker int, leases []Lease) []Lease {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.reading[worker]--; g.reading[worker] <= 0 {
-		delete(g.reading, worker)
+	if g.Reading[worker]--; g.Reading[worker] <= 0 {
+		delete(g.Reading, worker)
 	}
 	kept := leases[:0]
 	for _, l := range leases {
-		if !g.draining[l.partition] {
-			g.busy[l.partition]++
+		if !g.Draining[l.Partition] {
+			g.Busy[l.Partition]++
 			kept = append(kept, l)
 		}
 	}
@@ -51,12 +51,12 @@ func (g *inflight) hold(worker int, leases []lease) []lease {
 }
 
 // end marks the partitions of a finished batch idle.
-func (g *inflight) end(leases []lease) {
+func (g *Inflight) End(leases []Lease) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, l := range leases {
-		if g.busy[l.partition]--; g.busy[l.partition] <= 0 {
-			delete(g.busy, l.partition)
+		if g.Busy[l.Partition]--; g.Busy[l.Partition] <= 0 {
+			delete(g.Busy, l.Partition)
 		}
 	}
 }
@@ -65,13 +65,13 @@ func (g *inflight) end(leases []lease) {
 // flight and no worker reading, to be released now. All of them become the draining set
 // (replacing the previous one); the ones returned stop draining once released says so.
 // rebalance(nil) clears the draining set.
-func (g *inflight) rebalance(surplus []int) (releaseNow []int) {
+func (g *Inflight) Rebalance(surplus []int) (releaseNow []int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	clear(g.draining)
+	clear(g.Draining)
 	for _, p := range surplus {
-		g.draining[p] = true
-		if g.busy[p] == 0 && g.reading[p%g.workers] == 0 {
+		g.Draining[p] = true
+		if g.Busy[p] == 0 && g.Reading[p%g.Workers] == 0 {
 			releaseNow = append(releaseNow, p)
 		}
 	}
@@ -80,21 +80,21 @@ func (g *inflight) rebalance(surplus []int) (releaseNow []int) {
 
 // released ends the draining of partitions whose release has committed (or failed: then they
 // are owned and claimable again until the next rebalancing).
-func (g *inflight) released(partitions []int) {
+func (g *Inflight) Released(partitions []int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, p := range partitions {
 		// A worker reading its leases now may have read them before the release committed:
 		// keep the partition draining for it; the next rebalance clears the mark.
-		if g.reading[p%g.workers] == 0 {
-			delete(g.draining, p)
+		if g.Reading[p%g.Workers] == 0 {
+			delete(g.Draining, p)
 		}
 	}
 }
 
 // hasDraining says whether partitions above the share wait for their release.
-func (g *inflight) hasDraining() bool {
+func (g *Inflight) HasDraining() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return len(g.draining) > 0
+	return len(g.Draining) > 0
 }

@@ -1,4 +1,4 @@
-package forwarder
+package relay
 
 import (
 	"context"
@@ -17,8 +17,8 @@ import (
 // supports one relay per database, it refuses (registered false) while another relay's
 // heartbeat is younger than ttl; the check and the insert are one statement, so two relays
 // starting together cannot both pass.
-func (s *store) registerRelay(ctx context.Context, db *sql.DB, owner string, ttl time.Duration) (registered bool, err error) {
-	query, exclusive := s.sql().RegisterRelay(owner, ttl)
+func (s *Store) RegisterRelay(ctx context.Context, db *sql.DB, owner string, ttl time.Duration) (registered bool, err error) {
+	query, exclusive := s.SQL().RegisterRelay(owner, ttl)
 	res, err := query.Exec(ctx, db)
 	if err != nil {
 		return false, fmt.Errorf("register relay: %w", err)
@@ -34,9 +34,9 @@ func (s *store) registerRelay(ctx context.Context, db *sql.DB, owner string, ttl
 }
 
 // otherRelay names a live relay other than owner (SQLite's one-relay check), or "" if none.
-func (s *store) otherRelay(ctx context.Context, db *sql.DB, owner string, ttl time.Duration) (string, error) {
+func (s *Store) OtherRelay(ctx context.Context, db *sql.DB, owner string, ttl time.Duration) (string, error) {
 	var other string
-	err := s.sql().OtherRelay(owner, ttl).QueryRow(ctx, db).Scan(&other)
+	err := s.SQL().OtherRelay(owner, ttl).QueryRow(ctx, db).Scan(&other)
 	if err == sql.ErrNoRows {
 		return "", nil
 	}
@@ -47,55 +47,55 @@ func (s *store) otherRelay(ctx context.Context, db *sql.DB, owner string, ttl ti
 }
 
 // errOtherRelay is returned by heartbeat on SQLite while another relay runs on the database.
-type errOtherRelay struct{ other string }
+type ErrOtherRelay struct{ Other string }
 
-func (e errOtherRelay) Error() string {
-	return fmt.Sprintf("relay %q is running on this SQLite database, and SQLite supports one relay per database", e.other)
+func (e ErrOtherRelay) Error() string {
+	return fmt.Sprintf("relay %q is running on this SQLite database, and SQLite supports one relay per database", e.Other)
 }
 
 // holding is what a relay holds after a heartbeat: how many partitions it owns, the share it
 // aims at, and the number of live relays that share was computed for.
-type holding struct {
-	owned, share, relays int
+type Holding struct {
+	Owned, Share, Relays int
 }
 
 // heartbeat renews this relay's presence and leases and rebalances the partitions. It returns
 // how many partitions the relay owns afterwards. Of the partitions above its share, it releases
 // those releasable returns (all of them when releasable is nil).
-func (s *store) heartbeat(ctx context.Context, db *sql.DB, owner string, ttl time.Duration, policy sharePolicy,
+func (s *Store) Heartbeat(ctx context.Context, db *sql.DB, owner string, ttl time.Duration, policy SharePolicy,
 	releasable func([]int) []int) (int, error) {
-	h, err := s.rebalance(ctx, db, owner, ttl, policy, releasable)
-	return h.owned, err
+	h, err := s.Rebalance(ctx, db, owner, ttl, policy, releasable)
+	return h.Owned, err
 }
 
 // rebalance is heartbeat, returning the relay's holding.
-func (s *store) rebalance(ctx context.Context, db *sql.DB, owner string, ttl time.Duration, policy sharePolicy,
-	releasable func([]int) []int) (holding, error) {
-	registered, err := s.registerRelay(ctx, db, owner, ttl)
+func (s *Store) Rebalance(ctx context.Context, db *sql.DB, owner string, ttl time.Duration, policy SharePolicy,
+	releasable func([]int) []int) (Holding, error) {
+	registered, err := s.RegisterRelay(ctx, db, owner, ttl)
 	if err != nil {
-		return holding{}, err
+		return Holding{}, err
 	}
 	if !registered {
-		other, err := s.otherRelay(ctx, db, owner, ttl)
+		other, err := s.OtherRelay(ctx, db, owner, ttl)
 		if err != nil {
-			return holding{}, err
+			return Holding{}, err
 		}
-		return holding{}, errOtherRelay{other}
+		return Holding{}, ErrOtherRelay{other}
 	}
-	if _, err := s.sql().ForgetDeadRelays(ttl).Exec(ctx, db); err != nil {
-		return holding{}, fmt.Errorf("forget dead relays: %w", err)
+	if _, err := s.SQL().ForgetDeadRelays(ttl).Exec(ctx, db); err != nil {
+		return Holding{}, fmt.Errorf("forget dead relays: %w", err)
 	}
 	var relays int
-	if err := s.sql().CountRelays().QueryRow(ctx, db).Scan(&relays); err != nil {
-		return holding{}, fmt.Errorf("count relays: %w", err)
+	if err := s.SQL().CountRelays().QueryRow(ctx, db).Scan(&relays); err != nil {
+		return Holding{}, fmt.Errorf("count relays: %w", err)
 	}
-	share := policy.share(relays)
-	h := holding{share: share, relays: relays}
-	owned, err := s.renew(ctx, db, owner, ttl)
+	share := policy.Share(relays)
+	h := Holding{Share: share, Relays: relays}
+	owned, err := s.Renew(ctx, db, owner, ttl)
 	if err != nil {
 		return h, err
 	}
-	owned, partial := policy.whole(owned)
+	owned, partial := policy.Whole(owned)
 	switch {
 	case len(owned) > share || len(partial) > 0:
 		surplus := partial
@@ -106,40 +106,40 @@ func (s *store) rebalance(ctx context.Context, db *sql.DB, owner string, ttl tim
 		if releasable != nil {
 			surplus = releasable(surplus)
 		}
-		released, err := s.release(ctx, db, owner, surplus)
-		h.owned = len(owned) - released
+		released, err := s.Release(ctx, db, owner, surplus)
+		h.Owned = len(owned) - released
 		return h, err
 	case len(owned) < share:
-		taken, err := s.acquire(ctx, db, owner, share-len(owned), ttl, policy)
-		h.owned = len(owned) + taken
+		taken, err := s.Acquire(ctx, db, owner, share-len(owned), ttl, policy)
+		h.Owned = len(owned) + taken
 		return h, err
 	}
-	h.owned = len(owned)
+	h.Owned = len(owned)
 	return h, nil
 }
 
 // renew extends this relay's leases by ttl from the database's now and returns the partitions
 // it still owns, in ascending order.
-func (s *store) renew(ctx context.Context, db *sql.DB, owner string, ttl time.Duration) ([]int, error) {
-	candidates, err := s.ownedPartitions(ctx, db, owner)
+func (s *Store) Renew(ctx context.Context, db *sql.DB, owner string, ttl time.Duration) ([]int, error) {
+	candidates, err := s.OwnedPartitions(ctx, db, owner)
 	if err != nil || len(candidates) == 0 {
 		return nil, err
 	}
 	var owned []int
-	err = s.inLeaseTx(ctx, db, func(tx *sql.Tx) error {
-		locked, err := s.lockLeases(ctx, tx, candidates, false)
+	err = s.InLeaseTx(ctx, db, func(tx *sql.Tx) error {
+		locked, err := s.LockLeases(ctx, tx, candidates, false)
 		if err != nil {
 			return err
 		}
 		for _, p := range candidates {
-			if locked[p].owner == owner {
+			if locked[p].Owner == owner {
 				owned = append(owned, p)
 			}
 		}
 		if len(owned) == 0 {
 			return nil
 		}
-		_, err = s.sql().Renew(owner, ttl, owned).Exec(ctx, tx)
+		_, err = s.SQL().Renew(owner, ttl, owned).Exec(ctx, tx)
 		return err
 	})
 	if err != nil {
@@ -149,16 +149,16 @@ func (s *store) renew(ctx context.Context, db *sql.DB, owner string, ttl time.Du
 }
 
 // release gives up the partitions (graceful shutdown, or above the relay's share).
-func (s *store) release(ctx context.Context, db *sql.DB, owner string, partitions []int) (int, error) {
+func (s *Store) Release(ctx context.Context, db *sql.DB, owner string, partitions []int) (int, error) {
 	if len(partitions) == 0 {
 		return 0, nil
 	}
 	var released int64
-	err := s.inLeaseTx(ctx, db, func(tx *sql.Tx) error {
-		if _, err := s.lockLeases(ctx, tx, partitions, false); err != nil {
+	err := s.InLeaseTx(ctx, db, func(tx *sql.Tx) error {
+		if _, err := s.LockLeases(ctx, tx, partitions, false); err != nil {
 			return err
 		}
-		res, err := s.sql().Release(owner, partitions).Exec(ctx, tx)
+		res, err := s.SQL().Release(owner, partitions).Exec(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -174,25 +174,25 @@ func (s *store) release(ctx context.Context, db *sql.DB, owner string, partition
 // acquire takes up to n free or expired partitions and increments their epochs, which fences
 // the previous owner. Candidates locked by another transaction are skipped, so acquiring never
 // waits.
-func (s *store) acquire(ctx context.Context, db *sql.DB, owner string, n int, ttl time.Duration, policy sharePolicy) (int, error) {
+func (s *Store) Acquire(ctx context.Context, db *sql.DB, owner string, n int, ttl time.Duration, policy SharePolicy) (int, error) {
 	limit := n
-	if policy.units > 0 {
+	if policy.Units > 0 {
 		limit = outbox.Partitions // whole units are picked below
 	}
-	candidates, err := s.sql().FreeLeases(limit).Ints(ctx, db)
+	candidates, err := s.SQL().FreeLeases(limit).Ints(ctx, db)
 	if err != nil {
 		return 0, fmt.Errorf("find free leases: %w", err)
 	}
-	if policy.units > 0 {
-		candidates, _ = policy.whole(candidates)
+	if policy.Units > 0 {
+		candidates, _ = policy.Whole(candidates)
 		candidates = candidates[:min(len(candidates), n)]
 	}
 	if len(candidates) == 0 {
 		return 0, nil
 	}
 	var taken int64
-	err = s.inLeaseTx(ctx, db, func(tx *sql.Tx) error {
-		locked, err := s.lockLeases(ctx, tx, candidates, true)
+	err = s.InLeaseTx(ctx, db, func(tx *sql.Tx) error {
+		locked, err := s.LockLeases(ctx, tx, candidates, true)
 		if err != nil || len(locked) == 0 {
 			return err
 		}
@@ -202,13 +202,13 @@ func (s *store) acquire(ctx context.Context, db *sql.DB, owner string, n int, tt
 				parts = append(parts, p)
 			}
 		}
-		if policy.units > 0 {
+		if policy.Units > 0 {
 			// A unit some of whose rows another transaction holds is left whole.
-			if parts, _ = policy.whole(parts); len(parts) == 0 {
+			if parts, _ = policy.Whole(parts); len(parts) == 0 {
 				return nil
 			}
 		}
-		res, err := s.sql().Acquire(owner, ttl, parts).Exec(ctx, tx)
+		res, err := s.SQL().Acquire(owner, ttl, parts).Exec(ctx, tx)
 		if err != nil {
 			return err
 		}

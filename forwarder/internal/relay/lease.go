@@ -1,4 +1,4 @@
-package forwarder
+package relay
 
 import (
 	"context"
@@ -33,31 +33,31 @@ import (
 // disagree still agree on who owns what.
 
 // lease is a partition owned by this relay and the epoch it was taken under.
-type lease struct {
-	partition int
-	epoch     int64
+type Lease struct {
+	Partition int
+	Epoch     int64
 }
 
 // ensureLeaseRows creates the group's lease rows if they do not exist yet.
-func (s *store) ensureLeaseRows(ctx context.Context, db *sql.DB) error {
-	if _, err := s.sql().EnsureLeaseRows().Exec(ctx, db); err != nil {
-		return fmt.Errorf("create lease rows of group %q: %w", s.group, err)
+func (s *Store) EnsureLeaseRows(ctx context.Context, db *sql.DB) error {
+	if _, err := s.SQL().EnsureLeaseRows().Exec(ctx, db); err != nil {
+		return fmt.Errorf("create lease rows of group %q: %w", s.Group, err)
 	}
 	return nil
 }
 
 // liveLeases reads, without locking anything, the unexpired leases this relay holds among the
 // partitions p with p % workers == worker.
-func (s *store) liveLeases(ctx context.Context, q querier, owner string, worker, workers int) ([]lease, error) {
-	rows, err := s.sql().LiveLeases(owner, worker, workers).Query(ctx, q)
+func (s *Store) LiveLeases(ctx context.Context, q Querier, owner string, worker, workers int) ([]Lease, error) {
+	rows, err := s.SQL().LiveLeases(owner, worker, workers).Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("read leases: %w", err)
 	}
 	defer rows.Close()
-	var out []lease
+	var out []Lease
 	for rows.Next() {
-		var l lease
-		if err := rows.Scan(&l.partition, &l.epoch); err != nil {
+		var l Lease
+		if err := rows.Scan(&l.Partition, &l.Epoch); err != nil {
 			return nil, fmt.Errorf("read leases: %w", err)
 		}
 		out = append(out, l)
@@ -66,20 +66,20 @@ func (s *store) liveLeases(ctx context.Context, q querier, owner string, worker,
 }
 
 // leaseRow is a locked lease row.
-type leaseRow struct {
-	owner string
-	epoch int64
+type LeaseRow struct {
+	Owner string
+	Epoch int64
 }
 
 // lockLeases locks the lease rows of the partitions, by primary key and in ascending partition
 // order, until tx ends, and returns them. With skipLocked, rows locked by another transaction
 // are left out instead of waited for.
-func (s *store) lockLeases(ctx context.Context, tx *sql.Tx, partitions []int, skipLocked bool) (map[int]leaseRow, error) {
-	out := make(map[int]leaseRow, len(partitions))
+func (s *Store) LockLeases(ctx context.Context, tx *sql.Tx, partitions []int, skipLocked bool) (map[int]LeaseRow, error) {
+	out := make(map[int]LeaseRow, len(partitions))
 	if len(partitions) == 0 {
 		return out, nil
 	}
-	rows, err := s.sql().LockLeases(partitions, skipLocked).Query(ctx, tx)
+	rows, err := s.SQL().LockLeases(partitions, skipLocked).Query(ctx, tx)
 	if err != nil {
 		return nil, fmt.Errorf("lock leases: %w", err)
 	}
@@ -93,7 +93,7 @@ func (s *store) lockLeases(ctx context.Context, tx *sql.Tx, partitions []int, sk
 		if err := rows.Scan(&p, &owner, &epoch); err != nil {
 			return nil, fmt.Errorf("lock leases: %w", err)
 		}
-		out[p] = leaseRow{owner: owner.String, epoch: epoch}
+		out[p] = LeaseRow{Owner: owner.String, Epoch: epoch}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("lock leases: %w", err)
@@ -104,26 +104,26 @@ func (s *store) lockLeases(ctx context.Context, tx *sql.Tx, partitions []int, sk
 // fence locks the lease rows of the claimed leases and returns the partitions whose owner and
 // epoch are still the claimed ones: only their rows may be acknowledged by tx. A lease that
 // expired but was not taken over still counts: nobody else can have touched its rows.
-func (s *store) fence(ctx context.Context, tx *sql.Tx, owner string, claimed []lease) (map[int]bool, error) {
+func (s *Store) Fence(ctx context.Context, tx *sql.Tx, owner string, claimed []Lease) (map[int]bool, error) {
 	parts := make([]int, len(claimed))
 	for i, l := range claimed {
-		parts[i] = l.partition
+		parts[i] = l.Partition
 	}
-	locked, err := s.lockLeases(ctx, tx, parts, false)
+	locked, err := s.LockLeases(ctx, tx, parts, false)
 	if err != nil {
 		return nil, err
 	}
 	valid := make(map[int]bool, len(claimed))
 	for _, l := range claimed {
-		if row, ok := locked[l.partition]; ok && row.owner == owner && row.epoch == l.epoch {
-			valid[l.partition] = true
+		if row, ok := locked[l.Partition]; ok && row.Owner == owner && row.Epoch == l.Epoch {
+			valid[l.Partition] = true
 		}
 	}
 	return valid, nil
 }
 
 // inTx runs fn in a transaction and commits it.
-func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 	return sqlstore.InTx(ctx, db, fn)
 }
 
@@ -133,13 +133,13 @@ func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 // not take its partitions over. So the database ends the transaction when it stays idle longer
 // than s.idleTimeout, where it can (sqlstore.Dialect.LeaseTx). A zero idleTimeout runs a plain
 // transaction.
-func (s *store) inLeaseTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
-	return s.sql().LeaseTx(ctx, db, s.idleTimeout, fn)
+func (s *Store) InLeaseTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	return s.SQL().LeaseTx(ctx, db, s.IdleTimeout, fn)
 }
 
 // ownedPartitions lists the partitions owner holds, expired or not, in ascending order.
-func (s *store) ownedPartitions(ctx context.Context, q querier, owner string) ([]int, error) {
-	parts, err := s.sql().OwnedPartitions(owner).Ints(ctx, q)
+func (s *Store) OwnedPartitions(ctx context.Context, q Querier, owner string) ([]int, error) {
+	parts, err := s.SQL().OwnedPartitions(owner).Ints(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("list leases: %w", err)
 	}
@@ -147,15 +147,15 @@ func (s *store) ownedPartitions(ctx context.Context, q querier, owner string) ([
 }
 
 // releaseAll gives up every lease and the relay's registration (graceful shutdown).
-func (s *store) releaseAll(ctx context.Context, db *sql.DB, owner string) error {
-	parts, err := s.ownedPartitions(ctx, db, owner)
+func (s *Store) ReleaseAll(ctx context.Context, db *sql.DB, owner string) error {
+	parts, err := s.OwnedPartitions(ctx, db, owner)
 	if err != nil {
 		return err
 	}
-	if _, err := s.release(ctx, db, owner, parts); err != nil {
+	if _, err := s.Release(ctx, db, owner, parts); err != nil {
 		return err
 	}
-	if _, err := s.sql().Unregister(owner).Exec(ctx, db); err != nil {
+	if _, err := s.SQL().Unregister(owner).Exec(ctx, db); err != nil {
 		return fmt.Errorf("unregister relay: %w", err)
 	}
 	return nil

@@ -1,8 +1,9 @@
-package forwarder
+package relay
 
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
 	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
@@ -19,23 +20,23 @@ import (
 // still exists (found). A row not found was handled already (deleted by the drain, or a replay
 // after a restart), or its transaction, decoded from the WAL, is not visible yet (see
 // awaitVisible). One statement per batch.
-func (s *store) admit(ctx context.Context, q querier, records []record) (admitted, found map[int64]bool, err error) {
+func (s *Store) Admit(ctx context.Context, q Querier, records []Record) (admitted, found map[int64]bool, err error) {
 	seqs := make([]int64, len(records))
 	keys := make([]int64, 0, len(records))
 	parts := make([]int64, 0, len(records))
 	seenKey, seenPart := map[int64]bool{}, map[int]bool{}
 	for i, r := range records {
-		seqs[i] = r.seq
-		if !seenKey[r.keyHash] {
-			seenKey[r.keyHash] = true
-			keys = append(keys, r.keyHash)
+		seqs[i] = r.Seq
+		if !seenKey[r.KeyHash] {
+			seenKey[r.KeyHash] = true
+			keys = append(keys, r.KeyHash)
 		}
-		if !seenPart[r.partition] {
-			seenPart[r.partition] = true
-			parts = append(parts, int64(r.partition))
+		if !seenPart[r.Partition] {
+			seenPart[r.Partition] = true
+			parts = append(parts, int64(r.Partition))
 		}
 	}
-	rows, err := s.sql().CDC().Admit(seqs, parts, keys).InGeneration(s.plans.observe(len(records), batchBytes(records))).Query(ctx, q)
+	rows, err := s.SQL().CDC().Admit(seqs, parts, keys).InGeneration(s.Plans.Observe(len(records), BatchBytes(records))).Query(ctx, q)
 	if err != nil {
 		return nil, nil, fmt.Errorf("cdc: read which of %d streamed rows are pending: %w", len(records), err)
 	}
@@ -58,9 +59,9 @@ func (s *store) admit(ctx context.Context, q querier, records []record) (admitte
 // transactionsRunning reports whether any of the transactions still holds its transaction id
 // lock. PostgreSQL writes (and decodes) a commit before the transaction becomes visible to
 // other sessions, and releases the lock only after that: once it is gone, the rows are visible.
-func (s *store) transactionsRunning(ctx context.Context, q querier, xids []string) (bool, error) {
+func (s *Store) TransactionsRunning(ctx context.Context, q Querier, xids []string) (bool, error) {
 	var running bool
-	err := s.sql().CDC().TransactionsRunning(xids).QueryRow(ctx, q).Scan(&running)
+	err := s.SQL().CDC().TransactionsRunning(xids).QueryRow(ctx, q).Scan(&running)
 	if err != nil {
 		return false, fmt.Errorf("cdc: check whether transactions %v have ended: %w", xids, err)
 	}
@@ -74,17 +75,17 @@ func (s *store) transactionsRunning(ctx context.Context, q querier, xids []strin
 // relay that lost its leases must not park rows its successor may be publishing: the successor's
 // retry path would publish them again). It returns how many rows it marked and the partitions it
 // found owned.
-func (s *store) markRetry(ctx context.Context, q querier, owner string, leases []lease, records []record) (int64, map[int]bool, error) {
+func (s *Store) MarkRetry(ctx context.Context, q Querier, owner string, leases []Lease, records []Record) (int64, map[int]bool, error) {
 	if len(records) == 0 {
 		return 0, map[int]bool{}, nil
 	}
 	seqs, lsns := make([]int64, len(records)), make([]int64, len(records))
 	for i, r := range records {
-		seqs[i], lsns[i] = r.seq, r.commitLSN
+		seqs[i], lsns[i] = r.Seq, r.CommitLSN
 	}
 	// The lease rows are locked in partition order before any event row, as everywhere else.
-	parts, epochs := leaseArrays(leases)
-	rows, err := s.planned(s.sql().CDC().MarkRetry(owner, parts, epochs, seqs, lsns)).Query(ctx, q)
+	parts, epochs := LeaseArrays(leases)
+	rows, err := s.Planned(s.SQL().CDC().MarkRetry(owner, parts, epochs, seqs, lsns)).Query(ctx, q)
 	if err != nil {
 		return 0, nil, fmt.Errorf("cdc: leave %d rows to the retry path: %w", len(records), err)
 	}
@@ -107,8 +108,8 @@ func (s *store) markRetry(ctx context.Context, q querier, owner string, leases [
 // markParkedUpTo marks the unmarked pending rows up to seq horizon of keys that are marked or
 // dead: the later events of parked keys, which the polling source kept behind their key's
 // failure without marking them. Run before a fresh slot's drain.
-func (s *store) markParkedUpTo(ctx context.Context, q querier, horizon int64) (int64, error) {
-	res, err := s.sql().CDC().MarkParkedUpTo(horizon).Exec(ctx, q)
+func (s *Store) MarkParkedUpTo(ctx context.Context, q Querier, horizon int64) (int64, error) {
+	res, err := s.SQL().CDC().MarkParkedUpTo(horizon).Exec(ctx, q)
 	if err != nil {
 		return 0, fmt.Errorf("cdc: mark the later events of parked keys up to seq %d: %w", horizon, err)
 	}
@@ -116,9 +117,9 @@ func (s *store) markParkedUpTo(ctx context.Context, q querier, horizon int64) (i
 }
 
 // maxSeq returns the highest seq in the table (0 when empty).
-func (s *store) maxSeq(ctx context.Context, q querier) (int64, error) {
+func (s *Store) MaxSeq(ctx context.Context, q Querier) (int64, error) {
 	var seq int64
-	if err := s.sql().CDC().MaxSeq().QueryRow(ctx, q).Scan(&seq); err != nil {
+	if err := s.SQL().CDC().MaxSeq().QueryRow(ctx, q).Scan(&seq); err != nil {
 		return 0, fmt.Errorf("cdc: read the highest seq: %w", err)
 	}
 	return seq, nil
@@ -127,17 +128,17 @@ func (s *store) maxSeq(ctx context.Context, q querier) (int64, error) {
 // claimRetry claims the marked rows that are due, in the order of their commit positions (the
 // rows marked without one first), then seq: commit order per key, also without key locks
 // (claim's rules otherwise).
-func (s *store) claimRetry(ctx context.Context, q querier, partitions []int, limit int, maxBytes int64) ([]record, error) {
-	return s.cdcClaim(ctx, q, s.sql().CDC().ClaimRetry(partitions, limit, maxBytes))
+func (s *Store) ClaimRetry(ctx context.Context, q Querier, partitions []int, limit int, maxBytes int64) ([]Record, error) {
+	return s.CDCClaim(ctx, q, s.SQL().CDC().ClaimRetry(partitions, limit, maxBytes))
 }
 
 // claimUpTo claims pending rows up to seq horizon (the drain of a fresh slot).
-func (s *store) claimUpTo(ctx context.Context, q querier, partitions []int, limit int, maxBytes int64, horizon int64) ([]record, error) {
-	return s.cdcClaim(ctx, q, s.sql().CDC().ClaimUpTo(partitions, limit, maxBytes, horizon))
+func (s *Store) ClaimUpTo(ctx context.Context, q Querier, partitions []int, limit int, maxBytes int64, horizon int64) ([]Record, error) {
+	return s.CDCClaim(ctx, q, s.SQL().CDC().ClaimUpTo(partitions, limit, maxBytes, horizon))
 }
 
-func (s *store) cdcClaim(ctx context.Context, q querier, claim sqlstore.Query) ([]record, error) {
-	records, err := s.claimWith(ctx, q, claim)
+func (s *Store) CDCClaim(ctx context.Context, q Querier, claim sqlstore.Query) ([]Record, error) {
+	records, err := s.ClaimWith(ctx, q, claim)
 	if err != nil {
 		return nil, fmt.Errorf("cdc: claim rows: %w", err)
 	}
@@ -145,9 +146,9 @@ func (s *store) cdcClaim(ctx context.Context, q querier, claim sqlstore.Query) (
 }
 
 // otherLiveOwners counts the unexpired leases of the group held by relays other than owner.
-func (s *store) otherLiveOwners(ctx context.Context, q querier, owner string) (int, error) {
+func (s *Store) OtherLiveOwners(ctx context.Context, q Querier, owner string) (int, error) {
 	var n int
-	err := s.sql().CDC().OtherLiveOwners(owner).QueryRow(ctx, q).Scan(&n)
+	err := s.SQL().CDC().OtherLiveOwners(owner).QueryRow(ctx, q).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("cdc: count other relays' live leases: %w", err)
 	}
@@ -156,13 +157,13 @@ func (s *store) otherLiveOwners(ctx context.Context, q querier, owner string) (i
 
 // slotDrained reports whether the rows committed before the slot existed have been drained
 // (bookkeeping.SlotDrained).
-func (s *store) slotDrained(ctx context.Context, q querier, slot string) (bool, error) {
-	return bookkeeping.SlotDrained(ctx, q, s.sql().CDC(), slot)
+func (s *Store) SlotDrained(ctx context.Context, q Querier, slot string) (bool, error) {
+	return bookkeeping.SlotDrained(ctx, q, s.SQL().CDC(), slot)
 }
 
 // setSlotDrained records (drained true) or clears (before the slot is created) the drain state.
-func (s *store) setSlotDrained(ctx context.Context, q querier, slot string, drained bool) error {
-	if _, err := s.sql().CDC().SetSlotDrained(slot, drained).Exec(ctx, q); err != nil {
+func (s *Store) SetSlotDrained(ctx context.Context, q Querier, slot string, drained bool) error {
+	if _, err := s.SQL().CDC().SetSlotDrained(slot, drained).Exec(ctx, q); err != nil {
 		return fmt.Errorf("cdc: record the drain state of slot %s: %w", slot, err)
 	}
 	return nil
@@ -176,9 +177,9 @@ func (s *store) setSlotDrained(ctx context.Context, q querier, slot string, drai
 // owned. It replaces BEGIN, the idle timeout, the fence, the delete and COMMIT: five round
 // trips, one. No transaction is left open between statements, so none can outlive a pause of
 // the relay (what inLeaseTx's idle timeout is for).
-func (s *store) ackFenced(ctx context.Context, q querier, owner string, leases []lease, seqs []int64, retain bool) (map[int]bool, error) {
-	parts, epochs := leaseArrays(leases)
-	rows, err := s.planned(s.sql().CDC().AckFenced(owner, parts, epochs, seqs, retain)).Query(ctx, q)
+func (s *Store) AckFenced(ctx context.Context, q Querier, owner string, leases []Lease, seqs []int64, retain bool) (map[int]bool, error) {
+	parts, epochs := LeaseArrays(leases)
+	rows, err := s.Planned(s.SQL().CDC().AckFenced(owner, parts, epochs, seqs, retain)).Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("ack %d rows: %w", len(seqs), err)
 	}
@@ -199,11 +200,17 @@ func (s *store) ackFenced(ctx context.Context, q querier, owner string, leases [
 
 // leaseArrays returns the partitions and epochs of leases as the arrays the fenced cdc
 // statements bind.
-func leaseArrays(leases []lease) ([]int32, []int64) {
+func LeaseArrays(leases []Lease) ([]int32, []int64) {
 	parts := make([]int32, len(leases))
 	epochs := make([]int64, len(leases))
 	for i, l := range leases {
-		parts[i], epochs[i] = int32(l.partition), l.epoch
+		parts[i], epochs[i] = int32(l.Partition), l.Epoch
 	}
 	return parts, epochs
+}
+
+// strandedRows counts the pending rows of the relay's tenants that are not on the retry path
+// and older than age, and returns the age of the oldest (bookkeeping.StrandedRows).
+func (s *Store) StrandedRows(ctx context.Context, q Querier, age time.Duration) (int64, time.Duration, error) {
+	return bookkeeping.StrandedRows(ctx, q, s.SQL().CDC(), age)
 }

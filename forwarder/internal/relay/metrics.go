@@ -1,4 +1,4 @@
-package forwarder
+package relay
 
 import (
 	"errors"
@@ -9,20 +9,20 @@ import (
 
 // metrics are the forwarder's Prometheus metrics. Counters carry the topic and the tenant ("" for
 // events without one).
-type metrics struct {
-	relayed, failed, deadLettered   *prometheus.CounterVec
-	deadLetterRefused               *prometheus.CounterVec
-	batchSize, publishSeconds       prometheus.Histogram
-	commitToAck                     *prometheus.HistogramVec
-	pending, oldestAge, dead        *prometheus.GaugeVec
-	ownedPartitions, publishStalled prometheus.Gauge
-	fencedRows, gapViolations       prometheus.Counter
-	blocked                         blockedGauges
+type Metrics struct {
+	Relayed, Failed, DeadLettered   *prometheus.CounterVec
+	DeadLetterRefused               *prometheus.CounterVec
+	BatchSize, PublishSeconds       prometheus.Histogram
+	CommitToAck                     *prometheus.HistogramVec
+	Pending, OldestAge, Dead        *prometheus.GaugeVec
+	OwnedPartitions, PublishStalled prometheus.Gauge
+	FencedRows, GapViolations       prometheus.Counter
+	Blocked                         BlockedGauges
 	// Exactly-once delivery.
-	txCommitted, txAborted, unitsOpened, recoveredRows, foreignCheckpoints prometheus.Counter
+	TxCommitted, TxAborted, UnitsOpened, RecoveredRows, ForeignCheckpoints prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer, table string) (*metrics, error) {
+func NewMetrics(reg prometheus.Registerer, table string) (*Metrics, error) {
 	labels := prometheus.Labels{"table": table}
 	counter := func(name, help string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "outboxkit", Subsystem: "forwarder",
@@ -36,52 +36,52 @@ func newMetrics(reg prometheus.Registerer, table string) (*metrics, error) {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "outboxkit", Subsystem: "forwarder",
 			Name: name, Help: help, ConstLabels: labels}, []string{"tenant"})
 	}
-	m := &metrics{
-		relayed:      counter("relayed_total", "Events published and acknowledged by the broker."),
-		failed:       counter("failed_total", "Failed publish attempts (each is retried or dead-lettered)."),
-		deadLettered: counter("dead_lettered_total", "Events dead-lettered after their last attempt or a permanent error."),
-		deadLetterRefused: counter("dead_letter_refused_total",
+	m := &Metrics{
+		Relayed:      counter("relayed_total", "Events published and acknowledged by the broker."),
+		Failed:       counter("failed_total", "Failed publish attempts (each is retried or dead-lettered)."),
+		DeadLettered: counter("dead_lettered_total", "Events dead-lettered after their last attempt or a permanent error."),
+		DeadLetterRefused: counter("dead_letter_refused_total",
 			"Events marked dead in the table without a dead letter: the broker refused the dead letter, even reduced to the ids and the reason."),
-		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "outboxkit", Subsystem: "forwarder",
+		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "outboxkit", Subsystem: "forwarder",
 			Name: "batch_size", Help: "Rows claimed per non-empty batch.", ConstLabels: labels,
 			Buckets: prometheus.ExponentialBuckets(1, 4, 7)}),
-		publishSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "outboxkit", Subsystem: "forwarder",
+		PublishSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "outboxkit", Subsystem: "forwarder",
 			Name: "publish_seconds", Help: "Time to publish one batch and get the broker's acknowledgements.",
 			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
-		commitToAck: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "outboxkit", Subsystem: "forwarder",
+		CommitToAck: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "outboxkit", Subsystem: "forwarder",
 			Name: "commit_to_ack_seconds", Help: "From the event's created_at (written in the business transaction) to the broker's ack.",
 			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.001, 2, 18)}, []string{"tenant"}),
-		pending:   gauge("pending_rows", "Rows waiting to be published (including parked retries)."),
-		oldestAge: gauge("oldest_pending_age_seconds", "Age of the oldest pending row."),
-		dead:      gauge("dead_rows", "Dead-lettered rows kept in the table for an operator."),
-		ownedPartitions: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "outboxkit", Subsystem: "forwarder",
+		Pending:   gauge("pending_rows", "Rows waiting to be published (including parked retries)."),
+		OldestAge: gauge("oldest_pending_age_seconds", "Age of the oldest pending row."),
+		Dead:      gauge("dead_rows", "Dead-lettered rows kept in the table for an operator."),
+		OwnedPartitions: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "outboxkit", Subsystem: "forwarder",
 			Name: "owned_partitions", Help: "Partitions this relay currently leases.", ConstLabels: labels}),
-		publishStalled: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "outboxkit", Subsystem: "forwarder",
+		PublishStalled: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "outboxkit", Subsystem: "forwarder",
 			Name: "publish_stalled", ConstLabels: labels,
 			Help: "1 while every delivery has failed for PublishStallAfter (the broker unreachable or refusing everything) and events wait; 0 otherwise."}),
-		fencedRows: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "outboxkit", Subsystem: "forwarder",
+		FencedRows: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "outboxkit", Subsystem: "forwarder",
 			Name: "fenced_rows_total", ConstLabels: labels,
 			Help: "Rows whose acknowledgement was refused because their partition's lease had moved to another relay; the new owner publishes them again."}),
-		gapViolations: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "outboxkit", Subsystem: "forwarder",
+		GapViolations: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "outboxkit", Subsystem: "forwarder",
 			Name: "gap_violations_total", ConstLabels: labels,
 			Help: "Events a publisher acknowledged after an earlier event of the same key failed in the same call (the publisher broke its gapless contract; the key may be out of order)."}),
-		txCommitted: plain("transactions_committed_total", "Broker transactions committed (exactly-once delivery)."),
-		txAborted: plain("transactions_aborted_total",
+		TxCommitted: plain("transactions_committed_total", "Broker transactions committed (exactly-once delivery)."),
+		TxAborted: plain("transactions_aborted_total",
 			"Broker transactions aborted or of unknown outcome (exactly-once delivery); their events are sent again."),
-		unitsOpened: plain("transactional_units_opened_total",
+		UnitsOpened: plain("transactional_units_opened_total",
 			"Transactional units opened (exactly-once delivery): at each takeover of a partition, and after each aborted transaction."),
-		recoveredRows: plain("recovered_rows_total",
+		RecoveredRows: plain("recovered_rows_total",
 			"Rows of a unit's last committed transaction acknowledged by the relay that opened the unit next (exactly-once delivery)."),
-		foreignCheckpoints: plain("foreign_checkpoints_total",
+		ForeignCheckpoints: plain("foreign_checkpoints_total",
 			"Unit openings that found the unit's last checkpoint written by another installation and refused it (exactly-once delivery; two installations share a transactional-id prefix)."),
-		blocked: newBlockedGauges(table),
+		Blocked: NewBlockedGauges(table),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.relayed, m.failed, m.deadLettered, m.deadLetterRefused, m.batchSize, m.publishSeconds,
-		m.commitToAck, m.pending, m.oldestAge, m.dead, m.ownedPartitions, m.publishStalled, m.fencedRows, m.gapViolations,
-		m.txCommitted, m.txAborted, m.unitsOpened, m.recoveredRows, m.foreignCheckpoints, m.blocked.keys, m.blocked.oldest} {
+	for _, c := range []prometheus.Collector{m.Relayed, m.Failed, m.DeadLettered, m.DeadLetterRefused, m.BatchSize, m.PublishSeconds,
+		m.CommitToAck, m.Pending, m.OldestAge, m.Dead, m.OwnedPartitions, m.PublishStalled, m.FencedRows, m.GapViolations,
+		m.TxCommitted, m.TxAborted, m.UnitsOpened, m.RecoveredRows, m.ForeignCheckpoints, m.Blocked.Keys, m.Blocked.Oldest} {
 		if err := reg.Register(c); err != nil {
 			var already prometheus.AlreadyRegisteredError
 			if errors.As(err, &already) {

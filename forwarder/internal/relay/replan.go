@@ -1,4 +1,4 @@
-package forwarder
+package relay
 
 import (
 	"math/rand/v2"
@@ -18,91 +18,91 @@ import (
 // and planned, on the table as it is then; while the table may still be growing, again after 1,
 // 2, 4, 8 and 16 s, then no more until the next backlog. A relay whose batches stay small never
 // moves.
-type replanner struct {
+type Replanner struct {
 	// minRows and minBytes make a batch large: that many rows (0: largeBatch), or that many
 	// payload bytes (0: no byte rule), for batches that reach their byte bound first.
-	minRows  int
-	minBytes int64
-	now      func() time.Time // nil: time.Now
+	MinRows  int
+	MinBytes int64
+	Now      func() time.Time // nil: time.Now
 
 	mu         sync.Mutex
-	tag        string // this replanner's, in its generations' texts: no other relay shares them
-	generation int
-	lastLarge  time.Time     // the last large batch
-	start      time.Time     // when generation began
-	interval   time.Duration // from start to the next generation; 0: none until the next backlog
+	Tag        string // this replanner's, in its generations' texts: no other relay shares them
+	Generation int
+	LastLarge  time.Time     // the last large batch
+	Start      time.Time     // when generation began
+	Interval   time.Duration // from start to the next generation; 0: none until the next backlog
 }
 
 const (
 	// largeBatch is the number of rows from which a batch shows a backlog: a relay that keeps
 	// up claims or streams a few rows at a time.
-	largeBatch = 100
+	LargeBatch = 100
 	// backlogQuiet is how long after the last large batch the next one starts a new backlog.
-	backlogQuiet = 10 * time.Second
+	BacklogQuiet = 10 * time.Second
 	// firstReplan is the interval to the second generation of a backlog; it doubles after each,
 	// and the generations stop once it passes lastReplan.
-	firstReplan = time.Second
-	lastReplan  = 30 * time.Second
+	FirstReplan = time.Second
+	LastReplan  = 30 * time.Second
 )
 
 // current returns the plan generation of the statements: "" for the first, else a label unique
 // to this replanner and generation.
-func (r *replanner) current() string {
+func (r *Replanner) Current() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.label()
+	return r.Label()
 }
 
-func (r *replanner) label() string {
-	if r.generation == 0 {
+func (r *Replanner) Label() string {
+	if r.Generation == 0 {
 		return ""
 	}
-	return r.tag + "." + strconv.Itoa(r.generation)
+	return r.Tag + "." + strconv.Itoa(r.Generation)
 }
 
 // observe notes a batch of rows holding bytes of payload and returns the plan generation of its
 // statements.
-func (r *replanner) observe(rows int, bytes int64) string {
+func (r *Replanner) Observe(rows int, bytes int64) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	minRows := r.minRows
+	minRows := r.MinRows
 	if minRows <= 0 {
-		minRows = largeBatch
+		minRows = LargeBatch
 	}
-	if rows < minRows && (r.minBytes <= 0 || bytes < r.minBytes) {
-		return r.label()
+	if rows < minRows && (r.MinBytes <= 0 || bytes < r.MinBytes) {
+		return r.Label()
 	}
 	now := time.Now()
-	if r.now != nil {
-		now = r.now()
+	if r.Now != nil {
+		now = r.Now()
 	}
 	switch {
-	case r.lastLarge.IsZero() || now.Sub(r.lastLarge) >= backlogQuiet: // a backlog starts
-		r.next(now, firstReplan)
-	case r.interval > 0 && now.Sub(r.start) >= r.interval:
-		r.next(now, 2*r.interval)
+	case r.LastLarge.IsZero() || now.Sub(r.LastLarge) >= BacklogQuiet: // a backlog starts
+		r.Next(now, FirstReplan)
+	case r.Interval > 0 && now.Sub(r.Start) >= r.Interval:
+		r.Next(now, 2*r.Interval)
 	}
-	r.lastLarge = now
-	return r.label()
+	r.LastLarge = now
+	return r.Label()
 }
 
 // next starts a new generation at now, the one after it due interval later (none past lastReplan).
-func (r *replanner) next(now time.Time, interval time.Duration) {
-	if r.tag == "" {
-		r.tag = strconv.FormatUint(rand.Uint64(), 36)
+func (r *Replanner) Next(now time.Time, interval time.Duration) {
+	if r.Tag == "" {
+		r.Tag = strconv.FormatUint(rand.Uint64(), 36)
 	}
-	r.generation++
-	r.start, r.interval = now, interval
-	if interval > lastReplan {
-		r.interval = 0
+	r.Generation++
+	r.Start, r.Interval = now, interval
+	if interval > LastReplan {
+		r.Interval = 0
 	}
 }
 
 // batchBytes is the payload bytes of records.
-func batchBytes(records []record) int64 {
+func BatchBytes(records []Record) int64 {
 	var n int64
 	for _, r := range records {
-		n += int64(len(r.event.Payload))
+		n += int64(len(r.Event.Payload))
 	}
 	return n
 }
