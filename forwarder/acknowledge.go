@@ -26,7 +26,7 @@ func (f *Forwarder) acknowledge(ctx context.Context, worker int, leases []relay.
 // so that the next opening of a unit does not apply its checkpoint to them again.
 func (f *Forwarder) acknowledgeUnits(ctx context.Context, worker int, leases []relay.Lease, acked []relay.Record, settled []relay.Settlement,
 	marks []relay.UnitMark) (relay.Outcome, map[int]int, error) {
-	ackCtx, cancelAck := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+	ackCtx, cancelAck := context.WithTimeout(context.WithoutCancel(ctx), relay.AckTimeout)
 	defer cancelAck()
 	if f.ackInOneStatement && len(settled) == 0 && len(marks) == 0 {
 		return f.acknowledgeAll(ackCtx, worker, leases, acked)

@@ -130,7 +130,7 @@ func (f *Forwarder) cdcSession(ctx context.Context) error {
 	// Runs last, once the stream's workers have stopped: a relay that streams again later (after
 	// standing by, or reconnecting) opens exactly-once units afresh, since another relay may have
 	// opened (fenced) them meanwhile.
-	defer f.pipeline.stop()
+	defer f.pipeline.Stop()
 	target, err := pgrepl.ResolveTable(ctx, f.cfg.DB, f.cdc.table.Events())
 	if err != nil {
 		return err
@@ -184,7 +184,7 @@ func (f *Forwarder) cdcSession(ctx context.Context) error {
 	// transaction: a unit opened later, by whichever batch locks it first, would filter only that
 	// batch by the cleanup's rows, and a stream part and a retry batch that read their rows
 	// before that opening could both hold rows of the unit's last transaction.
-	if _, err := f.pipeline.ready(ctx, 0, leases); err != nil {
+	if _, err := f.pipeline.Ready(ctx, 0, leases); err != nil {
 		return fmt.Errorf("cdc: ready the leases before streaming: %w", err)
 	}
 	if err := f.drainIfNeeded(ctx); err != nil {

@@ -128,15 +128,15 @@ func (f *Forwarder) admitVisible(ctx context.Context, b cdcBatch) (map[int64]boo
 // and delivers.
 func (f *Forwarder) cdcDeliver(ctx context.Context, worker int, leases []relay.Lease, records []relay.Record) error {
 	f.inflight.Read(worker)
-	held := f.inflight.Hold(worker, f.pipeline.scope(leases, records))
+	held := f.inflight.Hold(worker, f.pipeline.Scope(leases, records))
 	defer f.inflight.End(held)
-	token := f.progress.begin()
-	o, err := f.pipeline.deliver(ctx, worker, held, records)
-	f.delivered(token, o, err)
+	token := f.progress.Begin()
+	o, err := f.pipeline.Deliver(ctx, worker, held, records)
+	f.progress.Delivered(token, o, err)
 	if err != nil || o.AllAcknowledged(len(records)) {
 		return err // every record acknowledged: nothing left pending to mark
 	}
-	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), relay.AckTimeout)
 	defer cancel()
 	// The rows of a partition lost meanwhile were counted as fenced by the acknowledgement.
 	_, _, err = f.markForRetry(mctx, worker, held, records)

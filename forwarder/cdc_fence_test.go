@@ -101,7 +101,7 @@ func TestCDCStreamerWithLostLeasesMarksNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.source.start(fx.ctx); err != nil { // names the slot, binds the metrics
+	if err := f.source.Start(fx.ctx); err != nil { // names the slot, binds the metrics
 		t.Fatal(err)
 	}
 	err = f.streamBatch(fx.ctx, 0, fx.aLeases, cdcBatch{records: fx.recs, xids: make([]uint32, len(fx.recs))})

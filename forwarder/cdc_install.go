@@ -16,7 +16,7 @@ import (
 
 // start names the slot and the publication from the table's installation and binds the metrics
 // to the slot. (Each session retires the names an earlier version made: ensureSlot.)
-func (s cdcSource) start(ctx context.Context) error {
+func (s cdcSource) Start(ctx context.Context) error {
 	f := s.f
 	id, err := f.store.InstallationID(ctx, f.cfg.DB)
 	if err != nil {

@@ -50,7 +50,7 @@ func TestFormatOneCheckpointIsTheInstallationsOnlyBeforeItsOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.pipeline.start(ctx); err != nil {
+	if err := f.pipeline.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	const unit = "legacy/u00"
@@ -100,7 +100,7 @@ func TestCleanupSkipsThePartitionsItsAcknowledgementSettled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.pipeline.start(ctx); err != nil {
+	if err := f.pipeline.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	units := f.cfg.TransactionalUnits

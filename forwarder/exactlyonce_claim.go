@@ -11,7 +11,7 @@ import "github.com/outboxkit/outboxkit/forwarder/internal/relay"
 
 // claimLimits returns the rows and payload bytes a worker claims at once for the ready leases:
 // BatchSize and MaxBatchBytes for each unit among them.
-func (p exactlyOnce) claimLimits(ready []relay.Lease) (int, int64) {
+func (p exactlyOnce) ClaimLimits(ready []relay.Lease) (int, int64) {
 	units := map[int]bool{}
 	for _, l := range ready {
 		units[l.Partition%p.f.cfg.TransactionalUnits] = true
@@ -24,7 +24,7 @@ func (p exactlyOnce) claimLimits(ready []relay.Lease) (int, int64) {
 // within MaxBatchBytes of payload (a unit's first row always). Once a unit is full its later rows
 // are all left, so what is left of each partition, and therefore of each key, is the end of its
 // sequence: the rows stay pending and are claimed again, after the ones kept.
-func (p exactlyOnce) trimClaim(records []relay.Record) []relay.Record {
+func (p exactlyOnce) TrimClaim(records []relay.Record) []relay.Record {
 	type fill struct {
 		rows  int
 		bytes int64

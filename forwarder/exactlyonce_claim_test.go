@@ -14,11 +14,11 @@ import (
 // partitions) pending.
 func TestExactlyOnceClaimPerUnit(t *testing.T) {
 	p := exactlyOnce{&Forwarder{cfg: Config{TransactionalUnits: 2, BatchSize: 2, MaxBatchBytes: 10}}}
-	rows, bytes := p.claimLimits([]relay.Lease{{Partition: 0}, {Partition: 2}, {Partition: 1}})
+	rows, bytes := p.ClaimLimits([]relay.Lease{{Partition: 0}, {Partition: 2}, {Partition: 1}})
 	if rows != 4 || bytes != 20 {
 		t.Fatalf("claimLimits for 2 units = %d rows, %d bytes; want 4, 20", rows, bytes)
 	}
-	if rows, bytes := p.claimLimits([]relay.Lease{{Partition: 0}, {Partition: 2}}); rows != 2 || bytes != 10 {
+	if rows, bytes := p.ClaimLimits([]relay.Lease{{Partition: 0}, {Partition: 2}}); rows != 2 || bytes != 10 {
 		t.Fatalf("claimLimits for 1 unit = %d rows, %d bytes; want 2, 10", rows, bytes)
 	}
 	rec := func(seq int64, partition, size int) relay.Record {
@@ -30,17 +30,17 @@ func TestExactlyOnceClaimPerUnit(t *testing.T) {
 		rec(7, 3, 20), // never reached: unit 1 is full
 	}
 	var kept []int64
-	for _, r := range p.trimClaim(claimed) {
+	for _, r := range p.TrimClaim(claimed) {
 		kept = append(kept, r.Seq)
 	}
 	if want := []int64{1, 2, 3}; !slices.Equal(kept, want) {
 		t.Fatalf("kept %v, want %v", kept, want)
 	}
 	// A unit's first row is kept however large.
-	if got := p.trimClaim([]relay.Record{rec(1, 1, 50), rec(2, 1, 1)}); len(got) != 1 || got[0].Seq != 1 {
+	if got := p.TrimClaim([]relay.Record{rec(1, 1, 50), rec(2, 1, 1)}); len(got) != 1 || got[0].Seq != 1 {
 		t.Fatalf("a first row over MaxBatchBytes: kept %v, want seq 1 alone", got)
 	}
-	if got := (atLeastOnce{}).trimClaim(claimed); len(got) != len(claimed) {
+	if got := (atLeastOnce{}).TrimClaim(claimed); len(got) != len(claimed) {
 		t.Fatalf("at least once trimmed the claim to %d of %d rows", len(got), len(claimed))
 	}
 }

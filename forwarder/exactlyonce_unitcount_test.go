@@ -40,7 +40,7 @@ func startExactlyOnce(t *testing.T, db *sql.DB, units int) (*Forwarder, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f, f.pipeline.start(context.Background())
+	return f, f.pipeline.Start(context.Background())
 }
 
 // legacyUnits gives the units table a row for each of the first n units of the group, as the

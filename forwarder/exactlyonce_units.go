@@ -193,7 +193,7 @@ func (f *Forwarder) openUnit(ctx context.Context, n int, leases []relay.Lease, u
 	// The leases are checked after the producer was initialized even when there is nothing to
 	// clean up: a relay whose leases moved while it was stopped has just fenced the unit's
 	// rightful owner in Kafka, and must not publish (the owner opens the unit again).
-	ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
+	ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), relay.AckTimeout)
 	defer cancel()
 	var recovered map[int64]bool
 	mismatched := 0

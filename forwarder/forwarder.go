@@ -29,7 +29,9 @@ const (
 // Forwarder relays events from one outbox table to a publisher. Create it with [New] and run it
 // with [Forwarder.Run].
 type Forwarder struct {
-	cfg   Config
+	cfg Config
+	// core is the value the pieces are built from (New).
+	core  relay.Core
 	store *relay.Store
 	// publisher is Config.Publisher with an outcome per message (outcomePublisher).
 	publisher OutcomePublisher
@@ -37,8 +39,8 @@ type Forwarder struct {
 	metrics   *relay.Metrics
 	log       *slog.Logger
 	// source feeds pipeline, chosen by New from Config.Source and Config.Delivery.
-	source   source
-	pipeline pipeline
+	source   relay.Source
+	pipeline relay.Deliverer
 	// ackInOneStatement: a batch the broker took whole is acknowledged in one statement
 	// (acknowledgeAll), where the database can (PostgreSQL).
 	ackInOneStatement bool
@@ -57,7 +59,7 @@ type Forwarder struct {
 	// retry decides the fate of a failed attempt on every path.
 	retry relay.RetryPolicy
 	// progress says when publishing makes no progress (progress.go).
-	progress progressWatch
+	progress *relay.Progress
 	cdc      *cdcState // nil unless Source is SourceCDC
 	// stopRun ends Run; set by Run before the workers start. halted is the error halt stopped
 	// it with; halting lets one halt through, and none once Run has stopped its source.
@@ -93,6 +95,11 @@ func New(config Config) (*Forwarder, error) {
 		log:         config.Logger.With("component", "outboxkit.forwarder", "relay", config.RelayID, "table", table.Events()),
 	}
 	f.retry = retryPolicyOf(config)
+	f.progress = relay.NewProgress(f.metrics, f.log, config.PublishStallAfter)
+	f.core = relay.Core{DB: config.DB, RelayID: config.RelayID, Workers: config.Workers, BatchSize: config.BatchSize,
+		MaxBatchBytes: config.MaxBatchBytes, LeaseTTL: config.LeaseTTL, Retention: config.Retention,
+		DeadLetterTopic: config.DeadLetterTopic, Store: f.store, Inflight: f.inflight, Metrics: f.metrics, Log: f.log,
+		Progress: f.progress, Retry: f.retry}
 	f.publisher = outcomePublisher(config, f.log)
 	// The wiring: the only place (beside validation) that reads Delivery and Source.
 	f.pipeline = newPipeline(f)
@@ -122,14 +129,14 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		return err
 	}
 	f.log.Info("forwarder started", append([]any{"workers", f.cfg.Workers, "lease_group", f.cfg.LeaseGroup,
-		"source", f.cfg.Source}, f.pipeline.logAttrs()...)...)
+		"source", f.cfg.Source}, f.pipeline.LogAttrs()...)...)
 
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	f.stopRun = stopRun
 	var wg sync.WaitGroup
 	heartbeats := func(ctx context.Context) { f.heartbeatLoop(ctx, held) }
-	loops := []func(context.Context){heartbeats, f.statsLoop, f.progressLoop}
+	loops := []func(context.Context){heartbeats, f.statsLoop, f.progress.Loop}
 	if f.cfg.Retention > 0 {
 		loops = append(loops, f.pruneLoop)
 	}
@@ -140,11 +147,11 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	for _, loop := range loops {
 		wg.Go(func() { loop(loopCtx) })
 	}
-	f.source.run(runCtx)
+	f.source.Run(runCtx)
 	f.halting.Do(func() {}) // a later halt does nothing; an earlier one's halted is visible
 	stopLoops()
 	wg.Wait()
-	f.pipeline.stop()
+	f.pipeline.Stop()
 
 	f.releaseLeases(ctx)
 	f.log.Info("forwarder stopped")
@@ -192,10 +199,10 @@ func (f *Forwarder) start(ctx context.Context) (relay.Holding, error) {
 	wait := 500 * time.Millisecond
 	for attempt := 1; attempt <= startAttempts; attempt++ {
 		if err = f.store.EnsureLeaseRows(ctx, f.cfg.DB); err == nil {
-			err = f.pipeline.start(ctx)
+			err = f.pipeline.Start(ctx)
 		}
 		if err == nil {
-			err = f.source.start(ctx)
+			err = f.source.Start(ctx)
 		}
 		if errors.Is(err, outbox.ErrNoInstallation) || errors.Is(err, outbox.ErrInstallationBinding) || errors.Is(err, ErrUnitCountMismatch) {
 			return relay.Holding{}, fmt.Errorf("forwarder: start on table %s: %w", f.store.Table, err) // waiting cannot help

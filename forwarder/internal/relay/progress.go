@@ -1,20 +1,24 @@
-package forwarder
+package relay
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 )
 
-// progressWatch says when publishing makes no progress: every delivery since PublishStallAfter
+// Progress says when publishing makes no progress: every delivery since PublishStallAfter
 // ago failed, or a delivery has not returned for PublishStallAfter (the broker died with a
 // request in flight: a client that may have sent it neither fails nor retries it until the
 // broker is back), while events wait. It warns once per spell, sets
 // outboxkit_forwarder_publish_stalled, and logs the recovery at info level.
-type progressWatch struct {
+type Progress struct {
+	metrics *Metrics
+	log     *slog.Logger
+	// stallAfter is Config.PublishStallAfter.
+	stallAfter time.Duration
+
 	mu sync.Mutex
 	// failingSince is the first failure after the last success (zero while publishing works).
 	failingSince time.Time
@@ -27,8 +31,14 @@ type progressWatch struct {
 	next    uint64
 }
 
-// begin records that a delivery starts and returns its token for delivered.
-func (w *progressWatch) begin() uint64 {
+// NewProgress returns the progress watch of a relay with these metrics and log, that warns
+// after stallAfter without progress.
+func NewProgress(m *Metrics, log *slog.Logger, stallAfter time.Duration) *Progress {
+	return &Progress{metrics: m, log: log, stallAfter: stallAfter}
+}
+
+// Begin records that a delivery starts and returns its token for Delivered.
+func (w *Progress) Begin() uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.started == nil {
@@ -41,7 +51,7 @@ func (w *progressWatch) begin() uint64 {
 
 // hungSince returns the start of the oldest delivery under way that has run for at least
 // after (zero when none has). The caller holds mu.
-func (w *progressWatch) hungSince(after time.Duration) time.Time {
+func (w *Progress) hungSince(after time.Duration) time.Time {
 	var oldest time.Time
 	for _, at := range w.started {
 		if time.Since(at) >= after && (oldest.IsZero() || at.Before(oldest)) {
@@ -51,12 +61,11 @@ func (w *progressWatch) hungSince(after time.Duration) time.Time {
 	return oldest
 }
 
-// delivered records the outcome of the delivery begin gave token: a record acknowledged, or
+// Delivered records the outcome of the delivery Begin gave token: a record acknowledged, or
 // dead-lettered (the broker took its dead letter), is progress; nothing of that and a failure
 // (err, or a record to retry) is not. Publishing has recovered once there is progress and no
 // other delivery hangs.
-func (f *Forwarder) delivered(token uint64, o relay.Outcome, err error) {
-	w := &f.progress
+func (w *Progress) Delivered(token uint64, o Outcome, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.started, token)
@@ -66,9 +75,9 @@ func (f *Forwarder) delivered(token uint64, o relay.Outcome, err error) {
 	}
 	switch {
 	case progressed:
-		if w.stalled && w.hungSince(f.cfg.PublishStallAfter).IsZero() {
-			f.log.Info("publishing recovered", "after", time.Since(w.stalledSince).Round(time.Second))
-			f.metrics.PublishStalled.Set(0)
+		if w.stalled && w.hungSince(w.stallAfter).IsZero() {
+			w.log.Info("publishing recovered", "after", time.Since(w.stalledSince).Round(time.Second))
+			w.metrics.PublishStalled.Set(0)
 			w.stalled = false
 		}
 		w.failingSince, w.lastErr = time.Time{}, ""
@@ -85,10 +94,10 @@ func (f *Forwarder) delivered(token uint64, o relay.Outcome, err error) {
 	}
 }
 
-// progressLoop warns when publishing has failed, or a delivery has hung, for PublishStallAfter
+// Loop warns when publishing has failed, or a delivery has hung, for PublishStallAfter
 // without progress.
-func (f *Forwarder) progressLoop(ctx context.Context) {
-	tick := time.NewTicker(max(f.cfg.PublishStallAfter/4, 10*time.Millisecond))
+func (w *Progress) Loop(ctx context.Context) {
+	tick := time.NewTicker(max(w.stallAfter/4, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
@@ -96,23 +105,22 @@ func (f *Forwarder) progressLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		f.checkProgress()
+		w.check()
 	}
 }
 
-// checkProgress warns once per spell when publishing has made no progress for PublishStallAfter.
-func (f *Forwarder) checkProgress() {
-	w := &f.progress
+// check warns once per spell when publishing has made no progress for PublishStallAfter.
+func (w *Progress) check() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.stalled {
 		return
 	}
 	since, lastErr := w.failingSince, w.lastErr
-	if since.IsZero() || time.Since(since) < f.cfg.PublishStallAfter {
+	if since.IsZero() || time.Since(since) < w.stallAfter {
 		since, lastErr = time.Time{}, ""
 	}
-	if hung := w.hungSince(f.cfg.PublishStallAfter); !hung.IsZero() && (since.IsZero() || hung.Before(since)) {
+	if hung := w.hungSince(w.stallAfter); !hung.IsZero() && (since.IsZero() || hung.Before(since)) {
 		since = hung
 		if lastErr == "" {
 			lastErr = fmt.Sprintf("a publish call has not returned for %s", time.Since(hung).Round(time.Second))
@@ -122,7 +130,7 @@ func (f *Forwarder) checkProgress() {
 		return
 	}
 	w.stalled, w.stalledSince = true, since
-	f.metrics.PublishStalled.Set(1)
-	f.log.Warn("publishing makes no progress: deliveries fail or do not return; events wait (broker unreachable or refusing?)",
+	w.metrics.PublishStalled.Set(1)
+	w.log.Warn("publishing makes no progress: deliveries fail or do not return; events wait (broker unreachable or refusing?)",
 		"for", time.Since(since).Round(time.Second), "last_error", lastErr)
 }

@@ -1,0 +1,157 @@
+// Package polling is the polling source: Workers claim loops, each over its own share of the
+// leased partitions (p % Workers == worker), claiming pending rows from the table and handing
+// them to the deliverer, woken by database notifications and by partitions newly taken.
+package polling
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
+)
+
+// Config is the polling source's own settings.
+type Config struct {
+	// MinPollInterval and MaxPollInterval bound the adaptive polling.
+	MinPollInterval, MaxPollInterval time.Duration
+	// Wakeups (may be nil) and LeasesTaken wake the idle workers.
+	Wakeups, LeasesTaken <-chan struct{}
+}
+
+// Source is the polling source.
+type Source struct {
+	core    relay.Core
+	deliver relay.Deliverer
+	cfg     Config
+}
+
+// New returns the polling source over core, handing its claims to d.
+func New(core relay.Core, d relay.Deliverer, cfg Config) *Source {
+	return &Source{core: core, deliver: d, cfg: cfg}
+}
+
+// Start does nothing: the polling source needs nothing before the first lease.
+func (*Source) Start(context.Context) error { return nil }
+
+// Run runs the workers until ctx ends.
+func (s *Source) Run(ctx context.Context) {
+	wakes := make([]chan struct{}, s.core.Workers)
+	for i := range wakes {
+		wakes[i] = make(chan struct{}, 1)
+	}
+	var workers sync.WaitGroup
+	if s.cfg.Wakeups != nil {
+		workers.Go(func() { fanOut(ctx, s.cfg.Wakeups, wakes) }) // ends with ctx, as the workers do
+	}
+	if s.cfg.LeasesTaken != nil {
+		workers.Go(func() { fanOut(ctx, s.cfg.LeasesTaken, wakes) })
+	}
+	for i := range s.core.Workers {
+		workers.Go(func() { s.workerLoop(ctx, i, wakes[i]) })
+	}
+	workers.Wait()
+}
+
+// workerLoop claims and relays batches, polling adaptively: at once after a full batch;
+// MinPollInterval after a partial one, ignoring wake-ups meanwhile so that a steady trickle of
+// commits is relayed in batches rather than one claim per commit; and, while idle, backing off
+// to MaxPollInterval unless a wake-up comes first.
+func (s *Source) workerLoop(ctx context.Context, worker int, wake <-chan struct{}) {
+	interval := s.cfg.MinPollInterval
+	for ctx.Err() == nil {
+		n, err := s.relayBatch(ctx, worker)
+		wakeable := false
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				s.core.Log.Warn("relaying a batch failed; its rows stay pending", "worker", worker, "error", err)
+			}
+			interval = min(max(interval*2, 100*time.Millisecond), s.cfg.MaxPollInterval)
+		case n >= s.core.BatchSize:
+			interval = s.cfg.MinPollInterval
+			continue
+		case n > 0:
+			interval = s.cfg.MinPollInterval
+		default:
+			interval = min(interval*2, s.cfg.MaxPollInterval)
+			wakeable = true
+		}
+		timer := time.NewTimer(interval)
+		if wakeable {
+			select {
+			case <-ctx.Done():
+			case <-wake:
+			case <-timer.C:
+			}
+		} else {
+			select {
+			case <-ctx.Done():
+			case <-timer.C:
+			}
+		}
+		timer.Stop()
+	}
+}
+
+// relayBatch runs one claim-publish-acknowledge cycle for the worker's partitions and returns the
+// number of rows claimed. No database transaction is open while the broker is called: the
+// leases and rows are read without locks, and the acknowledgement is one short transaction
+// fenced by the lease epochs (see lease.go), which drops the acknowledgements of partitions
+// this relay lost meanwhile. A batch that has begun is finished even after Run's context is
+// cancelled, so shutdown leaves nothing half done; its publish is bounded by LeaseTTL, after
+// which another relay may own the rows anyway.
+func (s *Source) relayBatch(ctx context.Context, worker int) (int, error) {
+	if ctx.Err() != nil {
+		return 0, nil
+	}
+	db := s.core.DB
+	s.core.Inflight.Read(worker)
+	leases, err := s.core.Store.LiveLeases(ctx, db, s.core.RelayID, worker, s.core.Workers)
+	leases = s.core.Inflight.Hold(worker, leases)
+	defer s.core.Inflight.End(leases)
+	if err != nil || len(leases) == 0 {
+		return 0, err
+	}
+	// The pipeline readies the leases before anything is claimed (exactly-once opens their units,
+	// so a takeover finishes the cleanup first and no batch waits for a producer) and says whose
+	// rows may be published now; its failures are logged, and the next batch tries again.
+	ready, _ := s.deliver.Ready(ctx, worker, leases)
+	if len(ready) == 0 {
+		return 0, nil
+	}
+	partitions := make([]int, 0, len(ready))
+	for _, l := range ready {
+		partitions = append(partitions, l.Partition)
+	}
+	limit, maxBytes := s.deliver.ClaimLimits(ready)
+	records, err := s.core.Store.Claim(ctx, db, partitions, limit, maxBytes)
+	if err != nil || len(records) == 0 {
+		return 0, err
+	}
+	records = s.deliver.TrimClaim(records)
+	s.core.Metrics.BatchSize.Observe(float64(len(records)))
+	token := s.core.Progress.Begin()
+	o, err := s.deliver.Deliver(ctx, worker, leases, records)
+	s.core.Progress.Delivered(token, o, err)
+	return len(records), err
+}
+
+func fanOut(ctx context.Context, in <-chan struct{}, outs []chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-in:
+			if !ok {
+				return
+			}
+			for _, out := range outs {
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
+}
