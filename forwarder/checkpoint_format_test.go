@@ -10,6 +10,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/ack"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -159,7 +160,7 @@ func TestCleanupSkipsThePartitionsItsAcknowledgementSettled(t *testing.T) {
 	for p := 0; p < outbox.Partitions; p += units {
 		owned[p] = p != published.partition
 	}
-	marks := f.ownedUnitMarks([]relay.UnitMark{{Unit: 0, Name: unit, Digest: relay.CheckpointDigest(data)}}, owned)
+	marks := ack.OwnedUnitMarks([]relay.UnitMark{{Unit: 0, Name: unit, Digest: relay.CheckpointDigest(data)}}, owned, units)
 	if len(marks) != 1 || marks[0].Settled == 0 || marks[0].Settled&(1<<uint(published.partition)) != 0 ||
 		marks[0].Settled&(1<<uint(dead.partition)) == 0 {
 		t.Fatalf("marks of an acknowledgement without partition %d: %+v", published.partition, marks)
@@ -193,7 +194,7 @@ func TestCleanupSkipsThePartitionsItsAcknowledgementSettled(t *testing.T) {
 	for p := range owned {
 		owned[p] = true
 	}
-	marks = f.ownedUnitMarks([]relay.UnitMark{{Unit: 0, Name: unit, Digest: relay.CheckpointDigest(data)}}, owned)
+	marks = ack.OwnedUnitMarks([]relay.UnitMark{{Unit: 0, Name: unit, Digest: relay.CheckpointDigest(data)}}, owned, units)
 	if len(marks) != 1 || marks[0].Settled != 0 {
 		t.Fatalf("marks of an acknowledgement owning the unit whole: %+v", marks)
 	}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/ack"
 	"github.com/outboxkit/outboxkit/forwarder/internal/deadletter"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/outbox"
@@ -41,9 +42,8 @@ type Forwarder struct {
 	// source feeds pipeline, chosen by New from Config.Source and Config.Delivery.
 	source   relay.Source
 	pipeline relay.Deliverer
-	// ackInOneStatement: a batch the broker took whole is acknowledged in one statement
-	// (acknowledgeAll), where the database can (PostgreSQL).
-	ackInOneStatement bool
+	// acker is the one acknowledger (internal/ack).
+	acker *ack.Acknowledger
 	// txp, units and installation serve ExactlyOnce delivery (transactional.go); txp is nil
 	// otherwise. installation is the table's identity, read at start.
 	txp          TransactionalPublisher
@@ -100,6 +100,7 @@ func New(config Config) (*Forwarder, error) {
 		MaxBatchBytes: config.MaxBatchBytes, LeaseTTL: config.LeaseTTL, Retention: config.Retention,
 		DeadLetterTopic: config.DeadLetterTopic, Store: f.store, Inflight: f.inflight, Metrics: f.metrics, Log: f.log,
 		Progress: f.progress, Retry: f.retry}
+	f.acker = ack.New(f.core)
 	f.publisher = outcomePublisher(config, f.log)
 	// The wiring: the only place (beside validation) that reads Delivery and Source.
 	f.pipeline = newPipeline(f)
@@ -330,6 +331,6 @@ func (f *Forwarder) deliver(ctx context.Context, worker int, leases []relay.Leas
 	}
 	cancelPublish()
 
-	o, _, err := f.acknowledge(ctx, worker, leases, acked, settled)
+	o, _, err := f.acker.Acknowledge(ctx, worker, leases, acked, settled)
 	return o, err
 }

@@ -10,7 +10,6 @@ import (
 
 // newSource returns the source of the configured Config.Source.
 func newSource(f *Forwarder, table outbox.Table) (relay.Source, error) {
-	f.ackInOneStatement = f.store.SQL().AcksInOneStatement()
 	if f.cfg.Source == SourceCDC {
 		if err := f.setupCDC(table); err != nil {
 			return nil, err

@@ -299,8 +299,8 @@ func TestPollingAcknowledgesInOneStatementWhereTheDatabaseCan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := fx.store.Dialect == outbox.Postgres; f.ackInOneStatement != want {
-			t.Errorf("polling on %s acknowledges in one statement: %v, want %v", fx.store.Dialect, f.ackInOneStatement, want)
+		if want := fx.store.Dialect == outbox.Postgres; f.acker.OneStatement() != want {
+			t.Errorf("polling on %s acknowledges in one statement: %v, want %v", fx.store.Dialect, f.acker.OneStatement(), want)
 		}
 	})
 }

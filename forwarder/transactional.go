@@ -83,7 +83,7 @@ func (f *Forwarder) deliverTransactional(ctx context.Context, worker int, leases
 		}
 		return relay.Outcome{}, nil
 	}
-	result, lost, err := f.acknowledgeUnits(ctx, worker, leases, acked, settled, marks)
+	result, lost, err := f.acker.AcknowledgeMarked(ctx, worker, leases, acked, settled, marks, f.cfg.TransactionalUnits)
 	f.afterUnitsAcknowledged(jobs, outcomes, lost, err)
 	if err != nil {
 		return relay.Outcome{}, err
