@@ -49,7 +49,7 @@ func (f *Forwarder) streamBatch(ctx context.Context, worker int, leases []relay.
 		}
 	}
 	if len(passed) > 0 {
-		n, lost, err := f.markForRetry(ctx, worker, leasesOf(leases, passed, 0), passed)
+		n, lost, err := f.markForRetry(ctx, worker, relay.LeasesOf(leases, passed, 0), passed)
 		f.cdc.metrics.skipped.Add(float64(n))
 		if lost > 0 {
 			f.metrics.FencedRows.Add(float64(lost))
@@ -166,34 +166,6 @@ func (f *Forwarder) markForRetry(ctx context.Context, worker int, leases []relay
 	f.log.Warn("cdc: lost the lease of partitions before leaving rows to the retry path: they are left to the new owner",
 		"slot", f.cdc.slot, "worker", worker, "partitions", len(parts), "rows", lost)
 	return marked, lost, fmt.Errorf("%w: %d rows of %d partitions not left to the retry path", errLeasesLost, lost, len(parts))
-}
-
-// leasesOf returns, in a new slice (hold filters its argument in place, and the stream's lease
-// reading is shared by the workers), the leases of the partitions records belong to; with units
-// > 0 (ExactlyOnce), those of every partition of the records' transactional units.
-func leasesOf(leases []relay.Lease, records []relay.Record, units int) []relay.Lease {
-	var in [outbox.Partitions]bool
-	for _, r := range records {
-		if r.Partition >= 0 && r.Partition < outbox.Partitions {
-			in[r.Partition] = true
-		}
-	}
-	if units > 0 {
-		var unit [outbox.Partitions]bool
-		for p := range in {
-			unit[p%units] = unit[p%units] || in[p]
-		}
-		for p := range in {
-			in[p] = unit[p%units]
-		}
-	}
-	out := make([]relay.Lease, 0, min(len(leases), len(records)))
-	for _, l := range leases {
-		if l.Partition >= 0 && l.Partition < outbox.Partitions && in[l.Partition] {
-			out = append(out, l)
-		}
-	}
-	return out
 }
 
 // cdcPoll claims one batch from the table with claim (over every partition) and delivers it; it

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/atleastonce"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -40,7 +41,7 @@ func TestExactlyOnceClaimPerUnit(t *testing.T) {
 	if got := p.TrimClaim([]relay.Record{rec(1, 1, 50), rec(2, 1, 1)}); len(got) != 1 || got[0].Seq != 1 {
 		t.Fatalf("a first row over MaxBatchBytes: kept %v, want seq 1 alone", got)
 	}
-	if got := (atLeastOnce{}).TrimClaim(claimed); len(got) != len(claimed) {
+	if got := (&atleastonce.Deliverer{}).TrimClaim(claimed); len(got) != len(claimed) {
 		t.Fatalf("at least once trimmed the claim to %d of %d rows", len(got), len(claimed))
 	}
 }

@@ -42,8 +42,9 @@ type Forwarder struct {
 	// source feeds pipeline, chosen by New from Config.Source and Config.Delivery.
 	source   relay.Source
 	pipeline relay.Deliverer
-	// acker is the one acknowledger (internal/ack).
-	acker *ack.Acknowledger
+	// acker is the one acknowledger (internal/ack); settler settles exactly-once's failures.
+	acker   *ack.Acknowledger
+	settler *deadletter.Settler
 	// txp, units and installation serve ExactlyOnce delivery (transactional.go); txp is nil
 	// otherwise. installation is the table's identity, read at start.
 	txp          TransactionalPublisher
@@ -101,6 +102,7 @@ func New(config Config) (*Forwarder, error) {
 		DeadLetterTopic: config.DeadLetterTopic, Store: f.store, Inflight: f.inflight, Metrics: f.metrics, Log: f.log,
 		Progress: f.progress, Retry: f.retry}
 	f.acker = ack.New(f.core)
+	f.settler = deadletter.NewSettler(f.core, nil)
 	f.publisher = outcomePublisher(config, f.log)
 	// The wiring: the only place (beside validation) that reads Delivery and Source.
 	f.pipeline = newPipeline(f)
@@ -315,22 +317,4 @@ func (f *Forwarder) pruneLoop(ctx context.Context) {
 			return
 		}
 	}
-}
-
-// deliver publishes claimed records of the given leases, settles the failures (retry, park or
-// dead-letter) and acknowledges the outcome in one short transaction fenced by the leases'
-// epochs, and returns it. Every source of records (the polling claim, the CDC stream) ends here.
-func (f *Forwarder) deliver(ctx context.Context, worker int, leases []relay.Lease, records []relay.Record) (relay.Outcome, error) {
-	publishCtx, cancelPublish := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.LeaseTTL)
-	started := time.Now()
-	acked, failed := f.publish(publishCtx, records)
-	f.metrics.PublishSeconds.Observe(time.Since(started).Seconds())
-	settled := make([]relay.Settlement, len(failed))
-	for i, fl := range failed {
-		settled[i] = f.settle(publishCtx, fl.Record, fl.Err)
-	}
-	cancelPublish()
-
-	o, _, err := f.acker.Acknowledge(ctx, worker, leases, acked, settled)
-	return o, err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/atleastonce"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 )
 
@@ -15,36 +16,8 @@ func newPipeline(f *Forwarder) relay.Deliverer {
 		f.share.Units = f.cfg.TransactionalUnits
 		return exactlyOnce{f}
 	}
-	return atLeastOnce{f}
+	return atleastonce.New(f.core, f.publisher, f.acker)
 }
-
-// atLeastOnce publishes each batch and acknowledges what the broker acknowledged
-// (forwarder.go's deliver).
-type atLeastOnce struct{ f *Forwarder }
-
-func (atLeastOnce) Start(context.Context) error { return nil }
-
-func (atLeastOnce) Ready(_ context.Context, _ int, leases []relay.Lease) ([]relay.Lease, error) {
-	return leases, nil
-}
-
-func (p atLeastOnce) ClaimLimits([]relay.Lease) (int, int64) {
-	return p.f.cfg.BatchSize, p.f.cfg.MaxBatchBytes
-}
-
-func (atLeastOnce) TrimClaim(records []relay.Record) []relay.Record { return records }
-
-func (atLeastOnce) Scope(leases []relay.Lease, records []relay.Record) []relay.Lease {
-	return leasesOf(leases, records, 0)
-}
-
-func (p atLeastOnce) Deliver(ctx context.Context, worker int, leases []relay.Lease, records []relay.Record) (relay.Outcome, error) {
-	return p.f.deliver(ctx, worker, leases, records)
-}
-
-func (atLeastOnce) Stop() {}
-
-func (atLeastOnce) LogAttrs() []any { return []any{"delivery", AtLeastOnce} }
 
 // exactlyOnce publishes each batch in Kafka transactions, one per transactional unit, with a
 // checkpoint (transactional.go).
@@ -79,7 +52,7 @@ func (p exactlyOnce) Ready(ctx context.Context, worker int, leases []relay.Lease
 
 // scope returns the leases of every partition of the records' units.
 func (p exactlyOnce) Scope(leases []relay.Lease, records []relay.Record) []relay.Lease {
-	return leasesOf(leases, records, p.f.cfg.TransactionalUnits)
+	return relay.LeasesOf(leases, records, p.f.cfg.TransactionalUnits)
 }
 
 // deliver publishes the records in transactions of their units. A record whose unit is not

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	_ "modernc.org/sqlite"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/atleastonce"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -126,7 +127,7 @@ func TestTracedPublisher(t *testing.T) {
 			r1, writer := tracedRecord(tp, "o-1", ok)
 			r2, _ := tracedRecord(nil, "o-2", fail)
 			exp.Reset() // the writer's span
-			msgs := toMessages(context.Background(), []relay.Record{r1, r2})
+			msgs := relay.Messages(context.Background(), []relay.Record{r1, r2})
 			var errs []error
 			if each, isEach := pub.(OutcomePublisher); shape == "outcome" {
 				if !isEach {
@@ -206,7 +207,7 @@ func TestTracedPublisherPlainFailure(t *testing.T) {
 	r1, _ := tracedRecord(tp, "o-1", "ok")
 	r2, _ := tracedRecord(tp, "o-2", "fail")
 	exp.Reset() // the writers' spans
-	if err := pub.Publish("orders", toMessages(context.Background(), []relay.Record{r1, r2})...); !errors.Is(err, errRefused) {
+	if err := pub.Publish("orders", relay.Messages(context.Background(), []relay.Record{r1, r2})...); !errors.Is(err, errRefused) {
 		t.Fatalf("publish: %v, want the inner error", err)
 	}
 	for _, s := range exp.GetSpans() {
@@ -218,7 +219,7 @@ func TestTracedPublisherPlainFailure(t *testing.T) {
 		}
 	}
 	exp.Reset()
-	dead := toMessages(context.Background(), []relay.Record{r1})[0]
+	dead := relay.Messages(context.Background(), []relay.Record{r1})[0]
 	dead.Metadata.Set(MetadataAttempts, "10")
 	if err := pub.Publish("dlq", dead); err != nil {
 		t.Fatal(err)
@@ -300,7 +301,7 @@ func BenchmarkPublishTracing(b *testing.B) {
 	}
 	ctx := context.Background()
 	publish := func(b *testing.B, f *Forwarder) {
-		if acked, failed := f.publish(ctx, records); len(acked) != len(records) || len(failed) != 0 {
+		if acked, failed := atleastonce.Publish(ctx, f.publisher, f.metrics, f.log, records); len(acked) != len(records) || len(failed) != 0 {
 			b.Fatalf("%d acked, %d failed", len(acked), len(failed))
 		}
 	}

@@ -206,7 +206,7 @@ func (f *Forwarder) commitUnit(ctx context.Context, n int, leases []relay.Lease,
 			// Nothing known failed on its own (a commit of unknown outcome, fencing): the rows stay
 			// pending; opening the unit again finds out whether the transaction committed.
 			for _, d := range dead {
-				out.settled = append(out.settled, f.retryLater(d.record, d.attempts, d.reason))
+				out.settled = append(out.settled, f.settler.RetryLater(d.record, d.attempts, d.reason))
 			}
 			out.err = fmt.Errorf("transaction of unit %s: %w", unit, err)
 			return out
@@ -240,7 +240,7 @@ func (f *Forwarder) afterAbort(pending []relay.Record, dead []pendingDead, errs 
 				nextDead = append(nextDead, pendingDead{record: r, attempts: attempts, reason: reason, slim: reduced})
 				continue
 			}
-			settled = append(settled, f.retryLater(r, attempts, reason))
+			settled = append(settled, f.settler.RetryLater(r, attempts, reason))
 		default:
 			next = append(next, r)
 		}
@@ -268,9 +268,9 @@ func (f *Forwarder) afterDeadLetterAbort(d pendingDead, err error, nextDead []pe
 		d.slim = true
 		return append(nextDead, d), nil
 	case deadletter.Refused:
-		st = f.deadLetterRefused(d.record, d.attempts, d.reason, err)
+		st = f.settler.Refused(d.record, d.attempts, d.reason, err)
 	default:
-		st = f.retryLater(d.record, d.attempts, deadletter.RetryReason(d.reason, f.cfg.DeadLetterTopic, err))
+		st = f.settler.RetryLater(d.record, d.attempts, deadletter.RetryReason(d.reason, f.cfg.DeadLetterTopic, err))
 	}
 	return nextDead, &st
 }
@@ -279,7 +279,7 @@ func (f *Forwarder) afterDeadLetterAbort(d pendingDead, err error, nextDead []pe
 // letters (whole, or reduced when d.slim; see deadletter.Message).
 func (f *Forwarder) transactionMessages(ctx context.Context, pending []relay.Record, dead []pendingDead) ([]string, []*message.Message) {
 	topics := make([]string, 0, len(pending)+len(dead))
-	msgs := toMessages(ctx, pending)
+	msgs := relay.Messages(ctx, pending)
 	for _, r := range pending {
 		topics = append(topics, r.Event.Topic)
 	}
@@ -299,7 +299,7 @@ func (f *Forwarder) checkpointOf(unit string, pending []relay.Record, dead []pen
 	}
 	for _, d := range dead {
 		cp.Dead = append(cp.Dead, deadRow{Seq: d.record.Seq, EventID: d.record.Event.ID.String(),
-			Attempts: d.attempts, Reason: deadletter.TruncateUTF8(d.reason, deadletter.MaxReason)})
+			Attempts: d.attempts, Reason: relay.TruncateUTF8(d.reason, deadletter.MaxReason)})
 	}
 	data, err := json.Marshal(cp)
 	if err != nil {

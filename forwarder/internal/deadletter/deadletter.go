@@ -10,12 +10,11 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -45,7 +44,7 @@ func Message(ctx context.Context, e outbox.Event, reason string, attempts int, r
 		ids := e
 		ids.Payload, ids.Headers = nil, nil
 		msg = ids.ToMessage()
-		reason = TruncateUTF8(reason, MaxReason)
+		reason = relay.TruncateUTF8(reason, MaxReason)
 		msg.Metadata.Set(MetadataPayloadDropped, strconv.Itoa(len(e.Payload)))
 		msg.Metadata.Set(MetadataHeadersDropped, strconv.Itoa(len(e.Headers)))
 	}
@@ -103,20 +102,5 @@ func RetryReason(reason, topic string, err error) string {
 // its dead letter to topic, even reduced, with err.
 func RefusedReason(reason, topic string, err error) string {
 	return fmt.Sprintf("the dead letter could not be published to %s (%v); the event is dead in this table only: %s",
-		topic, TruncateUTF8(err.Error(), MaxReason), reason)
-}
-
-// TruncateUTF8 cuts s to at most n bytes on a character boundary and replaces invalid UTF-8
-// (which PostgreSQL would reject, failing every acknowledgement of the batch), so the result is
-// always valid UTF-8.
-func TruncateUTF8(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut]
+		topic, relay.TruncateUTF8(err.Error(), MaxReason), reason)
 }

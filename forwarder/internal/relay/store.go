@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/outboxkit/outboxkit/forwarder/internal/deadletter"
 	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -132,7 +131,7 @@ func (s *Store) Ack(ctx context.Context, q Querier, seqs []int64, retain bool) e
 
 // fail records a failed attempt: the row stays pending until nextAttempt, or becomes dead.
 func (s *Store) Fail(ctx context.Context, q Querier, seq int64, attempts int, nextAttempt time.Time, dead bool, reason string) error {
-	reason = deadletter.TruncateUTF8(reason, MaxReasonBytes)
+	reason = TruncateUTF8(reason, MaxReasonBytes)
 	if _, err := s.Planned(s.SQL().Fail(seq, attempts, nextAttempt, dead, reason)).Exec(ctx, q); err != nil {
 		return fmt.Errorf("record failure of row %d: %w", seq, err)
 	}

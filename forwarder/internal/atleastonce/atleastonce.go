@@ -1,0 +1,209 @@
+// Package atleastonce is the at-least-once delivery mode: it publishes a batch through a
+// publisher with an outcome per message, settles the failures (a retry later, or a dead letter)
+// and acknowledges the outcome through the one acknowledger. A crash or a lease takeover between
+// the broker's acknowledgement and the row's deletion publishes an event again.
+package atleastonce
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/outboxkit/outboxkit/forwarder/internal/ack"
+	"github.com/outboxkit/outboxkit/forwarder/internal/deadletter"
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
+)
+
+// Publisher publishes many messages of one topic at once with an outcome per message
+// (forwarder.OutcomePublisher; a plain publisher is wrapped in internal/waves by the wiring).
+type Publisher interface {
+	PublishEach(ctx context.Context, topic string, msgs []*message.Message) []error
+}
+
+// Deliverer is the at-least-once relay.Deliverer.
+type Deliverer struct {
+	core    relay.Core
+	pub     Publisher
+	acker   *ack.Acknowledger
+	settler *deadletter.Settler
+}
+
+// New returns the at-least-once deliverer over core, publishing through pub and acknowledging
+// through acker.
+func New(core relay.Core, pub Publisher, acker *ack.Acknowledger) *Deliverer {
+	return &Deliverer{core: core, pub: pub, acker: acker, settler: deadletter.NewSettler(core, func(ctx context.Context, topic string, msg *message.Message) error {
+		return PublishAlone(ctx, pub, topic, msg)
+	})}
+}
+
+// Start does nothing: at-least-once needs nothing before the first lease.
+func (*Deliverer) Start(context.Context) error { return nil }
+
+// Ready returns the leases as they are: every one may be published now.
+func (*Deliverer) Ready(_ context.Context, _ int, leases []relay.Lease) ([]relay.Lease, error) {
+	return leases, nil
+}
+
+// ClaimLimits is a batch's bounds.
+func (d *Deliverer) ClaimLimits([]relay.Lease) (int, int64) {
+	return d.core.BatchSize, d.core.MaxBatchBytes
+}
+
+// TrimClaim takes the whole claim.
+func (*Deliverer) TrimClaim(records []relay.Record) []relay.Record { return records }
+
+// Scope is the leases of the records' partitions.
+func (*Deliverer) Scope(leases []relay.Lease, records []relay.Record) []relay.Lease {
+	return relay.LeasesOf(leases, records, 0)
+}
+
+// Deliver publishes the records of the given leases, settles the failures (retry, park or
+// dead-letter) and acknowledges the outcome in one short transaction fenced by the leases'
+// epochs, and returns it.
+func (d *Deliverer) Deliver(ctx context.Context, worker int, leases []relay.Lease, records []relay.Record) (relay.Outcome, error) {
+	publishCtx, cancelPublish := context.WithTimeout(context.WithoutCancel(ctx), d.core.LeaseTTL)
+	started := time.Now()
+	acked, failed := Publish(publishCtx, d.pub, d.core.Metrics, d.core.Log, records)
+	d.core.Metrics.PublishSeconds.Observe(time.Since(started).Seconds())
+	settled := make([]relay.Settlement, len(failed))
+	for i, fl := range failed {
+		settled[i] = d.settler.Settle(publishCtx, fl.Record, fl.Err)
+	}
+	cancelPublish()
+
+	o, _, err := d.acker.Acknowledge(ctx, worker, leases, acked, settled)
+	return o, err
+}
+
+// Stop does nothing: at-least-once holds nothing between deliveries.
+func (*Deliverer) Stop() {}
+
+// LogAttrs names the delivery.
+func (*Deliverer) LogAttrs() []any { return []any{"delivery", "at_least_once"} }
+
+// byTopic groups records by topic, keeping their order, and lists the topics in order of first
+// appearance.
+func byTopic(records []relay.Record) (topics []string, groups map[string][]relay.Record) {
+	groups = map[string][]relay.Record{}
+	for _, r := range records {
+		if _, ok := groups[r.Event.Topic]; !ok {
+			topics = append(topics, r.Event.Topic)
+		}
+		groups[r.Event.Topic] = append(groups[r.Event.Topic], r)
+	}
+	return topics, groups
+}
+
+// eachTopic runs publishTopic for every topic of records in parallel and gathers the results.
+func eachTopic(records []relay.Record, publishTopic func(topic string, records []relay.Record) ([]relay.Record, []relay.Failure)) (acked []relay.Record, failed []relay.Failure) {
+	topics, groups := byTopic(records)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, topic := range topics {
+		wg.Go(func() {
+			a, fl := publishTopic(topic, groups[topic])
+			mu.Lock()
+			acked = append(acked, a...)
+			failed = append(failed, fl...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return acked, failed
+}
+
+// Publish publishes a batch through a publisher with an outcome per message: one PublishEach call per topic,
+// topics in parallel, every event of a key in the same call, so the events of a hot key are
+// pipelined instead of sent one broker round trip each. The publisher's failures are gapless per
+// key, which keeps order: the first failed event of a key is a failure (retried or
+// dead-lettered), its later events stay pending, parked behind it; only failed events are sent
+// again. The events of a key that go to several topics are cut into segments at each change of
+// topic, published one segment after the other, since gaplessness holds within one call only.
+func Publish(ctx context.Context, pub Publisher, m *relay.Metrics, log *slog.Logger, records []relay.Record) (acked []relay.Record, failed []relay.Failure) {
+	type keyState struct {
+		topic   string
+		segment int
+	}
+	var segments [][]relay.Record
+	keys := make(map[int64]*keyState, len(records))
+	for _, r := range records {
+		st, ok := keys[r.KeyHash]
+		switch {
+		case !ok:
+			st = &keyState{topic: r.Event.Topic}
+			keys[r.KeyHash] = st
+		case st.topic != r.Event.Topic:
+			st.topic = r.Event.Topic
+			st.segment++
+		}
+		if st.segment == len(segments) {
+			segments = append(segments, nil)
+		}
+		segments[st.segment] = append(segments[st.segment], r)
+	}
+	parked := map[int64]bool{}
+	for _, segment := range segments {
+		todo := segment[:0:0]
+		for _, r := range segment {
+			if !parked[r.KeyHash] {
+				todo = append(todo, r)
+			}
+		}
+		a, fl := eachTopic(todo, func(topic string, records []relay.Record) ([]relay.Record, []relay.Failure) {
+			return publishEach(ctx, pub, m, log, topic, records)
+		})
+		acked = append(acked, a...)
+		for _, x := range fl {
+			parked[x.Record.KeyHash] = true
+			failed = append(failed, x)
+		}
+	}
+	return acked, failed
+}
+
+// publishEach publishes the records of one topic in one PublishEach call and sorts the outcomes:
+// the first failure of each key is returned as failed, the key's later records are held back.
+// A permanent error is taken as the message's own (the OutcomePublisher contract; the waves
+// adapter confirms it alone before it reports it), so it is dead-lettered.
+func publishEach(ctx context.Context, pub Publisher, m *relay.Metrics, log *slog.Logger, topic string, records []relay.Record) (acked []relay.Record, failed []relay.Failure) {
+	msgs := relay.Messages(ctx, records)
+	errs := pub.PublishEach(ctx, topic, msgs)
+	if len(errs) != len(msgs) {
+		err := fmt.Errorf("forwarder: publisher %T returned %d outcomes for %d messages", pub, len(errs), len(msgs))
+		errs = make([]error, len(msgs))
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	broken := map[int64]bool{}
+	for i, r := range records {
+		switch {
+		case errs[i] == nil:
+			if broken[r.KeyHash] {
+				m.GapViolations.Inc()
+				log.Error("the publisher acknowledged an event after an earlier event of its key failed in the same call; "+
+					"its key may be out of order on the broker", "publisher", fmt.Sprintf("%T", pub), "topic", topic,
+					"event_id", r.Event.ID, "aggregate_id", r.Event.AggregateID)
+			}
+			acked = append(acked, r)
+		case broken[r.KeyHash]:
+			// Held back behind the key's first failure: stays pending, untouched.
+		default:
+			broken[r.KeyHash] = true
+			failed = append(failed, relay.Failure{Record: r, Err: errs[i]})
+		}
+	}
+	return acked, failed
+}
+
+// PublishAlone publishes one message in a call of its own.
+func PublishAlone(ctx context.Context, pub Publisher, topic string, msg *message.Message) error {
+	if errs := pub.PublishEach(ctx, topic, []*message.Message{msg}); len(errs) == 1 {
+		return errs[0]
+	}
+	return fmt.Errorf("forwarder: publisher %T did not return one outcome for one message", pub)
+}

@@ -1,0 +1,87 @@
+package deadletter
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
+)
+
+// Settler decides the fate of a failed attempt, on every delivery path, by the relay's retry
+// policy: a retry later, or dead with its dead letter (the at-least-once path sends it alone;
+// exactly-once sends it in its transaction and uses RetryLater and Refused).
+type Settler struct {
+	core relay.Core
+	// publishAlone publishes one message in a call of its own (the at-least-once path's
+	// dead letters; nil on the exactly-once path, which settles through RetryLater and Refused).
+	publishAlone func(ctx context.Context, topic string, msg *message.Message) error
+}
+
+// NewSettler returns the settler of core, publishing dead letters with publishAlone.
+func NewSettler(core relay.Core, publishAlone func(ctx context.Context, topic string, msg *message.Message) error) *Settler {
+	return &Settler{core: core, publishAlone: publishAlone}
+}
+
+// Settle counts a failed attempt and decides its fate: a retry with backoff, or, after the last
+// attempt (unless UnlimitedRetries) or on a permanent error, a dead letter, published here,
+// before the acknowledgement transaction, so that no transaction is open during broker I/O. The
+// dead letter follows the dead-letter sequence (Next): whole, then reduced when the
+// broker refuses it whole; one refused even reduced leaves the row dead in the table with the
+// reason, so that nothing is retried forever; one that cannot be published yet is retried like
+// any failure.
+func (s *Settler) Settle(ctx context.Context, r relay.Record, publishErr error) relay.Settlement {
+	attempts := r.Attempts + 1
+	s.core.Metrics.Failed.WithLabelValues(r.Event.Topic, r.Event.TenantID).Inc()
+	reason := publishErr.Error()
+	if !s.core.Retry.Dead(attempts, publishErr) {
+		return s.RetryLater(r, attempts, reason)
+	}
+	reduced := false
+	var refusals error // the dead letter's errors so far
+	for {
+		err := s.publishAlone(ctx, s.core.DeadLetterTopic, Message(ctx, r.Event, reason, attempts, reduced))
+		if err != nil {
+			refusals = errors.Join(refusals, err)
+		}
+		switch Next(reduced, err, err != nil && s.core.Retry.FinalDeadLetterError(attempts, err)) {
+		case Sent:
+			if reduced {
+				reason = ReducedReason(reason)
+			}
+			s.core.Metrics.DeadLettered.WithLabelValues(r.Event.Topic, r.Event.TenantID).Inc()
+			s.core.Log.Warn("event dead-lettered", "event_id", r.Event.ID, "topic", r.Event.Topic, "aggregate_id", r.Event.AggregateID,
+				"attempts", attempts, "retriable", s.core.Retry.Retriable(publishErr), "reduced", reduced, "reason", reason)
+			return relay.Settlement{Record: r, Attempts: attempts, Next: time.Now(), Dead: true, Reason: reason}
+		case SendReduced:
+			reduced = true
+		case Refused:
+			return s.Refused(r, attempts, reason, refusals)
+		default:
+			return s.RetryLater(r, attempts, RetryReason(reason, s.core.DeadLetterTopic, refusals))
+		}
+	}
+}
+
+// Refused is the settlement of an event that can be neither published nor
+// dead-lettered: dead in the table, with a reason saying that the dead-letter topic does not
+// have it, counted and logged at error level (an operator lists it with `outboxkit
+// dead-letters list`, and replays or discards it).
+func (s *Settler) Refused(r relay.Record, attempts int, reason string, dlqErr error) relay.Settlement {
+	s.core.Metrics.DeadLetterRefused.WithLabelValues(r.Event.Topic, r.Event.TenantID).Inc()
+	s.core.Log.Error("event dead in the table only: the broker refused its dead letter, even reduced to the ids and the reason",
+		"event_id", r.Event.ID, "topic", r.Event.Topic, "aggregate_id", r.Event.AggregateID, "attempts", attempts,
+		"dead_letter_topic", s.core.DeadLetterTopic, "reason", reason, "dead_letter_error", dlqErr)
+	return relay.Settlement{Record: r, Attempts: attempts, Next: time.Now(), Dead: true,
+		Reason: RefusedReason(reason, s.core.DeadLetterTopic, dlqErr)}
+}
+
+// RetryLater is the settlement of a failed attempt retried after the backoff.
+func (s *Settler) RetryLater(r relay.Record, attempts int, reason string) relay.Settlement {
+	next := time.Now().Add(s.core.Retry.Backoff(attempts))
+	s.core.Log.Info("publish failed, will retry", "event_id", r.Event.ID, "topic", r.Event.Topic,
+		"aggregate_id", r.Event.AggregateID, "attempts", attempts, "next_attempt", next, "error", reason)
+	return relay.Settlement{Record: r, Attempts: attempts, Next: next, Reason: reason}
+}
