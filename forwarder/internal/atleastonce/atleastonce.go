@@ -13,7 +13,6 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/outboxkit/outboxkit/forwarder/internal/ack"
 	"github.com/outboxkit/outboxkit/forwarder/internal/deadletter"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 )
@@ -28,13 +27,13 @@ type Publisher interface {
 type Deliverer struct {
 	core    relay.Core
 	pub     Publisher
-	acker   *ack.Acknowledger
+	acker   relay.Acknowledger
 	settler *deadletter.Settler
 }
 
 // New returns the at-least-once deliverer over core, publishing through pub and acknowledging
 // through acker.
-func New(core relay.Core, pub Publisher, acker *ack.Acknowledger) *Deliverer {
+func New(core relay.Core, pub Publisher, acker relay.Acknowledger) *Deliverer {
 	return &Deliverer{core: core, pub: pub, acker: acker, settler: deadletter.NewSettler(core, func(ctx context.Context, topic string, msg *message.Message) error {
 		return PublishAlone(ctx, pub, topic, msg)
 	})}

@@ -38,3 +38,10 @@ type Deliverer interface {
 	// LogAttrs are the deliverer's attributes for the forwarder's start-up log line.
 	LogAttrs() []any
 }
+
+// Acknowledger ends every delivery: it deletes (or marks) the acknowledged records and writes
+// the settlements of the failed ones, fenced by the leases' epochs, and returns what it wrote
+// and the rows left to the new owners of partitions lost meanwhile (internal/ack).
+type Acknowledger interface {
+	Acknowledge(ctx context.Context, worker int, leases []Lease, acked []Record, settled []Settlement) (Outcome, map[int]int, error)
+}

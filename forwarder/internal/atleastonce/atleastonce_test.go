@@ -1,0 +1,91 @@
+package atleastonce
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"github.com/google/uuid"
+
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+var errTooLarge = errors.New("too large")
+
+// fakePublisher fails, permanently, every message whose UUID is in refuse outside the dead-letter
+// topic "dead" (gaplessly: the later
+// messages of its key in the call fail too), and records what it took per topic.
+type fakePublisher struct {
+	mu     sync.Mutex
+	refuse map[string]bool
+	took   map[string][]*message.Message
+}
+
+func (p *fakePublisher) PublishEach(_ context.Context, topic string, msgs []*message.Message) []error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	errs := make([]error, len(msgs))
+	broken := map[string]bool{}
+	for i, m := range msgs {
+		key := m.Metadata.Get(outbox.MetadataAggregateID)
+		if (p.refuse[m.UUID] && topic != "dead") || broken[key] {
+			errs[i], broken[key] = errTooLarge, true
+			continue
+		}
+		p.took[topic] = append(p.took[topic], m)
+	}
+	return errs
+}
+
+// fakeAcknowledger records what it is handed and acknowledges it all.
+type fakeAcknowledger struct {
+	acked   []relay.Record
+	settled []relay.Settlement
+}
+
+func (a *fakeAcknowledger) Acknowledge(_ context.Context, _ int, _ []relay.Lease, acked []relay.Record, settled []relay.Settlement) (relay.Outcome, map[int]int, error) {
+	a.acked, a.settled = acked, settled
+	return relay.Outcome{Acked: acked, Settled: settled}, map[int]int{}, nil
+}
+
+func record(seq int64, key string) relay.Record {
+	return relay.Record{Seq: seq, KeyHash: outbox.KeyHash("", "order", key), Partition: 1,
+		Event: outbox.Event{ID: uuid.New(), Topic: "orders", AggregateType: "order", AggregateID: key, EventType: "placed"}}
+}
+
+// TestDeliverParksAFailedKeyAndDeadLettersAPermanentFailure: with a fake publisher and a fake
+// acknowledger (no database, no broker), a permanent failure is dead-lettered at once, its key's
+// later event stays pending (in neither list), and the other key's events are acknowledged.
+func TestDeliverParksAFailedKeyAndDeadLettersAPermanentFailure(t *testing.T) {
+	m, err := relay.NewMetrics(nil, "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	core := relay.Core{Workers: 1, BatchSize: 10, MaxBatchBytes: 1 << 20, LeaseTTL: 1 << 40, DeadLetterTopic: "dead",
+		Metrics: m, Log: slog.New(slog.DiscardHandler),
+		Retry: relay.RetryPolicy{MaxAttempts: 3, Retriable: func(err error) bool { return !errors.Is(err, errTooLarge) },
+			Initial: 1, MaxInterval: 1, Multiplier: 1}}
+	records := []relay.Record{record(1, "a"), record(2, "b"), record(3, "a"), record(4, "b")}
+	pub := &fakePublisher{refuse: map[string]bool{records[0].Event.ID.String(): true}, took: map[string][]*message.Message{}}
+	acker := &fakeAcknowledger{}
+	o, err := New(core, pub, acker).Deliver(context.Background(), 0, []relay.Lease{{Partition: 1, Epoch: 1}}, records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acker.acked) != 2 || acker.acked[0].Seq != 2 || acker.acked[1].Seq != 4 || len(o.Acked) != 2 {
+		t.Fatalf("acknowledged %+v, want the two events of key b", acker.acked)
+	}
+	if len(acker.settled) != 1 || !acker.settled[0].Dead || acker.settled[0].Record.Seq != 1 || acker.settled[0].Attempts != 1 {
+		t.Fatalf("settled %+v, want seq 1 dead after 1 attempt", acker.settled)
+	}
+	dead := pub.took["dead"]
+	if len(dead) != 1 || dead[0].Metadata.Get(middleware.PoisonedTopicKey) != "orders" ||
+		dead[0].Metadata.Get(middleware.ReasonForPoisonedKey) != errTooLarge.Error() {
+		t.Fatalf("dead letters %v", dead)
+	}
+}
