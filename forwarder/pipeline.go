@@ -4,20 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/outboxkit/outboxkit/forwarder/internal/atleastonce"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 )
-
-// newPipeline returns the pipeline of the configured delivery. It and New's choice of source
-// are the only readers of Config.Delivery and Config.Source outside validation.
-func newPipeline(f *Forwarder) relay.Deliverer {
-	if f.cfg.Delivery == ExactlyOnce {
-		f.txp = f.cfg.Publisher.(TransactionalPublisher) // checked by Validate
-		f.share.Units = f.cfg.TransactionalUnits
-		return exactlyOnce{f}
-	}
-	return atleastonce.New(f.core, f.publisher, f.acker)
-}
 
 // exactlyOnce publishes each batch in Kafka transactions, one per transactional unit, with a
 // checkpoint (transactional.go).
