@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/internal/pgrepl"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -72,7 +73,7 @@ func (f *Forwarder) cdcLoop(ctx context.Context) {
 		if !errors.As(err, &busy) {
 			standingBy = false
 			f.log.Warn("cdc: the stream stopped; reconnecting", "slot", f.cdc.slot, "error", err, "in", f.cfg.HeartbeatInterval)
-			sleep(ctx, f.cfg.HeartbeatInterval)
+			relay.Sleep(ctx, f.cfg.HeartbeatInterval)
 			continue
 		}
 		if !standingBy {
@@ -82,7 +83,7 @@ func (f *Forwarder) cdcLoop(ctx context.Context) {
 		if f.takeOverStalled(ctx) {
 			continue
 		}
-		sleep(ctx, f.cfg.HeartbeatInterval)
+		relay.Sleep(ctx, f.cfg.HeartbeatInterval)
 	}
 }
 

@@ -101,7 +101,7 @@ func (f *Forwarder) admitVisible(ctx context.Context, b cdcBatch) (map[int64]boo
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("cdc: transactions %v decoded from the WAL were still not visible after %v", xids, visibleWait)
 		}
-		if !sleep(ctx, time.Millisecond) {
+		if !relay.Sleep(ctx, time.Millisecond) {
 			return nil, ctx.Err()
 		}
 	}

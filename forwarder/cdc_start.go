@@ -58,7 +58,7 @@ func (f *Forwarder) ensureSlot(ctx context.Context, conn *pgrepl.Conn) error {
 // alive meanwhile.
 func (f *Forwarder) awaitAllLeases(ctx context.Context, readErr chan error) ([]relay.Lease, error) {
 	for {
-		if _, err := f.heartbeat(ctx); err != nil {
+		if _, err := f.leases.Heartbeat(ctx); err != nil {
 			f.log.Warn("cdc: taking the partitions failed", "error", err)
 		}
 		leases, err := f.store.LiveLeases(ctx, f.cfg.DB, f.cfg.RelayID, 0, 1)
@@ -71,7 +71,7 @@ func (f *Forwarder) awaitAllLeases(ctx context.Context, readErr chan error) ([]r
 			return nil, err
 		default:
 		}
-		if !sleep(ctx, f.cfg.HeartbeatInterval/2) {
+		if !relay.Sleep(ctx, f.cfg.HeartbeatInterval/2) {
 			return nil, ctx.Err()
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/outboxkit/outboxkit/forwarder/internal/ack"
 	"github.com/outboxkit/outboxkit/forwarder/internal/deadletter"
+	"github.com/outboxkit/outboxkit/forwarder/internal/lease"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -57,6 +58,8 @@ type Forwarder struct {
 	// leasesTaken tells the polling workers that partitions were taken between heartbeats of
 	// their own: an idle worker polls them at once instead of at the end of its backoff.
 	leasesTaken chan struct{}
+	// leases keeps the leases: heartbeats, rebalancing, quick steps (internal/lease).
+	leases *lease.Keeper
 	// retry decides the fate of a failed attempt on every path.
 	retry relay.RetryPolicy
 	// progress says when publishing makes no progress (progress.go).
@@ -102,6 +105,7 @@ func New(config Config) (*Forwarder, error) {
 		DeadLetterTopic: config.DeadLetterTopic, Store: f.store, Inflight: f.inflight, Metrics: f.metrics, Log: f.log,
 		Progress: f.progress, Retry: f.retry}
 	f.acker = ack.New(f.core)
+	f.leases = lease.New(f.core, &f.share, config.HeartbeatInterval, config.MinPollInterval, f.leasesTaken)
 	f.settler = deadletter.NewSettler(f.core, nil)
 	f.publisher = outcomePublisher(config, f.log)
 	// The wiring: the only place (beside validation) that reads Delivery and Source.
@@ -138,7 +142,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	defer stopRun()
 	f.stopRun = stopRun
 	var wg sync.WaitGroup
-	heartbeats := func(ctx context.Context) { f.heartbeatLoop(ctx, held) }
+	heartbeats := func(ctx context.Context) { f.leases.Loop(ctx, held) }
 	loops := []func(context.Context){heartbeats, f.statsLoop, f.progress.Loop}
 	if f.cfg.Retention > 0 {
 		loops = append(loops, f.pruneLoop)
@@ -215,7 +219,7 @@ func (f *Forwarder) start(ctx context.Context) (relay.Holding, error) {
 		}
 		if err == nil {
 			var held relay.Holding
-			if held, err = f.heartbeat(ctx); err == nil {
+			if held, err = f.leases.Heartbeat(ctx); err == nil {
 				f.metrics.OwnedPartitions.Set(float64(held.Owned))
 				return held, nil
 			}
@@ -223,7 +227,7 @@ func (f *Forwarder) start(ctx context.Context) (relay.Holding, error) {
 			if errors.As(err, &other) {
 				f.log.Warn("waiting: another relay runs on this SQLite database (SQLite supports one relay per database)",
 					"other_relay", other.Other, "retry_in", f.cfg.HeartbeatInterval)
-				if !sleep(ctx, f.cfg.HeartbeatInterval) {
+				if !relay.Sleep(ctx, f.cfg.HeartbeatInterval) {
 					return relay.Holding{}, fmt.Errorf("%w (%w) while waiting for relay %q to stop", errStoppedWhileStarting, ctx.Err(), other.Other)
 				}
 				attempt--
@@ -241,24 +245,13 @@ func (f *Forwarder) start(ctx context.Context) (relay.Holding, error) {
 			return relay.Holding{}, fmt.Errorf("forwarder: start: %w; the database was not ready: %w", ctx.Err(), notReady)
 		}
 		f.log.Warn("database not ready, retrying", "attempt", attempt, "of", startAttempts, "error", err)
-		if attempt < startAttempts && !sleep(ctx, wait) {
+		if attempt < startAttempts && !relay.Sleep(ctx, wait) {
 			return relay.Holding{}, fmt.Errorf("forwarder: start: %w; the database was not ready: %w", ctx.Err(), notReady)
 		}
 		wait *= 2
 	}
 	return relay.Holding{}, fmt.Errorf("forwarder: start on table %s failed after %d attempts (did you run outbox.Migrate?): %w",
 		f.store.Table, startAttempts, err)
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 func (f *Forwarder) statsLoop(ctx context.Context) {
@@ -289,7 +282,7 @@ func (f *Forwarder) statsLoop(ctx context.Context) {
 			}
 		}
 		f.updateBlockedGauges(ctx)
-		if !sleep(ctx, f.cfg.StatsInterval) {
+		if !relay.Sleep(ctx, f.cfg.StatsInterval) {
 			return
 		}
 	}
@@ -313,7 +306,7 @@ func (f *Forwarder) pruneLoop(ctx context.Context) {
 				break
 			}
 		}
-		if !sleep(ctx, f.cfg.PruneInterval) {
+		if !relay.Sleep(ctx, f.cfg.PruneInterval) {
 			return
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/lease"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -54,16 +55,16 @@ func TestPartitionsMoveBetweenHeartbeats(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b := &Forwarder{cfg: Config{DB: fx.db, RelayID: "B", LeaseTTL: ttl, HeartbeatInterval: 30 * time.Second,
-				MinPollInterval: 10 * time.Millisecond}, store: fx.store, inflight: relay.NewInflight(1), metrics: m,
-				log: slog.New(slog.NewTextHandler(io.Discard, nil)), leasesTaken: make(chan struct{}, 1)}
-			held, err := b.heartbeat(fx.ctx)
+			leasesTaken := make(chan struct{}, 1)
+			b := lease.New(relay.Core{DB: fx.db, RelayID: "B", LeaseTTL: ttl, Store: fx.store, Inflight: relay.NewInflight(1), Metrics: m,
+				Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, &relay.SharePolicy{}, 30*time.Second, 10*time.Millisecond, leasesTaken)
+			held, err := b.Heartbeat(fx.ctx)
 			if err != nil || held.Owned != 0 || held.Share != outbox.Partitions/2 {
 				t.Fatalf("B's first heartbeat: %+v, %v (want 0 owned of a share of %d)", held, err, outbox.Partitions/2)
 			}
 			ctx, cancel := context.WithCancel(fx.ctx)
 			done := make(chan struct{})
-			go func() { defer close(done); b.heartbeatLoop(ctx, held) }()
+			go func() { defer close(done); b.Loop(ctx, held) }()
 			defer func() { cancel(); <-done }()
 			if n := fx.heartbeat("A", ttl); n != outbox.Partitions/2 {
 				t.Fatalf("A kept %d partitions after B joined, want %d", n, outbox.Partitions/2)
@@ -77,7 +78,7 @@ func TestPartitionsMoveBetweenHeartbeats(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 			select {
-			case <-b.leasesTaken:
+			case <-leasesTaken:
 			default:
 				t.Fatal("B took partitions without waking its workers")
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -57,7 +58,7 @@ func ListenPostgres(ctx context.Context, dsn string, table outbox.Table, logger 
 				return
 			}
 			logger.Warn("outbox LISTEN connection lost, reconnecting", "channel", table.Channel(), "error", err, "in", backoff)
-			if !sleep(ctx, backoff) {
+			if !relay.Sleep(ctx, backoff) {
 				return
 			}
 			backoff = min(backoff*2, 10*time.Second)
