@@ -77,9 +77,11 @@ func TestPartitionsMoveBetweenHeartbeats(t *testing.T) {
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
+			// The wake follows the commit of the takeover that the loop above saw: wait for it
+			// (a bound against a hang), rather than look once, which raced with it.
 			select {
 			case <-leasesTaken:
-			default:
+			case <-time.After(time.Minute):
 				t.Fatal("B took partitions without waking its workers")
 			}
 		})
