@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -27,7 +29,8 @@ type errorClassifier interface {
 	Retriable(err error) bool
 }
 
-// NewPublisher returns a publisher that encodes every message's payload with enc (JSON to
+// NewPublisher returns a publisher that encodes every message's payload (but a dead letter's,
+// see needsEncoding) with enc (JSON to
 // Confluent-framed Avro, the schema of its topic's subject) and publishes a copy of it through
 // pub, which needs per-message outcomes (PublishEach: brokers/kafka has it). Its Retriable
 // (forwarder.ErrorClassifier) makes a *MismatchError permanent and ErrEarlierMessageNotEncoded and
@@ -70,6 +73,9 @@ func (p *publisher) Publish(topic string, msgs ...*message.Message) error {
 // every message of the call (retriable), and the others are sent.
 func (p *publisher) PublishEach(ctx context.Context, topic string, msgs []*message.Message) []error {
 	errs := make([]error, len(msgs))
+	if !slices.ContainsFunc(msgs, needsEncoding) {
+		return p.each.PublishEach(ctx, topic, msgs)
+	}
 	if _, err := p.enc.lookup(ctx, Subject(topic)); err != nil {
 		for i := range errs {
 			errs[i] = fmt.Errorf("schema: topic %q: %w", topic, err)
@@ -115,10 +121,21 @@ func (p *publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 	return errs
 }
 
-// encode returns a copy of msg (UUID, metadata, context kept) with its payload encoded.
+// needsEncoding reports whether msg is to be encoded: every message but a dead letter (one with
+// Watermill's poison reason header, as the forwarder publishes it), which keeps the event's
+// payload as the writer stored it, so that a poison event reaches the dead-letter topic.
+func needsEncoding(msg *message.Message) bool {
+	return msg == nil || msg.Metadata.Get(middleware.ReasonForPoisonedKey) == ""
+}
+
+// encode returns a copy of msg (UUID, metadata, context kept) with its payload encoded; a dead
+// letter as it is.
 func (p *publisher) encode(ctx context.Context, topic string, msg *message.Message) (*message.Message, error) {
 	if msg == nil {
 		return nil, &MismatchError{Subject: Subject(topic), Path: "$", Reason: "nil message"}
+	}
+	if !needsEncoding(msg) {
+		return msg, nil
 	}
 	payload, err := p.enc.Encode(ctx, topic, msg.Payload)
 	if err != nil {
