@@ -50,6 +50,7 @@ func startRelayHTTP(cfg relayconfig.Config, db *sql.DB, registry *prometheus.Reg
 	if h.AdminListen != "" {
 		stop, err := serveAdmin(h, mount, logger)
 		if err != nil {
+			stopAll()
 			return nil, err
 		}
 		stops = append(stops, stop)

@@ -32,7 +32,9 @@ func adminRoutes(cfg relayconfig.Config, db *sql.DB, publisher func() message.Pu
 	}
 	if tokens.Empty() {
 		logger.Info("admin API and console off: no admin token configured (http.admin_read_tokens_file, http.admin_write_tokens_file)")
-		return nil, func() {}, nil
+		return nil, onSIGHUP(func() {
+			logger.Warn("SIGHUP ignored: the admin API and console are off (no admin token at start); a token added now needs a restart")
+		}), nil
 	}
 	all, err := admin.New(db, cfg.Database.Dialect, cfg.Database.Table)
 	if err != nil {
@@ -82,6 +84,25 @@ func adminRoutes(cfg relayconfig.Config, db *sql.DB, publisher func() message.Pu
 // and the console sessions of a removed or changed token end. A set that cannot be read keeps
 // the previous one (logged); an empty set refuses everyone.
 func reloadTokensOnSIGHUP(h relayconfig.HTTP, api *adminapi.API, logger *slog.Logger) func() {
+	return onSIGHUP(func() {
+		tokens, err := adminapi.LoadTokens(h.AdminReadTokensFile, h.AdminWriteTokensFile, os.LookupEnv)
+		if err != nil {
+			logger.Error("admin tokens not reloaded: the previous tokens stay", "error", err)
+			return
+		}
+		api.SetTokens(tokens)
+		if tokens.Empty() {
+			logger.Warn("admin tokens reloaded: none left, the admin API and console refuse every request")
+			return
+		}
+		logger.Info("admin tokens reloaded", "tokens", tokens.Names())
+	})
+}
+
+// onSIGHUP calls handle on each SIGHUP until the returned function is called. A relay always
+// handles SIGHUP, so that the signal a token reloader sends never ends it (the default action
+// of SIGHUP terminates the process).
+func onSIGHUP(handle func()) func() {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	done := make(chan struct{})
@@ -91,17 +112,7 @@ func reloadTokensOnSIGHUP(h relayconfig.HTTP, api *adminapi.API, logger *slog.Lo
 			case <-done:
 				return
 			case <-hup:
-				tokens, err := adminapi.LoadTokens(h.AdminReadTokensFile, h.AdminWriteTokensFile, os.LookupEnv)
-				if err != nil {
-					logger.Error("admin tokens not reloaded: the previous tokens stay", "error", err)
-					continue
-				}
-				api.SetTokens(tokens)
-				if tokens.Empty() {
-					logger.Warn("admin tokens reloaded: none left, the admin API and console refuse every request")
-					continue
-				}
-				logger.Info("admin tokens reloaded", "tokens", tokens.Names())
+				handle()
 			}
 		}
 	}()

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"database/sql"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -9,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/outboxkit/outboxkit/internal/testsupport"
 )
 
 // A SIGHUP makes a running relay read its token files again, without a restart: a removed token
@@ -74,4 +79,38 @@ func TestAdminTokensReloadOnSIGHUP(t *testing.T) {
 	if st := r.status(t, id); st != -1 {
 		t.Errorf("an event written after the reload is still in the table a minute later (status %d); relay log:\n%s", st, r.relay.log())
 	}
+}
+
+// A relay without admin tokens handles SIGHUP too: the signal a token reloader sends (a sidecar,
+// `kill -HUP`) is logged and ignored, and the relay keeps relaying. SIGHUP's default action
+// would end the process.
+func TestRelayWithoutAdminTokensSurvivesSIGHUP(t *testing.T) {
+	t.Parallel()
+	db := testsupport.OpenPostgres(t)
+	table, topic := testsupport.UniqueName("cli_hup"), testsupport.UniqueName("cli.hup")
+	dropTables(t, db, table)
+	dir := writeConfig(t, pgConfig(testsupport.PostgresDSN(t), table,
+		fmt.Sprintf("broker: kafka\nkafka:\n  brokers: [%s]\n", strings.Join(testsupport.KafkaBrokers(t), ", "))))
+	if res := cli(t, dir, "migrate"); res.code != 0 {
+		t.Fatalf("migrate: %s", res)
+	}
+	relay := startRelay(t, dir)
+	relay.waitLog(t, "admin API and console off: no admin token configured (http.admin_read_tokens_file, http.admin_write_tokens_file)")
+	relay.waitLog(t, "forwarder started")
+	if err := relay.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	relay.waitLog(t, "SIGHUP ignored: the admin API and console are off (no admin token at start); a token added now needs a restart")
+	id := writeEventsIn(t, db, "postgres", table, topic, 1)[0]
+	st := 0
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		err := db.QueryRow("SELECT status FROM "+table+" WHERE event_id = $1", id).Scan(&st)
+		if errors.Is(err, sql.ErrNoRows) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatalf("an event written after the SIGHUP is still in the table (status %d); relay log:\n%s", st, relay.log())
 }
