@@ -36,6 +36,10 @@ type ActionResult struct {
 	// Applied counts the rows changed: fewer than len(Events) when a relay or another operator
 	// changed some of them between the selection and the change.
 	Applied int64
+	// Committed is how many of Events, from the first, were in chunks whose transaction
+	// committed: all of them after a success, fewer when an error stopped the action part-way
+	// (the rest were left as they were).
+	Committed int
 }
 
 // actionChunk bounds the events one statement changes.
@@ -58,7 +62,7 @@ func (a *Admin) SkipKeys(ctx context.Context, f KeyFilter, dryRun bool) (ActionR
 	if dryRun || len(keys) == 0 {
 		return res, nil
 	}
-	res.Applied, err = a.applyChunks(ctx, res.Events, func(tx *sql.Tx, seqs, hashes []any) (int64, error) {
+	res.Applied, res.Committed, err = a.applyChunks(ctx, res.Events, func(tx *sql.Tx, seqs, hashes []any) (int64, error) {
 		n, err := a.exec(ctx, tx, a.sql().SkipHeads(seqs))
 		if err != nil {
 			return 0, err
@@ -103,7 +107,7 @@ func (a *Admin) actOnLetters(ctx context.Context, action string, f EventFilter, 
 	if dryRun || len(letters) == 0 {
 		return res, nil
 	}
-	res.Applied, err = a.applyChunks(ctx, res.Events, apply)
+	res.Applied, res.Committed, err = a.applyChunks(ctx, res.Events, apply)
 	return res, err
 }
 
@@ -116,9 +120,9 @@ func (a *Admin) releaseKeys(ctx context.Context, tx *sql.Tx, hashes []any) error
 }
 
 // applyChunks runs apply on the events' sequence numbers and distinct key hashes, a chunk per
-// transaction, and sums what it changed.
-func (a *Admin) applyChunks(ctx context.Context, events []ActionEvent, apply func(tx *sql.Tx, seqs, hashes []any) (int64, error)) (int64, error) {
-	var total int64
+// transaction, and sums what it changed; committed counts the events of the chunks that
+// committed (a chunk whose commit failed counts as not committed).
+func (a *Admin) applyChunks(ctx context.Context, events []ActionEvent, apply func(tx *sql.Tx, seqs, hashes []any) (int64, error)) (applied int64, committed int, err error) {
 	for start := 0; start < len(events); start += actionChunk {
 		chunk := events[start:min(start+actionChunk, len(events))]
 		var seqs, hashes []any
@@ -132,19 +136,20 @@ func (a *Admin) applyChunks(ctx context.Context, events []ActionEvent, apply fun
 		}
 		tx, err := a.db.BeginTx(ctx, nil)
 		if err != nil {
-			return total, fmt.Errorf("admin: begin: %w", err)
+			return applied, committed, fmt.Errorf("admin: begin: %w", err)
 		}
 		n, err := apply(tx, seqs, hashes)
 		if err != nil {
 			_ = tx.Rollback()
-			return total, err
+			return applied, committed, err
 		}
 		if err := tx.Commit(); err != nil {
-			return total, fmt.Errorf("admin: commit: %w", err)
+			return applied, committed, fmt.Errorf("admin: commit: %w", err)
 		}
-		total += n
+		applied += n
+		committed += len(chunk)
 	}
-	return total, nil
+	return applied, committed, nil
 }
 
 func (a *Admin) exec(ctx context.Context, tx *sql.Tx, query sqlstore.Query) (int64, error) {

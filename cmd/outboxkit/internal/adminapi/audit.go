@@ -34,7 +34,8 @@ func (a *API) Audit(ctx context.Context, logger *slog.Logger, msg string, attrs 
 
 // auditAction audits an action: who (the token's name), from where, what, the events it matched
 // and the rows it changed, also when it failed after some of its chunks committed (res.Applied
-// counts those), then the ids of the matched events, auditIDsPerLine a line.
+// counts those), then the ids of the matched events, auditIDsPerLine a line: committed=true for
+// those in chunks that committed, committed=false for the rest (a dry run, or an error part-way).
 func (a *API) auditAction(ctx context.Context, tok Token, remote, via, action string, s Selection,
 	res admin.ActionResult, err error) {
 	attrs := []slog.Attr{slog.String("who", tok.Name), slog.String("remote", remote), slog.String("via", via),
@@ -46,15 +47,9 @@ func (a *API) auditAction(ctx context.Context, tok Token, remote, via, action st
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}
 	audit(ctx, a.cfg.Logger, level, "admin action", attrs...)
-	for start := 0; start < len(res.Events); start += auditIDsPerLine {
-		chunk := res.Events[start:min(start+auditIDsPerLine, len(res.Events))]
-		ids := make([]string, len(chunk))
-		for i, e := range chunk {
-			ids[i] = e.EventID.String()
-		}
-		audit(ctx, a.cfg.Logger, level, "admin action events", slog.String("who", tok.Name), slog.String("action", action),
-			slog.Bool("dry_run", s.DryRun), slog.Int("from", start), slog.Any("event_ids", ids))
-	}
+	committed := min(res.Committed, len(res.Events))
+	a.auditEventIDs(ctx, level, tok, action, s, res.Events[:committed], 0, true)
+	a.auditEventIDs(ctx, level, tok, action, s, res.Events[committed:], committed, false)
 }
 
 // failureLog limits the lines of failed authentications: a bucket of burst lines, refilled by
@@ -110,4 +105,20 @@ func (a *API) AuditAuthFailure(ctx context.Context, remote, path, via string, co
 	}
 	audit(ctx, a.cfg.Logger, slog.LevelWarn, "admin authentication failed", slog.String("remote", remote), slog.String("via", via),
 		slog.String("path", path), slog.Int("status", code), slog.Int("suppressed_before", left))
+}
+
+// auditEventIDs writes the ids of events (the matched events from index from on), auditIDsPerLine
+// a line, each line saying whether the change of these events committed.
+func (a *API) auditEventIDs(ctx context.Context, level slog.Level, tok Token, action string, s Selection,
+	events []admin.ActionEvent, from int, committed bool) {
+	for start := 0; start < len(events); start += auditIDsPerLine {
+		chunk := events[start:min(start+auditIDsPerLine, len(events))]
+		ids := make([]string, len(chunk))
+		for i, e := range chunk {
+			ids[i] = e.EventID.String()
+		}
+		audit(ctx, a.cfg.Logger, level, "admin action events", slog.String("who", tok.Name), slog.String("action", action),
+			slog.Bool("dry_run", s.DryRun), slog.Int("from", from+start), slog.Bool("committed", committed),
+			slog.Any("event_ids", ids))
+	}
 }
