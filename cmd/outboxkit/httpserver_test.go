@@ -149,6 +149,9 @@ func TestServerTimeoutsEndSlowAndIdleClients(t *testing.T) {
 		"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\ntoken=abcd", h.addr, h.addr)
 	waitClosed(t, conn, conn, "a slow login body")
 
+	// A read timeout longer than the client's bound, so that only http.idle_timeout can end the
+	// idle connection (net/http falls back to the read timeout when the idle timeout is zero).
+	h = startTestHTTP(t, "", "  read_timeout: 1m\n  write_timeout: 5s\n  idle_timeout: 1s\n")
 	idle, err := net.Dial("tcp", h.addr)
 	if err != nil {
 		t.Fatal(err)
