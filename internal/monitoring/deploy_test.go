@@ -2,6 +2,7 @@ package monitoring
 
 import (
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,21 +13,28 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// forwarderMetrics reads the metric names the forwarder registers from forwarder/metrics.go and
-// forwarder/blocked_metrics.go (the names given to its counter and gauge helpers and to the Name
-// fields), prefixed with the namespace and subsystem the files set.
+// forwarderMetrics reads the metric names the forwarder registers from the files under forwarder/
+// that set the namespace and subsystem (the names given to its counter and gauge helpers and to
+// the Name fields), prefixed with that namespace and subsystem.
 func forwarderMetrics(t *testing.T) map[string]bool {
 	t.Helper()
+	const scope = `Namespace: "outboxkit", Subsystem: "forwarder"`
 	var src []byte
-	for _, file := range []string{"metrics.go", "blocked_metrics.go"} {
-		data, err := os.ReadFile(filepath.Join(repoRoot(t), "forwarder", file))
-		if err != nil {
-			t.Fatal(err)
+	err := filepath.WalkDir(filepath.Join(repoRoot(t), "forwarder"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
 		}
-		src = append(src, data...)
-	}
-	if !strings.Contains(string(src), `Namespace: "outboxkit", Subsystem: "forwarder"`) {
-		t.Fatal(`forwarder/metrics.go no longer sets Namespace "outboxkit", Subsystem "forwarder": update this test`)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(data), scope) {
+			src = append(src, data...)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	names := map[string]bool{}
 	re := regexp.MustCompile(`(?:counter\(|gauge\(|Name:\s*)"([a-z_]+)"`)
@@ -34,7 +42,7 @@ func forwarderMetrics(t *testing.T) map[string]bool {
 		names["outboxkit_forwarder_"+m[1]] = true
 	}
 	if len(names) < 10 {
-		t.Fatalf("found only %d metric names in forwarder/metrics.go (%v): update this test", len(names), names)
+		t.Fatalf("found only %d metric names in the forwarder's files that set %s (%v): update this test", len(names), scope, names)
 	}
 	return names
 }
@@ -54,7 +62,7 @@ func checkNames(t *testing.T, what, text string, known map[string]bool) map[stri
 			}
 		}
 		if !known[base] {
-			t.Errorf("%s uses %s, which forwarder/metrics.go does not register", what, name)
+			t.Errorf("%s uses %s, which the forwarder does not register", what, name)
 			continue
 		}
 		used[base] = true
