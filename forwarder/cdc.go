@@ -44,12 +44,6 @@ func (f *Forwarder) setupCDC(table outbox.Table) error {
 		return fmt.Errorf("forwarder: %w", err)
 	}
 	f.cdc = &cdcState{table: table, vecs: v}
-	f.share.Target = func(int) int {
-		if f.cdc.streaming.Load() {
-			return outbox.Partitions
-		}
-		return 0
-	}
 	return nil
 }
 

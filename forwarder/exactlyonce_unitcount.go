@@ -76,5 +76,5 @@ func (f *Forwarder) unitCountMismatch(recorded int) error {
 // setUnits makes n the unit count, before any lease is taken.
 func (f *Forwarder) setUnits(n int) {
 	f.cfg.TransactionalUnits = n
-	f.share.Units = n
+	f.leases.SetShare(sharePolicy(f))
 }

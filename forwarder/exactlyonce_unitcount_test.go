@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
+	"github.com/outboxkit/outboxkit/forwarder/internal/lease"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -82,8 +83,8 @@ func TestUnitCountDefaultsToTheGroupsRecordedOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, share := upgraded.cfg.TransactionalUnits, upgraded.share.Units; got != 8 || share != 8 {
-		t.Fatalf("a group with the rows of 8 units got %d units (share granule %d), want 8", got, share)
+	if got, share := upgraded.cfg.TransactionalUnits, upgraded.leases.Share(); got != 8 || share != lease.Units(8) {
+		t.Fatalf("a group with the rows of 8 units got %d units (share policy %#v), want 8", got, share)
 	}
 }
 

@@ -53,8 +53,6 @@ type Forwarder struct {
 	installation string
 	// unitsConfigured: Config.TransactionalUnits was set, not defaulted (resolveUnits).
 	unitsConfigured bool
-	// share is how this relay shares the partitions with the others of its lease group.
-	share relay.SharePolicy
 	// leasesTaken tells the polling workers that partitions were taken between heartbeats of
 	// their own: an idle worker polls them at once instead of at the end of its backoff.
 	leasesTaken chan struct{}
@@ -105,7 +103,6 @@ func New(config Config) (*Forwarder, error) {
 		DeadLetterTopic: config.DeadLetterTopic, Store: f.store, Inflight: f.inflight, Metrics: f.metrics, Log: f.log,
 		Progress: f.progress, Retry: f.retry}
 	f.acker = ack.New(f.core)
-	f.leases = lease.New(f.core, &f.share, config.HeartbeatInterval, config.MinPollInterval, f.leasesTaken)
 	f.settler = deadletter.NewSettler(f.core, nil)
 	f.publisher = outcomePublisher(config, f.log)
 	// The wiring: the only place (beside validation) that reads Delivery and Source.
@@ -113,6 +110,7 @@ func New(config Config) (*Forwarder, error) {
 	if f.source, err = newSource(f, table); err != nil {
 		return nil, err
 	}
+	f.leases = lease.New(f.core, sharePolicy(f), config.HeartbeatInterval, config.MinPollInterval, f.leasesTaken)
 	return f, nil
 }
 

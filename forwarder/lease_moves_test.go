@@ -21,14 +21,14 @@ func TestIncomingPartitions(t *testing.T) {
 		held   relay.Holding
 		want   bool
 	}{
-		{"a new relay, the others above their shares", relay.SharePolicy{}, relay.Holding{Owned: 0, Share: 22, Relays: 3}, true},
-		{"half-way through the move", relay.SharePolicy{}, relay.Holding{Owned: 10, Share: 22, Relays: 3}, true},
-		{"below the share only by rounding (22+22+20)", relay.SharePolicy{}, relay.Holding{Owned: 20, Share: 22, Relays: 3}, false},
-		{"at its share", relay.SharePolicy{}, relay.Holding{Owned: 32, Share: 32, Relays: 2}, false},
-		{"a lone relay missing partitions (expired, free)", relay.SharePolicy{}, relay.Holding{Owned: 60, Share: 64, Relays: 1}, true},
-		{"units: a new relay", relay.SharePolicy{Units: 8}, relay.Holding{Owned: 0, Share: 24, Relays: 3}, true},
-		{"units: below only by rounding (24+24+16)", relay.SharePolicy{Units: 8}, relay.Holding{Owned: 16, Share: 24, Relays: 3}, false},
-		{"a target (cdc) takes by heartbeats", relay.SharePolicy{Target: func(int) int { return outbox.Partitions }}, relay.Holding{Owned: 0, Share: 64, Relays: 2}, false},
+		{"a new relay, the others above their shares", lease.PerPartition{}, relay.Holding{Owned: 0, Share: 22, Relays: 3}, true},
+		{"half-way through the move", lease.PerPartition{}, relay.Holding{Owned: 10, Share: 22, Relays: 3}, true},
+		{"below the share only by rounding (22+22+20)", lease.PerPartition{}, relay.Holding{Owned: 20, Share: 22, Relays: 3}, false},
+		{"at its share", lease.PerPartition{}, relay.Holding{Owned: 32, Share: 32, Relays: 2}, false},
+		{"a lone relay missing partitions (expired, free)", lease.PerPartition{}, relay.Holding{Owned: 60, Share: 64, Relays: 1}, true},
+		{"units: a new relay", lease.Units(8), relay.Holding{Owned: 0, Share: 24, Relays: 3}, true},
+		{"units: below only by rounding (24+24+16)", lease.Units(8), relay.Holding{Owned: 16, Share: 24, Relays: 3}, false},
+		{"a target (cdc) takes by heartbeats", lease.Target{SharePolicy: lease.PerPartition{}, Partitions: func(int) int { return outbox.Partitions }}, relay.Holding{Owned: 0, Share: 64, Relays: 2}, false},
 	}
 	for _, c := range cases {
 		if got := c.policy.Incoming(c.held); got != c.want {
@@ -57,7 +57,7 @@ func TestPartitionsMoveBetweenHeartbeats(t *testing.T) {
 			}
 			leasesTaken := make(chan struct{}, 1)
 			b := lease.New(relay.Core{DB: fx.db, RelayID: "B", LeaseTTL: ttl, Store: fx.store, Inflight: relay.NewInflight(1), Metrics: m,
-				Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, &relay.SharePolicy{}, 30*time.Second, 10*time.Millisecond, leasesTaken)
+				Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, lease.PerPartition{}, 30*time.Second, 10*time.Millisecond, leasesTaken)
 			held, err := b.Heartbeat(fx.ctx)
 			if err != nil || held.Owned != 0 || held.Share != outbox.Partitions/2 {
 				t.Fatalf("B's first heartbeat: %+v, %v (want 0 owned of a share of %d)", held, err, outbox.Partitions/2)

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outboxkit/outboxkit/forwarder/admin"
+	"github.com/outboxkit/outboxkit/forwarder/internal/lease"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
@@ -158,7 +159,7 @@ func renderStoreStatements(t *testing.T, d outbox.Dialect) string {
 	var records []relay.Record
 
 	g.step("ensureLeaseRows", func() error { return s.EnsureLeaseRows(ctx, db) })
-	g.step("heartbeat (acquire)", func() error { _, err := s.Heartbeat(ctx, db, owner, ttl, relay.SharePolicy{}, nil); return err })
+	g.step("heartbeat (acquire)", func() error { _, err := s.Heartbeat(ctx, db, owner, ttl, lease.PerPartition{}, nil); return err })
 	g.step("liveLeases", func() (err error) { leases, err = s.LiveLeases(ctx, db, owner, 0, 1); return err })
 	g.step("claim", func() (err error) { records, err = s.Claim(ctx, db, all, 100, 1<<20); return err })
 	tenants := &relay.Store{Table: table, Dialect: d, Group: "golden", Tenants: []string{"a", "b"}}
@@ -185,12 +186,12 @@ func renderStoreStatements(t *testing.T, d outbox.Dialect) string {
 	g.step("ownedPartitions", func() error { _, err := s.OwnedPartitions(ctx, db, owner); return err })
 	g.step("renew", func() error { _, err := s.Renew(ctx, db, owner, ttl); return err })
 	g.step("release", func() error { _, err := s.Release(ctx, db, owner, all[:2]); return err })
-	g.step("acquire", func() error { _, err := s.Acquire(ctx, db, owner, 2, ttl, relay.SharePolicy{}); return err })
+	g.step("acquire", func() error { _, err := s.Acquire(ctx, db, owner, 2, ttl, lease.PerPartition{}); return err })
 	g.step("lockLeases (skip locked)", func() error {
 		return relay.InTx(ctx, db, func(tx *sql.Tx) error { _, err := s.LockLeases(ctx, tx, all[:4], true); return err })
 	})
 	g.step("heartbeat (units)", func() error {
-		_, err := s.Heartbeat(ctx, db, owner, ttl, relay.SharePolicy{Units: 8}, nil)
+		_, err := s.Heartbeat(ctx, db, owner, ttl, lease.Units(8), nil)
 		return err
 	})
 	renderUnitStatements(g, s, db, records)

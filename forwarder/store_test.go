@@ -14,6 +14,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/outboxkit/outboxkit/forwarder/admin"
+	"github.com/outboxkit/outboxkit/forwarder/internal/lease"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
@@ -264,7 +265,7 @@ func TestStoreAckDeletesOrRetainsAndPrunes(t *testing.T) {
 
 func (fx *storeFixture) heartbeat(owner string, ttl time.Duration) int {
 	fx.t.Helper()
-	n, err := fx.store.Heartbeat(fx.ctx, fx.db, owner, ttl, relay.SharePolicy{}, nil)
+	n, err := fx.store.Heartbeat(fx.ctx, fx.db, owner, ttl, lease.PerPartition{}, nil)
 	if err != nil {
 		fx.t.Fatalf("heartbeat of %s: %v", owner, err)
 	}
@@ -375,12 +376,12 @@ func TestStoreSQLiteAllowsOneRelay(t *testing.T) {
 	}
 	const ttl = time.Minute // A stays alive between the test's statements, however slow they are
 	fx.heartbeat("A", ttl)
-	_, err := fx.store.Heartbeat(fx.ctx, fx.db, "B", ttl, relay.SharePolicy{}, nil)
+	_, err := fx.store.Heartbeat(fx.ctx, fx.db, "B", ttl, lease.PerPartition{}, nil)
 	if err == nil || !strings.Contains(err.Error(), `relay "A" is running on this SQLite database`) {
 		t.Fatalf("a second relay on one SQLite database: %v", err)
 	}
 	other := &relay.Store{Table: fx.store.Table, Dialect: outbox.SQLite, Group: "tenants:x"}
-	if _, err := other.Heartbeat(fx.ctx, fx.db, "C", ttl, relay.SharePolicy{}, nil); err == nil {
+	if _, err := other.Heartbeat(fx.ctx, fx.db, "C", ttl, lease.PerPartition{}, nil); err == nil {
 		t.Fatal("a relay of another lease group was accepted beside a running one")
 	}
 	if err := fx.store.ReleaseAll(fx.ctx, fx.db, "A"); err != nil {

@@ -16,7 +16,7 @@ import (
 
 // Exactly-once delivery (docs/exactly-once.md). The partitions are grouped into
 // Config.TransactionalUnits units (unit u holds the partitions p with p % units == u), each
-// with a stable name (unitName), leased whole (sharePolicy.whole). A batch is published per unit
+// with a stable name (unitName), leased whole (lease.Units). A batch is published per unit
 // in one broker transaction holding its events, its dead letters and a checkpoint listing its
 // rows; only after the commit are the rows deleted (or marked), in the usual fenced
 // acknowledgement. Opening a unit fences

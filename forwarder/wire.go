@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/outboxkit/outboxkit/forwarder/internal/atleastonce"
+	"github.com/outboxkit/outboxkit/forwarder/internal/lease"
 	"github.com/outboxkit/outboxkit/forwarder/internal/polling"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/outbox"
@@ -20,10 +21,29 @@ import (
 func newPipeline(f *Forwarder) relay.Deliverer {
 	if f.cfg.Delivery == ExactlyOnce {
 		f.txp = f.cfg.Publisher.(TransactionalPublisher) // checked by Validate
-		f.share.Units = f.cfg.TransactionalUnits
 		return exactlyOnce{f}
 	}
 	return atleastonce.New(f.core, f.publisher, f.acker)
+}
+
+// sharePolicy returns how this relay shares the partitions with the others of its lease group:
+// whole transactional units with ExactlyOnce delivery, single partitions otherwise; the cdc
+// source aims at all of them while this relay streams the slot and none otherwise.
+func sharePolicy(f *Forwarder) relay.SharePolicy {
+	var share relay.SharePolicy = lease.PerPartition{}
+	if f.cfg.Delivery == ExactlyOnce {
+		share = lease.Units(f.cfg.TransactionalUnits)
+	}
+	if f.cfg.Source == SourceCDC {
+		streaming := &f.cdc.streaming
+		share = lease.Target{SharePolicy: share, Partitions: func(int) int {
+			if streaming.Load() {
+				return outbox.Partitions
+			}
+			return 0
+		}}
+	}
+	return share
 }
 
 // newSource returns the source of the configured Config.Source.

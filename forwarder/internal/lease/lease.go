@@ -26,26 +26,32 @@ const quickSteps = 25
 // Keeper runs the heartbeats of one relay.
 type Keeper struct {
 	core relay.Core
-	// share is the relay's share policy, which the wiring may still adjust (the cdc target,
-	// the unit count settled at start) before the first heartbeat.
-	share *relay.SharePolicy
+	// share is the relay's share policy (SetShare).
+	share relay.SharePolicy
 	// heartbeatInterval and minPollInterval are Config's.
 	heartbeatInterval, minPollInterval time.Duration
 	// leasesTaken tells the polling workers that partitions were taken between heartbeats.
 	leasesTaken chan<- struct{}
 }
 
-// New returns the keeper of core's leases under the share policy *share.
-func New(core relay.Core, share *relay.SharePolicy, heartbeatInterval, minPollInterval time.Duration, leasesTaken chan<- struct{}) *Keeper {
+// New returns the keeper of core's leases under the share policy share.
+func New(core relay.Core, share relay.SharePolicy, heartbeatInterval, minPollInterval time.Duration, leasesTaken chan<- struct{}) *Keeper {
 	return &Keeper{core: core, share: share, heartbeatInterval: heartbeatInterval, minPollInterval: minPollInterval, leasesTaken: leasesTaken}
 }
+
+// SetShare replaces the share policy before the first heartbeat: exactly-once delivery settles
+// its unit count at start, from the lease group's bookkeeping.
+func (f *Keeper) SetShare(share relay.SharePolicy) { f.share = share }
+
+// Share returns the share policy in force.
+func (f *Keeper) Share() relay.SharePolicy { return f.share }
 
 // Heartbeat renews and rebalances the leases, never releasing a partition under this relay's
 // own batch in flight.
 func (f *Keeper) Heartbeat(ctx context.Context) (relay.Holding, error) {
 	var releasing []int
 	rebalanced := false
-	held, err := f.core.Store.Rebalance(ctx, f.core.DB, f.core.RelayID, f.core.LeaseTTL, *f.share, func(surplus []int) []int {
+	held, err := f.core.Store.Rebalance(ctx, f.core.DB, f.core.RelayID, f.core.LeaseTTL, f.share, func(surplus []int) []int {
 		rebalanced = true
 		releasing = f.core.Inflight.Rebalance(surplus)
 		return releasing
@@ -97,7 +103,7 @@ func (f *Keeper) takeIncoming(ctx context.Context, held relay.Holding) relay.Hol
 	if !f.share.Incoming(held) {
 		return held
 	}
-	taken, err := f.core.Store.Acquire(ctx, f.core.DB, f.core.RelayID, held.Share-held.Owned, f.core.LeaseTTL, *f.share)
+	taken, err := f.core.Store.Acquire(ctx, f.core.DB, f.core.RelayID, held.Share-held.Owned, f.core.LeaseTTL, f.share)
 	if err != nil {
 		if ctx.Err() == nil {
 			f.core.Log.Warn("taking partitions between heartbeats failed", "error", err)

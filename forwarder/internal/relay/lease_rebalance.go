@@ -5,12 +5,10 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
-
-	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // The heartbeat of the lease protocol (lease.go): a relay registers itself, renews its leases,
-// and, by its sharePolicy, releases what it holds above its share or takes free or expired
+// and, by its SharePolicy, releases what it holds above its share or takes free or expired
 // partitions below it.
 
 // registerRelay records this relay's heartbeat at the database's time. On SQLite, which
@@ -175,18 +173,12 @@ func (s *Store) Release(ctx context.Context, db *sql.DB, owner string, partition
 // the previous owner. Candidates locked by another transaction are skipped, so acquiring never
 // waits.
 func (s *Store) Acquire(ctx context.Context, db *sql.DB, owner string, n int, ttl time.Duration, policy SharePolicy) (int, error) {
-	limit := n
-	if policy.Units > 0 {
-		limit = outbox.Partitions // whole units are picked below
-	}
-	candidates, err := s.SQL().FreeLeases(limit).Ints(ctx, db)
+	candidates, err := s.SQL().FreeLeases(policy.Candidates(n)).Ints(ctx, db)
 	if err != nil {
 		return 0, fmt.Errorf("find free leases: %w", err)
 	}
-	if policy.Units > 0 {
-		candidates, _ = policy.Whole(candidates)
-		candidates = candidates[:min(len(candidates), n)]
-	}
+	candidates, _ = policy.Whole(candidates)
+	candidates = candidates[:min(len(candidates), n)]
 	if len(candidates) == 0 {
 		return 0, nil
 	}
@@ -202,11 +194,9 @@ func (s *Store) Acquire(ctx context.Context, db *sql.DB, owner string, n int, tt
 				parts = append(parts, p)
 			}
 		}
-		if policy.Units > 0 {
-			// A unit some of whose rows another transaction holds is left whole.
-			if parts, _ = policy.Whole(parts); len(parts) == 0 {
-				return nil
-			}
+		// A granule some of whose rows another transaction holds is left whole.
+		if parts, _ = policy.Whole(parts); len(parts) == 0 {
+			return nil
 		}
 		res, err := s.SQL().Acquire(owner, ttl, parts).Exec(ctx, tx)
 		if err != nil {
