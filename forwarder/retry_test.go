@@ -40,6 +40,12 @@ func TestRetryPolicyDecidesEveryPath(t *testing.T) {
 	if p.FinalDeadLetterError(5, retriable) || !p.FinalDeadLetterError(6, retriable) || !p.FinalDeadLetterError(1, errPermanent) {
 		t.Error("a refused dead letter must be final on a permanent error or after 2 x MaxAttempts, also with unlimited retries")
 	}
+	if bounded := testPolicy(false); bounded.Spent(2) || !bounded.Spent(3) || bounded.Published(2) != 2 || bounded.Published(5) != 3 {
+		t.Error("an event's attempts must be spent from MaxAttempts on, and its publishes never counted past MaxAttempts")
+	}
+	if p.Spent(1000) || p.Published(1000) != 1000 {
+		t.Error("unlimited retries never spend an event's attempts")
+	}
 	if p.PastBudget(3) || !p.PastBudget(4) {
 		t.Error("pastBudget must hold from MaxAttempts + 1 on")
 	}

@@ -61,16 +61,22 @@ func (*Deliverer) Scope(leases []relay.Lease, records []relay.Record) []relay.Le
 }
 
 // Deliver publishes the records of the given leases, settles the failures (retry, park or
-// dead-letter) and acknowledges the outcome in one short transaction fenced by the leases'
+// dead-letter), sends the dead letters alone of the records whose attempts are spent
+// (deadletter.SplitSpent: the event is not published again, and its key's later records wait)
+// and acknowledges the outcome in one short transaction fenced by the leases'
 // epochs, and returns it.
 func (d *Deliverer) Deliver(ctx context.Context, worker int, leases []relay.Lease, records []relay.Record) (relay.Outcome, error) {
 	publishCtx, cancelPublish := context.WithTimeout(context.WithoutCancel(ctx), d.core.LeaseTTL)
+	spent, records := deadletter.SplitSpent(d.core.Retry, records)
 	started := time.Now()
 	acked, failed := Publish(publishCtx, d.pub, d.core.Metrics, d.core.Log, records)
 	d.core.Metrics.PublishSeconds.Observe(time.Since(started).Seconds())
-	settled := make([]relay.Settlement, len(failed))
-	for i, fl := range failed {
-		settled[i] = d.settler.Settle(publishCtx, fl.Record, fl.Err)
+	settled := make([]relay.Settlement, 0, len(failed)+len(spent))
+	for _, fl := range failed {
+		settled = append(settled, d.settler.Settle(publishCtx, fl.Record, fl.Err))
+	}
+	for _, r := range spent {
+		settled = append(settled, d.settler.SettleSpent(publishCtx, r))
 	}
 	cancelPublish()
 

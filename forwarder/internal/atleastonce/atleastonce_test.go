@@ -89,3 +89,38 @@ func TestDeliverParksAFailedKeyAndDeadLettersAPermanentFailure(t *testing.T) {
 		t.Fatalf("dead letters %v", dead)
 	}
 }
+
+// TestDeliverSendsASpentRecordsDeadLetterAlone: a record whose attempts are spent (its dead
+// letter failed after the last one) is not published again: its dead letter goes alone, with
+// the event's publishes (max_attempts) as its attempts, and its key's later event stays pending
+// (in neither list), while the other key flows.
+func TestDeliverSendsASpentRecordsDeadLetterAlone(t *testing.T) {
+	m, err := relay.NewMetrics(nil, "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	core := relay.Core{Workers: 1, BatchSize: 10, MaxBatchBytes: 1 << 20, LeaseTTL: 1 << 40, DeadLetterTopic: "dead",
+		Metrics: m, Log: slog.New(slog.DiscardHandler),
+		Retry: relay.RetryPolicy{MaxAttempts: 3, Retriable: func(error) bool { return true }, Initial: 1, MaxInterval: 1, Multiplier: 1}}
+	spent := record(1, "a")
+	spent.Attempts = 4 // max_attempts 3, and one failed round of its dead letter alone
+	records := []relay.Record{spent, record(2, "b"), record(3, "a")}
+	pub := &fakePublisher{refuse: map[string]bool{}, took: map[string][]*message.Message{}}
+	acker := &fakeAcknowledger{}
+	if _, err := New(core, pub, acker).Deliver(context.Background(), 0, []relay.Lease{{Partition: 1, Epoch: 1}}, records); err != nil {
+		t.Fatal(err)
+	}
+	if took := pub.took["orders"]; len(took) != 1 || took[0].UUID != records[1].Event.ID.String() {
+		t.Fatalf("published %d events to the topic, want only key b's", len(took))
+	}
+	if len(acker.acked) != 1 || acker.acked[0].Seq != 2 {
+		t.Fatalf("acknowledged %+v, want key b's event", acker.acked)
+	}
+	if len(acker.settled) != 1 || !acker.settled[0].Dead || acker.settled[0].Record.Seq != 1 || acker.settled[0].Attempts != 3 {
+		t.Fatalf("settled %+v, want seq 1 dead with 3 attempts", acker.settled)
+	}
+	dead := pub.took["dead"]
+	if len(dead) != 1 || dead[0].Metadata.Get("outbox_attempts") != "3" || dead[0].UUID != spent.Event.ID.String() {
+		t.Fatalf("dead letters %v, want seq 1's with outbox_attempts 3", dead)
+	}
+}

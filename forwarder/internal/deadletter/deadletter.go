@@ -9,6 +9,7 @@ package deadletter
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -85,6 +86,38 @@ func Next(reduced bool, err error, final bool) Step {
 		return SendReduced
 	}
 	return Refused
+}
+
+// SpentReason is the reason carried by the dead letter of an event whose maxAttempts attempts
+// are spent, sent alone after it failed once (SettleSpent). Each attempt's error was logged
+// ("publish failed, will retry") and recorded in the row's last_error until then.
+func SpentReason(maxAttempts int) string {
+	return fmt.Sprintf("the event failed all its %d attempts (max_attempts; each one's error is in the relay's log); "+
+		"its dead letter failed after the last one and was sent again alone, without publishing the event again", maxAttempts)
+}
+
+// SplitSpent takes out of records (in claim order) those whose event has used its last attempt
+// (relay.RetryPolicy.Spent): only their dead letter is sent (Settler.SettleSpent, or the
+// exactly-once transaction), never the event. The later records of their keys are in neither
+// list: they stay pending, untouched, behind the dead letter. rest is every other record, in
+// order; it is records itself when none is spent.
+func SplitSpent(p relay.RetryPolicy, records []relay.Record) (spent, rest []relay.Record) {
+	if !slices.ContainsFunc(records, func(r relay.Record) bool { return p.Spent(r.Attempts) }) {
+		return nil, records
+	}
+	held := map[int64]bool{}
+	rest = make([]relay.Record, 0, len(records))
+	for _, r := range records {
+		switch {
+		case held[r.KeyHash]:
+		case p.Spent(r.Attempts):
+			held[r.KeyHash] = true
+			spent = append(spent, r)
+		default:
+			rest = append(rest, r)
+		}
+	}
+	return spent, rest
 }
 
 // ReducedReason is the reason recorded for an event whose dead letter went reduced.

@@ -26,12 +26,7 @@ func NewSettler(core relay.Core, publishAlone func(ctx context.Context, topic st
 }
 
 // Settle counts a failed attempt and decides its fate: a retry with backoff, or, after the last
-// attempt (unless UnlimitedRetries) or on a permanent error, a dead letter, published here,
-// before the acknowledgement transaction, so that no transaction is open during broker I/O. The
-// dead letter follows the dead-letter sequence (Next): whole, then reduced when the
-// broker refuses it whole; one refused even reduced leaves the row dead in the table with the
-// reason, so that nothing is retried forever; one that cannot be published yet is retried like
-// any failure.
+// attempt (unless UnlimitedRetries) or on a permanent error, a dead letter (deadLetter).
 func (s *Settler) Settle(ctx context.Context, r relay.Record, publishErr error) relay.Settlement {
 	attempts := r.Attempts + 1
 	s.core.Metrics.Failed.WithLabelValues(r.Event.Topic, r.Event.TenantID).Inc()
@@ -39,10 +34,32 @@ func (s *Settler) Settle(ctx context.Context, r relay.Record, publishErr error) 
 	if !s.core.Retry.Dead(attempts, publishErr) {
 		return s.RetryLater(r, attempts, reason)
 	}
+	return s.deadLetter(ctx, r, attempts, reason, s.core.Retry.Retriable(publishErr))
+}
+
+// SettleSpent sends the dead letter of a record whose event has used its last attempt
+// (relay.RetryPolicy.Spent: its dead letter failed after it, so it is pending still), without
+// publishing the event: the round is an attempt of the dead letter alone, so that max_attempts
+// bounds the event's publishes (before, the event was published again, up to 2 × max_attempts
+// times). The callers take spent records out of the batch with SplitSpent.
+func (s *Settler) SettleSpent(ctx context.Context, r relay.Record) relay.Settlement {
+	return s.deadLetter(ctx, r, r.Attempts+1, SpentReason(s.core.Retry.MaxAttempts), true)
+}
+
+// deadLetter publishes the dead letter of r, failed at attempt attempts with reason (retriable
+// says how the event's error was classified, for the log), before the acknowledgement
+// transaction, so that no transaction is open during broker I/O. The dead letter follows the
+// dead-letter sequence (Next): whole, then reduced when the broker refuses it whole; one
+// refused even reduced leaves the row dead in the table with the reason, so that nothing is
+// retried forever; one that cannot be published yet is retried alone in a later round
+// (SettleSpent, once the event's attempts are spent). The dead letter and the dead row carry
+// the event's publishes (relay.RetryPolicy.Published), never more than max_attempts.
+func (s *Settler) deadLetter(ctx context.Context, r relay.Record, attempts int, reason string, retriable bool) relay.Settlement {
+	published := s.core.Retry.Published(attempts)
 	reduced := false
 	var refusals error // the dead letter's errors so far
 	for {
-		err := s.publishAlone(ctx, s.core.DeadLetterTopic, Message(ctx, r.Event, reason, attempts, reduced))
+		err := s.publishAlone(ctx, s.core.DeadLetterTopic, Message(ctx, r.Event, reason, published, reduced))
 		if err != nil {
 			refusals = errors.Join(refusals, err)
 		}
@@ -53,12 +70,12 @@ func (s *Settler) Settle(ctx context.Context, r relay.Record, publishErr error) 
 			}
 			s.core.Metrics.DeadLettered.WithLabelValues(r.Event.Topic, r.Event.TenantID).Inc()
 			s.core.Log.Warn("event dead-lettered", "event_id", r.Event.ID, "topic", r.Event.Topic, "aggregate_id", r.Event.AggregateID,
-				"attempts", attempts, "retriable", s.core.Retry.Retriable(publishErr), "reduced", reduced, "reason", reason)
-			return relay.Settlement{Record: r, Attempts: attempts, Next: time.Now(), Dead: true, Reason: reason}
+				"attempts", published, "retriable", retriable, "reduced", reduced, "reason", reason)
+			return relay.Settlement{Record: r, Attempts: published, Next: time.Now(), Dead: true, Reason: reason}
 		case SendReduced:
 			reduced = true
 		case Refused:
-			return s.Refused(r, attempts, reason, refusals)
+			return s.Refused(r, published, reason, refusals)
 		default:
 			return s.RetryLater(r, attempts, RetryReason(reason, s.core.DeadLetterTopic, refusals))
 		}

@@ -25,6 +25,21 @@ func (p RetryPolicy) Dead(attempts int, err error) bool {
 	return !p.Retriable(err) || (!p.Unlimited && attempts >= p.MaxAttempts)
 }
 
+// Spent reports whether an event whose publish failed attempts times has used its last attempt
+// (MaxAttempts, unless Unlimited). Such an event is never published again: a dead letter that
+// failed after its last attempt is sent alone in the next rounds (each counted as an attempt,
+// up to LastDeadLetterChance), so that MaxAttempts bounds the event's publishes on every path.
+func (p RetryPolicy) Spent(attempts int) bool { return !p.Unlimited && attempts >= p.MaxAttempts }
+
+// Published is how many of attempts published the event: the attempts past its last one
+// (Spent) were its dead letter's alone. A dead letter and a dead row carry this count.
+func (p RetryPolicy) Published(attempts int) int {
+	if p.Spent(attempts) {
+		return p.MaxAttempts
+	}
+	return attempts
+}
+
 // pastBudget reports whether the event has failed more often than its retry budget allows: its
 // dead letter was refused before (or it is retried without limit), so its next dead letter goes
 // reduced from the start.
