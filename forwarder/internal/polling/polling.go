@@ -21,14 +21,16 @@ type Config struct {
 
 // Source is the polling source.
 type Source struct {
-	core    relay.Core
+	core relay.Core
+	// store is core.Store, as the source reads it.
+	store   relay.Claimer
 	deliver relay.Deliverer
 	cfg     Config
 }
 
 // New returns the polling source over core, handing its claims to d.
 func New(core relay.Core, d relay.Deliverer, cfg Config) *Source {
-	return &Source{core: core, deliver: d, cfg: cfg}
+	return &Source{core: core, store: core.Store, deliver: d, cfg: cfg}
 }
 
 // Start does nothing: the polling source needs nothing before the first lease.
@@ -107,7 +109,7 @@ func (s *Source) relayBatch(ctx context.Context, worker int) (int, error) {
 	}
 	db := s.core.DB
 	s.core.Inflight.Read(worker)
-	leases, err := s.core.Store.LiveLeases(ctx, db, s.core.RelayID, worker, s.core.Workers)
+	leases, err := s.store.LiveLeases(ctx, db, s.core.RelayID, worker, s.core.Workers)
 	leases = s.core.Inflight.Hold(worker, leases)
 	defer s.core.Inflight.End(leases)
 	if err != nil || len(leases) == 0 {
@@ -125,7 +127,7 @@ func (s *Source) relayBatch(ctx context.Context, worker int) (int, error) {
 		partitions = append(partitions, l.Partition)
 	}
 	limit, maxBytes := s.deliver.ClaimLimits(ready)
-	records, err := s.core.Store.Claim(ctx, db, partitions, limit, maxBytes)
+	records, err := s.store.Claim(ctx, db, partitions, limit, maxBytes)
 	if err != nil || len(records) == 0 {
 		return 0, err
 	}

@@ -39,6 +39,13 @@ type Deliverer interface {
 	LogAttrs() []any
 }
 
+// Claimer is the store as the polling source reads it (*Store): a worker's live leases and
+// the pending rows of partitions.
+type Claimer interface {
+	LiveLeases(ctx context.Context, q Querier, owner string, worker, workers int) ([]Lease, error)
+	Claim(ctx context.Context, q Querier, partitions []int, limit int, maxBytes int64) ([]Record, error)
+}
+
 // Acknowledger ends every delivery: it deletes (or marks) the acknowledged records and writes
 // the settlements of the failed ones, fenced by the leases' epochs, and returns what it wrote
 // and the rows left to the new owners of partitions lost meanwhile (internal/ack).
