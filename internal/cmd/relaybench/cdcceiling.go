@@ -13,14 +13,14 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/outboxkit/outboxkit/internal/pgrepl"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // The cdc ceiling relay (-source cdc, beside the ceiling relay) is the simplest relay that could
 // stream the same slot to the same broker: it receives the stream as outboxkit-cdc does
-// (pgoutput protocol 2, binary, one goroutine receiving), decodes each insert with the cdc
-// source's decoder (internal/pgrepl) into the record the other relays send, produces it with franz-go (idempotent, acks=all, lz4)
+// (pgoutput protocol 2, binary, one goroutine receiving), decodes each insert with pglogrepl and
+// pgx's type map (cdcdecode.go) into the record the other relays send, produces it with franz-go
+// (idempotent, acks=all, lz4)
 // and confirms the slot position once every record before it is acknowledged. It reads nothing
 // back from the table and deletes nothing: no admit, no acknowledgement in the table, no parked
 // keys, no retries, no leases, no metrics (what Trendyol's go-pq-cdc-kafka does, with the other
@@ -42,10 +42,6 @@ func runCDCCeiling(ctx context.Context, d database, name string, o options) erro
 		return err
 	}
 	slot, pub, err := cdcNames(ctx, db, table)
-	var target pgrepl.Target
-	if err == nil {
-		target, err = pgrepl.ResolveTable(ctx, db, table.Events())
-	}
 	_ = db.Close()
 	if err != nil {
 		return err
@@ -77,7 +73,7 @@ func runCDCCeiling(ctx context.Context, d database, name string, o options) erro
 	}); err != nil {
 		return fmt.Errorf("start streaming slot %s: %w", slot, err)
 	}
-	s := &cdcCeilingStream{conn: conn, client: client, decoder: pgrepl.NewDecoder(target), acks: &ackTracker{done: map[uint64]bool{}}}
+	s := &cdcCeilingStream{conn: conn, client: client, decoder: newStockDecoder(), acks: &ackTracker{done: map[uint64]bool{}}}
 	err = s.run(ctx)
 	if ctx.Err() != nil {
 		return nil
@@ -89,7 +85,7 @@ func runCDCCeiling(ctx context.Context, d database, name string, o options) erro
 type cdcCeilingStream struct {
 	conn     *pgconn.PgConn
 	client   *kgo.Client
-	decoder  *pgrepl.Decoder
+	decoder  *stockDecoder
 	acks     *ackTracker
 	produced uint64
 	// commits are the ends of the transactions decoded and not confirmed yet, with the number
@@ -203,21 +199,22 @@ func (s *cdcCeilingStream) run(ctx context.Context) error {
 
 // handle decodes one CopyData payload: an insert of the outbox table is produced at once.
 func (s *cdcCeilingStream) handle(ctx context.Context, data []byte) error {
-	msg, ok, err := s.decoder.Decode(data)
-	if err != nil || !ok {
+	m, err := s.decoder.decode(data)
+	if err != nil {
 		return err
 	}
-	switch m := msg.(type) {
-	case pgrepl.Keepalive:
-		if m.ReplyRequested {
+	switch m.kind {
+	case ceilingKeepalive:
+		if m.replyRequested {
 			return s.confirm(ctx)
 		}
-	case pgrepl.Insert:
+	case ceilingInsert:
 		n := s.produced
 		s.produced++
-		s.client.Produce(ctx, toRecord(m.Row.Event), func(_ *kgo.Record, err error) { s.acks.ack(n, err) })
-	case pgrepl.Commit:
-		s.commits = append(s.commits, cdcCeilingCommit{end: m.EndLSN, produced: s.produced})
+		s.client.Produce(ctx, toRecord(m.event), func(_ *kgo.Record, err error) { s.acks.ack(n, err) })
+	case ceilingCommit:
+		s.commits = append(s.commits, cdcCeilingCommit{end: m.end, produced: s.produced})
+	case ceilingSkip:
 	}
 	return nil
 }
