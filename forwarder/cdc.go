@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
-	"github.com/outboxkit/outboxkit/internal/pgrepl"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 

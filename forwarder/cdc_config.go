@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
 	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
-	"github.com/outboxkit/outboxkit/internal/pgrepl"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/outboxkit/outboxkit/internal/pgrepl"
+	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
 )
 
 // The names the cdc source makes in the database cluster. Replication slots are per cluster and

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
-	"github.com/outboxkit/outboxkit/internal/pgrepl"
 )
 
 // The delivering side of the stream: each batch is split by partition among Workers goroutines

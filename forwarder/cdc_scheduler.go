@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
-	"github.com/outboxkit/outboxkit/internal/pgrepl"
 )
 
 // streamScheduler is the delivering side of one stream session (cdc_pipeline.go): it hands the

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/outboxkit/outboxkit/internal/pgrepl"
+	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
 )
 
 // Names on the cdc path. The kit writes every table name into its SQL unquoted (outbox.Table

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/outboxkit/outboxkit/internal/pgrepl"
+	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
 )
 
 // The stall check: never silent about rows the stream does not deliver. A stream can run,

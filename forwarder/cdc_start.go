@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
-	"github.com/outboxkit/outboxkit/internal/pgrepl"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 

@@ -7,8 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
-	"github.com/outboxkit/outboxkit/internal/pgrepl"
 )
 
 // cdcBatch is what the stream reader hands to the delivering loop: the records of committed

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
-	"github.com/outboxkit/outboxkit/internal/pgrepl"
+	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 

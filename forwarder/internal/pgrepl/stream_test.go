@@ -16,7 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/outboxkit/outboxkit/internal/pgrepl"
+	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
