@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -126,7 +127,7 @@ func (d *stockDecoder) insert(m *pglogrepl.InsertMessageV2) (outbox.Event, error
 		id           pgtype.UUID
 		attempts     int32
 		partition    int16
-		headers      map[string]string
+		headers      []byte
 	)
 	dst := []any{&seq, &id, &e.Topic, &e.AggregateType, &e.AggregateID, &e.EventType, &e.TenantID,
 		&e.Payload, &headers, &keyHash, &e.CreatedAt, &attempts, &partition}
@@ -150,8 +151,13 @@ func (d *stockDecoder) insert(m *pglogrepl.InsertMessageV2) (outbox.Event, error
 	}
 	e.ID = uuid.UUID(id.Bytes)
 	e.CreatedAt = e.CreatedAt.UTC()
-	if len(headers) > 0 {
-		e.Headers = headers
+	if string(headers) != "{}" { // as the outboxkit source: no map for the empty object
+		if err := json.Unmarshal(headers, &e.Headers); err != nil {
+			return outbox.Event{}, fmt.Errorf("insert into %s: headers %.100q: %w", rel.name, headers, err)
+		}
+		if len(e.Headers) == 0 {
+			e.Headers = nil
+		}
 	}
 	return e, nil
 }
