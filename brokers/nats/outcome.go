@@ -7,7 +7,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/outboxkit/outboxkit/brokers/internal/keyorder"
+	"github.com/outboxkit/outboxkit/brokers/internal/publishcall"
 )
 
 // PublishEach sends msgs, in the given order, to topic and reports the outcome of each: errs[i]
@@ -45,37 +45,33 @@ func (p *Publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 	p.closeMu.RLock()
 	defer p.closeMu.RUnlock()
 	if p.closed {
-		keyorder.Fill(errs, fmt.Errorf("nats: publish to %s: %w", topic, ErrPublisherClosed))
+		publishcall.Fill(errs, fmt.Errorf("nats: publish to %s: %w", topic, ErrPublisherClosed))
 		return errs
 	}
 	if len(msgs) == 0 {
 		return errs
 	}
 	if err := checkTopic(topic); err != nil {
-		keyorder.Fill(errs, err)
+		publishcall.Fill(errs, err)
 		return errs
 	}
 	stream, err := p.streams.ensure(ctx, topic)
 	if err != nil {
-		keyorder.Fill(errs, err)
+		publishcall.Fill(errs, err)
 		return errs
 	}
-	call := &publishCall{Call: keyorder.NewCall(msgs, errs, p.config.KeyMetadata), p: p, ctx: ctx, topic: topic, stream: stream}
-	for _, wave := range keyorder.Waves(msgs, p.config.KeyMetadata) {
-		if !call.send(wave) {
-			break
-		}
-	}
+	call := &publishCall{Call: publishcall.New(msgs, errs, p.config.KeyMetadata), p: p, ctx: ctx, topic: topic, stream: stream}
+	call.Waves(call.send, call.heldBack)
 	return errs
 }
 
 // publishCall is the state of one PublishEach call.
 type publishCall struct {
-	*keyorder.Call // per-message outcomes, per-key failures
-	p              *Publisher
-	ctx            context.Context
-	topic          string
-	stream         string
+	*publishcall.Call // per-message outcomes, per-key failures, the waves
+	p                 *Publisher
+	ctx               context.Context
+	topic             string
+	stream            string
 }
 
 // inFlight is a message sent and awaiting its acknowledgement.
@@ -84,7 +80,7 @@ type inFlight struct {
 	future jetstream.PubAckFuture
 }
 
-// send publishes the messages of one wave whose key has no failure and waits for their
+// send publishes the messages of one wave (none of a key with a failure) and waits for their
 // acknowledgements. It reports false when the call was stopped (ctx done, publisher closing):
 // every message without an outcome then has one.
 func (c *publishCall) send(wave []int) bool {
@@ -92,10 +88,6 @@ func (c *publishCall) send(wave []int) bool {
 	for _, i := range wave {
 		if c.stopped() != nil {
 			break // await fails the rest
-		}
-		if c.KeyFailed(i) {
-			c.Errs[i] = fmt.Errorf("nats: publish message %s to %s: %w", c.Msgs[i].UUID, c.topic, ErrEarlierMessageFailed)
-			continue
 		}
 		future, err := c.publish(i)
 		if err != nil {
@@ -105,6 +97,11 @@ func (c *publishCall) send(wave []int) bool {
 		pending = append(pending, inFlight{i, future})
 	}
 	return c.await(pending)
+}
+
+// heldBack fails msgs[i], unsent: an earlier message of its key failed.
+func (c *publishCall) heldBack(i int) {
+	c.Errs[i] = fmt.Errorf("nats: publish message %s to %s: %w", publishcall.UUIDOf(c.Msgs[i]), c.topic, ErrEarlierMessageFailed)
 }
 
 // publish hands msgs[i] to nats.go.
@@ -146,7 +143,7 @@ func (c *publishCall) await(pending []inFlight) bool {
 	}
 	for i := range c.Msgs {
 		if c.Errs[i] == nil && !c.Acked[i] {
-			c.Errs[i] = fmt.Errorf("nats: publish message %s to %s: no acknowledgement: %w", keyorder.UUIDOf(c.Msgs[i]), c.topic, err)
+			c.Errs[i] = fmt.Errorf("nats: publish message %s to %s: no acknowledgement: %w", publishcall.UUIDOf(c.Msgs[i]), c.topic, err)
 		}
 	}
 	return false

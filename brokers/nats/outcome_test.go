@@ -332,3 +332,16 @@ func TestBrokerRestart(t *testing.T) {
 	t.Logf("%d failed publishes during the restart, all retried", failures)
 	checkPerKeyOrder(t, readStream(t, srv.URL(), "restart"), want)
 }
+
+// TestPublishEachNilMessagesFailWithoutPanic: nil messages share the key "", so the second one
+// is held back behind the first one's failure; each gets an error naming the bad input (the
+// first ErrInvalidMessage, the second ErrEarlierMessageFailed), the keyed message is stored.
+func TestPublishEachNilMessagesFailWithoutPanic(t *testing.T) {
+	srv := natsserver.Start(t, natsserver.Options{})
+	pub := newPublisher(t, nats.Config{URLs: []string{srv.URL()}})
+	errs := pub.PublishEach(context.Background(), "nilmessages", []*message.Message{nil, keyed("a", 0), nil})
+	if len(errs) != 3 || !errors.Is(errs[0], nats.ErrInvalidMessage) || errs[1] != nil ||
+		!errors.Is(errs[2], nats.ErrEarlierMessageFailed) {
+		t.Fatalf("errs = %v, want [ErrInvalidMessage, nil, ErrEarlierMessageFailed]", errs)
+	}
+}

@@ -9,7 +9,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/outboxkit/outboxkit/brokers/internal/keyorder"
+	"github.com/outboxkit/outboxkit/brokers/internal/publishcall"
 )
 
 // PublishEach sends msgs, in the given order, to topic and reports the outcome of each: errs[i]
@@ -44,26 +44,26 @@ func (p *Publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 	p.closeMu.RLock()
 	defer p.closeMu.RUnlock()
 	if p.closed {
-		keyorder.Fill(errs, fmt.Errorf("rabbitmq: publish to %s: %w", topic, ErrPublisherClosed))
+		publishcall.Fill(errs, fmt.Errorf("rabbitmq: publish to %s: %w", topic, ErrPublisherClosed))
 		return errs
 	}
 	if len(msgs) == 0 {
 		return errs
 	}
 	if err := checkTopic(topic); err != nil {
-		keyorder.Fill(errs, err)
+		publishcall.Fill(errs, err)
 		return errs
 	}
 	if err := p.topology.ensure(ctx, topic); err != nil {
-		keyorder.Fill(errs, fmt.Errorf("rabbitmq: publish to %s: %w", topic, err))
+		publishcall.Fill(errs, fmt.Errorf("rabbitmq: publish to %s: %w", topic, err))
 		return errs
 	}
 	cc, err := p.pool.acquire()
 	if err != nil {
-		keyorder.Fill(errs, fmt.Errorf("rabbitmq: publish to %s: %w", topic, err))
+		publishcall.Fill(errs, fmt.Errorf("rabbitmq: publish to %s: %w", topic, err))
 		return errs
 	}
-	call := &publishCall{Call: keyorder.NewCall(msgs, errs, p.config.KeyMetadata), p: p, cc: cc, ctx: ctx, topic: topic, clean: true}
+	call := &publishCall{Call: publishcall.New(msgs, errs, p.config.KeyMetadata), p: p, cc: cc, ctx: ctx, topic: topic, clean: true}
 	call.run()
 	p.pool.release(cc, call.clean)
 	if call.notFound {
@@ -74,12 +74,12 @@ func (p *Publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 
 // publishCall is the state of one PublishEach call.
 type publishCall struct {
-	*keyorder.Call // per-message outcomes, per-key failures
-	p              *Publisher
-	cc             *confirmChannel
-	ctx            context.Context
-	topic          string
-	clean          bool // every confirmation resolved: the channel can serve the next call
+	*publishcall.Call // per-message outcomes, per-key failures, the waves
+	p                 *Publisher
+	cc                *confirmChannel
+	ctx               context.Context
+	topic             string
+	clean             bool // every confirmation resolved: the channel can serve the next call
 	// notFound says the exchange or a queue of the topic is missing (a 404 closed the channel,
 	// or a message came back unroutable while the publisher manages the topology): the next
 	// call declares the topic again.
@@ -94,17 +94,23 @@ type inFlight struct {
 
 // run sends the waves, each in chunks of at most maxWave messages.
 func (c *publishCall) run() {
-	for _, wave := range keyorder.Waves(c.Msgs, c.p.config.KeyMetadata) {
+	c.Waves(func(wave []int) bool {
 		for start := 0; start < len(wave); start += maxWave {
 			if !c.send(wave[start:min(start+maxWave, len(wave))]) {
 				c.clean = false
-				return
+				return false
 			}
 		}
-	}
+		return true
+	}, c.heldBack)
 }
 
-// send publishes the messages of wave whose key has no failure and waits for their
+// heldBack fails msgs[i], unsent: an earlier message of its key failed.
+func (c *publishCall) heldBack(i int) {
+	c.Errs[i] = fmt.Errorf("rabbitmq: publish message %s to %s: %w", publishcall.UUIDOf(c.Msgs[i]), c.topic, ErrEarlierMessageFailed)
+}
+
+// send publishes the messages of wave (none of a key with a failure) and waits for their
 // confirmations. It reports false when the call was stopped (ctx done, publisher closing):
 // every message without an outcome then has one.
 func (c *publishCall) send(wave []int) bool {
@@ -112,10 +118,6 @@ func (c *publishCall) send(wave []int) bool {
 	for _, i := range wave {
 		if c.stopped() != nil {
 			break // await fails the rest
-		}
-		if c.KeyFailed(i) {
-			c.Errs[i] = fmt.Errorf("rabbitmq: publish message %s to %s: %w", c.Msgs[i].UUID, c.topic, ErrEarlierMessageFailed)
-			continue
 		}
 		confirm, err := c.publish(i)
 		if err != nil {
@@ -176,7 +178,7 @@ func (c *publishCall) await(pending []inFlight) bool {
 	}
 	for i := range c.Msgs {
 		if c.Errs[i] == nil && !c.Acked[i] {
-			c.Errs[i] = fmt.Errorf("rabbitmq: publish message %s to %s: no confirmation: %w", keyorder.UUIDOf(c.Msgs[i]), c.topic, err)
+			c.Errs[i] = fmt.Errorf("rabbitmq: publish message %s to %s: no confirmation: %w", publishcall.UUIDOf(c.Msgs[i]), c.topic, err)
 		}
 	}
 	return false

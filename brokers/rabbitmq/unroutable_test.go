@@ -161,3 +161,18 @@ func TestDeletedQueueIsDeclaredAgain(t *testing.T) {
 		t.Errorf("the queue declared again holds %d messages, want 1", len(got))
 	}
 }
+
+// TestPublishEachNilMessagesFailWithoutPanic: nil messages share the key "", so the second one
+// is held back behind the first one's failure; each gets an error naming the bad input (the
+// first ErrInvalidMessage, the second ErrEarlierMessageFailed), the keyed message is confirmed.
+func TestPublishEachNilMessagesFailWithoutPanic(t *testing.T) {
+	cfg := testConfig(t)
+	topic := "nilmessages." + testsupport.UniqueName("t")
+	t.Cleanup(func() { deleteTopic(t, cfg.URL, topic, 0) })
+	pub := newPublisher(t, cfg)
+	errs := pub.PublishEach(t.Context(), topic, []*message.Message{nil, keyed("a", 0), nil})
+	if len(errs) != 3 || !errors.Is(errs[0], rabbitmq.ErrInvalidMessage) || errs[1] != nil ||
+		!errors.Is(errs[2], rabbitmq.ErrEarlierMessageFailed) {
+		t.Fatalf("errs = %v, want [ErrInvalidMessage, nil, ErrEarlierMessageFailed]", errs)
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/outboxkit/outboxkit/forwarder/internal/deadletter"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
+	"github.com/outboxkit/outboxkit/keyorder"
 )
 
 // Publisher publishes many messages of one topic at once with an outcome per message
@@ -127,46 +128,29 @@ func eachTopic(records []relay.Record, publishTopic func(topic string, records [
 // key, which keeps order: the first failed event of a key is a failure (retried or
 // dead-lettered), its later events stay pending, parked behind it; only failed events are sent
 // again. The events of a key that go to several topics are cut into segments at each change of
-// topic, published one segment after the other, since gaplessness holds within one call only.
+// topic (keyorder.Segments), published one segment after the other, since gaplessness holds
+// within one call only.
 func Publish(ctx context.Context, pub Publisher, m *relay.Metrics, log *slog.Logger, records []relay.Record) (acked []relay.Record, failed []relay.Failure) {
-	type keyState struct {
-		topic   string
-		segment int
+	keys := make([]int64, len(records))
+	for i, r := range records {
+		keys[i] = r.KeyHash
 	}
-	var segments [][]relay.Record
-	keys := make(map[int64]*keyState, len(records))
-	for _, r := range records {
-		st, ok := keys[r.KeyHash]
-		switch {
-		case !ok:
-			st = &keyState{topic: r.Event.Topic}
-			keys[r.KeyHash] = st
-		case st.topic != r.Event.Topic:
-			st.topic = r.Event.Topic
-			st.segment++
-		}
-		if st.segment == len(segments) {
-			segments = append(segments, nil)
-		}
-		segments[st.segment] = append(segments[st.segment], r)
-	}
-	parked := map[int64]bool{}
-	for _, segment := range segments {
-		todo := segment[:0:0]
-		for _, r := range segment {
-			if !parked[r.KeyHash] {
-				todo = append(todo, r)
-			}
+	plan := keyorder.Segments(keys, func(prev, next int) bool { return records[prev].Event.Topic != records[next].Event.Topic })
+	plan.Run(func(segment []int) bool {
+		todo := make([]relay.Record, len(segment))
+		for j, i := range segment {
+			todo[j] = records[i]
 		}
 		a, fl := eachTopic(todo, func(topic string, records []relay.Record) ([]relay.Record, []relay.Failure) {
 			return publishEach(ctx, pub, m, log, topic, records)
 		})
 		acked = append(acked, a...)
 		for _, x := range fl {
-			parked[x.Record.KeyHash] = true
+			plan.Stop(x.Record.KeyHash)
 			failed = append(failed, x)
 		}
-	}
+		return true
+	}, func(int) {}) // a record held back behind its key's failure stays pending, untouched
 	return acked, failed
 }
 

@@ -124,3 +124,27 @@ func TestDeliverSendsASpentRecordsDeadLetterAlone(t *testing.T) {
 		t.Fatalf("dead letters %v, want seq 1's with outbox_attempts 3", dead)
 	}
 }
+
+// TestPublishHoldsAKeyAcrossTopicsBehindItsFailure: a key's events cut into segments at each
+// change of topic; when its first segment fails, its event on the other topic is not published
+// (it stays pending, in neither list), while the other key's segments on both topics go out.
+func TestPublishHoldsAKeyAcrossTopicsBehindItsFailure(t *testing.T) {
+	m, err := relay.NewMetrics(nil, "events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onTopic := func(r relay.Record, topic string) relay.Record { r.Event.Topic = topic; return r }
+	records := []relay.Record{record(1, "a"), record(2, "a"), onTopic(record(3, "a"), "invoices"),
+		onTopic(record(4, "b"), "invoices"), record(5, "b")}
+	pub := &fakePublisher{refuse: map[string]bool{records[0].Event.ID.String(): true}, took: map[string][]*message.Message{}}
+	acked, failed := Publish(context.Background(), pub, m, slog.New(slog.DiscardHandler), records)
+	if len(failed) != 1 || failed[0].Record.Seq != 1 {
+		t.Fatalf("failed %+v, want seq 1 only", failed)
+	}
+	if len(acked) != 2 || acked[0].Seq != 4 || acked[1].Seq != 5 {
+		t.Fatalf("acknowledged %+v, want seq 4 then 5 (key b)", acked)
+	}
+	if got := pub.took["invoices"]; len(got) != 1 || got[0].UUID != records[3].Event.ID.String() {
+		t.Fatalf("invoices took %d messages, want key b's only: key a's is held behind its failure on orders", len(got))
+	}
+}

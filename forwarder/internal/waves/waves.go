@@ -2,15 +2,16 @@
 // publisher with an outcome per message (forwarder.OutcomePublisher's PublishEach). It is the
 // forwarder's one path for such a publisher, chosen once when the forwarder is built.
 //
-// The messages of a call go out in waves: wave k holds the k-th message of every key, so one
-// Publish call never carries two messages of the same key, and the next message of a key is
-// sent only after the broker acknowledged the previous one. A producer that loses one message
-// of a call but delivers the next can therefore never put a key out of order. If a wave's
-// Publish call fails, its messages are published one by one (in parallel: they all have
-// different keys) to isolate the failing ones, since a plain publisher does not say which
-// failed; a permanent failure is confirmed once more alone, since the producer may have packed
-// innocent messages into a request the broker refused whole. A key with a failure is left out
-// of the later waves: its later messages fail with ErrHeldBack, unsent.
+// The messages of a call go out in waves (keyorder.Waves, the module's one implementation of
+// them): wave k holds the k-th message of every key, so one Publish call never carries two
+// messages of the same key, and the next message of a key is sent only after the broker
+// acknowledged the previous one. A producer that loses one message of a call but delivers the
+// next can therefore never put a key out of order. If a wave's Publish call fails, its messages
+// are published one by one (in parallel: they all have different keys) to isolate the failing
+// ones, since a plain publisher does not say which failed; a permanent failure is confirmed once
+// more alone, since the producer may have packed innocent messages into a request the broker
+// refused whole. A key with a failure is left out of the later waves: its later messages fail
+// with ErrHeldBack, unsent.
 package waves
 
 import (
@@ -21,6 +22,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/outboxkit/outboxkit/keyorder"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -61,42 +63,25 @@ func keyOf(msg *message.Message) int64 {
 		msg.Metadata.Get(outbox.MetadataAggregateID))
 }
 
-// PublishEach publishes msgs to topic in waves and returns one error per message: nil when the
-// broker acknowledged it, ErrHeldBack when an earlier message of its key failed.
+// PublishEach publishes msgs to topic in waves (keyorder.Waves) and returns one error per
+// message: nil when the broker acknowledged it, ErrHeldBack when an earlier message of its key
+// failed.
 func (p *Publisher) PublishEach(ctx context.Context, topic string, msgs []*message.Message) []error {
 	errs := make([]error, len(msgs))
 	keys := make([]int64, len(msgs))
-	var waves [][]int
-	position := make(map[int64]int, len(msgs))
 	for i, msg := range msgs {
 		keys[i] = keyOf(msg)
-		k := position[keys[i]]
-		position[keys[i]]++
-		if k == len(waves) {
-			waves = append(waves, nil)
-		}
-		waves[k] = append(waves[k], i)
 	}
-	parked := map[int64]bool{}
-	for _, wave := range waves {
-		todo := wave[:0:0]
+	plan := keyorder.Waves(keys)
+	plan.Run(func(wave []int) bool {
+		p.publishWave(ctx, topic, msgs, wave, errs)
 		for _, i := range wave {
-			if parked[keys[i]] {
-				errs[i] = ErrHeldBack
-				continue
-			}
-			todo = append(todo, i)
-		}
-		if len(todo) == 0 {
-			continue
-		}
-		p.publishWave(ctx, topic, msgs, todo, errs)
-		for _, i := range todo {
 			if errs[i] != nil {
-				parked[keys[i]] = true
+				plan.Stop(keys[i])
 			}
 		}
-	}
+		return true
+	}, func(i int) { errs[i] = ErrHeldBack })
 	return errs
 }
 
