@@ -20,6 +20,8 @@ import (
 // Acknowledger acknowledges deliveries.
 type Acknowledger struct {
 	core relay.Core
+	// oneStatement says which strategy whole is (OneStatement).
+	oneStatement bool
 	// whole acknowledges a batch the broker took whole: acknowledgeAll (one statement) where
 	// the database can, the fenced transaction otherwise. Chosen once, by New.
 	whole func(ctx context.Context, worker int, leases []relay.Lease, acked []relay.Record) (relay.Outcome, map[int]int, error)
@@ -27,18 +29,18 @@ type Acknowledger struct {
 
 // New returns the acknowledger of core's store.
 func New(core relay.Core) *Acknowledger {
-	a := &Acknowledger{core: core}
+	a := &Acknowledger{core: core, oneStatement: core.Store.SQL().AcksInOneStatement()}
 	a.whole = func(ctx context.Context, worker int, leases []relay.Lease, acked []relay.Record) (relay.Outcome, map[int]int, error) {
 		return a.inTx(ctx, worker, leases, acked, nil, nil, 0)
 	}
-	if core.Store.SQL().AcksInOneStatement() {
+	if a.oneStatement {
 		a.whole = a.acknowledgeAll
 	}
 	return a
 }
 
 // OneStatement reports whether a batch the broker took whole is acknowledged in one statement.
-func (a *Acknowledger) OneStatement() bool { return a.core.Store.SQL().AcksInOneStatement() }
+func (a *Acknowledger) OneStatement() bool { return a.oneStatement }
 
 // Acknowledge deletes (or marks) the published records and writes the settlements of the failed
 // ones, in one short transaction that first fences the leases: the rows of partitions this relay
