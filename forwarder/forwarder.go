@@ -35,7 +35,7 @@ type Forwarder struct {
 	// core is the value the pieces are built from (New).
 	core  relay.Core
 	store *relay.Store
-	// publisher is Config.Publisher with an outcome per message (outcomePublisher).
+	// publisher is Config.Publisher with an outcome per message (OutcomePublisherOf).
 	publisher OutcomePublisher
 	inflight  *relay.Inflight
 	metrics   *relay.Metrics
@@ -104,7 +104,7 @@ func New(config Config) (*Forwarder, error) {
 		Progress: f.progress, Retry: f.retry}
 	f.acker = ack.New(f.core)
 	f.settler = deadletter.NewSettler(f.core, nil)
-	f.publisher = outcomePublisher(config, f.log)
+	f.publisher = OutcomePublisherOf(config.Publisher, config.IsRetriable, f.log)
 	// The wiring: the only place (beside validation) that reads Delivery and Source.
 	f.pipeline = newPipeline(f)
 	if f.source, err = newSource(f, table); err != nil {

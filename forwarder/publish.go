@@ -3,6 +3,8 @@ package forwarder
 import (
 	"log/slog"
 
+	"github.com/ThreeDotsLabs/watermill/message"
+
 	"github.com/outboxkit/outboxkit/forwarder/internal/deadletter"
 	"github.com/outboxkit/outboxkit/forwarder/internal/waves"
 )
@@ -12,12 +14,24 @@ import (
 // the outbox row for a replay.
 const MetadataHeadersDropped = deadletter.MetadataHeadersDropped
 
-// outcomePublisher is the publisher strategy, chosen once: a publisher that reports outcomes
-// per message (OutcomePublisher) is used as it is; any other is published through in waves
-// (internal/waves), one event per key per call.
-func outcomePublisher(c Config, log *slog.Logger) OutcomePublisher {
-	if pub, ok := c.Publisher.(OutcomePublisher); ok {
-		return pub
+// OutcomePublisherOf returns pub as the forwarder publishes through it; New calls it once, and
+// this is the forwarder's one choice of a publisher strategy. A publisher that reports outcomes
+// per message, an OutcomePublisher, is used as it is. Any other Watermill publisher is wrapped in
+// the waves (forwarder/internal/waves on package keyorder): one event per key per Publish call,
+// the next event of a key sent once the previous one is acknowledged, a failed call's events
+// published one by one to find the failing ones, a permanent failure confirmed alone, and a
+// key's later events held back after its failure. isRetriable classifies pub's errors as
+// Config.IsRetriable does (nil: pub's own ErrorClassifier, or every error retriable); log (nil:
+// discarded) receives the isolation of failed calls at debug level.
+//
+// A broker's test runs forwarder/outcometest against OutcomePublisherOf(pub, nil, nil) to check
+// the path the forwarder takes with pub; the wrapped publisher also has Close and Retriable.
+func OutcomePublisherOf(pub message.Publisher, isRetriable func(error) bool, log *slog.Logger) OutcomePublisher {
+	if each, ok := pub.(OutcomePublisher); ok {
+		return each
 	}
-	return waves.New(c.Publisher, c.IsRetriable, log)
+	if isRetriable == nil {
+		isRetriable = defaultClassifier(pub)
+	}
+	return waves.New(pub, isRetriable, log)
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/outboxkit/outboxkit/brokers/kafka"
-	"github.com/outboxkit/outboxkit/forwarder/internal/waves"
+	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/forwarder/outcometest"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 )
@@ -23,9 +23,10 @@ func (p wavesOnlyPublisher) Publish(topic string, msgs ...*message.Message) erro
 func (p wavesOnlyPublisher) Close() error             { return p.pub.Close() }
 func (p wavesOnlyPublisher) Retriable(err error) bool { return kafka.Retriable(err) }
 
-// TestWavesOutcomeConformance runs forwarder/outcometest against the waves, the forwarder's
-// path for a plain message.Publisher (internal/waves, the adapter its wiring wraps one in), over
-// brokers/kafka's Publisher reduced to Publish on the real Kafka.
+// TestWavesOutcomeConformance runs forwarder/outcometest against the forwarder's path for a plain
+// message.Publisher: forwarder.OutcomePublisherOf, the function New publishes through, which
+// wraps it in the waves (internal/waves), over brokers/kafka's Publisher reduced to Publish and
+// its classifier on the real Kafka.
 func TestWavesOutcomeConformance(t *testing.T) {
 	brokers := testsupport.KafkaBrokers(t)
 	newPublisher := func(t *testing.T) outcometest.Publisher {
@@ -33,8 +34,13 @@ func TestWavesOutcomeConformance(t *testing.T) {
 		if err != nil {
 			t.Fatalf("new kafka publisher: %v", err)
 		}
-		// The adapter the forwarder's wiring (outcomePublisher) wraps a plain publisher in.
-		return waves.New(wavesOnlyPublisher{pub}, kafka.Retriable, nil)
+		// The classifier is the plain publisher's own (Config.IsRetriable's default).
+		each := forwarder.OutcomePublisherOf(wavesOnlyPublisher{pub}, nil, nil)
+		wrapped, ok := each.(outcometest.Publisher)
+		if !ok {
+			t.Fatalf("OutcomePublisherOf(a plain publisher) = %T, without Close", each)
+		}
+		return wrapped
 	}
 	broker := outcometest.Broker{
 		NewTopic: func(t *testing.T) string {

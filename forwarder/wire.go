@@ -14,7 +14,7 @@ import (
 // and builds the pieces from the core value (relay.Core): the source (internal/polling, or the
 // cdc source) hands records to the deliverer (internal/atleastonce, or exactly-once), which
 // acknowledges through the one acknowledger (internal/ack). The publisher strategy is chosen
-// once too (outcomePublisher, publish.go).
+// once too (OutcomePublisherOf, publish.go).
 
 // newPipeline returns the pipeline of the configured delivery. It and New's choice of source
 // are the only readers of Config.Delivery and Config.Source outside validation.
