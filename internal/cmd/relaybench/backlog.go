@@ -78,7 +78,8 @@ func setup(db *sql.DB, d database, relay string) (name, topic string, write writ
 	ctx := context.Background()
 	name = testsupport.UniqueName("bench")
 	topic = testsupport.UniqueName("bench_events")
-	switch relay {
+	role, _ := baseOf(relay)
+	switch role {
 	case relayOutboxkit, relayExactlyOnce, relayCeiling, relayCDC, relayCDCExactlyOnce, relayCDCCeiling, relayPulsar, relayNATS, relayRabbitMQ,
 		relaySQLWriters:
 		if isCDC(relay) && d.dialect != outbox.Postgres {
@@ -96,7 +97,7 @@ func setup(db *sql.DB, d database, relay string) (name, topic string, write writ
 				return "", "", nil, fmt.Errorf("cdc settings of %s: %w", name, err)
 			}
 		}
-		if relay == relaySQLWriters {
+		if role == relaySQLWriters {
 			return name, topic, plainWriteFunc(db, d, name), nil
 		}
 		return name, topic, func(ctx context.Context, events []outbox.Event) error {

@@ -31,11 +31,13 @@ const (
 
 // isCDC reports whether relay streams the table (the cdc source's settings and slot).
 func isCDC(relay string) bool {
+	relay, _ = baseOf(relay)
 	return relay == relayCDC || relay == relayCDCExactlyOnce || relay == relayCDCCeiling
 }
 
 // isExactlyOnce reports whether relay runs with Delivery exactly_once.
 func isExactlyOnce(relay string) bool {
+	relay, _ = baseOf(relay)
 	return relay == relayExactlyOnce || relay == relayCDCExactlyOnce
 }
 

@@ -45,7 +45,11 @@ func startChild(relay string, d database, name string, o options) (*child, error
 	if err != nil {
 		return nil, fmt.Errorf("find the relaybench executable: %w", err)
 	}
-	cmd := exec.Command(self, "-role", relay, "-db", d.name, "-table", name, "-pg", o.pgDSN, "-mysql", o.mysqlDSN,
+	role, isBase := baseOf(relay)
+	if isBase {
+		self = o.baseline
+	}
+	cmd := exec.Command(self, "-role", role, "-db", d.name, "-table", name, "-pg", o.pgDSN, "-mysql", o.mysqlDSN,
 		"-kafka", strings.Join(o.brokers, ","), "-workers", strconv.Itoa(o.workers), "-batch", strconv.Itoa(o.batch), "-batch-mib", strconv.FormatFloat(o.batchMiB, 'f', -1, 64),
 		"-units", strconv.Itoa(o.units), "-pulsar", o.pulsarURL, "-nats", o.natsURL, "-rabbitmq", o.rabbitMQ,
 		"-compression", o.compress)

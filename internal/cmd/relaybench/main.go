@@ -80,6 +80,8 @@ type options struct {
 	svg          string
 	relaysSVG    string
 	only         string // "" for the whole run, or onlyWrite
+	skipWrites   bool   // -write-side=false: no write-side tables
+	baseline     string // a relaybench binary of another commit, whose forwarder relays run beside (baseline.go)
 	command      string // the command line, printed with the results
 }
 
@@ -122,11 +124,14 @@ func main() {
 	flag.StringVar(&o.compress, "compression", "", "Kafka compression for all relays (none, gzip, snappy, lz4, zstd; empty: brokers/kafka's default, lz4)")
 	flag.StringVar(&o.svg, "svg", "", "write an SVG plot of events/s against the number of keys to this file")
 	flag.StringVar(&o.relaysSVG, "relays-svg", "", "write an SVG plot of each relay's drain events/s and steady-rate latency distribution to this file")
+	flag.StringVar(&o.baseline, "baseline", "", "a relaybench binary built from another commit: each outboxkit forwarder relay is also drained with that binary's relay (named <relay>@base), alternately in every repetition, and the relay CPU per event compared (scripts/cpu-compare.sh)")
+	writeSide := flag.Bool("write-side", true, "measure the write side when the run has the cdc relay or outboxkit-sql (false: drains only)")
 	flag.StringVar(&o.only, "only", "", "write: measure only the write-side table (PostgreSQL, no Kafka), -repeat times")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fatalf("unexpected argument %q (all settings are flags; see -h)", flag.Arg(0))
 	}
+	o.skipWrites = !*writeSide
 	o.command = "relaybench " + strings.Join(os.Args[1:], " ")
 	relayList, err := withModeRelays(*relays, *delivery, *source)
 	if err != nil {
@@ -229,6 +234,12 @@ func (o *options) parse(brokers, keys, dbs, payloads, relays string) error {
 	}
 	if len(o.relays) == 0 {
 		return fmt.Errorf("-relays: %q names no relay", relays)
+	}
+	if o.baseline != "" {
+		if err := checkBaseline(o.baseline); err != nil {
+			return err
+		}
+		o.relays = withBaseline(o.relays)
 	}
 	return o.checkSettings(dbs)
 }

@@ -41,7 +41,7 @@ func runDrains(conns connections, o options, noise *noise, res *results) error {
 	for rep := 1; rep <= o.repeat; rep++ {
 		for _, db := range o.dbs {
 			for _, size := range o.payloads {
-				for _, c := range drainCases(o) {
+				for _, c := range ordered(drainCases(o), rep) {
 					noise.sample()
 					k := drainKey{db: db.name, size: size, keys: c.keys, relay: c.relay}
 					if reason := res.unavailable(k); reason != "" {
@@ -79,6 +79,9 @@ func runSteady(conns connections, o options, noise *noise, res *results) ([]stea
 			if relay == relayCeiling {
 				continue // the ceiling relay polls without pause; a latency figure would not mean anything
 			}
+			if _, isBase := baseOf(relay); isBase {
+				continue // -baseline compares drains
+			}
 			noise.sample()
 			if reason := res.unavailableRelay(db.name, relay); reason != "" {
 				continue
@@ -107,6 +110,9 @@ type writeResults struct {
 func runWrites(conns connections, o options, noise *noise) (writeResults, error) {
 	var w writeResults
 	var err error
+	if o.skipWrites {
+		return w, nil
+	}
 	if contains(o.relays, relayCDC) && containsDB(o.dbs, "postgres") {
 		noise.sample()
 		pg, _ := o.database("postgres")
@@ -137,6 +143,7 @@ func report(o options, res *results, steadyRows []steadyResult, w writeResults, 
 	printSQLWriteTable(os.Stdout, w.sql, sqlWriteTransactions)
 	printDecodeTable(os.Stdout, res, o)
 	printCoresTable(os.Stdout, res, o)
+	printCPUPerEvent(os.Stdout, res, o)
 	printSteadyTable(os.Stdout, steadyRows, o)
 	printCDCTargets(os.Stdout, res, steadyRows, o)
 	printExactlyOnceTargets(os.Stdout, res, steadyRows, o)
