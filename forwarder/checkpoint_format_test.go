@@ -2,212 +2,45 @@ package forwarder
 
 import (
 	"context"
-	"database/sql"
 	"errors"
-	"fmt"
-	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/outboxkit/outboxkit/forwarder/internal/ack"
+	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
-	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// The checkpoint a unit writes beside its events (bookkeeping's format), as the store tests
+// build it.
+type (
+	checkpoint = bookkeeping.Checkpoint
+	rowRef     = bookkeeping.RowRef
+	deadRow    = bookkeeping.DeadRow
 )
 
 // fakeTxPublisher is a TransactionalPublisher that never runs a transaction: for tests of the
-// forwarder's own bookkeeping.
-type fakeTxPublisher struct{ fakeOutcomePublisher }
+// forwarder's own bookkeeping. It counts the units' open sessions.
+type fakeTxPublisher struct {
+	fakeOutcomePublisher
+	sessions sync.Map // unit name → struct{}, while open
+}
 
-func (*fakeTxPublisher) OpenUnit(context.Context, string, string, int) ([]byte, error) {
+func (p *fakeTxPublisher) OpenUnit(_ context.Context, unit, _ string, _ int) ([]byte, error) {
+	p.sessions.Store(unit, struct{}{})
 	return nil, nil
 }
-func (*fakeTxPublisher) CommitUnit(context.Context, string, []string, []*message.Message, []byte) ([]error, error) {
+func (p *fakeTxPublisher) CommitUnit(_ context.Context, unit string, _ []string, _ []*message.Message, _ []byte) ([]error, error) {
+	p.sessions.Delete(unit) // a failed commit closes the session
 	return nil, errors.New("no transactions here")
 }
-func (*fakeTxPublisher) CloseUnit(string) {}
+func (p *fakeTxPublisher) CloseUnit(unit string) { p.sessions.Delete(unit) }
 
-// TestFormatOneCheckpointIsTheInstallationsOnlyBeforeItsOwn: a checkpoint of format 1 (no
-// installation in it, written by a relay of an older version) is applied on a unit's first
-// cleanup after the upgrade, and refused as another installation's once this installation has
-// cleaned a checkpoint of its own on the unit: two installations sharing a prefix, one not yet
-// upgraded, would otherwise apply the old one's checkpoint to the other's table by sequence
-// number (deleting rows never published).
-func TestFormatOneCheckpointIsTheInstallationsOnlyBeforeItsOwn(t *testing.T) {
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "outbox.db")+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	table, err := outbox.NewTable(outbox.SQLite, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := outbox.Migrate(ctx, db, table); err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(Config{DB: db, Dialect: outbox.SQLite, Publisher: &fakeTxPublisher{}, Delivery: ExactlyOnce})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.pipeline.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	const unit = "legacy/u00"
-	v1 := checkpoint{Version: 1, Unit: unit, Relay: "old-relay", Txn: 7, Rows: []rowRef{{Seq: 1}}}
-	cleanUp := func(data string) error {
-		return relay.InTx(ctx, db, func(tx *sql.Tx) error {
-			if err := f.store.EnsureUnitRow(ctx, tx, unit); err != nil {
-				return err
-			}
-			_, _, err := f.cleanUpCheckpoint(ctx, tx, unit, f.units.get(0), v1, []byte(data))
-			return err
-		})
-	}
-	if err := cleanUp(`{"v":1,"txn":7}`); err != nil {
-		t.Fatalf("the first cleanup after the upgrade refused a checkpoint of format 1: %v", err)
-	}
-	err = cleanUp(`{"v":1,"txn":8}`)
-	if !errors.Is(err, errForeignCheckpoint) {
-		t.Fatalf("a checkpoint of format 1 after this installation's own cleanup: %v, want errForeignCheckpoint", err)
-	}
-	if !f.units.get(0).foreign {
-		t.Error("the unit is not marked foreign: its rows would still be claimed")
-	}
-}
-
-// TestCleanupSkipsThePartitionsItsAcknowledgementSettled: the relay that committed a unit's
-// transaction acknowledged it after losing one of the unit's partitions. Its mark names the
-// partitions it settled; the unit's next opening applies the checkpoint to the rows of the lost
-// partition (a published row still there is deleted: it must not go out twice) and leaves those
-// of the settled ones alone (a dead letter replayed since stays pending, and is not dropped from
-// a batch). A relay that owned the unit whole leaves nothing to apply.
-func TestCleanupSkipsThePartitionsItsAcknowledgementSettled(t *testing.T) {
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "outbox.db")+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	table, err := outbox.NewTable(outbox.SQLite, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := outbox.Migrate(ctx, db, table); err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(Config{DB: db, Dialect: outbox.SQLite, Publisher: &fakeTxPublisher{}, Delivery: ExactlyOnce})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.pipeline.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	units := f.cfg.TransactionalUnits
-	// Two events in two partitions of unit 0.
-	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.SQLite, Table: table.Events()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var events []outbox.Event
-	seen := map[int]bool{}
-	for i := 0; len(events) < 2; i++ {
-		e := outbox.Event{Topic: "t", AggregateType: "order", AggregateID: fmt.Sprintf("o-%d", i), EventType: "Happened", Payload: []byte("{}")}
-		if p := outbox.PartitionOf(outbox.KeyHash(e.TenantID, e.AggregateType, e.AggregateID)); p%units == 0 && !seen[p] {
-			seen[p] = true
-			events = append(events, e)
-		}
-	}
-	if err := relay.InTx(ctx, db, func(tx *sql.Tx) error { return w.WriteTx(ctx, tx, events...) }); err != nil {
-		t.Fatal(err)
-	}
-	type row struct {
-		seq       int64
-		id        string
-		partition int
-	}
-	read := func() map[string]row {
-		rs, err := db.Query("SELECT seq, event_id, partition_no, status FROM " + table.Events())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rs.Close()
-		out := map[string]row{}
-		for rs.Next() {
-			var r row
-			var status int
-			if err := rs.Scan(&r.seq, &r.id, &r.partition, &status); err != nil {
-				t.Fatal(err)
-			}
-			if status == 0 { // pending
-				out[r.id] = r
-			}
-		}
-		return out
-	}
-	pending := read()
-	dead, published := pending[events[0].ID.String()], pending[events[1].ID.String()]
-	// The transaction dead-lettered the first event and published the second. The relay then lost
-	// the second's partition; its acknowledgement marked the first dead, and an operator has
-	// replayed it since (pending again, as the test's table holds it).
-	const unit = "partial/u00"
-	cp := checkpoint{Version: checkpointVersion, Installation: f.installation, Unit: unit, Relay: "a", Txn: 1,
-		Rows: []rowRef{{Seq: published.seq, EventID: published.id}},
-		Dead: []deadRow{{Seq: dead.seq, EventID: dead.id, Attempts: 3, Reason: "too large"}}}
-	data := []byte(`{"v":2,"txn":1}`)
-	owned := map[int]bool{}
-	for p := 0; p < outbox.Partitions; p += units {
-		owned[p] = p != published.partition
-	}
-	marks := ack.OwnedUnitMarks([]relay.UnitMark{{Unit: 0, Name: unit, Digest: relay.CheckpointDigest(data)}}, owned, units)
-	if len(marks) != 1 || marks[0].Settled == 0 || marks[0].Settled&(1<<uint(published.partition)) != 0 ||
-		marks[0].Settled&(1<<uint(dead.partition)) == 0 {
-		t.Fatalf("marks of an acknowledgement without partition %d: %+v", published.partition, marks)
-	}
-	var recovered map[int64]bool
-	err = relay.InTx(ctx, db, func(tx *sql.Tx) error {
-		if err := f.store.EnsureUnitRow(ctx, tx, unit); err != nil {
-			return err
-		}
-		if err := f.store.MarkCleaned(ctx, tx, marks); err != nil {
-			return err
-		}
-		recovered, _, err = f.cleanUpCheckpoint(ctx, tx, unit, f.units.get(0), cp, data)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	after := read()
-	if _, ok := after[published.id]; ok {
-		t.Errorf("the published row of the lost partition is still pending: it would go out twice")
-	}
-	if _, ok := after[dead.id]; !ok {
-		t.Errorf("the replayed row of a settled partition is no longer pending: the cleanup undid the replay")
-	}
-	if !recovered[published.seq] || recovered[dead.seq] {
-		t.Errorf("recovered rows %v, want %d and not %d", recovered, published.seq, dead.seq)
-	}
-
-	// Owned whole: the mark names the checkpoint alone, and the next opening applies nothing.
-	for p := range owned {
-		owned[p] = true
-	}
-	marks = ack.OwnedUnitMarks([]relay.UnitMark{{Unit: 0, Name: unit, Digest: relay.CheckpointDigest(data)}}, owned, units)
-	if len(marks) != 1 || marks[0].Settled != 0 {
-		t.Fatalf("marks of an acknowledgement owning the unit whole: %+v", marks)
-	}
-	err = relay.InTx(ctx, db, func(tx *sql.Tx) error {
-		if err := f.store.MarkCleaned(ctx, tx, marks); err != nil {
-			return err
-		}
-		recovered, _, err = f.cleanUpCheckpoint(ctx, tx, unit, f.units.get(0), cp, data)
-		return err
-	})
-	if err != nil || recovered != nil {
-		t.Fatalf("cleanup after a whole acknowledgement: recovered %v, %v; want nothing", recovered, err)
-	}
+// open reports whether unit has an open session.
+func (p *fakeTxPublisher) open(unit string) bool {
+	_, ok := p.sessions.Load(unit)
+	return ok
 }
 
 func TestParseCleanupMark(t *testing.T) {

@@ -1,13 +1,11 @@
 package forwarder
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
-	"github.com/ThreeDotsLabs/watermill/message"
-
 	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
+	"github.com/outboxkit/outboxkit/forwarder/internal/exactlyonce"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -47,51 +45,19 @@ const DefaultCheckpointTopic = bookkeeping.DefaultCheckpointTopic
 // per key, as for [OutcomePublisher].
 //
 // CloseUnit closes the session of unit, aborting its open transaction, if any.
-type TransactionalPublisher interface {
-	message.Publisher
-	OpenUnit(ctx context.Context, unit, checkpointTopic string, slot int) ([]byte, error)
-	CommitUnit(ctx context.Context, unit string, topics []string, msgs []*message.Message, checkpoint []byte) ([]error, error)
-	CloseUnit(unit string)
-}
+//
+// Its methods, beside message.Publisher's:
+//
+//	OpenUnit(ctx context.Context, unit, checkpointTopic string, slot int) ([]byte, error)
+//	CommitUnit(ctx context.Context, unit string, topics []string, msgs []*message.Message, checkpoint []byte) ([]error, error)
+//	CloseUnit(unit string)
+//
+// (The exactly-once delivery lives in an internal package, which declares the interface.)
+type TransactionalPublisher = exactlyonce.Publisher
 
-// The checkpoint a unit writes in each transaction beside its events, and its format, are
-// bookkeeping's: the Admin reads them too.
-type (
-	checkpoint = bookkeeping.Checkpoint
-	rowRef     = bookkeeping.RowRef
-	deadRow    = bookkeeping.DeadRow
-)
-
-const checkpointVersion = bookkeeping.CheckpointVersion
-
-// unitName is the name of a transactional unit (its Kafka transactional.id):
-// Config.TransactionalIDPrefix and the unit number.
-func (f *Forwarder) unitName(unit int) string {
-	return bookkeeping.UnitName(f.cfg.TransactionalIDPrefix, unit)
-}
-
-// resolveInstallation reads the table's installation identity and, unless the configuration
-// names one, derives the units' prefix from it.
-func (f *Forwarder) resolveInstallation(ctx context.Context) error {
-	id, err := f.store.InstallationID(ctx, f.cfg.DB)
-	if err != nil {
-		return err
-	}
-	f.installation = id
-	if f.cfg.TransactionalIDPrefix == "" {
-		f.cfg.TransactionalIDPrefix = bookkeeping.DefaultTransactionalIDPrefix(id, f.store.Table.Events(), f.cfg.LeaseGroup)
-	}
-	// The units table keys its rows by unit name (VARCHAR(191) on MySQL, which would cut a longer
-	// one, and the cleanup marks would then never match).
-	if name := f.unitName(f.cfg.TransactionalUnits - 1); len(name) > maxUnitName {
-		return fmt.Errorf("forwarder: transactional unit name %q is %d bytes, over the limit of %d: "+
-			"set a shorter TransactionalIDPrefix (transactional_id_prefix) or lease group", name, len(name), maxUnitName)
-	}
-	return nil
-}
-
-// maxUnitName bounds a transactional unit's name: the key of the units table.
-const maxUnitName = 191
+// ErrUnitCountMismatch is the error of an exactly-once relay configured with a unit count other
+// than the one its lease group runs with.
+var ErrUnitCountMismatch = exactlyonce.ErrUnitCountMismatch
 
 // validateDelivery checks the exactly-once settings of c.
 func (c Config) validateDelivery() []error {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
+	"github.com/outboxkit/outboxkit/forwarder/internal/exactlyonce"
 	"github.com/outboxkit/outboxkit/forwarder/internal/lease"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -44,6 +45,16 @@ func startExactlyOnce(t *testing.T, db *sql.DB, units int) (*Forwarder, error) {
 	return f, f.pipeline.Start(context.Background())
 }
 
+// exactlyOnceOf is the exactly-once deliverer of f.
+func exactlyOnceOf(t *testing.T, f *Forwarder) *exactlyonce.Deliverer {
+	t.Helper()
+	d, ok := f.pipeline.(*exactlyonce.Deliverer)
+	if !ok {
+		t.Fatalf("the forwarder's deliverer is %T, not exactly-once", f.pipeline)
+	}
+	return d
+}
+
 // legacyUnits gives the units table a row for each of the first n units of the group, as the
 // openings of a relay of an earlier version did (without the count row), and returns the
 // group's prefix.
@@ -54,15 +65,17 @@ func legacyUnits(t *testing.T, db *sql.DB, n int) string {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := f.resolveInstallation(ctx); err != nil {
+	id, err := f.store.InstallationID(ctx, db)
+	if err != nil {
 		t.Fatal(err)
 	}
+	prefix := bookkeeping.DefaultTransactionalIDPrefix(id, f.store.Table.Events(), f.cfg.LeaseGroup)
 	for u := range n {
-		if err := f.store.EnsureUnitRow(ctx, db, f.unitName(u)); err != nil {
+		if err := f.store.EnsureUnitRow(ctx, db, bookkeeping.UnitName(prefix, u)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return f.cfg.TransactionalIDPrefix
+	return prefix
 }
 
 // TestUnitCountDefaultsToTheGroupsRecordedOne: a group that never ran exactly-once gets the
@@ -74,7 +87,7 @@ func TestUnitCountDefaultsToTheGroupsRecordedOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fresh.cfg.TransactionalUnits; got != 2 {
+	if got := exactlyOnceOf(t, fresh).Units(); got != 2 {
 		t.Fatalf("a new group got %d units, want 2", got)
 	}
 	db := unitCountDB(t)
@@ -83,7 +96,7 @@ func TestUnitCountDefaultsToTheGroupsRecordedOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, share := upgraded.cfg.TransactionalUnits, upgraded.leases.Share(); got != 8 || share != lease.Units(8) {
+	if got, share := exactlyOnceOf(t, upgraded).Units(), upgraded.leases.Share(); got != 8 || share != lease.Units(8) {
 		t.Fatalf("a group with the rows of 8 units got %d units (share policy %#v), want 8", got, share)
 	}
 }
@@ -112,7 +125,7 @@ func TestUnitCountOtherThanTheGroupsIsRefused(t *testing.T) {
 	if err := f.Run(ctx); !errors.Is(err, ErrUnitCountMismatch) || ctx.Err() != nil {
 		t.Fatalf("Run with 16 units on a group of 8 returned %v (context: %v), want ErrUnitCountMismatch before its context ended", err, ctx.Err())
 	}
-	if n, err := first.store.UnitCount(context.Background(), db, first.cfg.TransactionalIDPrefix); err != nil || n != 8 {
+	if n, err := first.store.UnitCount(context.Background(), db, exactlyOnceOf(t, first).Prefix()); err != nil || n != 8 {
 		t.Fatalf("after the refusals the units table records %d units (%v), want 8", n, err)
 	}
 }
@@ -130,7 +143,7 @@ func TestUnitCountOfAPartlyOpenedGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := upgraded.cfg.TransactionalUnits; got != 8 {
+	if got := exactlyOnceOf(t, upgraded).Units(); got != 8 {
 		t.Fatalf("a group with the rows of units 0-5 got %d units, want 8", got)
 	}
 	if n, err := upgraded.store.UnitCount(context.Background(), db, prefix); err != nil || n != 8 {
@@ -143,7 +156,8 @@ func TestUnitCountOfAPartlyOpenedGroup(t *testing.T) {
 // publishing). One unit: SQLite takes one opening at a time.
 func TestUnitOpeningChecksTheCount(t *testing.T) {
 	db := unitCountDB(t)
-	f, err := New(Config{DB: db, Dialect: outbox.SQLite, Publisher: &fakeTxPublisher{}, Delivery: ExactlyOnce, TransactionalUnits: 1,
+	txp := &fakeTxPublisher{}
+	f, err := New(Config{DB: db, Dialect: outbox.SQLite, Publisher: txp, Delivery: ExactlyOnce, TransactionalUnits: 1,
 		Workers: 1, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -156,13 +170,13 @@ func TestUnitOpeningChecksTheCount(t *testing.T) {
 	if err != nil || len(leases) != outbox.Partitions {
 		t.Fatalf("the relay holds %d leases (%v), want all %d", len(leases), err, outbox.Partitions)
 	}
-	if _, err := db.Exec("UPDATE "+f.store.Table.Units()+" SET cleaned = '8' WHERE unit = ?", bookkeeping.UnitCountRow(f.cfg.TransactionalIDPrefix)); err != nil {
+	if _, err := db.Exec("UPDATE "+f.store.Table.Units()+" SET cleaned = '8' WHERE unit = ?", bookkeeping.UnitCountRow(exactlyOnceOf(t, f).Prefix())); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.openLeasedUnits(ctx, 0, leases); !errors.Is(err, ErrUnitCountMismatch) {
+	if _, err := f.pipeline.Ready(ctx, 0, leases); !errors.Is(err, ErrUnitCountMismatch) {
 		t.Fatalf("opening the unit of a relay with 1 where the table records 8: %v, want ErrUnitCountMismatch", err)
 	}
-	if f.units.get(0).open {
+	if txp.open(bookkeeping.UnitName(exactlyOnceOf(t, f).Prefix(), 0)) {
 		t.Fatal("a unit was left open: the relay could publish with a count the group does not run with")
 	}
 }

@@ -43,16 +43,8 @@ type Forwarder struct {
 	// source feeds pipeline, chosen by New from Config.Source and Config.Delivery.
 	source   relay.Source
 	pipeline relay.Deliverer
-	// acker is the one acknowledger (internal/ack); settler settles exactly-once's failures.
-	acker   *ack.Acknowledger
-	settler *deadletter.Settler
-	// txp, units and installation serve ExactlyOnce delivery (transactional.go); txp is nil
-	// otherwise. installation is the table's identity, read at start.
-	txp          TransactionalPublisher
-	units        txUnits
-	installation string
-	// unitsConfigured: Config.TransactionalUnits was set, not defaulted (resolveUnits).
-	unitsConfigured bool
+	// acker is the one acknowledger (internal/ack).
+	acker *ack.Acknowledger
 	// leasesTaken tells the polling workers that partitions were taken between heartbeats of
 	// their own: an idle worker polls them at once instead of at the end of its backoff.
 	leasesTaken chan struct{}
@@ -86,8 +78,7 @@ func New(config Config) (*Forwarder, error) {
 		return nil, fmt.Errorf("forwarder: %w", err)
 	}
 	f := &Forwarder{
-		cfg:             config,
-		unitsConfigured: unitsConfigured,
+		cfg: config,
 		store: &relay.Store{Table: table, Dialect: config.Dialect, Group: config.LeaseGroup, Tenants: config.Tenants,
 			IdleTimeout: max(time.Second, config.LeaseTTL/2),
 			Plans:       relay.Replanner{MinRows: min(relay.LargeBatch, config.BatchSize), MinBytes: config.MaxBatchBytes / 2}},
@@ -103,14 +94,13 @@ func New(config Config) (*Forwarder, error) {
 		DeadLetterTopic: config.DeadLetterTopic, Store: f.store, Inflight: f.inflight, Metrics: f.metrics, Log: f.log,
 		Progress: f.progress, Retry: f.retry}
 	f.acker = ack.New(f.core)
-	f.settler = deadletter.NewSettler(f.core, nil)
 	f.publisher = OutcomePublisherOf(config.Publisher, config.IsRetriable, f.log)
 	// The wiring: the only place (beside validation) that reads Delivery and Source.
-	f.pipeline = newPipeline(f)
+	f.pipeline = newPipeline(f, unitsConfigured)
 	if f.source, err = newSource(f, table); err != nil {
 		return nil, err
 	}
-	f.leases = lease.New(f.core, sharePolicy(f), config.HeartbeatInterval, config.MinPollInterval, f.leasesTaken)
+	f.leases = lease.New(f.core, sharePolicy(f, config.TransactionalUnits), config.HeartbeatInterval, config.MinPollInterval, f.leasesTaken)
 	return f, nil
 }
 

@@ -1,4 +1,4 @@
-package forwarder
+package exactlyonce
 
 import "github.com/outboxkit/outboxkit/forwarder/internal/relay"
 
@@ -9,22 +9,22 @@ import "github.com/outboxkit/outboxkit/forwarder/internal/relay"
 // (its checkpoint lists at most BatchSize rows), and a worker claims up to that for each unit it
 // serves at once. At least once, they bound the whole claim.
 
-// claimLimits returns the rows and payload bytes a worker claims at once for the ready leases:
+// ClaimLimits returns the rows and payload bytes a worker claims at once for the ready leases:
 // BatchSize and MaxBatchBytes for each unit among them.
-func (p exactlyOnce) ClaimLimits(ready []relay.Lease) (int, int64) {
+func (d *Deliverer) ClaimLimits(ready []relay.Lease) (int, int64) {
 	units := map[int]bool{}
 	for _, l := range ready {
-		units[l.Partition%p.f.cfg.TransactionalUnits] = true
+		units[l.Partition%d.units] = true
 	}
 	n := max(len(units), 1)
-	return p.f.cfg.BatchSize * n, p.f.cfg.MaxBatchBytes * int64(n)
+	return d.core.BatchSize * n, d.core.MaxBatchBytes * int64(n)
 }
 
-// trimClaim keeps, of records claimed in sequence order, the first BatchSize rows of each unit
+// TrimClaim keeps, of records claimed in sequence order, the first BatchSize rows of each unit
 // within MaxBatchBytes of payload (a unit's first row always). Once a unit is full its later rows
 // are all left, so what is left of each partition, and therefore of each key, is the end of its
 // sequence: the rows stay pending and are claimed again, after the ones kept.
-func (p exactlyOnce) TrimClaim(records []relay.Record) []relay.Record {
+func (d *Deliverer) TrimClaim(records []relay.Record) []relay.Record {
 	type fill struct {
 		rows  int
 		bytes int64
@@ -33,13 +33,13 @@ func (p exactlyOnce) TrimClaim(records []relay.Record) []relay.Record {
 	units := map[int]*fill{}
 	kept := records[:0:0]
 	for _, r := range records {
-		u := units[r.Partition%p.f.cfg.TransactionalUnits]
+		u := units[r.Partition%d.units]
 		if u == nil {
 			u = &fill{}
-			units[r.Partition%p.f.cfg.TransactionalUnits] = u
+			units[r.Partition%d.units] = u
 		}
 		size := int64(len(r.Event.Payload))
-		if u.full || (u.rows > 0 && (u.rows >= p.f.cfg.BatchSize || u.bytes+size > p.f.cfg.MaxBatchBytes)) {
+		if u.full || (u.rows > 0 && (u.rows >= d.core.BatchSize || u.bytes+size > d.core.MaxBatchBytes)) {
 			u.full = true
 			continue
 		}

@@ -1,4 +1,4 @@
-package forwarder
+package exactlyonce
 
 import (
 	"bytes"
@@ -18,11 +18,11 @@ import (
 // The transactional units of exactly-once delivery: their state, their opening (which fences
 // the unit's earlier sessions and finishes the cleanup of its last checkpoint) and closing.
 
-// txUnits are the transactional units of a forwarder, by unit number.
+// txUnits are the transactional units of a deliverer, by unit number.
 type txUnits struct {
 	mu    sync.Mutex
 	units map[int]*txUnit
-	txn   atomic.Int64 // numbers the checkpoints this forwarder writes
+	txn   atomic.Int64 // numbers the checkpoints this relay writes
 }
 
 // txUnit is the state of one unit. A batch holds mu while it uses the unit (opens it, commits
@@ -40,7 +40,7 @@ type txUnit struct {
 	// foreignLogged is when a refused checkpoint of another installation was last logged.
 	foreignLogged time.Time
 	// foreign is set while the unit's last checkpoint is another installation's (refused at
-	// foreignAt): its rows are not claimed (exactlyOnce.ready), and it is opened again, which
+	// foreignAt): its rows are not claimed (Ready), and it is opened again, which
 	// fences the other installation's producer, at most every foreignRetry.
 	foreign   bool
 	foreignAt time.Time
@@ -67,15 +67,15 @@ var errUnitLost = errors.New("the leases of the transactional unit moved to anot
 // openLeasedUnits closes the worker's units it no longer leases whole and opens, in parallel,
 // those it leases whole that are not open. Failures are logged and returned (errUnitLost for a
 // unit whose leases moved); the polling workers go on, and their next batch tries again.
-func (f *Forwarder) openLeasedUnits(ctx context.Context, worker int, leases []relay.Lease) error {
-	f.closeUnitsNotIn(worker, leases)
-	openCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.cfg.LeaseTTL)
+func (d *Deliverer) openLeasedUnits(ctx context.Context, worker int, leases []relay.Lease) error {
+	d.closeUnitsNotIn(worker, leases)
+	openCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.core.LeaseTTL)
 	defer cancel()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var errs []error
-	for n, ls := range f.wholeUnitLeases(leases) {
-		u := f.units.get(n)
+	for n, ls := range d.wholeUnitLeases(leases) {
+		u := d.txUnits.get(n)
 		u.mu.Lock()
 		skip := u.open || (u.foreign && time.Since(u.foreignAt) < foreignRetry)
 		u.mu.Unlock()
@@ -88,15 +88,15 @@ func (f *Forwarder) openLeasedUnits(ctx context.Context, worker int, leases []re
 			if u.open {
 				return
 			}
-			lost, err := f.openUnit(openCtx, n, ls, u)
+			lost, err := d.openUnit(openCtx, n, ls, u)
 			if lost {
-				err = fmt.Errorf("unit %s: %w", f.unitName(n), errUnitLost)
+				err = fmt.Errorf("unit %s: %w", d.unitName(n), errUnitLost)
 			}
 			if err == nil {
 				return
 			}
 			if ctx.Err() == nil {
-				f.log.Warn("opening a transactional unit failed; it is opened again before its next transaction", "unit", f.unitName(n), "error", err)
+				d.core.Log.Warn("opening a transactional unit failed; it is opened again before its next transaction", "unit", d.unitName(n), "error", err)
 			}
 			mu.Lock()
 			errs = append(errs, err)
@@ -108,14 +108,14 @@ func (f *Forwarder) openLeasedUnits(ctx context.Context, worker int, leases []re
 }
 
 // wholeUnitLeases groups leases by unit, keeping the units leased whole.
-func (f *Forwarder) wholeUnitLeases(leases []relay.Lease) map[int][]relay.Lease {
+func (d *Deliverer) wholeUnitLeases(leases []relay.Lease) map[int][]relay.Lease {
 	byUnit := map[int][]relay.Lease{}
 	for _, l := range leases {
-		u := l.Partition % f.cfg.TransactionalUnits
+		u := l.Partition % d.units
 		byUnit[u] = append(byUnit[u], l)
 	}
 	for u, ls := range byUnit {
-		if len(ls) != outbox.Partitions/f.cfg.TransactionalUnits {
+		if len(ls) != outbox.Partitions/d.units {
 			delete(byUnit, u)
 		}
 	}
@@ -126,46 +126,46 @@ func (f *Forwarder) wholeUnitLeases(leases []relay.Lease) map[int][]relay.Lease 
 // unit's mu, or no batch can be using the unit: with polling, only the worker serving the unit
 // uses it (closeUnitsNotIn runs in that worker); with the cdc source, closeAllUnits runs after
 // the stream's workers and retry path have stopped.
-func (f *Forwarder) closeUnit(unit int) {
-	u := f.units.get(unit)
+func (d *Deliverer) closeUnit(unit int) {
+	u := d.txUnits.get(unit)
 	if u.open {
-		f.txp.CloseUnit(f.unitName(unit))
+		d.txp.CloseUnit(d.unitName(unit))
 		u.open = false
 	}
 }
 
 // closeUnitsNotIn closes the open units of the worker that it no longer leases whole.
-func (f *Forwarder) closeUnitsNotIn(worker int, leases []relay.Lease) {
+func (d *Deliverer) closeUnitsNotIn(worker int, leases []relay.Lease) {
 	owned := map[int]int{}
 	for _, l := range leases {
-		owned[l.Partition%f.cfg.TransactionalUnits]++
+		owned[l.Partition%d.units]++
 	}
-	perUnit := outbox.Partitions / f.cfg.TransactionalUnits
-	f.units.mu.Lock()
+	perUnit := outbox.Partitions / d.units
+	d.txUnits.mu.Lock()
 	var stale []int
-	for n, u := range f.units.units {
-		if n%f.cfg.Workers == worker && u.open && owned[n] != perUnit {
+	for n, u := range d.txUnits.units {
+		if n%d.core.Workers == worker && u.open && owned[n] != perUnit {
 			stale = append(stale, n)
 		}
 	}
-	f.units.mu.Unlock()
+	d.txUnits.mu.Unlock()
 	for _, p := range stale {
-		f.closeUnit(p)
+		d.closeUnit(p)
 	}
 }
 
 // closeAllUnits closes every open unit (at shutdown, after the workers stopped).
-func (f *Forwarder) closeAllUnits() {
-	f.units.mu.Lock()
+func (d *Deliverer) closeAllUnits() {
+	d.txUnits.mu.Lock()
 	var open []int
-	for p, u := range f.units.units {
+	for p, u := range d.txUnits.units {
 		if u.open {
 			open = append(open, p)
 		}
 	}
-	f.units.mu.Unlock()
+	d.txUnits.mu.Unlock()
 	for _, p := range open {
-		f.closeUnit(p)
+		d.closeUnit(p)
 	}
 }
 
@@ -173,20 +173,20 @@ func (f *Forwarder) closeAllUnits() {
 // of all its partitions. lost reports that one of them has moved meanwhile: the unit is closed
 // again and nothing may be published. A checkpoint of another installation is refused
 // (errForeignCheckpoint): the unit stays closed and its rows pending.
-func (f *Forwarder) openUnit(ctx context.Context, n int, leases []relay.Lease, u *txUnit) (lost bool, err error) {
-	unit := f.unitName(n)
-	last, err := f.txp.OpenUnit(ctx, unit, f.cfg.CheckpointTopic, n)
+func (d *Deliverer) openUnit(ctx context.Context, n int, leases []relay.Lease, u *txUnit) (lost bool, err error) {
+	unit := d.unitName(n)
+	last, err := d.txp.OpenUnit(ctx, unit, d.checkpointTopic, n)
 	if err != nil {
 		return false, fmt.Errorf("open transactional unit %s: %w", unit, err)
 	}
 	u.open = true
-	f.metrics.UnitsOpened.Inc()
+	d.core.Metrics.UnitsOpened.Inc()
 	u.recovered = nil
-	var cp checkpoint
+	var cp bookkeeping.Checkpoint
 	cleanup := last != nil && !bytes.Equal(last, u.cleaned)
 	if cleanup {
-		if cp, err = f.ownCheckpoint(unit, last, u); err != nil {
-			f.closeUnit(n)
+		if cp, err = d.ownCheckpoint(unit, last, u); err != nil {
+			d.closeUnit(n)
 			return false, err
 		}
 	}
@@ -197,25 +197,25 @@ func (f *Forwarder) openUnit(ctx context.Context, n int, leases []relay.Lease, u
 	defer cancel()
 	var recovered map[int64]bool
 	mismatched := 0
-	err = f.store.InLeaseTx(ackCtx, f.cfg.DB, func(tx *sql.Tx) error {
-		owned, err := f.store.Fence(ackCtx, tx, f.cfg.RelayID, leases)
+	err = d.core.Store.InLeaseTx(ackCtx, d.core.DB, func(tx *sql.Tx) error {
+		owned, err := d.core.Store.Fence(ackCtx, tx, d.core.RelayID, leases)
 		if err != nil || len(owned) != len(leases) {
 			lost = err == nil
 			return err
 		}
-		if err := f.store.EnsureUnitRow(ackCtx, tx, unit); err != nil {
+		if err := d.core.Store.EnsureUnitRow(ackCtx, tx, unit); err != nil {
 			return err
 		}
-		if err := f.checkUnitCount(ackCtx, tx); err != nil || !cleanup {
+		if err := d.checkUnitCount(ackCtx, tx); err != nil || !cleanup {
 			return err
 		}
-		recovered, mismatched, err = f.cleanUpCheckpoint(ackCtx, tx, unit, u, cp, last)
+		recovered, mismatched, err = d.cleanUpCheckpoint(ackCtx, tx, unit, u, cp, last)
 		return err
 	})
 	if err != nil || lost {
-		f.closeUnit(n)
+		d.closeUnit(n)
 		if errors.Is(err, ErrUnitCountMismatch) {
-			f.halt(err) // every later opening would be refused too
+			d.halt(err) // every later opening would be refused too
 		}
 		if err != nil {
 			return false, fmt.Errorf("check the leases of unit %s and clean up its last checkpoint: %w", unit, err)
@@ -231,11 +231,11 @@ func (f *Forwarder) openUnit(ctx context.Context, n int, leases []relay.Lease, u
 		return false, nil // acknowledged by the relay that committed it: its rows are settled
 	}
 	u.recovered = recovered
-	f.metrics.RecoveredRows.Add(float64(len(recovered)))
-	f.log.Info("opened a transactional unit and finished the cleanup of its last transaction", "unit", unit,
+	d.core.Metrics.RecoveredRows.Add(float64(len(recovered)))
+	d.core.Log.Info("opened a transactional unit and finished the cleanup of its last transaction", "unit", unit,
 		"published_rows", len(cp.Rows), "dead_rows", len(cp.Dead), "written_by", cp.Relay, "txn", cp.Txn)
 	if mismatched > 0 {
-		f.log.Warn("rows named by a unit's last checkpoint hold other events: left as they are", "unit", unit,
+		d.core.Log.Warn("rows named by a unit's last checkpoint hold other events: left as they are", "unit", unit,
 			"rows", mismatched, "written_by", cp.Relay, "txn", cp.Txn)
 	}
 	return false, nil
@@ -251,27 +251,27 @@ var errForeignCheckpoint = errors.New("the unit's last checkpoint was written by
 
 // ownCheckpoint decodes a unit's last checkpoint and refuses it when another installation
 // wrote it (refuseForeign).
-func (f *Forwarder) ownCheckpoint(unit string, data []byte, u *txUnit) (checkpoint, error) {
+func (d *Deliverer) ownCheckpoint(unit string, data []byte, u *txUnit) (bookkeeping.Checkpoint, error) {
 	cp, err := bookkeeping.DecodeCheckpoint(unit, data)
-	if err != nil || cp.Installation == "" || cp.Installation == f.installation {
+	if err != nil || cp.Installation == "" || cp.Installation == d.installation {
 		return cp, err // format 1 names no installation: see cleanUpCheckpoint
 	}
-	return cp, f.refuseForeign(unit, u, cp, cp.Installation)
+	return cp, d.refuseForeign(unit, u, cp, cp.Installation)
 }
 
 // refuseForeign refuses a unit's last checkpoint written by another installation, loudly:
 // counted, and logged at error level (at most once a minute per unit). Its events wait.
-func (f *Forwarder) refuseForeign(unit string, u *txUnit, cp checkpoint, installation string) error {
-	f.metrics.ForeignCheckpoints.Inc()
+func (d *Deliverer) refuseForeign(unit string, u *txUnit, cp bookkeeping.Checkpoint, installation string) error {
+	d.core.Metrics.ForeignCheckpoints.Inc()
 	u.foreign, u.foreignAt = true, time.Now()
 	if time.Since(u.foreignLogged) > time.Minute {
 		u.foreignLogged = time.Now()
-		f.log.Error("refusing the last checkpoint of a transactional unit: another installation wrote it; "+
+		d.core.Log.Error("refusing the last checkpoint of a transactional unit: another installation wrote it; "+
 			"its events wait until the installations use different transactional_id_prefix values",
-			"unit", unit, "checkpoint_installation", installation, "this_installation", f.installation,
+			"unit", unit, "checkpoint_installation", installation, "this_installation", d.installation,
 			"written_by", cp.Relay, "txn", cp.Txn)
 	}
-	return fmt.Errorf("unit %s: %w (%s; this installation is %s)", unit, errForeignCheckpoint, installation, f.installation)
+	return fmt.Errorf("unit %s: %w (%s; this installation is %s)", unit, errForeignCheckpoint, installation, d.installation)
 }
 
 // cleanUpCheckpoint applies a unit's last checkpoint in the opening's transaction, unless the
@@ -280,10 +280,10 @@ func (f *Forwarder) refuseForeign(unit string, u *txUnit, cp checkpoint, install
 // partitions only, it applies the checkpoint to the others. It returns the checkpoint's rows it
 // settled or found settled (nil when none: the relay that committed it acknowledged them all),
 // which no batch may send or settle again.
-func (f *Forwarder) cleanUpCheckpoint(ctx context.Context, tx *sql.Tx, unit string, u *txUnit, cp checkpoint,
+func (d *Deliverer) cleanUpCheckpoint(ctx context.Context, tx *sql.Tx, unit string, u *txUnit, cp bookkeeping.Checkpoint,
 	data []byte) (recovered map[int64]bool, mismatched int, err error) {
 	digest := relay.CheckpointDigest(data)
-	cleaned, err := f.store.CleanedDigest(ctx, tx, unit)
+	cleaned, err := d.core.Store.CleanedDigest(ctx, tx, unit)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -297,9 +297,9 @@ func (f *Forwarder) cleanUpCheckpoint(ctx context.Context, tx *sql.Tx, unit stri
 		// Format 1 names no installation. It is this installation's only if written before its
 		// relays were upgraded, that is, before they cleaned a checkpoint of their own on this
 		// unit; after that, it is another installation's, of an older version, sharing the prefix.
-		return nil, 0, f.refuseForeign(unit, u, cp, "(an older version's, format 1)")
+		return nil, 0, d.refuseForeign(unit, u, cp, "(an older version's, format 1)")
 	}
-	kept, mismatched, err := f.store.ApplyCheckpoint(ctx, tx, cp, f.cfg.Retention > 0, settled)
+	kept, mismatched, err := d.core.Store.ApplyCheckpoint(ctx, tx, cp, d.core.Retention > 0, settled)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -307,5 +307,5 @@ func (f *Forwarder) cleanUpCheckpoint(ctx context.Context, tx *sql.Tx, unit stri
 	for seq := range kept {
 		delete(recovered, seq) // settled by the acknowledgement, and possibly replayed since
 	}
-	return recovered, mismatched, f.store.MarkCleaned(ctx, tx, []relay.UnitMark{{Name: unit, Digest: digest}})
+	return recovered, mismatched, d.core.Store.MarkCleaned(ctx, tx, []relay.UnitMark{{Name: unit, Digest: digest}})
 }

@@ -1,10 +1,9 @@
-package forwarder
+package exactlyonce
 
 import (
 	"slices"
 	"testing"
 
-	"github.com/outboxkit/outboxkit/forwarder/internal/atleastonce"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -14,7 +13,7 @@ import (
 // most that much per unit, leaving the rest of a full unit (a sequence suffix of each of its
 // partitions) pending.
 func TestExactlyOnceClaimPerUnit(t *testing.T) {
-	p := exactlyOnce{&Forwarder{cfg: Config{TransactionalUnits: 2, BatchSize: 2, MaxBatchBytes: 10}}}
+	p := &Deliverer{units: 2, core: relay.Core{BatchSize: 2, MaxBatchBytes: 10}}
 	rows, bytes := p.ClaimLimits([]relay.Lease{{Partition: 0}, {Partition: 2}, {Partition: 1}})
 	if rows != 4 || bytes != 20 {
 		t.Fatalf("claimLimits for 2 units = %d rows, %d bytes; want 4, 20", rows, bytes)
@@ -40,8 +39,5 @@ func TestExactlyOnceClaimPerUnit(t *testing.T) {
 	// A unit's first row is kept however large.
 	if got := p.TrimClaim([]relay.Record{rec(1, 1, 50), rec(2, 1, 1)}); len(got) != 1 || got[0].Seq != 1 {
 		t.Fatalf("a first row over MaxBatchBytes: kept %v, want seq 1 alone", got)
-	}
-	if got := (&atleastonce.Deliverer{}).TrimClaim(claimed); len(got) != len(claimed) {
-		t.Fatalf("at least once trimmed the claim to %d of %d rows", len(got), len(claimed))
 	}
 }
