@@ -80,6 +80,8 @@ type Deliverer struct {
 	// installation is the table's identity, read at start.
 	installation string
 	txUnits      txUnits
+	// fence is the database side of a unit's opening (fencedOpening; a fake in unit tests).
+	fence opening
 }
 
 // New returns the exactly-once deliverer over core: it publishes through txp, acknowledges
@@ -94,6 +96,7 @@ func New(core relay.Core, cfg Config, txp Publisher, acker Acknowledger, settler
 	if d.unitsSettled == nil {
 		d.unitsSettled = func(int) {}
 	}
+	d.fence = d.fencedOpening
 	return d
 }
 

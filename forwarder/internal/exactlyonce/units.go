@@ -193,25 +193,7 @@ func (d *Deliverer) openUnit(ctx context.Context, n int, leases []relay.Lease, u
 	// The leases are checked after the producer was initialized even when there is nothing to
 	// clean up: a relay whose leases moved while it was stopped has just fenced the unit's
 	// rightful owner in Kafka, and must not publish (the owner opens the unit again).
-	ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), relay.AckTimeout)
-	defer cancel()
-	var recovered map[int64]bool
-	mismatched := 0
-	err = d.core.Store.InLeaseTx(ackCtx, d.core.DB, func(tx *sql.Tx) error {
-		owned, err := d.core.Store.Fence(ackCtx, tx, d.core.RelayID, leases)
-		if err != nil || len(owned) != len(leases) {
-			lost = err == nil
-			return err
-		}
-		if err := d.core.Store.EnsureUnitRow(ackCtx, tx, unit); err != nil {
-			return err
-		}
-		if err := d.checkUnitCount(ackCtx, tx); err != nil || !cleanup {
-			return err
-		}
-		recovered, mismatched, err = d.cleanUpCheckpoint(ackCtx, tx, unit, u, cp, last)
-		return err
-	})
+	lost, recovered, mismatched, err := d.fence(ctx, unit, leases, u, cleanup, cp, last)
 	if err != nil || lost {
 		d.closeUnit(n)
 		if errors.Is(err, ErrUnitCountMismatch) {
@@ -239,6 +221,36 @@ func (d *Deliverer) openUnit(ctx context.Context, n int, leases []relay.Lease, u
 			"rows", mismatched, "written_by", cp.Relay, "txn", cp.Txn)
 	}
 	return false, nil
+}
+
+// opening is the database side of a unit's opening: in one transaction fenced by the leases of
+// all the unit's partitions (lost when one has moved), it records the unit, checks the unit
+// count and, when cleanup, applies the unit's last checkpoint cp (cleanUpCheckpoint, whose
+// results it returns).
+type opening func(ctx context.Context, unit string, leases []relay.Lease, u *txUnit, cleanup bool, cp bookkeeping.Checkpoint,
+	last []byte) (lost bool, recovered map[int64]bool, mismatched int, err error)
+
+// fencedOpening is the opening on the relay's store.
+func (d *Deliverer) fencedOpening(ctx context.Context, unit string, leases []relay.Lease, u *txUnit, cleanup bool, cp bookkeeping.Checkpoint,
+	last []byte) (lost bool, recovered map[int64]bool, mismatched int, err error) {
+	ackCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), relay.AckTimeout)
+	defer cancel()
+	err = d.core.Store.InLeaseTx(ackCtx, d.core.DB, func(tx *sql.Tx) error {
+		owned, err := d.core.Store.Fence(ackCtx, tx, d.core.RelayID, leases)
+		if err != nil || len(owned) != len(leases) {
+			lost = err == nil
+			return err
+		}
+		if err := d.core.Store.EnsureUnitRow(ackCtx, tx, unit); err != nil {
+			return err
+		}
+		if err := d.checkUnitCount(ackCtx, tx); err != nil || !cleanup {
+			return err
+		}
+		recovered, mismatched, err = d.cleanUpCheckpoint(ackCtx, tx, unit, u, cp, last)
+		return err
+	})
+	return lost, recovered, mismatched, err
 }
 
 // foreignRetry is how often a unit whose last checkpoint is another installation's is opened
