@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 
@@ -27,6 +28,7 @@ func TestSchemaRegistryConfigErrorsNameTheValue(t *testing.T) {
 		{kafkaBase + "schema_registry:\n  url: http://u:p@r\n", "schema_registry.url: has credentials in it; use username and password"},
 		{kafkaBase + "schema_registry:\n  url: http://r\n  version: -1\n", "schema_registry.version: -1: want 0 (latest) or a version number from 1"},
 		{kafkaBase + "schema_registry:\n  url: http://r\n  latest_ttl: -1s\n", "schema_registry.latest_ttl: -1s is negative"},
+		{kafkaBase + "schema_registry:\n  url: http://r\n  subject_strategy: record_name\n", `schema_registry.subject_strategy: "record_name": want topic, record or topic_record`},
 		{kafkaBase + "schema_registry:\n  url: http://r\n  password: Secret-9\n", "schema_registry.password: set without username"},
 		{kafkaBase + "schema_registry:\n  url: http://r\n  username: u\n  bearer_token: Tok-9\n", "schema_registry.bearer_token: set together with username (choose basic or bearer authentication)"},
 		{"broker: pulsar\npulsar:\n  url: pulsar://p:6650\nschema_registry:\n  url: http://r\n", "schema_registry: not supported with broker pulsar yet (kafka and kfake only)"},
@@ -110,5 +112,27 @@ func TestBuildWithSchemaRegistryEncodes(t *testing.T) {
 	}
 	if id, body, err := header.DecodeID(records[0].Value); err != nil || id != ss.ID || !bytes.Equal(body, []byte{14}) {
 		t.Fatalf("record value % x: id %d body % x err %v, want id %d and the Avro long 7 (0e)", records[0].Value, id, body, err, ss.ID)
+	}
+}
+
+// The schema_registry example of docs/configuration.md parses, with its subject strategy, and
+// its password does not show when the configuration is printed.
+func TestSchemaRegistryDocExampleParses(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(doc[bytes.Index(doc, []byte("### Schema registry")):])
+	start := strings.Index(section, "```yaml\n") + len("```yaml\n")
+	block := section[start : start+strings.Index(section[start:], "```")]
+	cfg, err := brokerconfig.Parse([]byte("broker: kafka\nkafka:\n  brokers: [k:9092]\n"+block), nil)
+	if err != nil {
+		t.Fatalf("docs example:\n%s\n%v", block, err)
+	}
+	if cfg.SchemaRegistry.SubjectStrategy != schema.StrategyTopicRecord || cfg.SchemaRegistry.Username != "relay" {
+		t.Errorf("parsed %+v", cfg.SchemaRegistry)
+	}
+	if out := cfg.String(); strings.Contains(out, cfg.SchemaRegistry.Password) || !strings.Contains(out, "subject_strategy=topic_record") {
+		t.Errorf("printed: %s", out)
 	}
 }

@@ -7,17 +7,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
 )
 
-// Config selects the schema an Encoder uses for a topic.
+// Config selects the schema an Encoder uses for an event.
 type Config struct {
 	// Version is the subject version to encode with; 0 means the latest, looked up again once
 	// LatestTTL has passed.
 	Version int
 	// LatestTTL is how long the latest version of a subject is cached. Default: 1m.
 	LatestTTL time.Duration
+	// Strategy names the subject of an event (Confluent's subject name strategies). Default:
+	// StrategyTopic.
+	Strategy Strategy
 }
 
 // Validate reports a configuration that cannot work, naming the bad value.
@@ -28,11 +30,15 @@ func (c Config) Validate() error {
 	if c.LatestTTL < 0 {
 		return fmt.Errorf("schema: latest TTL %s is negative", c.LatestTTL)
 	}
+	if err := c.Strategy.Validate(); err != nil {
+		return fmt.Errorf("schema: %w", err)
+	}
 	return nil
 }
 
-// Encoder turns JSON payloads into Confluent-framed Avro with the schema of each topic's subject
-// (<topic>-value). Lookups are cached per subject. An Encoder is safe for concurrent use.
+// Encoder turns JSON payloads into the Confluent wire format with the schema of each event's
+// subject: Avro, Protobuf or JSON Schema, as the registry says the subject's schema is. Lookups
+// are cached per subject. An Encoder is safe for concurrent use.
 type Encoder struct {
 	client *sr.Client
 	config Config
@@ -42,10 +48,18 @@ type Encoder struct {
 	cache map[string]cached
 }
 
+// cached is a subject's schema, ready to encode with.
 type cached struct {
 	id      int
-	schema  avro.Schema
+	codec   codec
 	fetched time.Time
+}
+
+// codec encodes JSON payloads with one registered schema.
+type codec interface {
+	// encode returns the message indexes of the wire format's header (Protobuf only) and the
+	// body; record is the event's record name (its type), "" when not known.
+	encode(payload []byte, record string) (index []int, body []byte, m *mismatch)
 }
 
 // NewEncoder returns an Encoder that looks schemas up with client.
@@ -59,38 +73,55 @@ func NewEncoder(client *sr.Client, config Config) (*Encoder, error) {
 	if config.LatestTTL == 0 {
 		config.LatestTTL = time.Minute
 	}
+	if config.Strategy == "" {
+		config.Strategy = StrategyTopic
+	}
 	return &Encoder{client: client, config: config, now: time.Now, cache: map[string]cached{}}, nil
 }
 
 // Subject is the subject of topic's values under the topic naming strategy.
 func Subject(topic string) string { return topic + "-value" }
 
-// Encode returns payload (JSON) encoded in Avro with the schema of topic's subject, in the
-// Confluent wire format. A payload that does not fit is a *MismatchError; a failed lookup a
-// *RegistryError.
+// Encode returns payload (JSON) encoded with the schema of topic's subject, in the Confluent
+// wire format; the same as EncodeEvent without an event type (the topic strategy).
 func (e *Encoder) Encode(ctx context.Context, topic string, payload []byte) ([]byte, error) {
-	subject := Subject(topic)
+	return e.EncodeEvent(ctx, topic, "", payload)
+}
+
+// EncodeEvent returns payload (JSON) encoded with the schema of the event's subject, named by the
+// configured strategy from topic and eventType (the record name: an Avro record's or a Protobuf
+// message's full name, or a JSON Schema's title), in the Confluent wire format. A payload that
+// does not fit, or an event the strategy cannot name a subject for, is a *MismatchError; a failed
+// lookup a *RegistryError.
+func (e *Encoder) EncodeEvent(ctx context.Context, topic, eventType string, payload []byte) ([]byte, error) {
+	subject, err := e.subject(topic, eventType)
+	if err != nil {
+		return nil, err
+	}
 	s, err := e.lookup(ctx, subject)
 	if err != nil {
 		return nil, err
 	}
-	decoded, m := decodeJSON(payload)
-	if m == nil {
-		decoded, m = toAvro(s.schema, decoded, "$")
-	}
+	index, body, m := s.codec.encode(payload, eventType)
 	if m != nil {
 		return nil, &MismatchError{Subject: subject, Path: m.path, Reason: m.reason}
 	}
-	body, err := avro.Marshal(s.schema, decoded)
-	if err != nil {
-		return nil, &MismatchError{Subject: subject, Path: "$", Reason: err.Error()}
-	}
 	var header sr.ConfluentHeader
-	out, err := header.AppendEncode(make([]byte, 0, 5+len(body)), s.id, nil)
+	out, err := header.AppendEncode(make([]byte, 0, 6+len(index)+len(body)), s.id, index)
 	if err != nil {
 		return nil, fmt.Errorf("schema: framing for subject %q: %w", subject, err)
 	}
 	return append(out, body...), nil
+}
+
+// subject names the subject of an event by the configured strategy.
+func (e *Encoder) subject(topic, eventType string) (string, error) {
+	subject, ok := e.config.Strategy.subject(topic, eventType)
+	if !ok {
+		return "", &MismatchError{Subject: "(none)", Path: "$",
+			Reason: fmt.Sprintf("the event has no %s metadata, which the %s subject name strategy needs", eventTypeKey, e.config.Strategy)}
+	}
+	return subject, nil
 }
 
 // lookup returns the cached schema of subject, fetching it when missing (or, for the latest
@@ -110,16 +141,38 @@ func (e *Encoder) lookup(ctx context.Context, subject string) (cached, error) {
 	if err != nil {
 		return cached{}, &RegistryError{Subject: subject, Err: err}
 	}
-	if ss.Type != sr.TypeAvro {
-		return cached{}, &RegistryError{Subject: subject, Err: fmt.Errorf("schema %d is %s, only Avro is supported", ss.ID, ss.Type)}
-	}
-	parsed, err := avro.ParseWithCache(ss.Schema.Schema, "", &avro.SchemaCache{})
+	codec, err := newCodec(ctx, ss)
 	if err != nil {
-		return cached{}, &RegistryError{Subject: subject, Err: fmt.Errorf("schema %d does not parse as Avro: %w", ss.ID, err)}
+		return cached{}, &RegistryError{Subject: subject, Err: err}
 	}
-	c = cached{id: ss.ID, schema: parsed, fetched: e.now()}
+	c = cached{id: ss.ID, codec: codec, fetched: e.now()}
 	e.mu.Lock()
 	e.cache[subject] = c
 	e.mu.Unlock()
+	return c, nil
+}
+
+// newCodec parses a registered schema by its type.
+func newCodec(ctx context.Context, ss sr.SubjectSchema) (codec, error) {
+	if len(ss.References) > 0 {
+		return nil, fmt.Errorf("schema %d has references to other subjects, which are not supported yet", ss.ID)
+	}
+	var (
+		c   codec
+		err error
+	)
+	switch ss.Type {
+	case sr.TypeAvro:
+		c, err = newAvroCodec(ss.Schema.Schema)
+	case sr.TypeProtobuf:
+		c, err = newProtoCodec(ctx, ss.Schema.Schema)
+	case sr.TypeJSON:
+		c, err = newJSONSchemaCodec(ss.Schema.Schema)
+	default:
+		return nil, fmt.Errorf("schema %d is of type %s, which is not supported", ss.ID, ss.Type)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("schema %d does not parse as %s: %w", ss.ID, ss.Type, err)
+	}
 	return c, nil
 }

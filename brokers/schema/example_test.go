@@ -33,3 +33,24 @@ func ExampleEncoder() {
 		fmt.Printf("% x...\n", framed[:5]) // 00, then the schema id in 4 bytes
 	}
 }
+
+// With the record subject name strategy each event type has its own subject: here
+// shop.v1.OrderPlaced, whose registered schema may be Avro, Protobuf (the message of that full
+// name is encoded) or JSON Schema.
+func ExampleEncoder_EncodeEvent() {
+	client, err := sr.NewClient(sr.URLs("http://127.0.0.1:18081/apis/ccompat/v7"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	enc, err := schema.NewEncoder(client, schema.Config{Strategy: schema.StrategyRecord})
+	if err != nil {
+		log.Fatal(err)
+	}
+	framed, err := enc.EncodeEvent(context.Background(), "orders", "shop.v1.OrderPlaced",
+		[]byte(`{"orderId":"o-1","amount":"42"}`))
+	if err != nil {
+		fmt.Println(err, "retriable:", schema.Retriable(err))
+		return
+	}
+	fmt.Printf("% x...\n", framed[:5])
+}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -18,7 +19,8 @@ import (
 )
 
 // pythonEnv returns the python of the project's virtual environment (scripts/python-env.sh), which
-// has confluent-kafka with its Avro extra (fastavro, requests). Missing: a skip, a failure in CI.
+// has confluent-kafka with the packages of its deserializers (fastavro, requests, protobuf,
+// grpcio-tools, jsonschema). Missing: a skip, a failure in CI.
 func pythonEnv(t *testing.T) string {
 	t.Helper()
 	cmd := exec.Command("bash", "../../scripts/python-env.sh")
@@ -77,24 +79,7 @@ func TestPythonAvroDeserializerReadsTheEvents(t *testing.T) {
 		}
 	}
 
-	cmd := exec.Command(python, "testdata/avro_consumer.py", strings.Join(brokers, ","), topic,
-		testsupport.SchemaRegistryURL(t), "2")
-	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("avro_consumer.py: %v\nstderr:\n%s", err, stderr.String())
-	}
-	var records []struct {
-		Key     string            `json:"key"`
-		Headers map[string]string `json:"headers"`
-		Value   map[string]any    `json:"value"`
-	}
-	dec := json.NewDecoder(&stdout)
-	dec.UseNumber()
-	if err := dec.Decode(&records); err != nil {
-		t.Fatalf("avro_consumer.py output: %v\nstderr:\n%s", err, stderr.String())
-	}
+	records := readWithPython(t, python, "avro", brokers, topic, len(payloads))
 	if len(records) != len(payloads) {
 		t.Fatalf("python read %d records, want %d", len(records), len(payloads))
 	}
@@ -117,6 +102,35 @@ func TestPythonAvroDeserializerReadsTheEvents(t *testing.T) {
 			t.Errorf("record %d:\n python read %v\n want       %v", i, r.Value, want)
 		}
 	}
+}
+
+// pythonRecord is a record as testdata/registry_consumer.py prints it.
+type pythonRecord struct {
+	Key     string            `json:"key"`
+	Headers map[string]string `json:"headers"`
+	Value   map[string]any    `json:"value"`
+	Index   []int             `json:"index"`
+}
+
+// readWithPython reads count records of topic with testdata/registry_consumer.py: confluent-kafka's
+// deserializer of format (avro, json or protobuf).
+func readWithPython(t *testing.T, python, format string, brokers []string, topic string, count int) []pythonRecord {
+	t.Helper()
+	cmd := exec.Command(python, "testdata/registry_consumer.py", format, strings.Join(brokers, ","), topic,
+		testsupport.SchemaRegistryURL(t), strconv.Itoa(count))
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("registry_consumer.py %s: %v\nstderr:\n%s", format, err, stderr.String())
+	}
+	var records []pythonRecord
+	dec := json.NewDecoder(&stdout)
+	dec.UseNumber()
+	if err := dec.Decode(&records); err != nil {
+		t.Fatalf("registry_consumer.py %s output: %v\nstderr:\n%s", format, err, stderr.String())
+	}
+	return records
 }
 
 // normalize makes numbers comparable by value: an integer (however written: Python prints a

@@ -30,8 +30,8 @@ type errorClassifier interface {
 }
 
 // NewPublisher returns a publisher that encodes every message's payload (but a dead letter's,
-// see needsEncoding) with enc (JSON to
-// Confluent-framed Avro, the schema of its topic's subject) and publishes a copy of it through
+// see needsEncoding) with enc (JSON to the Confluent wire format, with the schema of the
+// subject its topic and event_type metadata name) and publishes a copy of it through
 // pub, which needs per-message outcomes (PublishEach: brokers/kafka has it). Its Retriable
 // (forwarder.ErrorClassifier) makes a *MismatchError permanent and ErrEarlierMessageNotEncoded and
 // registry failures retriable, and leaves every other error to pub's Retriable. Close closes pub.
@@ -76,7 +76,7 @@ func (p *publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 	if !slices.ContainsFunc(msgs, needsEncoding) {
 		return p.each.PublishEach(ctx, topic, msgs)
 	}
-	if _, err := p.enc.lookup(ctx, Subject(topic)); err != nil {
+	if err := p.lookupAll(ctx, topic, msgs); err != nil {
 		for i := range errs {
 			errs[i] = fmt.Errorf("schema: topic %q: %w", topic, err)
 		}
@@ -121,6 +121,27 @@ func (p *publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 	return errs
 }
 
+// lookupAll looks up the subject of every message to encode, so that a registry that does not
+// answer fails the whole call before anything is sent (an event whose subject cannot be named
+// fails alone, in encode).
+func (p *publisher) lookupAll(ctx context.Context, topic string, msgs []*message.Message) error {
+	seen := map[string]bool{}
+	for _, msg := range msgs {
+		if msg == nil || !needsEncoding(msg) {
+			continue
+		}
+		subject, err := p.enc.subject(topic, msg.Metadata.Get(eventTypeKey))
+		if err != nil || seen[subject] {
+			continue
+		}
+		seen[subject] = true
+		if _, err := p.enc.lookup(ctx, subject); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // needsEncoding reports whether msg is to be encoded: every message but a dead letter (one with
 // Watermill's poison reason header, as the forwarder publishes it), which keeps the event's
 // payload as the writer stored it, so that a poison event reaches the dead-letter topic.
@@ -137,7 +158,7 @@ func (p *publisher) encode(ctx context.Context, topic string, msg *message.Messa
 	if !needsEncoding(msg) {
 		return msg, nil
 	}
-	payload, err := p.enc.Encode(ctx, topic, msg.Payload)
+	payload, err := p.enc.EncodeEvent(ctx, topic, msg.Metadata.Get(eventTypeKey), msg.Payload)
 	if err != nil {
 		return nil, err
 	}

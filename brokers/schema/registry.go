@@ -20,6 +20,9 @@ type RegistryConfig struct {
 	Version int `yaml:"version"`
 	// LatestTTL is how long the latest version is cached. Default: 1m.
 	LatestTTL time.Duration `yaml:"latest_ttl"`
+	// SubjectStrategy names each event's subject: topic (<topic>-value, the default), record
+	// (the event's event_type) or topic_record (<topic>-<event_type>).
+	SubjectStrategy Strategy `yaml:"subject_strategy"`
 	// Username and Password are HTTP basic authentication; Password is redacted when printed.
 	Username string `yaml:"username"`
 	Password string `yaml:"password"`
@@ -48,6 +51,9 @@ func (c RegistryConfig) Validate() error {
 			return fmt.Errorf("latest_ttl: %s is negative", c.LatestTTL)
 		}
 	}
+	if err := c.SubjectStrategy.Validate(); err != nil {
+		return fmt.Errorf("subject_strategy: %q: want %s, %s or %s", string(c.SubjectStrategy), StrategyTopic, StrategyRecord, StrategyTopicRecord)
+	}
 	if c.Password != "" && c.Username == "" {
 		return errors.New("password: set without username")
 	}
@@ -73,7 +79,7 @@ func NewEncoderFromConfig(c RegistryConfig) (*Encoder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema_registry: %w", err)
 	}
-	return NewEncoder(client, Config{Version: c.Version, LatestTTL: c.LatestTTL})
+	return NewEncoder(client, Config{Version: c.Version, LatestTTL: c.LatestTTL, Strategy: c.SubjectStrategy})
 }
 
 // LogValue implements slog.LogValuer with the secrets redacted.
@@ -82,6 +88,7 @@ func (c RegistryConfig) LogValue() slog.Value {
 		slog.String("url", c.URL),
 		slog.Int("version", c.Version),
 		slog.Duration("latest_ttl", c.LatestTTL),
+		slog.String("subject_strategy", string(c.SubjectStrategy)),
 		slog.String("username", c.Username),
 		slog.String("password", redact(c.Password)),
 		slog.String("bearer_token", redact(c.BearerToken)),

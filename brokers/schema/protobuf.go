@@ -1,0 +1,103 @@
+package schema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/bufbuild/protocompile"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+)
+
+// protoFileName is the name the registered .proto text is compiled under; it appears in nothing
+// that is published.
+const protoFileName = "registered.proto"
+
+// protoCodec encodes with a registered Protobuf schema: the .proto text compiled into descriptors
+// with github.com/bufbuild/protocompile, the JSON payload converted guided by the message's
+// descriptor into a dynamicpb message (protojson.go) and marshalled by google.golang.org/protobuf.
+type protoCodec struct {
+	file protoreflect.FileDescriptor
+	// first is the message encoded when the event's type names no message of the file.
+	first protoreflect.MessageDescriptor
+}
+
+func newProtoCodec(ctx context.Context, text string) (codec, error) {
+	compiler := protocompile.Compiler{
+		Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
+			Accessor: protocompile.SourceAccessorFromMap(map[string]string{protoFileName: text}),
+		}),
+	}
+	files, err := compiler.Compile(ctx, protoFileName)
+	if err != nil {
+		return nil, err
+	}
+	file := files.FindFileByPath(protoFileName)
+	if file == nil {
+		return nil, errors.New("the compiler returned no file")
+	}
+	if file.Messages().Len() == 0 {
+		return nil, errors.New("it declares no message")
+	}
+	return protoCodec{file: file, first: file.Messages().Get(0)}, nil
+}
+
+// encode encodes payload as the message the event's type names by its full name (for example
+// shop.v1.OrderPlaced), or else as the file's first message; index is that message's position
+// in the file, as the wire format's message indexes say it.
+func (c protoCodec) encode(payload []byte, record string) ([]int, []byte, *mismatch) {
+	md := c.message(record)
+	decoded, m := decodeJSON(payload)
+	if m != nil {
+		return nil, nil, m
+	}
+	msg := dynamicpb.NewMessage(md)
+	if m := toProto(msg, decoded, "$"); m != nil {
+		return nil, nil, m
+	}
+	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
+	if err != nil {
+		return nil, nil, &mismatch{"$", fmt.Sprintf("marshalling message %s: %v", md.FullName(), err)}
+	}
+	return messageIndex(md), body, nil
+}
+
+// message returns the message of the file named record (at any depth), else the first one.
+func (c protoCodec) message(record string) protoreflect.MessageDescriptor {
+	if record != "" {
+		if d := findMessage(c.file.Messages(), protoreflect.FullName(record)); d != nil {
+			return d
+		}
+	}
+	return c.first
+}
+
+func findMessage(msgs protoreflect.MessageDescriptors, name protoreflect.FullName) protoreflect.MessageDescriptor {
+	for i := range msgs.Len() {
+		md := msgs.Get(i)
+		if md.FullName() == name {
+			return md
+		}
+		if nested := findMessage(md.Messages(), name); nested != nil {
+			return nested
+		}
+	}
+	return nil
+}
+
+// messageIndex is md's path in its file: its index among the top-level messages, then among its
+// parent's nested messages, and so on.
+func messageIndex(md protoreflect.MessageDescriptor) []int {
+	var index []int
+	for d := protoreflect.Descriptor(md); d != nil; d = d.Parent() {
+		if _, ok := d.(protoreflect.MessageDescriptor); !ok {
+			break
+		}
+		index = append(index, d.Index())
+	}
+	slices.Reverse(index)
+	return index
+}
