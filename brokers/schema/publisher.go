@@ -73,7 +73,7 @@ func (p *publisher) Publish(topic string, msgs ...*message.Message) error {
 // every message of the call (retriable), and the others are sent.
 func (p *publisher) PublishEach(ctx context.Context, topic string, msgs []*message.Message) []error {
 	errs := make([]error, len(msgs))
-	if !slices.ContainsFunc(msgs, needsEncoding) {
+	if !slices.ContainsFunc(msgs, func(msg *message.Message) bool { return !isDeadLetter(msg) }) {
 		return p.each.PublishEach(ctx, topic, msgs)
 	}
 	if err := p.lookupAll(ctx, topic, msgs); err != nil {
@@ -127,7 +127,7 @@ func (p *publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 func (p *publisher) lookupAll(ctx context.Context, topic string, msgs []*message.Message) error {
 	seen := map[string]bool{}
 	for _, msg := range msgs {
-		if msg == nil || !needsEncoding(msg) {
+		if !needsEncoding(msg) || msg == nil {
 			continue
 		}
 		subject, err := p.enc.subject(topic, msg.Metadata.Get(eventTypeKey))
@@ -142,20 +142,33 @@ func (p *publisher) lookupAll(ctx context.Context, topic string, msgs []*message
 	return nil
 }
 
-// needsEncoding reports whether msg is to be encoded: every message but a dead letter (one with
-// Watermill's poison reason header, as the forwarder publishes it), which keeps the event's
-// payload as the writer stored it, so that a poison event reaches the dead-letter topic.
+// isDeadLetter reports a message with Watermill's poison reason header, as the forwarder
+// publishes dead letters: it keeps the event's payload as the writer stored it, so that a poison
+// event reaches the dead-letter topic.
+func isDeadLetter(msg *message.Message) bool {
+	return msg != nil && msg.Metadata.Get(middleware.ReasonForPoisonedKey) != ""
+}
+
+// needsEncoding reports whether msg is to be encoded: every message but a dead letter and an
+// event its writer encoded (MetadataEncoded).
 func needsEncoding(msg *message.Message) bool {
-	return msg == nil || msg.Metadata.Get(middleware.ReasonForPoisonedKey) == ""
+	return msg == nil || !isDeadLetter(msg) && !preEncoded(msg)
 }
 
 // encode returns a copy of msg (UUID, metadata, context kept) with its payload encoded; a dead
-// letter as it is.
+// letter as it is, and an event its writer encoded as it is once its framing is checked.
 func (p *publisher) encode(ctx context.Context, topic string, msg *message.Message) (*message.Message, error) {
 	if msg == nil {
 		return nil, &MismatchError{Subject: Subject(topic), Path: "$", Reason: "nil message"}
 	}
-	if !needsEncoding(msg) {
+	if isDeadLetter(msg) {
+		return msg, nil
+	}
+	if preEncoded(msg) {
+		subject, _ := p.enc.subject(topic, msg.Metadata.Get(eventTypeKey))
+		if err := checkPreEncoded(subject, msg); err != nil {
+			return nil, err
+		}
 		return msg, nil
 	}
 	payload, err := p.enc.EncodeEvent(ctx, topic, msg.Metadata.Get(eventTypeKey), msg.Payload)
