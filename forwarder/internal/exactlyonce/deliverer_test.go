@@ -190,31 +190,73 @@ func TestDeliverDeadLettersAPermanentFailureInTheNextTransaction(t *testing.T) {
 	}
 }
 
-// TestDeliverEndsDeadInTheTableWhenTheReducedDeadLetterIsRefused: an event past its retry budget
-// sends its dead letter reduced from the start; refused even so, it is dead in the table only,
-// with a reason naming the refusal, and the rest of the unit commits.
+// TestDeliverEndsDeadInTheTableWhenTheReducedDeadLetterIsRefused: a spent event (max_attempts
+// used, and its dead letter failed once more alone since: past its budget) is not published
+// again; its dead letter goes alone, reduced from the start; refused even so, it is dead in the
+// table only, with a reason naming the refusal and the event's publishes (max_attempts) as its
+// attempts, and the rest of the unit commits.
 func TestDeliverEndsDeadInTheTableWhenTheReducedDeadLetterIsRefused(t *testing.T) {
 	records := []relay.Record{rec(1, "a", 0), rec(2, "b", 2)}
-	records[0].Attempts = 3 // the next failure is its 4th, past MaxAttempts
+	records[0].Attempts = 4 // MaxAttempts 3 spent, then one failed round of its dead letter alone
+	eventSent := false
 	txp, acker := &fakeTx{refuse: func(topic string, m *message.Message) error {
-		if m.UUID == records[0].Event.ID.String() {
-			return errTooLarge // the event, and its dead letter in any form
+		if m.UUID != records[0].Event.ID.String() {
+			return nil
 		}
-		return nil
+		if topic != "dead" {
+			eventSent = true
+		}
+		return errTooLarge // the event, and its dead letter in any form
 	}}, &fakeAcker{}
 	d := newTestDeliverer(t, 2, txp, acker, nil)
 	if _, err := d.Deliver(context.Background(), 0, allLeases(), records); err != nil {
 		t.Fatal(err)
 	}
-	if len(acker.settled) != 1 || !acker.settled[0].Dead || acker.settled[0].Attempts != 4 ||
-		acker.settled[0].Reason != deadletter.RefusedReason(errTooLarge.Error(), "dead", errTooLarge) {
-		t.Fatalf("settled %+v, want seq 1 dead in the table after 4 attempts, the refusal in its reason", acker.settled)
+	if eventSent {
+		t.Error("the spent event was put in a transaction again")
+	}
+	if len(acker.settled) != 1 || !acker.settled[0].Dead || acker.settled[0].Attempts != 3 ||
+		acker.settled[0].Reason != deadletter.RefusedReason(deadletter.SpentReason(3), "dead", errTooLarge) {
+		t.Fatalf("settled %+v, want seq 1 dead in the table with 3 attempts, the refusal in its reason", acker.settled)
 	}
 	if got := seqs(acker.acked, recordSeq); !slices.Equal(got, []int64{2}) {
 		t.Fatalf("acknowledged %v, want [2]", got)
 	}
 	if len(txp.commits) != 1 || len(txp.commits[0].msgs) != 1 {
 		t.Fatalf("commits %+v, want one holding the other event alone", txp.commits)
+	}
+}
+
+// TestDeliverSendsASpentEventsDeadLetterAlone: an event whose max_attempts are spent (its dead
+// letter failed after the last one) is not published again: its dead letter goes whole in the
+// unit's transaction, with outbox_attempts = max_attempts, and its key's later event waits
+// (neither acknowledged nor settled).
+func TestDeliverSendsASpentEventsDeadLetterAlone(t *testing.T) {
+	records := []relay.Record{rec(1, "a", 0), rec(2, "b", 2), rec(3, "a", 0)}
+	records[0].Attempts = 3
+	txp, acker := &fakeTx{}, &fakeAcker{}
+	d := newTestDeliverer(t, 2, txp, acker, nil)
+	if _, err := d.Deliver(context.Background(), 0, allLeases(), records); err != nil {
+		t.Fatal(err)
+	}
+	if len(acker.settled) != 1 || !acker.settled[0].Dead || acker.settled[0].Record.Seq != 1 || acker.settled[0].Attempts != 3 {
+		t.Fatalf("settled %+v, want seq 1 dead with 3 attempts", acker.settled)
+	}
+	if got := seqs(acker.acked, recordSeq); !slices.Equal(got, []int64{2}) {
+		t.Fatalf("acknowledged %v, want [2] (seq 3 waits behind the dead one)", got)
+	}
+	var sent []string
+	for _, c := range txp.commits {
+		for i, m := range c.msgs {
+			sent = append(sent, c.topics[i]+"/"+m.Metadata.Get(outbox.MetadataAggregateID))
+			if c.topics[i] == "dead" && (m.Metadata.Get(deadletter.MetadataAttempts) != "3" || m.Metadata.Get(deadletter.MetadataPayloadDropped) != "") {
+				t.Errorf("dead letter %v, want it whole with outbox_attempts 3", m.Metadata)
+			}
+		}
+	}
+	slices.Sort(sent)
+	if !slices.Equal(sent, []string{"dead/a", "orders/b"}) {
+		t.Fatalf("committed %v, want a's dead letter and b's event only", sent)
 	}
 }
 

@@ -134,10 +134,27 @@ func (d *Deliverer) afterUnitsAcknowledged(jobs []unitJob, outcomes []unitOutcom
 
 // pendingDead is a record to dead-letter in the next transaction.
 type pendingDead struct {
-	record   relay.Record
+	record relay.Record
+	// attempts counts the record's failed attempts, this one included: of its event, then of
+	// its dead letter alone once they are spent. The dead letter, the checkpoint and the dead
+	// row carry the event's publishes (relay.RetryPolicy.Published).
 	attempts int
 	reason   string
 	slim     bool // the dead letter goes without its payload (the broker refused it whole)
+}
+
+// spentDeadLetters are the dead letters of records whose attempts are spent (their dead letter
+// failed after the last one; deadletter.SplitSpent took them out of the batch): they go in the
+// unit's transaction without their event, so that max_attempts bounds the transactions that
+// carry an event. Each is an attempt of the dead letter alone; it goes whole once more, then,
+// past that, reduced from the start (as any dead letter past the event's budget), so that one
+// refused even reduced ends dead in the table instead of looping.
+func spentDeadLetters(p relay.RetryPolicy, records []relay.Record) []pendingDead {
+	dead := make([]pendingDead, len(records))
+	for i, r := range records {
+		dead[i] = pendingDead{record: r, attempts: r.Attempts + 1, reason: deadletter.SpentReason(p.MaxAttempts), slim: p.PastBudget(r.Attempts)}
+	}
+	return dead
 }
 
 // commitUnit publishes one unit's records, in order, in transactions of the unit. A failed
@@ -147,8 +164,8 @@ func (d *Deliverer) commitUnit(ctx context.Context, n int, leases []relay.Lease,
 	var out unitOutcome
 	u := d.txUnits.get(n)
 	unit := d.unitName(n)
-	pending := records
-	var dead []pendingDead
+	spent, pending := deadletter.SplitSpent(d.core.Retry, records)
+	dead := spentDeadLetters(d.core.Retry, spent)
 	for round := 1; ; round++ {
 		if !u.open {
 			lost, err := d.openUnit(ctx, n, leases, u)
@@ -185,7 +202,8 @@ func (d *Deliverer) commitUnit(ctx context.Context, n int, leases []relay.Lease,
 			out.acked, out.checkpoint = pending, cp
 			for _, pd := range dead {
 				d.core.Metrics.DeadLettered.WithLabelValues(pd.record.Event.Topic, pd.record.Event.TenantID).Inc()
-				out.settled = append(out.settled, relay.Settlement{Record: pd.record, Attempts: pd.attempts, Next: time.Now(), Dead: true, Reason: pd.reason})
+				out.settled = append(out.settled, relay.Settlement{Record: pd.record, Attempts: d.core.Retry.Published(pd.attempts), Next: time.Now(),
+					Dead: true, Reason: pd.reason})
 			}
 			return out
 		}
@@ -225,10 +243,10 @@ func (d *Deliverer) afterAbort(pending []relay.Record, dead []pendingDead, errs 
 			reason := errs[i].Error()
 			d.core.Metrics.Failed.WithLabelValues(r.Event.Topic, r.Event.TenantID).Inc()
 			if d.core.Retry.Dead(attempts, errs[i]) {
-				// An event past its retry budget has had a dead letter refused before (the
-				// transactions of a batch are too few to try both forms each time), or retried
-				// without limit: its dead letter goes reduced from the start, so that one refused
-				// even reduced ends dead (afterDeadLetterAbort) instead of looping.
+				// An event past its retry budget (retried without limit; a spent one is not
+				// published at all, see spentDeadLetters): its dead letter goes reduced from the
+				// start (the transactions of a batch are too few to try both forms each time), so
+				// that one refused even reduced ends dead (afterDeadLetterAbort) instead of looping.
 				reduced := d.core.Retry.PastBudget(attempts)
 				nextDead = append(nextDead, pendingDead{record: r, attempts: attempts, reason: reason, slim: reduced})
 				continue
@@ -261,7 +279,7 @@ func (d *Deliverer) afterDeadLetterAbort(pd pendingDead, err error, nextDead []p
 		pd.slim = true
 		return append(nextDead, pd), nil
 	case deadletter.Refused:
-		st = d.settler.Refused(pd.record, pd.attempts, pd.reason, err)
+		st = d.settler.Refused(pd.record, d.core.Retry.Published(pd.attempts), pd.reason, err)
 	default:
 		st = d.settler.RetryLater(pd.record, pd.attempts, deadletter.RetryReason(pd.reason, d.core.DeadLetterTopic, err))
 	}
@@ -278,7 +296,7 @@ func (d *Deliverer) transactionMessages(ctx context.Context, pending []relay.Rec
 	}
 	for _, pd := range dead {
 		topics = append(topics, d.core.DeadLetterTopic)
-		msgs = append(msgs, deadletter.Message(ctx, pd.record.Event, pd.reason, pd.attempts, pd.slim))
+		msgs = append(msgs, deadletter.Message(ctx, pd.record.Event, pd.reason, d.core.Retry.Published(pd.attempts), pd.slim))
 	}
 	return topics, msgs
 }
@@ -292,7 +310,7 @@ func (d *Deliverer) checkpointOf(unit string, pending []relay.Record, dead []pen
 	}
 	for _, pd := range dead {
 		cp.Dead = append(cp.Dead, bookkeeping.DeadRow{Seq: pd.record.Seq, EventID: pd.record.Event.ID.String(),
-			Attempts: pd.attempts, Reason: relay.TruncateUTF8(pd.reason, deadletter.MaxReason)})
+			Attempts: d.core.Retry.Published(pd.attempts), Reason: relay.TruncateUTF8(pd.reason, deadletter.MaxReason)})
 	}
 	data, err := json.Marshal(cp)
 	if err != nil {
