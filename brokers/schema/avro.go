@@ -1,6 +1,10 @@
 package schema
 
-import "github.com/hamba/avro/v2"
+import (
+	"encoding/json"
+
+	"github.com/hamba/avro/v2"
+)
 
 // avroCodec encodes with a registered Avro schema (github.com/hamba/avro/v2), the JSON payload
 // converted guided by the schema (avrojson.go).
@@ -27,4 +31,73 @@ func (c avroCodec) encode(payload []byte, _ string) ([]int, []byte, *mismatch) {
 		return nil, nil, &mismatch{"$", err.Error()}
 	}
 	return nil, body, nil
+}
+
+func (c avroCodec) decode(body []byte) ([]byte, *mismatch) {
+	var v any
+	if err := avro.Unmarshal(c.schema, body, &v); err != nil {
+		return nil, &mismatch{"$", "not Avro of this schema: " + err.Error()}
+	}
+	out, err := json.Marshal(fromAvro(c.schema, v))
+	if err != nil {
+		return nil, &mismatch{"$", "no JSON for the decoded record: " + err.Error()}
+	}
+	return out, nil
+}
+
+// fromAvro turns what hamba/avro decodes into `any` into the JSON value toAvro reads: a union's
+// complex or named branch, which hamba/avro wraps in a one-key map naming the branch, unwrapped;
+// bytes as a string.
+func fromAvro(s avro.Schema, v any) any {
+	switch s := s.(type) {
+	case *avro.RefSchema:
+		return fromAvro(s.Schema(), v)
+	case *avro.RecordSchema:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return v
+		}
+		out := make(map[string]any, len(obj))
+		for _, f := range s.Fields() {
+			if val, ok := obj[f.Name()]; ok {
+				out[f.Name()] = fromAvro(f.Type(), val)
+			}
+		}
+		return out
+	case *avro.ArraySchema:
+		items, ok := v.([]any)
+		if !ok {
+			return v
+		}
+		out := make([]any, len(items))
+		for i, item := range items {
+			out[i] = fromAvro(s.Items(), item)
+		}
+		return out
+	case *avro.MapSchema:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return v
+		}
+		out := make(map[string]any, len(obj))
+		for k, item := range obj {
+			out[k] = fromAvro(s.Values(), item)
+		}
+		return out
+	case *avro.UnionSchema:
+		if obj, ok := v.(map[string]any); ok && len(obj) == 1 {
+			for _, branch := range s.Types() {
+				if _, primitive := branch.(*avro.PrimitiveSchema); primitive {
+					continue
+				}
+				if val, ok := obj[branchName(branch)]; ok {
+					return fromAvro(branch, val)
+				}
+			}
+		}
+	}
+	if b, ok := v.([]byte); ok {
+		return string(b)
+	}
+	return v
 }

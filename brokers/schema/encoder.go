@@ -60,6 +60,9 @@ type codec interface {
 	// encode returns the message indexes of the wire format's header (Protobuf only) and the
 	// body; record is the event's record name (its type), "" when not known.
 	encode(payload []byte, record string) (index []int, body []byte, m *mismatch)
+	// decode returns the JSON of a body read after the schema id (for Protobuf, starting with the
+	// message indexes).
+	decode(body []byte) ([]byte, *mismatch)
 }
 
 // NewEncoder returns an Encoder that looks schemas up with client.

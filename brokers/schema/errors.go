@@ -19,21 +19,29 @@ func (e *MismatchError) Error() string {
 }
 
 // RegistryError reports a failed schema lookup (the registry unreachable, slow, or without the
-// subject or version asked for): retriable, since the registry or an operator can fix it.
+// subject, version or id asked for, or a registered schema that cannot be used): retriable, since
+// the registry or an operator can fix it. Subject is set for an encoder's lookup, ID for a
+// decoder's.
 type RegistryError struct {
 	Subject string
+	ID      int
 	Err     error
 }
 
 func (e *RegistryError) Error() string {
+	if e.Subject == "" {
+		return fmt.Sprintf("schema registry lookup of schema id %d: %v", e.ID, e.Err)
+	}
 	return fmt.Sprintf("schema registry lookup of subject %q: %v", e.Subject, e.Err)
 }
 
 func (e *RegistryError) Unwrap() error { return e.Err }
 
-// Retriable reports whether an event that failed with err may be encoded when tried again:
-// false only for a *MismatchError (the payload itself does not fit).
+// Retriable reports whether an event that failed with err may be encoded (or decoded) when
+// tried again: false only for a *MismatchError (the payload itself does not fit) and a
+// *DecodeError (the payload cannot be read).
 func Retriable(err error) bool {
 	var mismatch *MismatchError
-	return !errors.As(err, &mismatch)
+	var decode *DecodeError
+	return !errors.As(err, &mismatch) && !errors.As(err, &decode)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/outboxkit/outboxkit/brokers/schema"
@@ -53,4 +55,27 @@ func ExampleEncoder_EncodeEvent() {
 		return
 	}
 	fmt.Printf("% x...\n", framed[:5])
+}
+
+// A consumer reads the relay's events back as JSON: the Decoder's Watermill middleware hands the
+// handler each message with its payload decoded with the schema its id names (Avro, Protobuf or
+// JSON Schema).
+func ExampleDecoder_Middleware() {
+	client, err := sr.NewClient(sr.URLs("http://127.0.0.1:18081/apis/ccompat/v7"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	dec, err := schema.NewDecoder(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	router.AddMiddleware(dec.Middleware)
+	// router.AddConsumerHandler("orders", "orders", subscriber, func(msg *message.Message) error {
+	//	// msg.Payload is JSON again
+	// })
+	_ = router
 }

@@ -104,3 +104,10 @@ func instancePath(inst any, tokens []string) string {
 	}
 	return sb.String()
 }
+
+// decode returns the body, once it is valid against the schema (as Confluent's JSONDeserializer
+// checks).
+func (c jsonSchemaCodec) decode(body []byte) ([]byte, *mismatch) {
+	_, out, m := c.encode(body, "")
+	return out, m
+}

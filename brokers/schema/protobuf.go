@@ -1,12 +1,16 @@
 package schema
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/bufbuild/protocompile"
+	"github.com/twmb/franz-go/pkg/sr"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
@@ -100,4 +104,52 @@ func messageIndex(md protoreflect.MessageDescriptor) []int {
 	}
 	slices.Reverse(index)
 	return index
+}
+
+// decode reads the message indexes, then the message they name, and returns it in protobuf's
+// canonical JSON (compacted: protojson varies its whitespace on purpose).
+func (c protoCodec) decode(body []byte) ([]byte, *mismatch) {
+	var header sr.ConfluentHeader
+	index, rest, err := header.DecodeIndex(body, maxMessageDepth)
+	if err != nil {
+		return nil, &mismatch{"$", "no message indexes: " + err.Error()}
+	}
+	md, m := c.messageAt(index)
+	if m != nil {
+		return nil, m
+	}
+	msg := dynamicpb.NewMessage(md)
+	if err := proto.Unmarshal(rest, msg); err != nil {
+		return nil, &mismatch{"$", fmt.Sprintf("not a %s: %v", md.FullName(), err)}
+	}
+	text, err := protojson.Marshal(msg)
+	if err != nil {
+		return nil, &mismatch{"$", fmt.Sprintf("no JSON for the %s: %v", md.FullName(), err)}
+	}
+	var out bytes.Buffer
+	if err := json.Compact(&out, text); err != nil {
+		return nil, &mismatch{"$", err.Error()}
+	}
+	return out.Bytes(), nil
+}
+
+// maxMessageDepth bounds the message indexes read from a payload.
+const maxMessageDepth = 32
+
+// messageAt returns the message the indexes name: the index among the file's messages, then
+// among that message's nested ones, and so on.
+func (c protoCodec) messageAt(index []int) (protoreflect.MessageDescriptor, *mismatch) {
+	msgs := c.file.Messages()
+	var md protoreflect.MessageDescriptor
+	for _, i := range index {
+		if i < 0 || i >= msgs.Len() {
+			return nil, &mismatch{"$", fmt.Sprintf("message indexes %v name no message of the schema", index)}
+		}
+		md = msgs.Get(i)
+		msgs = md.Messages()
+	}
+	if md == nil {
+		return nil, &mismatch{"$", "empty message indexes"}
+	}
+	return md, nil
 }
