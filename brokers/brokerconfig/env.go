@@ -86,7 +86,7 @@ func (c *Config) envBindings() []envBinding {
 		{"OUTBOXKIT_PULSAR_CONSUMER_NAME", "pulsar.consumer_name", &p.ConsumerName, false},
 		{"OUTBOXKIT_PULSAR_DEAD_LETTER_MAX_DELIVERIES", "pulsar.dead_letter.max_deliveries", &deadLetterField{p, true}, false},
 		{"OUTBOXKIT_PULSAR_DEAD_LETTER_TOPIC", "pulsar.dead_letter.topic", &deadLetterField{p, false}, false},
-	}, append(c.natsEnvBindings(), c.rabbitMQEnvBindings()...)...)
+	}, append(append(c.natsEnvBindings(), c.rabbitMQEnvBindings()...), c.schemaRegistryEnvBindings()...)...)
 }
 
 // deadLetterField sets a field of the optional pulsar.dead_letter section, creating it.

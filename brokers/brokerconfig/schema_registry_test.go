@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -134,5 +135,43 @@ func TestSchemaRegistryDocExampleParses(t *testing.T) {
 	}
 	if out := cfg.String(); strings.Contains(out, cfg.SchemaRegistry.Password) || !strings.Contains(out, "subject_strategy=topic_record") {
 		t.Errorf("printed: %s", out)
+	}
+}
+
+// The OUTBOXKIT_SCHEMA_REGISTRY_* variables override the file; a bad value names the variable,
+// the key and the value, never a secret's.
+func TestSchemaRegistryEnvOverrides(t *testing.T) {
+	const base = "broker: kafka\nkafka:\n  brokers: [k:9092]\nschema_registry:\n  url: http://file-registry\n"
+	env := map[string]string{
+		"OUTBOXKIT_SCHEMA_REGISTRY_URL":                      "https://env-registry:8081",
+		"OUTBOXKIT_SCHEMA_REGISTRY_SUBJECT_STRATEGY":         "record",
+		"OUTBOXKIT_SCHEMA_REGISTRY_LATEST_TTL":               "30s",
+		"OUTBOXKIT_SCHEMA_REGISTRY_USERNAME":                 "relay",
+		"OUTBOXKIT_SCHEMA_REGISTRY_PASSWORD":                 "Env-Secret-3",
+		"OUTBOXKIT_SCHEMA_REGISTRY_TLS_INSECURE_SKIP_VERIFY": "true",
+	}
+	lookup := func(m map[string]string) func(string) (string, bool) {
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+	}
+	cfg, err := brokerconfig.Parse([]byte(base), lookup(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := cfg.SchemaRegistry
+	if r.URL != "https://env-registry:8081" || r.SubjectStrategy != schema.StrategyRecord || r.LatestTTL != 30*time.Second ||
+		r.Username != "relay" || r.Password != "Env-Secret-3" || !r.TLS.InsecureSkipVerify {
+		t.Errorf("overrides not applied: %+v", r)
+	}
+	for name, want := range map[string]string{
+		"OUTBOXKIT_SCHEMA_REGISTRY_VERSION=x":                    `OUTBOXKIT_SCHEMA_REGISTRY_VERSION (schema_registry.version): "x" is not an integer`,
+		"OUTBOXKIT_SCHEMA_REGISTRY_SUBJECT_STRATEGY=bad":         `OUTBOXKIT_SCHEMA_REGISTRY_SUBJECT_STRATEGY (schema_registry.subject_strategy): schema_registry.subject_strategy: "bad": want topic, record or topic_record`,
+		"OUTBOXKIT_SCHEMA_REGISTRY_TLS_CA_FILE=/nonexistent.pem": `OUTBOXKIT_SCHEMA_REGISTRY_TLS_CA_FILE (schema_registry.tls.ca_file): schema_registry.tls.ca_file: set, but url "http://file-registry" is not https`,
+		"OUTBOXKIT_SCHEMA_REGISTRY_PASSWORD=Env-Secret-4":        "schema_registry.password: set without username",
+	} {
+		k, v, _ := strings.Cut(name, "=")
+		_, err := brokerconfig.Parse([]byte(base), lookup(map[string]string{k: v}))
+		if err == nil || !strings.HasSuffix(err.Error(), want) || strings.Contains(err.Error(), "Env-Secret-4") {
+			t.Errorf("%s: %v, want %q", name, err, want)
+		}
 	}
 }

@@ -28,6 +28,9 @@ type RegistryConfig struct {
 	Password string `yaml:"password"`
 	// BearerToken is HTTP bearer authentication (not with Username); redacted when printed.
 	BearerToken string `yaml:"bearer_token"`
+	// TLS sets the certificate authorities, a client certificate or, for tests, no
+	// verification; an https URL needs it only for those.
+	TLS RegistryTLS `yaml:"tls"`
 }
 
 // On reports whether encoding is configured.
@@ -54,6 +57,12 @@ func (c RegistryConfig) Validate() error {
 	if err := c.SubjectStrategy.Validate(); err != nil {
 		return fmt.Errorf("subject_strategy: %q: want %s, %s or %s", string(c.SubjectStrategy), StrategyTopic, StrategyRecord, StrategyTopicRecord)
 	}
+	if c.TLS.set() && u.Scheme != "https" {
+		return fmt.Errorf("%s: set, but url %q is not https", c.TLS.firstSet(), c.URL)
+	}
+	if err := c.TLS.validate(); err != nil {
+		return err
+	}
 	if c.Password != "" && c.Username == "" {
 		return errors.New("password: set without username")
 	}
@@ -75,6 +84,13 @@ func NewEncoderFromConfig(c RegistryConfig) (*Encoder, error) {
 	case c.BearerToken != "":
 		opts = append(opts, sr.BearerToken(c.BearerToken))
 	}
+	if c.TLS.set() {
+		tlsConfig, err := c.TLS.config()
+		if err != nil {
+			return nil, fmt.Errorf("schema_registry.%w", err)
+		}
+		opts = append(opts, sr.DialTLSConfig(tlsConfig))
+	}
 	client, err := sr.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("schema_registry: %w", err)
@@ -92,6 +108,8 @@ func (c RegistryConfig) LogValue() slog.Value {
 		slog.String("username", c.Username),
 		slog.String("password", redact(c.Password)),
 		slog.String("bearer_token", redact(c.BearerToken)),
+		slog.Group("tls", slog.String("ca_file", c.TLS.CAFile), slog.String("cert_file", c.TLS.CertFile),
+			slog.String("key_file", c.TLS.KeyFile), slog.Bool("insecure_skip_verify", c.TLS.InsecureSkipVerify)),
 	)
 }
 
