@@ -38,8 +38,11 @@ func TestIncomingPartitions(t *testing.T) {
 }
 
 // TestPartitionsMoveBetweenHeartbeats: when relay A releases the partitions above its share, the
-// relay B that joined takes them between its own heartbeats (every 30 s here), and wakes its
-// workers, instead of leaving them unowned until its next heartbeat.
+// relay B that joined takes them between its own heartbeats, by its quick steps, and wakes its
+// workers, instead of leaving them unowned until its next heartbeat. B's heartbeats after its
+// first are refused by a trigger on the relays table, so only a quick step can take the
+// partitions: the test waits for them without a window (a bound only stops a hang), and it fails
+// when the quick steps do not take them.
 func TestPartitionsMoveBetweenHeartbeats(t *testing.T) {
 	for _, d := range []outbox.Dialect{outbox.Postgres, outbox.MySQL} {
 		t.Run(string(d), func(t *testing.T) {
@@ -62,6 +65,10 @@ func TestPartitionsMoveBetweenHeartbeats(t *testing.T) {
 			if err != nil || held.Owned != 0 || held.Share != outbox.Partitions/2 {
 				t.Fatalf("B's first heartbeat: %+v, %v (want 0 owned of a share of %d)", held, err, outbox.Partitions/2)
 			}
+			refuseHeartbeats(t, fx, "B")
+			if _, err := b.Heartbeat(fx.ctx); err == nil {
+				t.Fatal("B's heartbeat succeeded with the trigger that refuses it in place")
+			}
 			ctx, cancel := context.WithCancel(fx.ctx)
 			done := make(chan struct{})
 			go func() { defer close(done); b.Loop(ctx, held) }()
@@ -69,10 +76,10 @@ func TestPartitionsMoveBetweenHeartbeats(t *testing.T) {
 			if n := fx.heartbeat("A", ttl); n != outbox.Partitions/2 {
 				t.Fatalf("A kept %d partitions after B joined, want %d", n, outbox.Partitions/2)
 			}
-			deadline := time.Now().Add(15 * time.Second) // half of B's heartbeat interval
+			deadline := time.Now().Add(3 * time.Minute) // a bound against a hang: a quick step is 1.2 s
 			for len(fx.leases("B")) < outbox.Partitions/2 {
 				if time.Now().After(deadline) {
-					t.Fatalf("B owns %d partitions 15 s after A released them, want %d before its next heartbeat",
+					t.Fatalf("B owns %d partitions 3 minutes after A released them, want %d: its quick steps did not take them",
 						len(fx.leases("B")), outbox.Partitions/2)
 				}
 				time.Sleep(50 * time.Millisecond)
@@ -85,5 +92,36 @@ func TestPartitionsMoveBetweenHeartbeats(t *testing.T) {
 				t.Fatal("B took partitions without waking its workers")
 			}
 		})
+	}
+}
+
+// refuseHeartbeats makes every later heartbeat of owner fail: a trigger refuses the upsert of
+// its row in the relays table, the heartbeat's first statement. Taking free partitions between
+// heartbeats does not write that table.
+func refuseHeartbeats(t *testing.T, fx *storeFixture, owner string) {
+	t.Helper()
+	relays := fx.store.Table.Relays()
+	trigger := relays + "_refuse"
+	var statements []string
+	switch fx.store.Table.Dialect() {
+	case outbox.Postgres:
+		statements = []string{
+			"CREATE FUNCTION " + trigger + "() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN " +
+				"IF NEW.owner = '" + owner + "' THEN RAISE EXCEPTION 'heartbeats of " + owner + " refused by the test'; END IF; " +
+				"RETURN NEW; END $$",
+			"CREATE TRIGGER " + trigger + " BEFORE INSERT ON " + relays + " FOR EACH ROW EXECUTE FUNCTION " + trigger + "()",
+		}
+		t.Cleanup(func() { _, _ = fx.db.Exec("DROP FUNCTION IF EXISTS " + trigger + "() CASCADE") })
+	case outbox.MySQL:
+		statements = []string{"CREATE TRIGGER " + trigger + " BEFORE INSERT ON " + relays + " FOR EACH ROW BEGIN " +
+			"IF NEW.owner = '" + owner + "' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'heartbeats of " + owner + " refused by the test'; END IF; END"}
+		t.Cleanup(func() { _, _ = fx.db.Exec("DROP TRIGGER IF EXISTS " + trigger) })
+	default:
+		t.Fatalf("no trigger for dialect %s", fx.store.Table.Dialect())
+	}
+	for _, s := range statements {
+		if _, err := fx.db.ExecContext(fx.ctx, s); err != nil {
+			t.Fatalf("refuse the heartbeats of %s: %v", owner, err)
+		}
 	}
 }
