@@ -230,25 +230,18 @@ func (tg target) beginHeld(t *testing.T, ctx context.Context) heldWrite {
 	return heldWrite{tx: tx, pid: pid}
 }
 
-// waitUntilBlocked waits until the session pid waits for a lock.
+// waitUntilBlocked waits until the session pid waits for a lock. PostgreSQL names the sessions
+// that block it. On MariaDB, InnoDB's status lists the session's transaction in LOCK WAIT (a row
+// lock wait inside the writers' trigger included, which information_schema.innodb_trx leaves out
+// when the transaction queues behind another waiter: seen on MariaDB 10.11), and the process list
+// names a wait on a table or metadata lock in the session's state. Neither looks at how long a
+// statement has run.
 func (tg target) waitUntilBlocked(t *testing.T, pid int64) {
 	t.Helper()
-	q := "SELECT cardinality(pg_blocking_pids($1::int)) > 0"
-	if tg.dialect == outbox.MySQL {
-		// A row lock wait inside a trigger is not listed in innodb_trx (seen on MariaDB 10.11): a
-		// statement of these sessions, which take milliseconds, still running after a second
-		// waits for a lock.
-		q = "SELECT EXISTS (SELECT 1 FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT') " +
-			"OR EXISTS (SELECT 1 FROM information_schema.processlist WHERE id = ? AND info IS NOT NULL AND time_ms > 1000)"
-	}
 	deadline := time.Now().Add(2 * time.Minute) // a bound against a hang
 	for {
-		var blocked bool
-		args := []any{pid}
-		if tg.dialect == outbox.MySQL {
-			args = append(args, pid)
-		}
-		if err := tg.db.QueryRow(q, args...).Scan(&blocked); err != nil {
+		blocked, err := tg.blocked(pid)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if blocked {
@@ -259,6 +252,38 @@ func (tg target) waitUntilBlocked(t *testing.T, pid int64) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// blocked reports whether the session pid waits for a lock now.
+func (tg target) blocked(pid int64) (bool, error) {
+	if tg.dialect != outbox.MySQL {
+		var blocked bool
+		err := tg.db.QueryRow("SELECT cardinality(pg_blocking_pids($1::int)) > 0", pid).Scan(&blocked)
+		return blocked, err
+	}
+	var waits bool
+	if err := tg.db.QueryRow("SELECT EXISTS (SELECT 1 FROM information_schema.processlist WHERE id = ? "+
+		"AND state LIKE 'Waiting for%lock%')", pid).Scan(&waits); err != nil || waits {
+		return waits, err
+	}
+	var typ, name, status string
+	if err := tg.db.QueryRow("SHOW ENGINE INNODB STATUS").Scan(&typ, &name, &status); err != nil {
+		return false, fmt.Errorf("innodb status: %w", err)
+	}
+	return innodbLockWait(status, pid), nil
+}
+
+// innodbLockWait reports whether SHOW ENGINE INNODB STATUS lists a transaction of session pid
+// waiting for a lock: its entry in the TRANSACTIONS section ("---TRANSACTION …") has a
+// "LOCK WAIT" line and names the session as "MariaDB thread id <pid>,".
+func innodbLockWait(status string, pid int64) bool {
+	thread := fmt.Sprintf(" thread id %d,", pid)
+	for _, trx := range strings.Split(status, "---TRANSACTION ")[1:] {
+		if strings.Contains(trx, thread) && strings.Contains(trx, "\nLOCK WAIT ") {
+			return true
+		}
+	}
+	return false
 }
 
 // seqOf returns the seq of the event.
