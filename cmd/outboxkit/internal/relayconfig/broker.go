@@ -14,13 +14,18 @@ import (
 )
 
 // isBrokerSection reports whether a top-level key belongs to the broker part, which
-// brokerconfig parses.
-func isBrokerSection(key string) bool {
-	switch key {
-	case "broker", "kafka", "pulsar", "nats", "rabbitmq", "kfake", "format", "cloudevents":
-		return true
+// brokerconfig parses: a YAML key of brokerconfig.Config, so a section brokerconfig reads is
+// never refused here.
+func isBrokerSection(key string) bool { return brokerFieldType(key) != nil }
+
+// brokerSections are the top-level keys of the broker part, in brokerconfig.Config's order.
+func brokerSections() []string {
+	t := reflect.TypeOf(brokerconfig.Config{})
+	keys := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		keys = append(keys, yamlName(t.Field(i)))
 	}
-	return false
+	return keys
 }
 
 // parseBroker parses the broker part (the top-level keys brokerKeys of the document top, read

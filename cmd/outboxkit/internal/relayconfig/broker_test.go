@@ -88,3 +88,21 @@ func TestWarnings(t *testing.T) {
 		t.Errorf("tls_skip_hostname_verification: warnings %q", w)
 	}
 }
+
+// TestParseSchemaRegistry: the relay's file takes brokerconfig's schema_registry section (it
+// refused it as an unknown section while brokerconfig and the docs offered it), and its
+// errors keep their key.
+func TestParseSchemaRegistry(t *testing.T) {
+	doc := base + "broker: kafka\nkafka:\n  brokers: [k:1]\nschema_registry:\n  url: http://registry:8081\n"
+	cfg, err := Parse([]byte(doc), nil, Options{Broker: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Broker.SchemaRegistry.URL != "http://registry:8081" {
+		t.Fatalf("schema_registry.url: %q", cfg.Broker.SchemaRegistry.URL)
+	}
+	checkParseErrors(t, []parseErrorCase{
+		{"unknown schema_registry key", base + "schema_registry:\n  ur1: http://r\n", nil, Options{}, "schema_registry.ur1: unknown key"},
+		{"bad url", base + "broker: kafka\nkafka:\n  brokers: [k:1]\nschema_registry:\n  url: ftp://r\n", nil, Options{Broker: true}, `schema_registry.url: "ftp://r"`},
+	})
+}

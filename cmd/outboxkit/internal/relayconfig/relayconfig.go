@@ -7,6 +7,7 @@ package relayconfig
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -139,7 +140,8 @@ func (c *Config) decodeSection(k, v *yaml.Node, listenSet *bool) error {
 	case isBrokerSection(k.Value):
 		return checkKnownKeys(v, k.Value, brokerFieldType(k.Value))
 	default:
-		return fmt.Errorf("%s: unknown section (line %d; allowed: database, forwarder, http, log, broker, format, cloudevents, kafka, pulsar, nats, rabbitmq, kfake)", k.Value, k.Line)
+		return fmt.Errorf("%s: unknown section (line %d; allowed: database, forwarder, http, log, %s)", k.Value, k.Line,
+			strings.Join(brokerSections(), ", "))
 	}
 }
 
