@@ -95,6 +95,14 @@ func fromAvro(s avro.Schema, v any) any {
 				}
 			}
 		}
+		for _, branch := range s.Types() { // a logical type's value comes unwrapped
+			if p, ok := branch.(*avro.PrimitiveSchema); ok && p.Logical() != nil && logicalValue(v) {
+				return logicalFromAvro(p, v)
+			}
+		}
+	}
+	if p, ok := s.(*avro.PrimitiveSchema); ok && p.Logical() != nil {
+		return logicalFromAvro(p, v)
 	}
 	if b, ok := v.([]byte); ok {
 		return string(b)

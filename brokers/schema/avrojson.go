@@ -164,12 +164,15 @@ func branchName(s avro.Schema) string {
 	if named, ok := s.(avro.NamedSchema); ok {
 		return named.FullName()
 	}
+	if p, ok := s.(*avro.PrimitiveSchema); ok && p.Logical() != nil {
+		return string(s.Type()) + "." + string(p.Logical().Type()) // as in hamba/avro's schemaTypeName
+	}
 	return string(s.Type())
 }
 
 func primitiveToAvro(s *avro.PrimitiveSchema, v any, path string) (any, *mismatch) {
 	if s.Logical() != nil {
-		return nil, &mismatch{path, "logical type " + string(s.Logical().Type()) + " is not supported yet"}
+		return logicalToAvro(s, v, path)
 	}
 	switch s.Type() {
 	case avro.Null:

@@ -115,7 +115,8 @@ def main():
     finally:
         consumer.close()
     records.sort(key=lambda r: (r["partition"], r["offset"]))
-    json.dump(records, sys.stdout)
+    # default=str: fastavro gives logical types as date, datetime, time, Decimal and UUID objects.
+    json.dump(records, sys.stdout, default=str)
 
 
 if __name__ == "__main__":
