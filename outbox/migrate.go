@@ -49,6 +49,9 @@ type templateData struct {
 	WakeNamespace, WakeLock int32
 	ReservedHeaders         []string
 	ReservedPrefixes        []string
+	// WALPrefix is the prefix of the table's logical decoding messages ([Table.WALPrefix]): a
+	// validated identifier in lower case behind a fixed text, safe in a string literal.
+	WALPrefix string
 }
 
 // Migrations returns the schema migrations of the table, in version order.
@@ -62,6 +65,7 @@ func Migrations(table Table) ([]Migration, error) {
 		Short: table.shortName(), Channel: table.Channel(),
 		Schema:        strings.TrimSuffix(table.Events(), table.shortName()),
 		WakeNamespace: WakeNamespace, WakeLock: table.WakeLock(),
+		WALPrefix: table.WALPrefix(),
 	}
 	for s := range keyLockSlots {
 		data.KeyLockSlotList = append(data.KeyLockSlotList, s)

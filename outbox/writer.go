@@ -33,6 +33,10 @@ type Config struct {
 	DisableKeyLocks bool
 	// Logger receives watermill-sql's trace logs. Default: none.
 	Logger watermill.LoggerAdapter
+	// Mode is where events go: [ModeTable] (the default) stores rows in the outbox table,
+	// [ModeWAL] (PostgreSQL only) emits them as transactional logical decoding messages for the
+	// wal source, with no row (docs/wal.md). Every write method follows it.
+	Mode Mode
 	// Topics is the broker's rule for topic names, checked at write time besides ValidateTopic
 	// (KafkaTopics for Kafka). Default: none, ValidateTopic only, which allows what watermill-sql
 	// and Pulsar take, including : and $ that Kafka refuses (the relay would dead-letter those
@@ -43,6 +47,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.Table == "" {
 		c.Table = DefaultTable
+	}
+	if c.Mode == "" {
+		c.Mode = ModeTable
 	}
 	if c.MaxPayloadBytes == 0 {
 		c.MaxPayloadBytes = DefaultMaxPayloadBytes
@@ -63,6 +70,15 @@ func (c Config) Validate() error {
 	if _, err := NewTable(c.Dialect, c.Table); err != nil {
 		return fmt.Errorf("outbox: Config.Table: %w", err)
 	}
+	switch c.Mode {
+	case "", ModeTable:
+	case ModeWAL:
+		if c.Dialect != Postgres {
+			return fmt.Errorf("outbox: Config.Mode %q needs the postgres dialect, not %s", c.Mode, c.Dialect)
+		}
+	default:
+		return fmt.Errorf("outbox: Config.Mode: unknown mode %q (want %q or %q)", c.Mode, ModeTable, ModeWAL)
+	}
 	return nil
 }
 
@@ -72,6 +88,8 @@ type Writer struct {
 	config  Config
 	table   Table
 	adapter *SchemaAdapter
+	// emitSQL is the statement that emits one wal envelope ([ModeWAL]).
+	emitSQL string
 }
 
 // NewWriter validates config and returns a Writer.
@@ -85,7 +103,7 @@ func NewWriter(config Config) (*Writer, error) {
 		return nil, err
 	}
 	adapter := NewSchemaAdapter(table, AdapterConfig{MaxPayloadBytes: config.MaxPayloadBytes, DisableKeyLocks: config.DisableKeyLocks})
-	return &Writer{config: config, table: table, adapter: adapter}, nil
+	return &Writer{config: config, table: table, adapter: adapter, emitSQL: emitStatement(table)}, nil
 }
 
 // Table returns the writer's table.
@@ -110,6 +128,9 @@ func (w *Writer) Write(ctx context.Context, tx wsql.ContextExecutor, events ...E
 	}
 	if tx == nil {
 		return errors.New("outbox: Write: the transaction is nil")
+	}
+	if w.config.Mode == ModeWAL {
+		return w.emit(ctx, tx, withTraceContext(ctx, events))
 	}
 	msgs := make(message.Messages, len(events))
 	for i := range events {
@@ -143,13 +164,17 @@ func (w *Writer) WritePgx(ctx context.Context, tx pgx.Tx, events ...Event) error
 // inside its transaction (PostgreSQL only). The outbox write then shares the round trip of the
 // caller's own statements instead of adding one: the cheapest way to write events. The batch
 // result of the queued statement reports an INSERT error like any other queued query. It takes
-// no context, so it stores no trace context; use [Writer.WritePgx] for traced writes.
+// no context, so it stores no trace context; use [Writer.WritePgx] for traced writes. In
+// [ModeWAL] it queues the emit of the events' message (one per 1,000 events) instead.
 func (w *Writer) QueuePgx(batch *pgx.Batch, events ...Event) error {
 	if w.table.dialect != Postgres {
 		return fmt.Errorf("outbox: QueuePgx needs the postgres dialect, the writer is %s", w.table.dialect)
 	}
 	if len(events) == 0 {
 		return nil
+	}
+	if w.config.Mode == ModeWAL {
+		return w.queueEmit(batch, events)
 	}
 	if len(events) > maxRowsPerInsert {
 		return fmt.Errorf("outbox: %d events in one queued INSERT, the limit is %d", len(events), maxRowsPerInsert)
@@ -183,6 +208,11 @@ func (w *Writer) prepare(events []Event) error {
 		if err := e.Validate(w.adapter.maxPayloadBytes); err != nil {
 			return err
 		}
+		if w.config.Mode == ModeWAL {
+			if err := e.validateWAL(); err != nil {
+				return err
+			}
+		}
 		if w.config.Topics != nil {
 			if err := w.config.Topics.CheckTopic(e.Topic); err != nil {
 				return fmt.Errorf("outbox: event %s: %w", e.ID, err)
@@ -199,7 +229,14 @@ func (w *Writer) prepare(events []Event) error {
 // destination topic unless a message names its own in [MetadataTopic]. Code that already
 // speaks Watermill (for example its CQRS event bus) can publish into the outbox with it. The
 // trace context of each message's own context (msg.Context()) is stored as in [Writer.Write].
+// In [ModeWAL] the publisher emits the messages' events as [Writer.Write] does, through tx.
 func (w *Writer) Publisher(tx wsql.ContextExecutor) (message.Publisher, error) {
+	if w.config.Mode == ModeWAL {
+		if tx == nil {
+			return nil, errors.New("outbox: Publisher: the transaction is nil")
+		}
+		return &walPublisher{writer: w, tx: tx}, nil
+	}
 	pub, err := wsql.NewPublisher(tx, wsql.PublisherConfig{SchemaAdapter: w.adapter}, w.config.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: create watermill-sql publisher: %w", err)

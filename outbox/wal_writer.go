@@ -1,0 +1,112 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Mode says where a [Writer] puts events.
+type Mode string
+
+// The writer's modes.
+const (
+	// ModeTable stores each event as a row of the outbox table (the polling and cdc sources).
+	ModeTable Mode = "table"
+	// ModeWAL (PostgreSQL 14+) emits the events as one transactional logical decoding message,
+	// pg_logical_emit_message(true, [Table.WALPrefix], envelope), that commits or rolls back with
+	// the caller's transaction: no row, no index, no trigger, and no key lock (the wal source
+	// orders a key's events by commit order from the WAL). The envelope is documented in
+	// docs/wal.md. The table is still migrated: the wal source parks failing keys' events in it.
+	ModeWAL Mode = "wal"
+)
+
+// emitStatement is the statement that emits one envelope ($1) with the table's prefix. The
+// prefix is a validated identifier behind a fixed text, so it is safe as a literal.
+func emitStatement(table Table) string {
+	return "SELECT pg_logical_emit_message(true, '" + table.WALPrefix() + "', $1::bytea)"
+}
+
+// emit writes the envelopes of events (prepared) through tx, one statement per envelope.
+func (w *Writer) emit(ctx context.Context, tx wsql.ContextExecutor, events []Event) error {
+	envelopes, err := walEnvelopes(events)
+	if err != nil {
+		return err
+	}
+	for _, env := range envelopes {
+		if _, err := tx.ExecContext(ctx, w.emitSQL, env); err != nil {
+			return fmt.Errorf("outbox: emit %d events as a logical decoding message (%s): %w", len(events), w.table.WALPrefix(), err)
+		}
+	}
+	return nil
+}
+
+// queueEmit validates events and queues their envelopes' emits into batch.
+func (w *Writer) queueEmit(batch *pgx.Batch, events []Event) error {
+	if err := w.prepare(events); err != nil {
+		return err
+	}
+	envelopes, err := walEnvelopes(events)
+	if err != nil {
+		return err
+	}
+	for _, env := range envelopes {
+		batch.Queue(w.emitSQL, env)
+	}
+	return nil
+}
+
+// withTraceContext returns events with the W3C trace context of ctx's span in their headers, as
+// [Writer.Write] stores it in table mode; without a valid span, events themselves. The caller's
+// events and header maps are not changed.
+func withTraceContext(ctx context.Context, events []Event) []Event {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return events
+	}
+	out := make([]Event, len(events))
+	for i, e := range events {
+		headers := make(map[string]string, len(e.Headers)+2)
+		maps.Copy(headers, e.Headers)
+		delete(headers, HeaderTraceState)
+		propagation.TraceContext{}.Inject(ctx, propagation.MapCarrier(headers))
+		e.Headers = headers
+		out[i] = e
+	}
+	return out
+}
+
+// walPublisher is [Writer.Publisher] in ModeWAL: a Watermill publisher that emits messages.
+type walPublisher struct {
+	writer *Writer
+	tx     wsql.ContextExecutor
+}
+
+// Publish converts msgs to events (metadata as in table mode, the trace context of each
+// message's context), validates them all, then emits them in order.
+func (p *walPublisher) Publish(topic string, msgs ...*message.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	events := make([]Event, 0, len(msgs))
+	for _, msg := range msgs {
+		injectTraceContext(msg.Context(), msg.Metadata)
+		e, err := EventFromMessage(topic, msg)
+		if err != nil {
+			return err
+		}
+		events = append(events, e)
+	}
+	if err := p.writer.prepare(events); err != nil {
+		return err
+	}
+	return p.writer.emit(msgs[0].Context(), p.tx, events)
+}
+
+// Close does nothing: the publisher holds nothing but the caller's transaction.
+func (p *walPublisher) Close() error { return nil }
