@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"github.com/hamba/avro/v2"
 )
@@ -10,8 +11,16 @@ import (
 // converted guided by the schema (avrojson.go).
 type avroCodec struct{ schema avro.Schema }
 
-func newAvroCodec(text string) (codec, error) {
-	parsed, err := avro.ParseWithCache(text, "", &avro.SchemaCache{})
+// newAvroCodec parses text after the schemas it references, in one cache, so that it can name
+// their types.
+func newAvroCodec(text string, refs []reference) (codec, error) {
+	cache := &avro.SchemaCache{}
+	for _, r := range refs {
+		if _, err := avro.ParseWithCache(r.text, "", cache); err != nil {
+			return nil, fmt.Errorf("referenced schema %q: %w", r.name, err)
+		}
+	}
+	parsed, err := avro.ParseWithCache(text, "", cache)
 	if err != nil {
 		return nil, err
 	}

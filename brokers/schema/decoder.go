@@ -82,7 +82,7 @@ func (d *Decoder) lookup(ctx context.Context, id int) (codec, error) {
 	if err != nil {
 		return nil, &RegistryError{ID: id, Err: err}
 	}
-	c, err = newCodec(ctx, sr.SubjectSchema{ID: id, Schema: s})
+	c, err = newCodec(ctx, d.client, sr.SubjectSchema{ID: id, Schema: s})
 	if err != nil {
 		return nil, &RegistryError{ID: id, Err: err}
 	}

@@ -144,7 +144,7 @@ func (e *Encoder) lookup(ctx context.Context, subject string) (cached, error) {
 	if err != nil {
 		return cached{}, &RegistryError{Subject: subject, Err: err}
 	}
-	codec, err := newCodec(ctx, ss)
+	codec, err := newCodec(ctx, e.client, ss)
 	if err != nil {
 		return cached{}, &RegistryError{Subject: subject, Err: err}
 	}
@@ -155,22 +155,21 @@ func (e *Encoder) lookup(ctx context.Context, subject string) (cached, error) {
 	return c, nil
 }
 
-// newCodec parses a registered schema by its type.
-func newCodec(ctx context.Context, ss sr.SubjectSchema) (codec, error) {
-	if len(ss.References) > 0 {
-		return nil, fmt.Errorf("schema %d has references to other subjects, which are not supported yet", ss.ID)
+// newCodec parses a registered schema by its type, with the schemas it references fetched
+// with client.
+func newCodec(ctx context.Context, client *sr.Client, ss sr.SubjectSchema) (codec, error) {
+	refs, err := fetchReferences(ctx, client, ss.References)
+	if err != nil {
+		return nil, fmt.Errorf("schema %d: %w", ss.ID, err)
 	}
-	var (
-		c   codec
-		err error
-	)
+	var c codec
 	switch ss.Type {
 	case sr.TypeAvro:
-		c, err = newAvroCodec(ss.Schema.Schema)
+		c, err = newAvroCodec(ss.Schema.Schema, refs)
 	case sr.TypeProtobuf:
-		c, err = newProtoCodec(ctx, ss.Schema.Schema)
+		c, err = newProtoCodec(ctx, ss.Schema.Schema, refs)
 	case sr.TypeJSON:
-		c, err = newJSONSchemaCodec(ss.Schema.Schema)
+		c, err = newJSONSchemaCodec(ss.Schema.Schema, refs)
 	default:
 		return nil, fmt.Errorf("schema %d is of type %s, which is not supported", ss.ID, ss.Type)
 	}

@@ -20,9 +20,15 @@ import (
 // and returns the Kafka brokers, the topic and the messages.
 func publishThrough(t *testing.T, typ sr.SchemaType, text string, payloads, eventTypes []string) ([]string, string, []*message.Message) {
 	t.Helper()
-	cl, _, topic, _ := registry(t)
-	topic += "_" + strings.ToLower(typ.String())
-	registerAs(t, cl, Subject(topic), typ, text)
+	cl, _, _, _ := registry(t)
+	return publishThroughWith(t, cl, func(subject string) { registerAs(t, cl, subject, typ, text) }, payloads, eventTypes)
+}
+
+// publishThroughWith is publishThrough with the topic's subject registered by register.
+func publishThroughWith(t *testing.T, cl *sr.Client, register func(subject string), payloads, eventTypes []string) ([]string, string, []*message.Message) {
+	t.Helper()
+	topic := testsupport.UniqueName("interop")
+	register(Subject(topic))
 	brokers := testsupport.KafkaBrokers(t)
 	testsupport.CreateKafkaTopic(t, brokers, topic)
 	kpub, err := kafka.NewPublisher(kafka.Config{Brokers: brokers}, nil)

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -21,12 +22,23 @@ type jsonSchemaCodec struct {
 	printer *message.Printer
 }
 
-func newJSONSchemaCodec(text string) (codec, error) {
+// newJSONSchemaCodec compiles text with the schemas it references as resources under their
+// reference names (a $ref names one by its reference name, or by its own $id).
+func newJSONSchemaCodec(text string, refs []reference) (codec, error) {
 	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
 	if err != nil {
 		return nil, err
 	}
 	c := jsonschema.NewCompiler()
+	for _, r := range refs {
+		refDoc, err := jsonschema.UnmarshalJSON(strings.NewReader(r.text))
+		if err != nil {
+			return nil, fmt.Errorf("referenced schema %q: %w", r.name, err)
+		}
+		if err := c.AddResource(r.name, refDoc); err != nil {
+			return nil, fmt.Errorf("referenced schema %q: %w", r.name, err)
+		}
+	}
 	c.DefaultDraft(jsonschema.Draft7) // Confluent's serializers' draft, for schemas without $schema
 	// No loader: a $ref outside the registered schema fails to compile instead of reading a
 	// local file or the network.

@@ -102,7 +102,7 @@ func TestJSONSchemaRefOutsideTheSchemaIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ref := range []string{"file://" + local, "http://127.0.0.1:1/s.json"} {
-		_, err := newCodec(context.Background(), sr.SubjectSchema{ID: 9, Schema: sr.Schema{Type: sr.TypeJSON,
+		_, err := newCodec(context.Background(), nil, sr.SubjectSchema{ID: 9, Schema: sr.Schema{Type: sr.TypeJSON,
 			Schema: `{"properties":{"a":{"$ref":"` + ref + `"}}}`}})
 		if err == nil || !strings.HasPrefix(err.Error(), "schema 9 does not parse as JSON: ") || !strings.Contains(err.Error(), ref) {
 			t.Errorf("$ref %s: err %v, want a refusal naming it", ref, err)

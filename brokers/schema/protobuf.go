@@ -29,10 +29,16 @@ type protoCodec struct {
 	first protoreflect.MessageDescriptor
 }
 
-func newProtoCodec(ctx context.Context, text string) (codec, error) {
+// newProtoCodec compiles text with the schemas it references as the files it imports by their
+// reference names.
+func newProtoCodec(ctx context.Context, text string, refs []reference) (codec, error) {
+	sources := map[string]string{protoFileName: text}
+	for _, r := range refs {
+		sources[r.name] = r.text
+	}
 	compiler := protocompile.Compiler{
 		Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
-			Accessor: protocompile.SourceAccessorFromMap(map[string]string{protoFileName: text}),
+			Accessor: protocompile.SourceAccessorFromMap(sources),
 		}),
 	}
 	files, err := compiler.Compile(ctx, protoFileName)

@@ -188,12 +188,12 @@ func TestProtobufMismatchIsPermanentWithFieldPath(t *testing.T) {
 // use is the registry side's problem (retriable, an operator fixes it), named with the
 // compiler's reason; the cached codec is not replaced by a broken one.
 func TestProtobufSchemaThatDoesNotCompileIsARegistryError(t *testing.T) {
-	_, err := newCodec(context.Background(), sr.SubjectSchema{ID: 7, Schema: sr.Schema{Type: sr.TypeProtobuf,
+	_, err := newCodec(context.Background(), nil, sr.SubjectSchema{ID: 7, Schema: sr.Schema{Type: sr.TypeProtobuf,
 		Schema: "syntax = \"proto3\";\nmessage A { Missing m = 1; }\n"}})
 	if err == nil || err.Error() != `schema 7 does not parse as PROTOBUF: registered.proto:2:13: field A.m: unknown type Missing` {
 		t.Fatalf("err %v", err)
 	}
-	_, err = newCodec(context.Background(), sr.SubjectSchema{ID: 8, Schema: sr.Schema{Type: sr.TypeProtobuf,
+	_, err = newCodec(context.Background(), nil, sr.SubjectSchema{ID: 8, Schema: sr.Schema{Type: sr.TypeProtobuf,
 		Schema: "syntax = \"proto3\";\nenum E { A = 0; }\n"}})
 	if err == nil || err.Error() != `schema 8 does not parse as PROTOBUF: it declares no message` {
 		t.Fatalf("err %v", err)

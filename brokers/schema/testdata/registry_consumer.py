@@ -7,7 +7,8 @@ usage: registry_consumer.py FORMAT BROKERS TOPIC REGISTRY_URL COUNT
 FORMAT avro: AvroDeserializer (the schema by the id in each record's Confluent header, fetched
 from the registry). FORMAT json: JSONDeserializer without a schema of its own (it fetches the
 schema by id and validates the record with the jsonschema package). FORMAT protobuf: the schema's
-.proto text, fetched by id, is compiled with protoc (grpcio-tools) into Python classes; the class
+.proto text, fetched by id, is compiled with protoc (grpcio-tools) into Python classes, with the
+files it imports from other subjects (its references) written under their names; the class
 is the one the record's event_type header names (else the file's first message); the record's
 message indexes, read by ProtobufDeserializer's own reader, must equal the ones confluent-kafka
 computes for that class; the value is read by ProtobufDeserializer and printed by protobuf's
@@ -43,15 +44,28 @@ class ProtobufReader:
             import grpc_tools
             from grpc_tools import protoc
             name = "registered_%d" % schema_id
+            schema = self._registry.get_schema(schema_id)
             with open(os.path.join(self._dir, name + ".proto"), "w") as f:
-                f.write(self._registry.get_schema(schema_id).schema_str)
+                f.write(schema.schema_str)
+            files = [os.path.join(self._dir, name + ".proto")] + self._write_references(schema)
             include = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
-            rc = protoc.main(["protoc", "-I" + self._dir, "-I" + include, "--python_out=" + self._dir,
-                              os.path.join(self._dir, name + ".proto")])
+            rc = protoc.main(["protoc", "-I" + self._dir, "-I" + include, "--python_out=" + self._dir] + files)
             if rc != 0:
                 raise RuntimeError("protoc failed on schema %d" % schema_id)
             self._modules[schema_id] = importlib.import_module(name + "_pb2")
         return self._modules[schema_id]
+
+    def _write_references(self, schema):
+        """Writes the .proto files schema imports from other subjects under their reference names."""
+        paths = []
+        for ref in schema.references or []:
+            referenced = self._registry.get_version(ref.subject, ref.version).schema
+            path = os.path.join(self._dir, ref.name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(referenced.schema_str)
+            paths += [path] + self._write_references(referenced)
+        return paths
 
     def __call__(self, value, ctx, headers):
         from google.protobuf import json_format, message_factory
