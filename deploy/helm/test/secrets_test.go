@@ -89,6 +89,8 @@ func TestSecretsInValuesAreRefused(t *testing.T) {
 		{"nats password", "config: {broker: nats, nats: {urls: ['nats://n:4222'], username: u, password: s3cr3t}}", "config.nats.password"},
 		{"nats token", "config: {broker: nats, nats: {urls: ['nats://n:4222'], token: s3cr3t}}", "OUTBOXKIT_NATS_TOKEN"},
 		{"rabbitmq password", "config: {broker: rabbitmq, rabbitmq: {url: 'amqp://u@r:5672/', password: s3cr3t}}", "config.rabbitmq.password"},
+		{"schema registry password", "config: {kafka: {brokers: [k:9092]}, schema_registry: {url: 'https://r', username: u, password: s3cr3t}}", "OUTBOXKIT_SCHEMA_REGISTRY_PASSWORD"},
+		{"schema registry bearer token", "config: {kafka: {brokers: [k:9092]}, schema_registry: {url: 'https://r', bearer_token: s3cr3t}}", "config.schema_registry.bearer_token"},
 		{"rabbitmq url with password", "config: {broker: rabbitmq, rabbitmq: {url: 'amqp://u:s3cr3t@r:5672/'}}", "config.rabbitmq.url"},
 		{"secret in extraEnv", "extraEnv: [{name: OUTBOXKIT_KAFKA_SASL_PASSWORD, value: s3cr3t}]", "extraEnv OUTBOXKIT_KAFKA_SASL_PASSWORD"},
 		{"http.listen", "config: {http: {listen: '0.0.0.0:1234'}}", "config.http.listen"},

@@ -48,7 +48,7 @@ The relay's variables whose values are secrets: only existingSecret may set them
 refuses them in extraEnv with a value in clear).
 */}}
 {{- define "outboxkit.secretVariables" -}}
-OUTBOXKIT_DATABASE_DSN OUTBOXKIT_KAFKA_SASL_PASSWORD OUTBOXKIT_PULSAR_AUTH_TOKEN OUTBOXKIT_NATS_PASSWORD OUTBOXKIT_NATS_TOKEN OUTBOXKIT_RABBITMQ_AMQP_URL OUTBOXKIT_RABBITMQ_PASSWORD OUTBOXKIT_ADMIN_READ_TOKENS OUTBOXKIT_ADMIN_WRITE_TOKENS
+OUTBOXKIT_DATABASE_DSN OUTBOXKIT_KAFKA_SASL_PASSWORD OUTBOXKIT_PULSAR_AUTH_TOKEN OUTBOXKIT_NATS_PASSWORD OUTBOXKIT_NATS_TOKEN OUTBOXKIT_RABBITMQ_AMQP_URL OUTBOXKIT_RABBITMQ_PASSWORD OUTBOXKIT_SCHEMA_REGISTRY_PASSWORD OUTBOXKIT_SCHEMA_REGISTRY_BEARER_TOKEN OUTBOXKIT_ADMIN_READ_TOKENS OUTBOXKIT_ADMIN_WRITE_TOKENS
 {{- end -}}
 
 {{/* Fails the render when values carry a secret in clear or ask for what the chart owns. */}}
@@ -60,7 +60,9 @@ OUTBOXKIT_DATABASE_DSN OUTBOXKIT_KAFKA_SASL_PASSWORD OUTBOXKIT_PULSAR_AUTH_TOKEN
       (list "pulsar" "auth_token" "OUTBOXKIT_PULSAR_AUTH_TOKEN")
       (list "nats" "password" "OUTBOXKIT_NATS_PASSWORD")
       (list "nats" "token" "OUTBOXKIT_NATS_TOKEN")
-      (list "rabbitmq" "password" "OUTBOXKIT_RABBITMQ_PASSWORD") -}}
+      (list "rabbitmq" "password" "OUTBOXKIT_RABBITMQ_PASSWORD")
+      (list "schema_registry" "password" "OUTBOXKIT_SCHEMA_REGISTRY_PASSWORD")
+      (list "schema_registry" "bearer_token" "OUTBOXKIT_SCHEMA_REGISTRY_BEARER_TOKEN") -}}
 {{- range $refused -}}
 {{- $section := $cfg -}}
 {{- range (splitList "." (index . 0)) -}}
