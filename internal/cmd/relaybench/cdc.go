@@ -141,18 +141,22 @@ type writeCost struct {
 
 // writeSetting is one way of writing the business transaction: through database/sql
 // (Writer.WriteTx, one round trip per statement) or through a native pgx connection with the
-// business INSERT and the event's INSERT in one pgx.Batch (Writer.QueuePgx, one round trip for
-// both). w is nil for the business row alone.
+// business INSERT and the event's INSERT (or, with the wal writer, its emit) in one pgx.Batch
+// (Writer.QueuePgx, one round trip for both). w is nil for the business row alone; floor adds a
+// SELECT 1 to it instead (database/sql: the round trip an event's own statement costs at least).
 type writeSetting struct {
 	writeCost
-	w   *outbox.Writer
-	pgx bool
+	w     *outbox.Writer
+	pgx   bool
+	floor bool
 }
 
 // measureWriteSide times single-row business transactions (an INSERT into a business table,
 // plus one event in the same transaction) on PostgreSQL: without an event, with the polling
-// source's write side (key lock, notify trigger), and with the cdc source's (neither); each
-// through database/sql and through a pgx batch. The settings take turns one transaction at a
+// source's write side (key lock, notify trigger), with the cdc source's (neither), and with the
+// wal source's (a logical decoding message, no row); each through database/sql and through a pgx
+// batch, and, through database/sql, the business row plus a SELECT 1 (the floor the wal writer's
+// statement is compared with, issue 39). The settings take turns one transaction at a
 // time, in a new random order each turn, so that the load of a shared machine, which changes
 // within a second, and the position after another setting's commit weigh on all alike (rounds of
 // 100 transactions per setting, before, put seconds between a row and its base row: the same
@@ -169,15 +173,18 @@ func measureWriteSide(db *sql.DB, d database, n int) ([]writeCost, error) {
 		return nil, fmt.Errorf("connect with pgx: %w", err)
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	writers := map[bool]*outbox.Writer{false: tables.polling, true: tables.cdc}
 	const polling, cdc = "polling settings (key lock, notify trigger, a relay listening)", "cdc settings (no key lock, no trigger)"
+	const wal = "wal settings (ModeWAL: a logical decoding message, no row)"
 	settings := []writeSetting{
 		{writeCost: writeCost{label: "database/sql: business row only", base: -1, vsSettings: -1}},
-		{writeCost: writeCost{label: "database/sql: + 1 event (WriteTx), " + polling, base: 0, vsSettings: -1, target: 0.30}, w: writers[false]},
-		{writeCost: writeCost{label: "database/sql: + 1 event (WriteTx), " + cdc, base: 0, vsSettings: 1}, w: writers[true]},
+		{writeCost: writeCost{label: "database/sql: business row + SELECT 1 (the round-trip floor)", base: 0, vsSettings: -1}, floor: true},
+		{writeCost: writeCost{label: "database/sql: + 1 event (WriteTx), " + polling, base: 0, vsSettings: -1, target: 0.30}, w: tables.polling},
+		{writeCost: writeCost{label: "database/sql: + 1 event (WriteTx), " + cdc, base: 0, vsSettings: 2}, w: tables.cdc},
+		{writeCost: writeCost{label: "database/sql: + 1 event (WriteTx), " + wal + "; overhead over the SELECT 1 row", base: 1, vsSettings: 2, target: 0.05}, w: tables.wal},
 		{writeCost: writeCost{label: "pgx batch: business row only", base: -1, vsSettings: -1}, pgx: true},
-		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + polling, base: 3, vsSettings: -1, target: 0.15}, w: writers[false], pgx: true},
-		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + cdc, base: 3, vsSettings: 4}, w: writers[true], pgx: true},
+		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + polling, base: 5, vsSettings: -1, target: 0.15}, w: tables.polling, pgx: true},
+		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + cdc, base: 5, vsSettings: 6}, w: tables.cdc, pgx: true},
+		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + wal, base: 5, vsSettings: 6, target: 0.10}, w: tables.wal, pgx: true},
 	}
 	insert := "INSERT INTO " + tables.business + " (note) VALUES ($1)"
 	times := make([][]time.Duration, len(settings))
@@ -193,9 +200,12 @@ func measureWriteSide(db *sql.DB, d database, n int) ([]writeCost, error) {
 			ev := makeEvent("bench.write", j, 1000, 256, false)
 			began := time.Now()
 			var err error
-			if s.pgx {
+			switch {
+			case s.pgx:
 				err = writePgx(ctx, conn, insert, s.w, ev)
-			} else {
+			case s.floor:
+				err = writeSQLFloor(ctx, db, insert)
+			default:
 				err = writeSQL(ctx, db, insert, s.w, ev)
 			}
 			if err != nil {
@@ -227,6 +237,22 @@ func writeSQL(ctx context.Context, db *sql.DB, insert string, w *outbox.Writer, 
 		if err := w.WriteTx(ctx, tx, ev); err != nil {
 			return err
 		}
+	}
+	return tx.Commit()
+}
+
+// writeSQLFloor runs BEGIN, the business INSERT, SELECT 1, COMMIT through database/sql.
+func writeSQLFloor(ctx context.Context, db *sql.DB, insert string) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, insert, "order"); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "SELECT 1"); err != nil {
+		return err
 	}
 	return tx.Commit()
 }
@@ -302,7 +328,7 @@ func printWriteTable(w io.Writer, costs []writeCost) {
 		return
 	}
 	fmt.Fprintf(w, "\nwrite side: one single-row business transaction (BEGIN, INSERT, [one 256 B event], COMMIT), PostgreSQL, the settings interleaved one transaction at a time in a shuffled order, median\n\n")
-	fmt.Fprintln(w, "| transaction | median | overhead over the business row | vs polling settings | target |")
+	fmt.Fprintln(w, "| transaction | median | overhead over the business row (or the row named) | vs polling settings | target |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---|")
 	for _, c := range costs {
 		over, vs, target := "–", "–", "–"
