@@ -2,10 +2,13 @@
 
 It changes an order and writes the change's event in ONE SQLAlchemy transaction, the way the seeds'
 services do. Every change bumps the order's version; the event carries it, so a consumer can
-check the order of an order's events. Two outbox tables, --shape:
+check the order of an order's events. Three ways to write the event, --shape:
 
 - outboxkit (default): outboxkit's own table, by a plain INSERT of its columns (docs/writers.md).
   The database's trigger gives the event outboxkit's key hash, partition and per-key lock.
+- wal: no row at all. The event is a transactional logical decoding message emitted by the
+  function `outboxkit migrate` installs, <outbox>_emit(...) (docs/wal.md, docs/writers.md), for
+  the wal source (in progress: its relay is not built yet, the test reads the slot itself).
 - seed004: the table of seed 004 (id, aggregate_id, aggregate_type, event_type, payload JSONB,
   headers JSONB, status, retry_count, ...), written exactly as the seed's OrderService does; the
   relay reads it after `outboxkit adopt` (docs/adopting.md), and marks its rows PUBLISHED.
@@ -51,6 +54,31 @@ class OutboxkitTable:
             text(f"""INSERT INTO {self.table}
                      (event_id, topic, aggregate_type, aggregate_id, event_type, payload, headers)
                      VALUES (:id, :topic, 'Order', :aid, :etype, :payload, CAST(:headers AS jsonb))"""),
+            {
+                "id": event_id,
+                "topic": self.topic,
+                "aid": order_id,
+                "etype": event_type,
+                "payload": json.dumps(payload).encode("utf-8"),
+                "headers": json.dumps({"source": "order-service"}),
+            },
+        )
+
+
+class WalEmit:
+    """No row: the event is emitted as a logical decoding message by <outbox>_emit (docs/wal.md)."""
+
+    def __init__(self, table: str, topic: str):
+        self.table = table
+        self.topic = topic
+
+    def create(self, conn) -> None:
+        """Nothing: `outboxkit migrate` installs the function."""
+
+    def add_event(self, session, event_id: str, order_id: str, event_type: str, payload: dict) -> None:
+        session.execute(
+            text(f"""SELECT {self.table}_emit(:topic, 'Order', :aid, :etype, :payload,
+                     CAST(:headers AS jsonb), '', CAST(:id AS uuid))"""),
             {
                 "id": event_id,
                 "topic": self.topic,
@@ -163,6 +191,8 @@ def outbox_for(args):
     table = table_name("", args.outbox)
     if args.shape == "seed004":
         return Seed004Table(table)
+    if args.shape == "wal":
+        return WalEmit(table, args.topic)
     return OutboxkitTable(table, args.topic)
 
 
@@ -208,7 +238,7 @@ def main() -> int:
     p.add_argument("command", choices=["schema", "write"])
     p.add_argument("--dsn", required=True, help="PostgreSQL URL, postgres://user:pass@host:port/db")
     p.add_argument("--prefix", default="", help="prefix of the example's own tables")
-    p.add_argument("--shape", choices=["outboxkit", "seed004"], default="outboxkit", help="the outbox table's shape")
+    p.add_argument("--shape", choices=["outboxkit", "wal", "seed004"], default="outboxkit", help="the outbox table's shape")
     p.add_argument("--outbox", default="outbox_events", help="the outbox table")
     p.add_argument("--topic", default="order.events", help="the events' Kafka topic (shape outboxkit; seed004's relay derives it)")
     p.add_argument("--orders", type=int, default=10, help="how many orders (the ordering keys)")
