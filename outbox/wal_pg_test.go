@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,9 @@ import (
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
@@ -275,6 +279,82 @@ func TestWALPrefixesKeepTablesApart(t *testing.T) {
 		}
 		for i := range want {
 			assertSameEvent(t, got[i], want[i])
+		}
+	}
+}
+
+// TestWALWriterStoresTraceContext: in ModeWAL, Write stores the W3C trace context of the caller's
+// span in the emitted event's headers, replacing a stale tracestate, as in table mode, without
+// changing the caller's header map.
+func TestWALWriterStoresTraceContext(t *testing.T) {
+	db := testsupport.OpenPostgres(t)
+	tg := newWALTarget(t, db, testsupport.UniqueName("walw"))
+	slot := newWALSlot(t, db)
+	tp := sdktrace.NewTracerProvider()
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	ctx, span := tp.Tracer("test").Start(context.Background(), "place order")
+	defer span.End()
+	e := walEvent("o-1")
+	e.Headers["tracestate"] = "stale=1"
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tg.writer.WriteTx(ctx, tx, e); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, changed := e.Headers["traceparent"]; changed || e.Headers["tracestate"] != "stale=1" {
+		t.Fatalf("the caller's headers changed: %v", e.Headers)
+	}
+	events := walEvents(t, slot.messages(t, tg.writer.Table().WALPrefix()))
+	if len(events) != 1 {
+		t.Fatalf("%d events, want 1", len(events))
+	}
+	carrier := propagation.MapCarrier(events[0].Headers)
+	got := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), carrier))
+	if got.TraceID() != span.SpanContext().TraceID() || got.SpanID() != span.SpanContext().SpanID() {
+		t.Fatalf("emitted headers %v do not carry the span %s", events[0].Headers, span.SpanContext().SpanID())
+	}
+	if _, stale := events[0].Headers["tracestate"]; stale {
+		t.Fatalf("the stale tracestate travelled with the new traceparent: %v", events[0].Headers)
+	}
+}
+
+// TestWALWriterSplitsLargeWrites: one Write of 2,001 events emits three messages (1,000 events
+// at most in one), all in the transaction and in order.
+func TestWALWriterSplitsLargeWrites(t *testing.T) {
+	db := testsupport.OpenPostgres(t)
+	tg := newWALTarget(t, db, testsupport.UniqueName("walw"))
+	slot := newWALSlot(t, db)
+	ctx := context.Background()
+	events := make([]outbox.Event, 2001)
+	for i := range events {
+		events[i] = outbox.Event{Topic: "t", AggregateID: strconv.Itoa(i % 7), EventType: "E", Payload: []byte(strconv.Itoa(i))}
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tg.writer.WriteTx(ctx, tx, events...); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	msgs := slot.messages(t, tg.writer.Table().WALPrefix())
+	if len(msgs) != 3 || msgs[0].xid != msgs[2].xid {
+		t.Fatalf("%d messages, want 3 of one transaction", len(msgs))
+	}
+	got := walEvents(t, msgs)
+	if len(got) != len(events) {
+		t.Fatalf("%d events, want %d", len(got), len(events))
+	}
+	for i := range events {
+		if got[i].ID != events[i].ID || string(got[i].Payload) != strconv.Itoa(i) {
+			t.Fatalf("event %d: %s %q, want %s", i, got[i].ID, got[i].Payload, events[i].ID)
 		}
 	}
 }

@@ -109,7 +109,8 @@ func NewWriter(config Config) (*Writer, error) {
 // Table returns the writer's table.
 func (w *Writer) Table() Table { return w.table }
 
-// SchemaAdapter returns the watermill-sql SchemaAdapter the writer uses.
+// SchemaAdapter returns the watermill-sql SchemaAdapter the writer uses in [ModeTable]. It
+// always writes rows: in [ModeWAL], publish through [Writer.Publisher] instead.
 func (w *Writer) SchemaAdapter() *SchemaAdapter { return w.adapter }
 
 // Write stores events in the outbox through tx, a transaction the caller commits or rolls back
