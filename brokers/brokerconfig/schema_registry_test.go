@@ -30,6 +30,10 @@ func TestSchemaRegistryConfigErrorsNameTheValue(t *testing.T) {
 		{kafkaBase + "schema_registry:\n  url: http://r\n  version: -1\n", "schema_registry.version: -1: want 0 (latest) or a version number from 1"},
 		{kafkaBase + "schema_registry:\n  url: http://r\n  latest_ttl: -1s\n", "schema_registry.latest_ttl: -1s is negative"},
 		{kafkaBase + "schema_registry:\n  url: http://r\n  subject_strategy: record_name\n", `schema_registry.subject_strategy: "record_name": want topic, record or topic_record`},
+		{kafkaBase + "schema_registry:\n  url: http://r\n  topics:\n    payments: {subject: shop.v1.Payment, subject_strategy: record}\n",
+			`schema_registry.topics.payments: subject "shop.v1.Payment" and subject_strategy "record": set one`},
+		{kafkaBase + "schema_registry:\n  url: http://r\n  topics:\n    payments: {version: -3}\n",
+			"schema_registry.topics.payments: version: -3: want 0 (latest) or a version number from 1"},
 		{kafkaBase + "schema_registry:\n  url: http://r\n  password: Secret-9\n", "schema_registry.password: set without username"},
 		{kafkaBase + "schema_registry:\n  url: http://r\n  username: u\n  bearer_token: Tok-9\n", "schema_registry.bearer_token: set together with username (choose basic or bearer authentication)"},
 		{"broker: pulsar\npulsar:\n  url: pulsar://p:6650\nschema_registry:\n  url: http://r\n", "schema_registry: not supported with broker pulsar yet (kafka and kfake only)"},
@@ -130,7 +134,8 @@ func TestSchemaRegistryDocExampleParses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("docs example:\n%s\n%v", block, err)
 	}
-	if cfg.SchemaRegistry.SubjectStrategy != schema.StrategyTopicRecord || cfg.SchemaRegistry.Username != "relay" {
+	if cfg.SchemaRegistry.SubjectStrategy != schema.StrategyTopicRecord || cfg.SchemaRegistry.Username != "relay" ||
+		cfg.SchemaRegistry.Topics["payments"] != (schema.TopicConfig{Subject: "shop.v1.Payment", Version: 3}) {
 		t.Errorf("parsed %+v", cfg.SchemaRegistry)
 	}
 	if out := cfg.String(); strings.Contains(out, cfg.SchemaRegistry.Password) || !strings.Contains(out, "subject_strategy=topic_record") {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -20,6 +23,8 @@ type Config struct {
 	// Strategy names the subject of an event (Confluent's subject name strategies). Default:
 	// StrategyTopic.
 	Strategy Strategy
+	// Topics overrides Strategy and Version for the topics it names.
+	Topics map[string]TopicConfig
 }
 
 // Validate reports a configuration that cannot work, naming the bad value.
@@ -32,6 +37,11 @@ func (c Config) Validate() error {
 	}
 	if err := c.Strategy.Validate(); err != nil {
 		return fmt.Errorf("schema: %w", err)
+	}
+	for _, topic := range slices.Sorted(maps.Keys(c.Topics)) {
+		if err := c.Topics[topic].validate(); err != nil {
+			return fmt.Errorf("schema: topic %q: %w", topic, err)
+		}
 	}
 	return nil
 }
@@ -97,60 +107,79 @@ func (e *Encoder) Encode(ctx context.Context, topic string, payload []byte) ([]b
 // does not fit, or an event the strategy cannot name a subject for, is a *MismatchError; a failed
 // lookup a *RegistryError.
 func (e *Encoder) EncodeEvent(ctx context.Context, topic, eventType string, payload []byte) ([]byte, error) {
-	subject, err := e.subject(topic, eventType)
+	t, err := e.target(topic, eventType)
 	if err != nil {
 		return nil, err
 	}
-	s, err := e.lookup(ctx, subject)
+	s, err := e.lookup(ctx, t)
 	if err != nil {
 		return nil, err
 	}
 	index, body, m := s.codec.encode(payload, eventType)
 	if m != nil {
-		return nil, &MismatchError{Subject: subject, Path: m.path, Reason: m.reason}
+		return nil, &MismatchError{Subject: t.subject, Path: m.path, Reason: m.reason}
 	}
 	var header sr.ConfluentHeader
 	out, err := header.AppendEncode(make([]byte, 0, 6+len(index)+len(body)), s.id, index)
 	if err != nil {
-		return nil, fmt.Errorf("schema: framing for subject %q: %w", subject, err)
+		return nil, fmt.Errorf("schema: framing for subject %q: %w", t.subject, err)
 	}
 	return append(out, body...), nil
 }
 
-// subject names the subject of an event by the configured strategy.
-func (e *Encoder) subject(topic, eventType string) (string, error) {
-	subject, ok := e.config.Strategy.subject(topic, eventType)
-	if !ok {
-		return "", &MismatchError{Subject: "(none)", Path: "$",
-			Reason: fmt.Sprintf("the event has no %s metadata, which the %s subject name strategy needs", eventTypeKey, e.config.Strategy)}
-	}
-	return subject, nil
+// target is a subject and the version to encode with (0: the latest).
+type target struct {
+	subject string
+	version int
 }
 
-// lookup returns the cached schema of subject, fetching it when missing (or, for the latest
-// version, older than LatestTTL).
-func (e *Encoder) lookup(ctx context.Context, subject string) (cached, error) {
+// target names the subject and version of an event: its topic's TopicConfig where there is one,
+// else the configured strategy and version.
+func (e *Encoder) target(topic, eventType string) (target, error) {
+	tc, perTopic := e.config.Topics[topic]
+	if perTopic && tc.Subject != "" {
+		return target{tc.Subject, tc.Version}, nil
+	}
+	strategy, version := e.config.Strategy, e.config.Version
+	if perTopic {
+		version = tc.Version
+		if tc.Strategy != "" {
+			strategy = tc.Strategy
+		}
+	}
+	subject, ok := strategy.subject(topic, eventType)
+	if !ok {
+		return target{}, &MismatchError{Subject: "(none)", Path: "$",
+			Reason: fmt.Sprintf("the event has no %s metadata, which the %s subject name strategy needs", eventTypeKey, strategy)}
+	}
+	return target{subject, version}, nil
+}
+
+// lookup returns the cached schema of t, fetching it when missing (or, for the latest version,
+// older than LatestTTL).
+func (e *Encoder) lookup(ctx context.Context, t target) (cached, error) {
+	key := t.subject + "\x00" + strconv.Itoa(t.version)
 	e.mu.Lock()
-	c, ok := e.cache[subject]
+	c, ok := e.cache[key]
 	e.mu.Unlock()
-	if ok && (e.config.Version != 0 || e.now().Sub(c.fetched) < e.config.LatestTTL) {
+	if ok && (t.version != 0 || e.now().Sub(c.fetched) < e.config.LatestTTL) {
 		return c, nil
 	}
-	version := e.config.Version
+	version := t.version
 	if version == 0 {
 		version = -1 // latest, in pkg/sr
 	}
-	ss, err := e.client.SchemaByVersion(ctx, subject, version)
+	ss, err := e.client.SchemaByVersion(ctx, t.subject, version)
 	if err != nil {
-		return cached{}, &RegistryError{Subject: subject, Err: err}
+		return cached{}, &RegistryError{Subject: t.subject, Err: err}
 	}
 	codec, err := newCodec(ctx, e.client, ss)
 	if err != nil {
-		return cached{}, &RegistryError{Subject: subject, Err: err}
+		return cached{}, &RegistryError{Subject: t.subject, Err: err}
 	}
 	c = cached{id: ss.ID, codec: codec, fetched: e.now()}
 	e.mu.Lock()
-	e.cache[subject] = c
+	e.cache[key] = c
 	e.mu.Unlock()
 	return c, nil
 }

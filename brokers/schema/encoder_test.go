@@ -207,12 +207,19 @@ func TestEncodeCachesLookups(t *testing.T) {
 }
 
 func TestConfigValidateNamesTheBadValue(t *testing.T) {
-	for cfg, want := range map[Config]string{
-		{Version: -2}:             "schema: version -2: want 0 (latest) or a version number from 1",
-		{LatestTTL: -time.Second}: "schema: latest TTL -1s is negative",
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Version: -2}, "schema: version -2: want 0 (latest) or a version number from 1"},
+		{Config{LatestTTL: -time.Second}, "schema: latest TTL -1s is negative"},
+		{Config{Topics: map[string]TopicConfig{"orders": {Subject: "shop.Order", Strategy: StrategyRecord}}},
+			`schema: topic "orders": subject "shop.Order" and subject_strategy "record": set one`},
+		{Config{Topics: map[string]TopicConfig{"orders": {Version: -1}}}, `schema: topic "orders": version: -1: want 0 (latest) or a version number from 1`},
+		{Config{Topics: map[string]TopicConfig{"orders": {Strategy: "name"}}}, `schema: topic "orders": subject strategy "name": want topic, record or topic_record`},
 	} {
-		if err := cfg.Validate(); err == nil || err.Error() != want {
-			t.Errorf("%+v: %v, want %q", cfg, err, want)
+		if err := tc.cfg.Validate(); err == nil || err.Error() != tc.want {
+			t.Errorf("%+v: %v, want %q", tc.cfg, err, tc.want)
 		}
 	}
 }

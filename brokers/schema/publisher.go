@@ -125,17 +125,17 @@ func (p *publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 // answer fails the whole call before anything is sent (an event whose subject cannot be named
 // fails alone, in encode).
 func (p *publisher) lookupAll(ctx context.Context, topic string, msgs []*message.Message) error {
-	seen := map[string]bool{}
+	seen := map[target]bool{}
 	for _, msg := range msgs {
 		if !needsEncoding(msg) || msg == nil {
 			continue
 		}
-		subject, err := p.enc.subject(topic, msg.Metadata.Get(eventTypeKey))
-		if err != nil || seen[subject] {
+		t, err := p.enc.target(topic, msg.Metadata.Get(eventTypeKey))
+		if err != nil || seen[t] {
 			continue
 		}
-		seen[subject] = true
-		if _, err := p.enc.lookup(ctx, subject); err != nil {
+		seen[t] = true
+		if _, err := p.enc.lookup(ctx, t); err != nil {
 			return err
 		}
 	}
@@ -165,8 +165,8 @@ func (p *publisher) encode(ctx context.Context, topic string, msg *message.Messa
 		return msg, nil
 	}
 	if preEncoded(msg) {
-		subject, _ := p.enc.subject(topic, msg.Metadata.Get(eventTypeKey))
-		if err := checkPreEncoded(subject, msg); err != nil {
+		t, _ := p.enc.target(topic, msg.Metadata.Get(eventTypeKey))
+		if err := checkPreEncoded(t.subject, msg); err != nil {
 			return nil, err
 		}
 		return msg, nil

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/sr"
@@ -31,6 +33,9 @@ type RegistryConfig struct {
 	// TLS sets the certificate authorities, a client certificate or, for tests, no
 	// verification; an https URL needs it only for those.
 	TLS RegistryTLS `yaml:"tls"`
+	// Topics overrides the subject (outright or by strategy) and the version for the topics it
+	// names.
+	Topics map[string]TopicConfig `yaml:"topics"`
 }
 
 // On reports whether encoding is configured.
@@ -56,6 +61,11 @@ func (c RegistryConfig) Validate() error {
 	}
 	if err := c.SubjectStrategy.Validate(); err != nil {
 		return fmt.Errorf("subject_strategy: %q: want %s, %s or %s", string(c.SubjectStrategy), StrategyTopic, StrategyRecord, StrategyTopicRecord)
+	}
+	for _, topic := range slices.Sorted(maps.Keys(c.Topics)) {
+		if err := c.Topics[topic].validate(); err != nil {
+			return fmt.Errorf("topics.%s: %w", topic, err)
+		}
 	}
 	if c.TLS.set() && u.Scheme != "https" {
 		return fmt.Errorf("%s: set, but url %q is not https", c.TLS.firstSet(), c.URL)
@@ -95,7 +105,7 @@ func NewEncoderFromConfig(c RegistryConfig) (*Encoder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema_registry: %w", err)
 	}
-	return NewEncoder(client, Config{Version: c.Version, LatestTTL: c.LatestTTL, Strategy: c.SubjectStrategy})
+	return NewEncoder(client, Config{Version: c.Version, LatestTTL: c.LatestTTL, Strategy: c.SubjectStrategy, Topics: c.Topics})
 }
 
 // LogValue implements slog.LogValuer with the secrets redacted.
@@ -108,6 +118,7 @@ func (c RegistryConfig) LogValue() slog.Value {
 		slog.String("username", c.Username),
 		slog.String("password", redact(c.Password)),
 		slog.String("bearer_token", redact(c.BearerToken)),
+		slog.Any("topics", c.Topics),
 		slog.Group("tls", slog.String("ca_file", c.TLS.CAFile), slog.String("cert_file", c.TLS.CertFile),
 			slog.String("key_file", c.TLS.KeyFile), slog.Bool("insecure_skip_verify", c.TLS.InsecureSkipVerify)),
 	)

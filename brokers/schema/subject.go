@@ -46,3 +46,26 @@ func (s Strategy) subject(topic, eventType string) (string, bool) {
 		return Subject(topic), true
 	}
 }
+
+// TopicConfig is the schema of one topic's events, overriding the Encoder's default (YAML
+// schema_registry.topics.<topic>).
+type TopicConfig struct {
+	// Subject names the subject outright (for example shop.v1.Order), whatever the event; it
+	// excludes Strategy.
+	Subject string `yaml:"subject"`
+	// Strategy names the subject by a strategy other than the default one.
+	Strategy Strategy `yaml:"subject_strategy"`
+	// Version is the subject version to encode with; 0 means the latest (not the default's
+	// version: a topic entry says its own).
+	Version int `yaml:"version"`
+}
+
+func (t TopicConfig) validate() error {
+	if t.Subject != "" && t.Strategy != "" {
+		return fmt.Errorf("subject %q and subject_strategy %q: set one", t.Subject, string(t.Strategy))
+	}
+	if t.Version < 0 {
+		return fmt.Errorf("version: %d: want 0 (latest) or a version number from 1", t.Version)
+	}
+	return t.Strategy.Validate()
+}

@@ -105,3 +105,38 @@ func TestPublisherRecordStrategyEncodesEachEventType(t *testing.T) {
 		}
 	}
 }
+
+// TestTopicConfigOverridesTheDefault: a topic entry names its subject outright (with a fixed
+// version) or by another strategy; other topics keep the default strategy and the latest version.
+func TestTopicConfigOverridesTheDefault(t *testing.T) {
+	cl, _, topic, defaultID := registry(t)
+	shared := testsupport.UniqueName("shop.Order")
+	v1 := registerAs(t, cl, shared, sr.TypeAvro, placedSchema)
+	registerAs(t, cl, shared, sr.TypeAvro, `{"type":"record","name":"Placed","fields":[{"name":"n","type":"long"},{"name":"m","type":"long","default":0}]}`)
+	eventType := testsupport.UniqueName("shop.Refunded")
+	recordID := registerAs(t, cl, eventType, sr.TypeAvro, refundedSchema)
+	enc, err := NewEncoder(cl, Config{Topics: map[string]TopicConfig{
+		"fixed":    {Subject: shared, Version: 1},
+		"byrecord": {Strategy: StrategyRecord},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		topic, eventType, payload string
+		id                        int
+	}{
+		{"fixed", "", `{"n":1}`, v1},
+		{"byrecord", eventType, `{"why":"late"}`, recordID},
+		{topic, eventType, validOrder("o"), defaultID},
+	} {
+		out, err := enc.EncodeEvent(context.Background(), tc.topic, tc.eventType, []byte(tc.payload))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.topic, err)
+		}
+		var header sr.ConfluentHeader
+		if id, _, err := header.DecodeID(out); err != nil || id != tc.id {
+			t.Errorf("%s: schema id %d err %v, want %d", tc.topic, id, err, tc.id)
+		}
+	}
+}
