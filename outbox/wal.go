@@ -56,6 +56,9 @@ func (t Table) WALPrefix() string { return WALPrefixBase + strings.ToLower(t.nam
 // (PostgreSQL, schema v10): "<table>_emit", in the table's schema (docs/writers.md).
 func (t Table) WALEmitFunction() string { return t.name + "_emit" }
 
+// walMinEventBytes is the size of an event whose texts, headers and payload are all empty.
+const walMinEventBytes = 16 + 8 + 5 + 2 + 4
+
 // walEventSize is the encoded size of e, without the envelope's header.
 func walEventSize(e *Event) int {
 	n := 16 + 8 + 5 + len(e.Topic) + len(e.AggregateType) + len(e.AggregateID) + len(e.EventType) + len(e.TenantID) +
@@ -144,8 +147,11 @@ func AppendWALEnvelope(dst []byte, events []Event) ([]byte, error) {
 var ErrWALEnvelope = errors.New("invalid wal envelope")
 
 // DecodeWALEnvelope decodes the content of an outboxkit logical decoding message into its events,
-// in write order. Payloads share content's memory. An unknown version or a malformed envelope is
-// an error wrapping [ErrWALEnvelope]; a relay must not skip such a message silently.
+// in write order. Payloads share content's memory. An unknown version or a malformed envelope (a
+// length past its end, bytes after the last event, a header name twice) is an error wrapping
+// [ErrWALEnvelope]; a relay must not skip such a message silently. Headers in another order than
+// the writers' (by name) are accepted. Decoding checks the layout, not the writer's rules
+// (validate.go): a message emitted by hand may carry what the Writer refuses.
 func DecodeWALEnvelope(content []byte) ([]Event, error) {
 	d := walDecoder{buf: content}
 	if version := d.u8(); d.err == nil && version != WALEnvelopeVersion {
@@ -156,7 +162,8 @@ func DecodeWALEnvelope(content []byte) ([]Event, error) {
 	if d.err == nil && count == 0 {
 		return nil, fmt.Errorf("outbox: %w: no events", ErrWALEnvelope)
 	}
-	events := make([]Event, 0, count)
+	// Each event takes at least walMinEventBytes: a forged count does not make a large slice.
+	events := make([]Event, 0, min(count, len(d.buf)/walMinEventBytes))
 	for i := 0; i < count && d.err == nil; i++ {
 		var e Event
 		copy(e.ID[:], d.bytes(16))
@@ -167,6 +174,9 @@ func DecodeWALEnvelope(content []byte) ([]Event, error) {
 			e.Headers = make(map[string]string, headers)
 			for range headers {
 				name := d.str8()
+				if _, dup := e.Headers[name]; dup && d.err == nil {
+					d.err = fmt.Errorf("event %s: header %q twice", e.ID, name)
+				}
 				e.Headers[name] = string(d.bytes(int(d.u16())))
 			}
 		}
