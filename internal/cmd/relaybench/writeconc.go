@@ -49,7 +49,7 @@ type concurrentCost struct {
 	// kept is the median over the rounds of rate / the base setting's rate (0 without a base).
 	kept float64
 	base int
-	// keep is the share the setting must keep (0: concurrentKeep).
+	// keep is the share the setting must keep (0: concurrentKeep; negative: no target).
 	keep float64
 }
 
@@ -116,9 +116,9 @@ func newWriteTables(ctx context.Context, db *sql.DB, d database) (*writeTables, 
 	return t, nil
 }
 
-// measureConcurrentWrites runs concurrentRounds rounds of the eight settings (business row only,
+// measureConcurrentWrites runs concurrentRounds rounds of the nine settings (business row only,
 // + 1 event with the polling settings, with the cdc settings, and with the wal writer; through
-// database/sql and through a pgx batch), each for concurrentWindow with concurrentWriters writers on their own
+// database/sql and through a pgx batch; and the database/sql business row + SELECT 1), each for concurrentWindow with concurrentWriters writers on their own
 // connections, and returns the committed transactions per second of each.
 func measureConcurrentWrites(db *sql.DB, d database) ([]concurrentCost, error) {
 	ctx := context.Background()
@@ -145,8 +145,9 @@ func measureConcurrentWrites(db *sql.DB, d database) ([]concurrentCost, error) {
 	const wal = "wal settings (a logical decoding message, no row)"
 	type setting struct {
 		concurrentCost
-		w   *outbox.Writer
-		pgx bool
+		w     *outbox.Writer
+		pgx   bool
+		floor bool
 	}
 	settings := []setting{
 		{concurrentCost: concurrentCost{label: "database/sql: business row only", base: -1}},
@@ -155,6 +156,7 @@ func measureConcurrentWrites(db *sql.DB, d database) ([]concurrentCost, error) {
 		{concurrentCost: concurrentCost{label: "pgx batch: business row only", base: -1}, pgx: true},
 		{concurrentCost: concurrentCost{label: "pgx batch: + 1 event (QueuePgx), " + polling, base: 3}, w: tables.polling, pgx: true},
 		{concurrentCost: concurrentCost{label: "pgx batch: + 1 event (QueuePgx), " + cdc, base: 3}, w: tables.cdc, pgx: true},
+		{concurrentCost: concurrentCost{label: "database/sql: business row + SELECT 1 (the round-trip floor)", base: 0, keep: -1}, floor: true},
 		{concurrentCost: concurrentCost{label: "database/sql: + 1 event (WriteTx), " + wal, base: 0, keep: walKeep}, w: tables.wal},
 		{concurrentCost: concurrentCost{label: "pgx batch: + 1 event (QueuePgx), " + wal, base: 3, keep: walKeep}, w: tables.wal, pgx: true},
 	}
@@ -171,8 +173,11 @@ func measureConcurrentWrites(db *sql.DB, d database) ([]concurrentCost, error) {
 			s := &settings[i]
 			write := func(writer int) error {
 				ev := makeEvent("bench.write", int(seq.Add(1)), 1000, 256, false)
-				if s.pgx {
+				switch {
+				case s.pgx:
 					return writePgx(ctx, conns[writer], insert, s.w, ev)
+				case s.floor:
+					return writeSQLFloor(ctx, pool, insert)
 				}
 				return writeSQL(ctx, pool, insert, s.w, ev)
 			}
@@ -252,10 +257,13 @@ func printConcurrentTable(w io.Writer, costs []concurrentCost) {
 		kept, target := "–", "–"
 		if c.base >= 0 {
 			keep := concurrentKeep
-			if c.keep > 0 {
+			if c.keep != 0 {
 				keep = c.keep
 			}
 			kept, target = fmt.Sprintf("%.0f %%", 100*c.kept), verdict(c.kept >= keep)
+			if keep < 0 {
+				target = "–"
+			}
 		}
 		fmt.Fprintf(w, "| %s | %.0f (%.0f–%.0f) | %s | %s |\n", c.label, c.median, slices.Min(c.rates), slices.Max(c.rates), kept, target)
 	}
