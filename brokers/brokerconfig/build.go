@@ -32,7 +32,8 @@ type Brokers struct {
 // Build validates cfg and builds the publisher of the chosen broker (and, for kfake, starts the
 // in-process cluster); with format cloudevents the publisher is wrapped by brokers/cloudevents'
 // decorator, which keeps the broker publisher's PublishEach and Connect, and with a
-// schema_registry url by brokers/schema's (Avro in the Confluent wire format). The caller must Close
+// schema_registry url by brokers/schema's (the Confluent wire format; with cloudevents it sets
+// content-type and ce_dataschema, which the cloudevents decorator keeps). The caller must Close
 // the result. A nil logger discards logs.
 func Build(ctx context.Context, cfg Config, logger watermill.LoggerAdapter) (*Brokers, error) {
 	if err := ctx.Err(); err != nil {
@@ -58,9 +59,13 @@ func Build(ctx context.Context, cfg Config, logger watermill.LoggerAdapter) (*Br
 		b.publisher = pub
 	}
 	if cfg.SchemaRegistry.On() {
+		var opts []schema.PublisherOption
+		if cfg.Format == FormatCloudEvents {
+			opts = append(opts, schema.CloudEventsAttributes(cfg.SchemaRegistry.URL))
+		}
 		enc, err := schema.NewEncoderFromConfig(cfg.SchemaRegistry)
 		if err == nil {
-			b.publisher, err = schema.NewPublisher(b.publisher, enc)
+			b.publisher, err = schema.NewPublisher(b.publisher, enc, opts...)
 		}
 		if err != nil {
 			_ = b.Close()

@@ -67,8 +67,9 @@ type Config struct {
 	// CloudEvents configures format: cloudevents; its source is then required.
 	CloudEvents cloudevents.Config `yaml:"cloudevents"`
 	// SchemaRegistry, when its url is set, makes the publisher encode each event's JSON payload
-	// in Avro with the schema of its topic's subject (<topic>-value), in the Confluent wire
-	// format (see brokers/schema). Kafka (and kfake) only, with format watermill.
+	// with the schema of its subject (Avro, Protobuf or JSON Schema), in the Confluent wire
+	// format (see brokers/schema); with format cloudevents the events carry content-type and
+	// ce_dataschema. Kafka (and kfake) only.
 	SchemaRegistry schema.RegistryConfig `yaml:"schema_registry"`
 }
 
@@ -204,9 +205,6 @@ func (c Config) validateSchemaRegistry() error {
 	}
 	if c.Broker != BrokerKafka && c.Broker != BrokerKFake {
 		return fmt.Errorf("schema_registry: not supported with broker %s yet (kafka and kfake only)", c.Broker)
-	}
-	if c.Format != FormatWatermill {
-		return fmt.Errorf("schema_registry: not supported with format %s yet (watermill only)", c.Format)
 	}
 	if err := c.SchemaRegistry.Validate(); err != nil {
 		return fmt.Errorf("schema_registry.%w", err)

@@ -37,7 +37,6 @@ func TestSchemaRegistryConfigErrorsNameTheValue(t *testing.T) {
 		{kafkaBase + "schema_registry:\n  url: http://r\n  password: Secret-9\n", "schema_registry.password: set without username"},
 		{kafkaBase + "schema_registry:\n  url: http://r\n  username: u\n  bearer_token: Tok-9\n", "schema_registry.bearer_token: set together with username (choose basic or bearer authentication)"},
 		{"broker: pulsar\npulsar:\n  url: pulsar://p:6650\nschema_registry:\n  url: http://r\n", "schema_registry: not supported with broker pulsar yet (kafka and kfake only)"},
-		{kafkaBase + "format: cloudevents\ncloudevents:\n  source: /x\nschema_registry:\n  url: http://r\n", "schema_registry: not supported with format cloudevents yet (watermill only)"},
 	} {
 		_, err := brokerconfig.Parse([]byte(tc.doc), nil)
 		if err == nil || err.Error() != tc.want {
@@ -178,5 +177,66 @@ func TestSchemaRegistryEnvOverrides(t *testing.T) {
 		if err == nil || !strings.HasSuffix(err.Error(), want) || strings.Contains(err.Error(), "Env-Secret-4") {
 			t.Errorf("%s: %v, want %q", name, err, want)
 		}
+	}
+}
+
+// With format cloudevents and a schema_registry, the events are CloudEvents whose data is the
+// encoded payload: content-type names the encoding (replacing the writer's JSON content type) and
+// ce_dataschema the registry's URL of the schema, beside the ce_* attributes.
+func TestBuildWithSchemaRegistryAndCloudEvents(t *testing.T) {
+	registryURL := testsupport.SchemaRegistryURL(t)
+	brokers := testsupport.KafkaBrokers(t)
+	topic := testsupport.UniqueName("schema_ce")
+	testsupport.CreateKafkaTopic(t, brokers, topic)
+	cl, err := sr.NewClient(sr.URLs(registryURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss, err := cl.CreateSchema(context.Background(), schema.Subject(topic), sr.Schema{Type: sr.TypeAvro,
+		Schema: `{"type":"record","name":"E","fields":[{"name":"n","type":"long"}]}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := brokerconfig.Parse([]byte(fmt.Sprintf("broker: kafka\nkafka:\n  brokers: [%s]\nformat: cloudevents\ncloudevents:\n  source: /shop\nschema_registry:\n  url: %s\n",
+		strings.Join(brokers, ", "), registryURL)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := brokerconfig.Build(context.Background(), cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	msg := message.NewMessage(watermill.NewUUID(), []byte(`{"n":7}`))
+	msg.Metadata.Set(outbox.MetadataAggregateID, "a")
+	msg.Metadata.Set(outbox.MetadataEventType, "Counted")
+	msg.Metadata.Set("Content-Type", "application/json")
+	each := b.Publisher().(interface {
+		PublishEach(context.Context, string, []*message.Message) []error
+	})
+	if errs := each.PublishEach(context.Background(), topic, []*message.Message{msg}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	records := testsupport.ReadKafkaTopic(t, brokers, topic)
+	if len(records) != 1 {
+		t.Fatalf("%d records, want 1", len(records))
+	}
+	headers := map[string][]string{}
+	for _, h := range records[0].Headers {
+		headers[h.Key] = append(headers[h.Key], string(h.Value))
+	}
+	want := map[string]string{"ce_type": "Counted", "ce_source": "/shop", "ce_specversion": "1.0", "ce_subject": "a",
+		"content-type": "application/avro", "ce_dataschema": registryURL + "/schemas/ids/" + fmt.Sprint(ss.ID)}
+	for k, v := range want {
+		if len(headers[k]) != 1 || headers[k][0] != v {
+			t.Errorf("header %s = %q, want %q", k, headers[k], v)
+		}
+	}
+	if got := headers["Content-Type"]; len(got) != 0 {
+		t.Errorf("the writer's Content-Type header is still there: %q", got)
+	}
+	var header sr.ConfluentHeader
+	if id, body, err := header.DecodeID(records[0].Value); err != nil || id != ss.ID || !bytes.Equal(body, []byte{14}) {
+		t.Errorf("value % x: id %d err %v, want id %d and the Avro long 7", records[0].Value, id, err, ss.ID)
 	}
 }

@@ -61,6 +61,7 @@ type Encoder struct {
 // cached is a subject's schema, ready to encode with.
 type cached struct {
 	id      int
+	typ     sr.SchemaType
 	codec   codec
 	fetched time.Time
 }
@@ -107,24 +108,30 @@ func (e *Encoder) Encode(ctx context.Context, topic string, payload []byte) ([]b
 // does not fit, or an event the strategy cannot name a subject for, is a *MismatchError; a failed
 // lookup a *RegistryError.
 func (e *Encoder) EncodeEvent(ctx context.Context, topic, eventType string, payload []byte) ([]byte, error) {
+	out, _, err := e.encodeEvent(ctx, topic, eventType, payload)
+	return out, err
+}
+
+// encodeEvent is EncodeEvent, also returning the schema it encoded with.
+func (e *Encoder) encodeEvent(ctx context.Context, topic, eventType string, payload []byte) ([]byte, cached, error) {
 	t, err := e.target(topic, eventType)
 	if err != nil {
-		return nil, err
+		return nil, cached{}, err
 	}
 	s, err := e.lookup(ctx, t)
 	if err != nil {
-		return nil, err
+		return nil, cached{}, err
 	}
 	index, body, m := s.codec.encode(payload, eventType)
 	if m != nil {
-		return nil, &MismatchError{Subject: t.subject, Path: m.path, Reason: m.reason}
+		return nil, cached{}, &MismatchError{Subject: t.subject, Path: m.path, Reason: m.reason}
 	}
 	var header sr.ConfluentHeader
 	out, err := header.AppendEncode(make([]byte, 0, 6+len(index)+len(body)), s.id, index)
 	if err != nil {
-		return nil, fmt.Errorf("schema: framing for subject %q: %w", t.subject, err)
+		return nil, cached{}, fmt.Errorf("schema: framing for subject %q: %w", t.subject, err)
 	}
-	return append(out, body...), nil
+	return append(out, body...), s, nil
 }
 
 // target is a subject and the version to encode with (0: the latest).
@@ -177,7 +184,7 @@ func (e *Encoder) lookup(ctx context.Context, t target) (cached, error) {
 	if err != nil {
 		return cached{}, &RegistryError{Subject: t.subject, Err: err}
 	}
-	c = cached{id: ss.ID, codec: codec, fetched: e.now()}
+	c = cached{id: ss.ID, typ: ss.Type, codec: codec, fetched: e.now()}
 	e.mu.Lock()
 	e.cache[key] = c
 	e.mu.Unlock()

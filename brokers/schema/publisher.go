@@ -36,7 +36,7 @@ type errorClassifier interface {
 // (forwarder.ErrorClassifier) makes a *MismatchError permanent and ErrEarlierMessageNotEncoded and
 // registry failures retriable, and leaves every other error to pub's Retriable. Close closes pub.
 // Not yet passed through: pub's Connect and its exactly-once transactions.
-func NewPublisher(pub message.Publisher, enc *Encoder) (message.Publisher, error) {
+func NewPublisher(pub message.Publisher, enc *Encoder, opts ...PublisherOption) (message.Publisher, error) {
 	if pub == nil || enc == nil {
 		return nil, errors.New("schema: NewPublisher needs a publisher and an encoder")
 	}
@@ -44,13 +44,20 @@ func NewPublisher(pub message.Publisher, enc *Encoder) (message.Publisher, error
 	if !ok {
 		return nil, fmt.Errorf("schema: publisher %T has no PublishEach (per-message outcomes)", pub)
 	}
-	return &publisher{pub: pub, each: each, enc: enc}, nil
+	p := &publisher{pub: pub, each: each, enc: enc}
+	for _, opt := range opts {
+		opt(p)
+	}
+	return p, nil
 }
 
 type publisher struct {
 	pub  message.Publisher
 	each outcomePublisher
 	enc  *Encoder
+	// cloudEvents, when set, adds the CloudEvents attributes of the encoding (content-type,
+	// ce_dataschema under this registry URL) to every encoded message.
+	cloudEvents *cloudEventsAttributes
 }
 
 // Publish encodes every message before sending any, and sends none when one fails.
@@ -171,13 +178,16 @@ func (p *publisher) encode(ctx context.Context, topic string, msg *message.Messa
 		}
 		return msg, nil
 	}
-	payload, err := p.enc.EncodeEvent(ctx, topic, msg.Metadata.Get(eventTypeKey), msg.Payload)
+	payload, s, err := p.enc.encodeEvent(ctx, topic, msg.Metadata.Get(eventTypeKey), msg.Payload)
 	if err != nil {
 		return nil, err
 	}
 	out := message.NewMessage(msg.UUID, payload)
 	for k, v := range msg.Metadata {
 		out.Metadata.Set(k, v)
+	}
+	if p.cloudEvents != nil {
+		p.cloudEvents.set(out, s)
 	}
 	out.SetContext(msg.Context())
 	return out, nil
