@@ -38,7 +38,7 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // registry returns a client of the test registry counting its requests, and registers
 // orderSchema under a new topic's subject.
-func registry(t *testing.T) (*sr.Client, *countingTransport, string, int) {
+func registry(t testing.TB) (*sr.Client, *countingTransport, string, int) {
 	t.Helper()
 	base := testsupport.SchemaRegistryURL(t)
 	counter := &countingTransport{}

@@ -49,7 +49,7 @@ message Refund {
 `
 
 // registerAs registers text of type typ under subject in the test registry and returns its id.
-func registerAs(t *testing.T, cl *sr.Client, subject string, typ sr.SchemaType, text string) int {
+func registerAs(t testing.TB, cl *sr.Client, subject string, typ sr.SchemaType, text string) int {
 	t.Helper()
 	ss, err := cl.CreateSchema(context.Background(), subject, sr.Schema{Schema: text, Type: typ})
 	if err != nil {
