@@ -120,6 +120,15 @@ func SplitSpent(p relay.RetryPolicy, records []relay.Record) (spent, rest []rela
 	return spent, rest
 }
 
+// SentReason is the reason recorded for an event whose dead letter the broker took: reason,
+// and, when the dead letter went reduced, ReducedReason's note.
+func SentReason(reason string, reduced bool) string {
+	if reduced {
+		return ReducedReason(reason)
+	}
+	return reason
+}
+
 // ReducedReason is the reason recorded for an event whose dead letter went reduced.
 func ReducedReason(reason string) string {
 	return reason + " (the dead letter went without the event's payload and headers: the broker refused it whole)"

@@ -28,13 +28,20 @@ func NewSettler(core relay.Core, publishAlone func(ctx context.Context, topic st
 // Settle counts a failed attempt and decides its fate: a retry with backoff, or, after the last
 // attempt (unless UnlimitedRetries) or on a permanent error, a dead letter (deadLetter).
 func (s *Settler) Settle(ctx context.Context, r relay.Record, publishErr error) relay.Settlement {
-	attempts := r.Attempts + 1
-	s.core.Metrics.Failed.WithLabelValues(r.Event.Topic, r.Event.TenantID).Inc()
-	reason := publishErr.Error()
-	if !s.core.Retry.Dead(attempts, publishErr) {
+	attempts, reason, dead := s.Failed(r, publishErr)
+	if !dead {
 		return s.RetryLater(r, attempts, reason)
 	}
 	return s.deadLetter(ctx, r, attempts, reason, s.core.Retry.Retriable(publishErr))
+}
+
+// Failed counts a failed attempt of r's event, with publishErr, and returns its attempts (this
+// one included), its reason, and whether it is dead now (relay.RetryPolicy.Dead): a retry
+// later (RetryLater) otherwise. Both delivery modes start a failure's settlement here.
+func (s *Settler) Failed(r relay.Record, publishErr error) (attempts int, reason string, dead bool) {
+	attempts = r.Attempts + 1
+	s.core.Metrics.Failed.WithLabelValues(r.Event.Topic, r.Event.TenantID).Inc()
+	return attempts, publishErr.Error(), s.core.Retry.Dead(attempts, publishErr)
 }
 
 // SettleSpent sends the dead letter of a record whose event has used its last attempt
@@ -65,13 +72,7 @@ func (s *Settler) deadLetter(ctx context.Context, r relay.Record, attempts int, 
 		}
 		switch Next(reduced, err, err != nil && s.core.Retry.FinalDeadLetterError(attempts, err)) {
 		case Sent:
-			if reduced {
-				reason = ReducedReason(reason)
-			}
-			s.core.Metrics.DeadLettered.WithLabelValues(r.Event.Topic, r.Event.TenantID).Inc()
-			s.core.Log.Warn("event dead-lettered", "event_id", r.Event.ID, "topic", r.Event.Topic, "aggregate_id", r.Event.AggregateID,
-				"attempts", published, "retriable", retriable, "reduced", reduced, "reason", reason)
-			return relay.Settlement{Record: r, Attempts: published, Next: time.Now(), Dead: true, Reason: reason}
+			return s.DeadLettered(r, published, reason, reduced, retriable)
 		case SendReduced:
 			reduced = true
 		case Refused:
@@ -80,6 +81,18 @@ func (s *Settler) deadLetter(ctx context.Context, r relay.Record, attempts int, 
 			return s.RetryLater(r, attempts, RetryReason(reason, s.core.DeadLetterTopic, refusals))
 		}
 	}
+}
+
+// DeadLettered is the settlement of an event whose dead letter the broker took, alone or in a
+// transaction, reduced or whole: dead, with its publishes as its attempts and a reason that
+// says when the dead letter went reduced (SentReason), counted and logged (retriable says how
+// the event's error was classified).
+func (s *Settler) DeadLettered(r relay.Record, published int, reason string, reduced, retriable bool) relay.Settlement {
+	reason = SentReason(reason, reduced)
+	s.core.Metrics.DeadLettered.WithLabelValues(r.Event.Topic, r.Event.TenantID).Inc()
+	s.core.Log.Warn("event dead-lettered", "event_id", r.Event.ID, "topic", r.Event.Topic, "aggregate_id", r.Event.AggregateID,
+		"attempts", published, "retriable", retriable, "reduced", reduced, "reason", reason)
+	return relay.Settlement{Record: r, Attempts: published, Next: time.Now(), Dead: true, Reason: reason}
 }
 
 // Refused is the settlement of an event that can be neither published nor

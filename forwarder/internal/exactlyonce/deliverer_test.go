@@ -190,6 +190,38 @@ func TestDeliverDeadLettersAPermanentFailureInTheNextTransaction(t *testing.T) {
 	}
 }
 
+// TestDeliverSendsARefusedDeadLetterReduced: a dead letter the broker refuses whole goes reduced
+// in the next transaction, and the event's reason says so, as on the at-least-once path
+// (deadletter.Settler.Settle): the dead-letter sequence is one.
+func TestDeliverSendsARefusedDeadLetterReduced(t *testing.T) {
+	records := []relay.Record{rec(1, "a", 0), rec(2, "b", 2)}
+	onOrders := refuseOn("orders", errTooLarge, records[0])
+	txp, acker := &fakeTx{refuse: func(topic string, m *message.Message) error {
+		if topic == "dead" && m.Metadata.Get(deadletter.MetadataPayloadDropped) == "" {
+			return errTooLarge // the whole dead letter
+		}
+		return onOrders(topic, m)
+	}}, &fakeAcker{}
+	d := newTestDeliverer(t, 2, txp, acker, nil)
+	if _, err := d.Deliver(context.Background(), 0, allLeases(), records); err != nil {
+		t.Fatal(err)
+	}
+	if len(txp.commits) != 1 || len(txp.commits[0].msgs) != 2 || txp.commits[0].msgs[1].Metadata.Get(deadletter.MetadataPayloadDropped) == "" {
+		t.Fatalf("commits %+v, want one with the event and the reduced dead letter", txp.commits)
+	}
+	want := deadletter.ReducedReason(errTooLarge.Error())
+	if len(acker.settled) != 1 || !acker.settled[0].Dead || acker.settled[0].Reason != want {
+		t.Fatalf("settled %+v, want seq 1 dead with reason %q", acker.settled, want)
+	}
+	cp, err := bookkeeping.DecodeCheckpoint(txp.commits[0].unit, txp.commits[0].checkpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cp.Dead) != 1 || cp.Dead[0].Reason != want {
+		t.Fatalf("checkpoint dead rows %+v, want seq 1 with reason %q (a cleanup after a crash writes it)", cp.Dead, want)
+	}
+}
+
 // TestDeliverEndsDeadInTheTableWhenTheReducedDeadLetterIsRefused: a spent event (max_attempts
 // used, and its dead letter failed once more alone since: past its budget) is not published
 // again; its dead letter goes alone, reduced from the start; refused even so, it is dead in the

@@ -141,6 +141,8 @@ type pendingDead struct {
 	attempts int
 	reason   string
 	slim     bool // the dead letter goes without its payload (the broker refused it whole)
+	// retriable is how the event's error was classified (for the dead-lettered log line).
+	retriable bool
 }
 
 // spentDeadLetters are the dead letters of records whose attempts are spent (their dead letter
@@ -152,7 +154,8 @@ type pendingDead struct {
 func spentDeadLetters(p relay.RetryPolicy, records []relay.Record) []pendingDead {
 	dead := make([]pendingDead, len(records))
 	for i, r := range records {
-		dead[i] = pendingDead{record: r, attempts: r.Attempts + 1, reason: deadletter.SpentReason(p.MaxAttempts), slim: p.PastBudget(r.Attempts)}
+		dead[i] = pendingDead{record: r, attempts: r.Attempts + 1, reason: deadletter.SpentReason(p.MaxAttempts), slim: p.PastBudget(r.Attempts),
+			retriable: true}
 	}
 	return dead
 }
@@ -201,9 +204,7 @@ func (d *Deliverer) commitUnit(ctx context.Context, n int, leases []relay.Lease,
 			d.core.Metrics.TxCommitted.Inc()
 			out.acked, out.checkpoint = pending, cp
 			for _, pd := range dead {
-				d.core.Metrics.DeadLettered.WithLabelValues(pd.record.Event.Topic, pd.record.Event.TenantID).Inc()
-				out.settled = append(out.settled, relay.Settlement{Record: pd.record, Attempts: d.core.Retry.Published(pd.attempts), Next: time.Now(),
-					Dead: true, Reason: pd.reason})
+				out.settled = append(out.settled, d.settler.DeadLettered(pd.record, d.core.Retry.Published(pd.attempts), pd.reason, pd.slim, pd.retriable))
 			}
 			return out
 		}
@@ -239,16 +240,15 @@ func (d *Deliverer) afterAbort(pending []relay.Record, dead []pendingDead, errs 
 		case blocked[r.KeyHash]:
 		case errs[i] != nil:
 			blocked[r.KeyHash] = true
-			attempts := r.Attempts + 1
-			reason := errs[i].Error()
-			d.core.Metrics.Failed.WithLabelValues(r.Event.Topic, r.Event.TenantID).Inc()
-			if d.core.Retry.Dead(attempts, errs[i]) {
+			attempts, reason, dead := d.settler.Failed(r, errs[i])
+			if dead {
 				// An event past its retry budget (retried without limit; a spent one is not
 				// published at all, see spentDeadLetters): its dead letter goes reduced from the
 				// start (the transactions of a batch are too few to try both forms each time), so
 				// that one refused even reduced ends dead (afterDeadLetterAbort) instead of looping.
 				reduced := d.core.Retry.PastBudget(attempts)
-				nextDead = append(nextDead, pendingDead{record: r, attempts: attempts, reason: reason, slim: reduced})
+				nextDead = append(nextDead, pendingDead{record: r, attempts: attempts, reason: reason, slim: reduced,
+					retriable: d.core.Retry.Retriable(errs[i])})
 				continue
 			}
 			settled = append(settled, d.settler.RetryLater(r, attempts, reason))
@@ -310,7 +310,7 @@ func (d *Deliverer) checkpointOf(unit string, pending []relay.Record, dead []pen
 	}
 	for _, pd := range dead {
 		cp.Dead = append(cp.Dead, bookkeeping.DeadRow{Seq: pd.record.Seq, EventID: pd.record.Event.ID.String(),
-			Attempts: d.core.Retry.Published(pd.attempts), Reason: relay.TruncateUTF8(pd.reason, deadletter.MaxReason)})
+			Attempts: d.core.Retry.Published(pd.attempts), Reason: relay.TruncateUTF8(deadletter.SentReason(pd.reason, pd.slim), deadletter.MaxReason)})
 	}
 	data, err := json.Marshal(cp)
 	if err != nil {
