@@ -210,6 +210,8 @@ func TestWALInvalidInputIsRefused(t *testing.T) {
 		{"bad header name", mutate(func(e *outbox.Event) { e.Headers["a b"] = "x" }), `header name "a b"`, `header name "a b"`, false},
 		{"not UTF-8", mutate(func(e *outbox.Event) { e.AggregateID = "o-\xff" }), `aggregate id "o-\xff" must be valid UTF-8`, "", true},
 		{"NUL", mutate(func(e *outbox.Event) { e.Headers["h"] = "a\x00b" }), `header h value "a\x00b" must be valid UTF-8 without NUL`, "", true},
+		{"headers too large", mutate(func(e *outbox.Event) { e.Headers = map[string]string{"h": strings.Repeat("v", 65536)} }),
+			"headers are 65537 bytes (names and values), the limit is 65536", "headers are 65537 bytes (names and values), the limit is 65536", false},
 	} {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
@@ -228,6 +230,17 @@ func TestWALInvalidInputIsRefused(t *testing.T) {
 		}
 		if _, err := tg.sqlEmit(t, c.event); err == nil || !strings.Contains(err.Error(), "outboxkit: "+c.sqlWant) {
 			t.Errorf("%s: emit function: %v, want %q", c.name, err, c.sqlWant)
+		}
+	}
+	// What only SQL can pass: headers that are not an object of strings.
+	for headers, want := range map[string]string{
+		`{"n": 1}`: `header "n" must be a JSON string, not a JSON number`,
+		`[]`:       "headers must be a JSON object of string values, not a JSON array",
+		`null`:     "headers must be a JSON object of string values, not a JSON null",
+	} {
+		_, err := db.Exec("SELECT "+tg.writer.Table().WALEmitFunction()+"('t', 'o', 'k', 'E', NULL, $1::jsonb)", headers)
+		if err == nil || !strings.Contains(err.Error(), "outboxkit: "+want) {
+			t.Errorf("headers %s: emit function: %v, want %q", headers, err, want)
 		}
 	}
 	if msgs := slot.messages(t, tg.writer.Table().WALPrefix()); len(msgs) != 0 {

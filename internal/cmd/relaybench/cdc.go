@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -143,12 +144,16 @@ type writeCost struct {
 // (Writer.WriteTx, one round trip per statement) or through a native pgx connection with the
 // business INSERT and the event's INSERT (or, with the wal writer, its emit) in one pgx.Batch
 // (Writer.QueuePgx, one round trip for both). w is nil for the business row alone; floor adds a
-// SELECT 1 to it instead (database/sql: the round trip an event's own statement costs at least).
+// SELECT 1 to it instead (database/sql: the round trip an event's own statement costs at least);
+// emit calls the table's <table>_emit function through database/sql, as a plain-SQL writer would.
 type writeSetting struct {
 	writeCost
 	w     *outbox.Writer
 	pgx   bool
 	floor bool
+	// emit writes the event with the wal writer's table's SQL function (a writer in another
+	// language) instead of w.
+	emit bool
 }
 
 // measureWriteSide times single-row business transactions (an INSERT into a business table,
@@ -181,10 +186,11 @@ func measureWriteSide(db *sql.DB, d database, n int) ([]writeCost, error) {
 		{writeCost: writeCost{label: "database/sql: + 1 event (WriteTx), " + polling, base: 0, vsSettings: -1, target: 0.30}, w: tables.polling},
 		{writeCost: writeCost{label: "database/sql: + 1 event (WriteTx), " + cdc, base: 0, vsSettings: 2}, w: tables.cdc},
 		{writeCost: writeCost{label: "database/sql: + 1 event (WriteTx), " + wal + "; overhead over the SELECT 1 row", base: 1, vsSettings: 2, target: 0.05}, w: tables.wal},
+		{writeCost: writeCost{label: "database/sql: + 1 event (SELECT <table>_emit(...), a plain-SQL writer), " + wal + "; overhead over the SELECT 1 row", base: 1, vsSettings: 2}, w: tables.wal, emit: true},
 		{writeCost: writeCost{label: "pgx batch: business row only", base: -1, vsSettings: -1}, pgx: true},
-		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + polling, base: 5, vsSettings: -1, target: 0.15}, w: tables.polling, pgx: true},
-		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + cdc, base: 5, vsSettings: 6}, w: tables.cdc, pgx: true},
-		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + wal, base: 5, vsSettings: 6, target: 0.10}, w: tables.wal, pgx: true},
+		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + polling, base: 6, vsSettings: -1, target: 0.15}, w: tables.polling, pgx: true},
+		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + cdc, base: 6, vsSettings: 7}, w: tables.cdc, pgx: true},
+		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + wal, base: 6, vsSettings: 7, target: 0.10}, w: tables.wal, pgx: true},
 	}
 	insert := "INSERT INTO " + tables.business + " (note) VALUES ($1)"
 	times := make([][]time.Duration, len(settings))
@@ -205,6 +211,8 @@ func measureWriteSide(db *sql.DB, d database, n int) ([]writeCost, error) {
 				err = writePgx(ctx, conn, insert, s.w, ev)
 			case s.floor:
 				err = writeSQLFloor(ctx, db, insert)
+			case s.emit:
+				err = writeSQLEmit(ctx, db, insert, s.w.Table().WALEmitFunction(), ev)
 			default:
 				err = writeSQL(ctx, db, insert, s.w, ev)
 			}
@@ -253,6 +261,31 @@ func writeSQLFloor(ctx context.Context, db *sql.DB, insert string) error {
 	}
 	if _, err := tx.ExecContext(ctx, "SELECT 1"); err != nil {
 		return err
+	}
+	return tx.Commit()
+}
+
+// writeSQLEmit runs BEGIN, the business INSERT, SELECT fn(ev's fields), COMMIT through
+// database/sql: a writer in another language using the wal source's SQL function.
+func writeSQLEmit(ctx context.Context, db *sql.DB, insert, fn string, ev outbox.Event) error {
+	headers := []byte("{}")
+	if len(ev.Headers) > 0 {
+		var err error
+		if headers, err = json.Marshal(ev.Headers); err != nil {
+			return err
+		}
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, insert, "order"); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "SELECT "+fn+"($1, $2, $3, $4, $5, $6::jsonb)",
+		ev.Topic, ev.AggregateType, ev.AggregateID, ev.EventType, ev.Payload, string(headers)); err != nil {
+		return fmt.Errorf("%s: %w", fn, err)
 	}
 	return tx.Commit()
 }
