@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/json"
 	"fmt"
+	"math/big"
 
 	"github.com/hamba/avro/v2"
 )
@@ -112,6 +113,14 @@ func fromAvro(s avro.Schema, v any) any {
 	}
 	if p, ok := s.(*avro.PrimitiveSchema); ok && p.Logical() != nil {
 		return logicalFromAvro(p, v)
+	}
+	if f, ok := s.(*avro.FixedSchema); ok {
+		if d, ok := f.Logical().(*avro.DecimalLogicalSchema); ok {
+			if r, ok := v.(*big.Rat); ok {
+				return json.Number(r.FloatString(d.Scale()))
+			}
+		}
+		return fixedFromAvro(v)
 	}
 	if b, ok := v.([]byte); ok {
 		return string(b)

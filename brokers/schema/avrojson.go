@@ -80,6 +80,8 @@ func toAvro(s avro.Schema, v any, path string) (any, *mismatch) {
 		return nil, &mismatch{path, fmt.Sprintf("%q is not a symbol of enum %s", str, s.FullName())}
 	case *avro.PrimitiveSchema:
 		return primitiveToAvro(s, v, path)
+	case *avro.FixedSchema:
+		return fixedToAvro(s, v, path)
 	default:
 		return nil, &mismatch{path, "Avro type " + string(s.Type()) + " is not supported yet"}
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"reflect"
 	"strings"
 	"time"
 
@@ -95,6 +96,39 @@ func decimalToAvro(d *avro.DecimalLogicalSchema, v any, path string) (any, *mism
 		return nil, &mismatch{path, fmt.Sprintf("%s has more than %d digits (the precision)", text, d.Precision())}
 	}
 	return r, nil
+}
+
+// fixedToAvro converts a JSON string of exactly the fixed's size in bytes (the convention of
+// bytes: the string's bytes) to the [size]byte hamba/avro encodes, and a fixed decimal as a
+// decimal. A fixed duration is not supported.
+func fixedToAvro(s *avro.FixedSchema, v any, path string) (any, *mismatch) {
+	if l := s.Logical(); l != nil {
+		if d, ok := l.(*avro.DecimalLogicalSchema); ok {
+			return decimalToAvro(d, v, path)
+		}
+		return nil, &mismatch{path, "logical type " + string(l.Type()) + " on fixed " + s.FullName() + " is not supported yet"}
+	}
+	str, ok := v.(string)
+	if !ok {
+		return nil, &mismatch{path, "want a string (fixed " + s.FullName() + "), got " + jsonKind(v)}
+	}
+	if len(str) != s.Size() {
+		return nil, &mismatch{path, fmt.Sprintf("%d bytes, fixed %s has %d", len(str), s.FullName(), s.Size())}
+	}
+	arr := reflect.New(reflect.ArrayOf(s.Size(), reflect.TypeFor[byte]())).Elem()
+	reflect.Copy(arr, reflect.ValueOf([]byte(str)))
+	return arr.Interface(), nil
+}
+
+// fixedFromAvro turns the [size]byte hamba/avro decodes for a fixed into its string.
+func fixedFromAvro(v any) any {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Array || rv.Type().Elem().Kind() != reflect.Uint8 {
+		return v
+	}
+	b := make([]byte, rv.Len())
+	reflect.Copy(reflect.ValueOf(b), rv)
+	return string(b)
 }
 
 // logicalValue reports a value hamba/avro decodes for a logical type (and for no plain type).

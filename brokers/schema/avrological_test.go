@@ -118,3 +118,60 @@ func TestPythonAvroDeserializerReadsLogicalTypes(t *testing.T) {
 		t.Errorf("python read\n %v\nwant\n %v", records[0].Value, want)
 	}
 }
+
+const fixedSchema = `{"type":"record","name":"Fixed","namespace":"outboxkit.test","fields":[
+ {"name":"code","type":{"type":"fixed","name":"Code","size":4}},
+ {"name":"amount","type":{"type":"fixed","name":"Amount","size":8,"logicalType":"decimal","precision":12,"scale":3}},
+ {"name":"alt","type":["null","Code"],"default":null}
+]}`
+
+// TestAvroFixedRoundTrip: a fixed takes a string of exactly its size, a fixed decimal a number;
+// both decode back; a wrong size or type and a decimal past its scale are permanent mismatches
+// naming the path;
+// confluent-kafka's AvroDeserializer reads the same bytes and decimal.
+func TestAvroFixedRoundTrip(t *testing.T) {
+	cl, _, topic, _ := registry(t)
+	topic += "_fixed"
+	registerAs(t, cl, Subject(topic), sr.TypeAvro, fixedSchema)
+	enc, err := NewEncoder(cl, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := NewDecoder(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := `{"code":"ABCD","amount":-1234.5,"alt":"WXYZ"}`
+	framed, err := enc.Encode(context.Background(), topic, []byte(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := dec.Decode(context.Background(), framed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"code":"ABCD","amount":-1234.500,"alt":"WXYZ"}`
+	if got, w := decodeNumbers(t, string(out)), decodeNumbers(t, want); !reflect.DeepEqual(normalize(got), normalize(w)) {
+		t.Errorf("decoded %s, want %s", out, want)
+	}
+	for _, tc := range []struct{ payload, path, reason string }{
+		{`{"code":"ABC","amount":1}`, "$.code", "3 bytes, fixed outboxkit.test.Code has 4"},
+		{`{"code":"ABCD","amount":1,"alt":"TOO LONG"}`, "$.alt", "8 bytes, fixed outboxkit.test.Code has 4"},
+		{`{"code":7,"amount":1}`, "$.code", "want a string (fixed outboxkit.test.Code), got a number"},
+		{`{"code":"ABCD","amount":0.0001}`, "$.amount", "0.0001 has more than 3 decimal places (the scale)"},
+	} {
+		_, err := enc.Encode(context.Background(), topic, []byte(tc.payload))
+		var mismatch *MismatchError
+		if !errors.As(err, &mismatch) || mismatch.Path != tc.path || mismatch.Reason != tc.reason || Retriable(err) {
+			t.Errorf("%s: %v, want a permanent mismatch at %s: %s", tc.payload, err, tc.path, tc.reason)
+		}
+	}
+	if python := pythonEnv(t); python != "" {
+		brokers, pyTopic, _ := publishThrough(t, sr.TypeAvro, fixedSchema, []string{payload}, []string{""})
+		records := readWithPython(t, python, "avro", brokers, pyTopic, 1)
+		want := map[string]any{"code": "b'ABCD'", "amount": "-1234.500", "alt": "b'WXYZ'"}
+		if len(records) != 1 || !reflect.DeepEqual(records[0].Value, want) {
+			t.Errorf("python read %v, want %v", records, want)
+		}
+	}
+}
