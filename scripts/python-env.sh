@@ -14,6 +14,12 @@ reqs=("$root/examples/python-orders/requirements.txt" "$root/scripts/python-tool
 venv="${PYTHON_ORDERS_VENV:-$SERVICES_STATE_DIR/venv-python-orders}"
 stamp="$venv/.outboxkit-requirements"
 
+# One build at a time: go test runs packages in parallel, and several of them call this script
+# (examples/python-orders, brokers/schema); a second caller waits here, then finds the stamp.
+mkdir -p "$(dirname "$venv")"
+exec 9>"$venv.lock"
+flock 9
+
 if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && cat "${reqs[@]}" | cmp -s - "$stamp"; then
   echo "$venv"
   exit 0
