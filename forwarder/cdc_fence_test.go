@@ -1,14 +1,10 @@
 package forwarder
 
 import (
-	"errors"
 	"testing"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill/message"
-
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
-	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -63,7 +59,8 @@ func (fx *storeFixture) marked() int {
 // TestCDCMarkRetryIsFenced: a streamer whose leases were taken over cannot leave rows to the
 // retry path: the new streamer may be publishing them, and its retry path would publish them
 // again (a duplicate a read_committed consumer sees, in exactly-once mode). The marks are fenced
-// like the acknowledgement; the new owner's marks go through.
+// like the acknowledgement; the new owner's marks go through. (The streamer's own path is
+// forwarder/internal/cdc's TestStreamerWithLostLeasesMarksNothing.)
 func TestCDCMarkRetryIsFenced(t *testing.T) {
 	fx := newCDCTakeoverFixture(t)
 	n, owned, err := fx.store.MarkRetry(fx.ctx, fx.db, "A", fx.aLeases, fx.recs)
@@ -82,38 +79,3 @@ func TestCDCMarkRetryIsFenced(t *testing.T) {
 			n, len(fx.recs), fx.marked(), len(owned), err)
 	}
 }
-
-// TestCDCStreamerWithLostLeasesMarksNothing is TestCDCMarkRetryIsFenced through the streamer's
-// own path: relay A's worker, holding its stale reading of the leases, handles a part with a row
-// of a parked key (left to the retry path) and rows it publishes (their acknowledgement fenced
-// off, so deliver leaves them pending). It must leave every row to B, marked by nobody, and
-// stop: its part fails with errLeasesLost, so nothing after it is confirmed.
-func TestCDCStreamerWithLostLeasesMarksNothing(t *testing.T) {
-	fx := newCDCTakeoverFixture(t)
-	// k1 is parked: a dead row of it, written after the claim.
-	fx.write("k1", 10)
-	if _, err := fx.db.Exec("UPDATE " + fx.store.Table.Events() + " SET status = 2 WHERE seq = (SELECT MAX(seq) FROM " +
-		fx.store.Table.Events() + ")"); err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(Config{DB: fx.db, Dialect: outbox.Postgres, Table: fx.store.Table.Events(), Publisher: nopTestPublisher{},
-		RelayID: "A", Source: SourceCDC, CDC: CDCConfig{DSN: testsupport.PostgresDSN(t)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.source.Start(fx.ctx); err != nil { // names the slot, binds the metrics
-		t.Fatal(err)
-	}
-	err = f.streamBatch(fx.ctx, 0, fx.aLeases, cdcBatch{records: fx.recs, xids: make([]uint32, len(fx.recs))})
-	if n := fx.marked(); n != 0 {
-		t.Fatalf("relay A, whose leases B took over, marked %d rows for the retry path (part error: %v)", n, err)
-	}
-	if !errors.Is(err, errLeasesLost) {
-		t.Fatalf("the part of a relay whose leases were taken over ended with %v, want errLeasesLost", err)
-	}
-}
-
-type nopTestPublisher struct{}
-
-func (nopTestPublisher) Publish(string, ...*message.Message) error { return nil }
-func (nopTestPublisher) Close() error                              { return nil }

@@ -54,7 +54,6 @@ type Forwarder struct {
 	retry relay.RetryPolicy
 	// progress says when publishing makes no progress (progress.go).
 	progress *relay.Progress
-	cdc      *cdcState // nil unless Source is SourceCDC
 	// stopRun ends Run; set by Run before the workers start. halted is the error halt stopped
 	// it with; halting lets one halt through, and none once Run has stopped its source.
 	stopRun context.CancelFunc
@@ -97,7 +96,7 @@ func New(config Config) (*Forwarder, error) {
 	f.publisher = OutcomePublisherOf(config.Publisher, config.IsRetriable, f.log)
 	// The wiring: the only place (beside validation) that reads Delivery and Source.
 	f.pipeline = newPipeline(f, unitsConfigured)
-	if f.source, err = newSource(f, table); err != nil {
+	if f.source, err = newSource(f); err != nil {
 		return nil, err
 	}
 	f.leases = lease.New(f.core, sharePolicy(f, config.TransactionalUnits), config.HeartbeatInterval, config.MinPollInterval, f.leasesTaken)

@@ -2,21 +2,22 @@ package forwarder
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/outboxkit/outboxkit/forwarder/internal/atleastonce"
+	"github.com/outboxkit/outboxkit/forwarder/internal/cdc"
 	"github.com/outboxkit/outboxkit/forwarder/internal/deadletter"
 	"github.com/outboxkit/outboxkit/forwarder/internal/exactlyonce"
 	"github.com/outboxkit/outboxkit/forwarder/internal/lease"
 	"github.com/outboxkit/outboxkit/forwarder/internal/polling"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
-	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // The wiring: the one place that reads Config.Source and Config.Delivery (beside validation)
 // and builds the pieces from the core value (relay.Core): the source (internal/polling, or the
-// cdc source) hands records to the deliverer (internal/atleastonce or internal/exactlyonce), which
-// acknowledges through the one acknowledger (internal/ack). The publisher strategy is chosen
-// once too (OutcomePublisherOf, publish.go).
+// cdc source, internal/cdc) hands records to the deliverer (internal/atleastonce or
+// internal/exactlyonce), which acknowledges through the one acknowledger (internal/ack). The
+// publisher strategy is chosen once too (OutcomePublisherOf, publish.go).
 
 // newPipeline returns the deliverer of the configured delivery. It and New's choice of source
 // are the only readers of Config.Delivery and Config.Source outside validation. unitsConfigured
@@ -42,30 +43,25 @@ func sharePolicy(f *Forwarder, units int) relay.SharePolicy {
 		share = lease.Units(units)
 	}
 	if f.cfg.Source == SourceCDC {
-		streaming := &f.cdc.streaming
-		share = lease.Target{SharePolicy: share, Partitions: func(int) int {
-			if streaming.Load() {
-				return outbox.Partitions
-			}
-			return 0
-		}}
+		share = lease.Target{SharePolicy: share, Partitions: f.source.(*cdc.Source).Target} // newSource's
 	}
 	return share
 }
 
-// newSource returns the source of the configured Config.Source.
-func newSource(f *Forwarder, table outbox.Table) (relay.Source, error) {
+// newSource returns the source of the configured Config.Source. The cdc source takes the
+// partitions through the lease keeper's heartbeat, which New builds after it (the keeper's
+// share policy aims at the source's Target).
+func newSource(f *Forwarder) (relay.Source, error) {
 	if f.cfg.Source == SourceCDC {
-		if err := f.setupCDC(table); err != nil {
-			return nil, err
+		heartbeat := func(ctx context.Context) (relay.Holding, error) { return f.leases.Heartbeat(ctx) }
+		src, err := cdc.New(f.core, f.pipeline, heartbeat, cdc.Config{DSN: f.cfg.CDC.DSN,
+			StatusInterval: f.cfg.CDC.StatusInterval, RetryInterval: f.cfg.CDC.RetryInterval,
+			StallAfter: f.cfg.CDC.StallAfter, HeartbeatInterval: f.cfg.HeartbeatInterval, Registerer: f.cfg.Metrics})
+		if err != nil {
+			return nil, fmt.Errorf("forwarder: %w", err)
 		}
-		return cdcSource{f}, nil
+		return src, nil
 	}
 	return polling.New(f.core, f.pipeline, polling.Config{MinPollInterval: f.cfg.MinPollInterval,
 		MaxPollInterval: f.cfg.MaxPollInterval, Wakeups: f.cfg.Wakeups, LeasesTaken: f.leasesTaken}), nil
 }
-
-// cdcSource streams the table's inserts from a replication slot (cdc*.go).
-type cdcSource struct{ f *Forwarder }
-
-func (s cdcSource) Run(ctx context.Context) { s.f.cdcLoop(ctx) }

@@ -1,4 +1,4 @@
-package forwarder
+package cdc
 
 import (
 	"context"
@@ -10,17 +10,17 @@ import (
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 )
 
-// streamScheduler is the delivering side of one stream session (cdc_pipeline.go): it hands the
+// streamScheduler is the delivering side of one stream session (pipeline.go): it hands the
 // stream's batches, split by worker, to Workers goroutines as parts, confirms the slot position
 // of the batches whose parts are all done, in order, and keeps a reading of the leases for the
 // parts. Its state belongs to the goroutine running streamLoop; the workers only receive parts
 // on their queues and report on done.
 type streamScheduler struct {
-	f      *Forwarder
-	reader *cdcReader
-	full   <-chan cdcBatch // the reader's full batches (cdcReader.full)
-	queues []chan cdcPart
-	done   chan cdcDone // each worker has at most one part
+	schedulerDeps
+	reader *streamReader
+	full   <-chan batch // the reader's full batches (streamReader.full)
+	queues []chan part
+	done   chan partDone // each worker has at most one part
 	exited chan struct{}
 	stop   context.CancelFunc // ends the workers' context
 
@@ -33,26 +33,47 @@ type streamScheduler struct {
 	inFlight  int
 	stopping  bool // set by drain: no waiting part is started any more
 	// waiting[w] are worker w's next parts, in stream order; only the last one grows.
-	waiting [][]cdcPart
+	waiting [][]part
+}
+
+// schedulerDeps is what the scheduler is handed by its session: the bounds of a part, the
+// source's metrics and activity, how to read the leases, and the work of a part.
+type schedulerDeps struct {
+	// batchSize and maxBytes bound a part (BatchSize rows, MaxBatchBytes).
+	batchSize int
+	maxBytes  int64
+	metrics   *metrics
+	activity  *activity
+	// readLeases reads the relay's leases, all of the group's (Source.allLeases).
+	readLeases func(ctx context.Context) ([]relay.Lease, error)
+	// work admits, publishes and acknowledges a part (Source.streamBatch).
+	work func(ctx context.Context, worker int, leases []relay.Lease, b batch) error
 }
 
 // streamLoop runs the pipeline until ctx ends or a part or the stream fails.
-func (f *Forwarder) streamLoop(ctx context.Context, reader *cdcReader, batches <-chan cdcBatch, readErr chan error) error {
-	s := f.newStreamScheduler(ctx, reader)
-	defer s.stopWorkers()
+func (s *Source) streamLoop(ctx context.Context, reader *streamReader, batches <-chan batch, readErr chan error) error {
+	sched := startScheduler(ctx, reader, s.core.Workers, schedulerDeps{batchSize: s.core.BatchSize, maxBytes: s.core.MaxBatchBytes,
+		metrics: s.metrics, activity: &s.activity, readLeases: s.allLeases, work: s.streamBatch})
+	defer sched.stopWorkers()
 	// Beside the workers: the retry path, the stall check and the background reads of the leases.
 	bgErr := make(chan error, 2)
 	bgCtx, stopBackground := context.WithCancel(ctx)
 	var background sync.WaitGroup
-	background.Go(func() { f.retryLoop(bgCtx, bgErr) })
-	f.cdc.lastDelivered.Store(time.Now().UnixNano())
-	background.Go(func() { f.stallLoop(bgCtx) })
+	background.Go(func() { s.retryLoop(bgCtx, bgErr) })
+	s.activity.lastDelivered.Store(time.Now().UnixNano())
+	background.Go(func() { s.stallLoop(bgCtx) })
 	refresh := make(chan struct{}, 1)
-	background.Go(func() { s.refreshLeases(bgCtx, refresh, bgErr) })
+	background.Go(func() { sched.refreshLeases(bgCtx, refresh, bgErr) })
 	defer func() {
 		stopBackground()
 		background.Wait() // a retry pass in progress finishes its publish and acknowledgement
 	}()
+	return sched.loop(ctx, batches, readErr, bgErr, refresh)
+}
+
+// loop takes the stream's batches and settles the finished parts until ctx ends or a part, the
+// stream or a background task (errs) fails; it waits for the parts in flight before returning.
+func (s *streamScheduler) loop(ctx context.Context, batches <-chan batch, readErr chan error, errs <-chan error, refresh chan<- struct{}) error {
 	for s.firstErr == nil {
 		select {
 		case <-ctx.Done():
@@ -64,7 +85,7 @@ func (f *Forwarder) streamLoop(ctx context.Context, reader *cdcReader, batches <
 			return err
 		case d := <-s.done:
 			s.settle(d)
-		case err := <-bgErr:
+		case err := <-errs:
 			s.firstErr = err
 		case b := <-s.intake(batches):
 			if err := s.take(ctx, b, refresh); err != nil {
@@ -77,20 +98,20 @@ func (f *Forwarder) streamLoop(ctx context.Context, reader *cdcReader, batches <
 	return s.firstErr
 }
 
-// newStreamScheduler starts the workers of a session. They outlive ctx until stopWorkers: a
-// part that has begun is finished (published and acknowledged) even when the session ends.
-func (f *Forwarder) newStreamScheduler(ctx context.Context, reader *cdcReader) *streamScheduler {
-	workers := f.cfg.Workers
-	s := &streamScheduler{f: f, reader: reader, full: reader.full, queues: make([]chan cdcPart, workers), done: make(chan cdcDone, workers),
-		exited: make(chan struct{}, workers), busy: make([]bool, workers), waiting: make([][]cdcPart, workers)}
+// startScheduler starts the workers of a session. They outlive ctx until stopWorkers: a part
+// that has begun is finished (published and acknowledged) even when the session ends.
+func startScheduler(ctx context.Context, reader *streamReader, workers int, deps schedulerDeps) *streamScheduler {
+	s := &streamScheduler{schedulerDeps: deps, reader: reader, full: reader.full, queues: make([]chan part, workers),
+		done: make(chan partDone, workers), exited: make(chan struct{}, workers), busy: make([]bool, workers),
+		waiting: make([][]part, workers)}
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = stop
 	for w := range s.queues {
-		s.queues[w] = make(chan cdcPart, 1)
+		s.queues[w] = make(chan part, 1)
 		go func() {
 			defer func() { s.exited <- struct{}{} }()
-			for part := range s.queues[w] {
-				s.done <- cdcDone{w, part.batches, f.streamBatch(wctx, w, part.leases, part.b)}
+			for p := range s.queues[w] {
+				s.done <- partDone{w, p.batches, s.work(wctx, w, p.leases, p.b)}
 			}
 		}()
 	}
@@ -120,10 +141,10 @@ func (s *streamScheduler) stopWorkers() {
 // in a drain with two workers, each paying a whole admit and acknowledgement statement, the
 // reader stopped with its batch full); taking any batch would take a stream slower than the
 // loop a message or two at a time, in small parts.
-func (s *streamScheduler) intake(batches <-chan cdcBatch) <-chan cdcBatch {
+func (s *streamScheduler) intake(batches <-chan batch) <-chan batch {
 	for w := range s.waiting {
-		if n := len(s.waiting[w]); n > 1 || n == 1 && (len(s.waiting[w][0].b.records) >= s.f.cfg.BatchSize ||
-			s.waiting[w][0].b.bytes >= s.f.cfg.MaxBatchBytes) {
+		if n := len(s.waiting[w]); n > 1 || n == 1 && (len(s.waiting[w][0].b.records) >= s.batchSize ||
+			s.waiting[w][0].b.bytes >= s.maxBytes) {
 			return nil
 		}
 	}
@@ -134,10 +155,10 @@ func (s *streamScheduler) intake(batches <-chan cdcBatch) <-chan cdcBatch {
 }
 
 // take splits batch b among the workers' parts and hands them out.
-func (s *streamScheduler) take(ctx context.Context, b cdcBatch, refresh chan<- struct{}) error {
-	m := s.f.cdc.metrics
+func (s *streamScheduler) take(ctx context.Context, b batch, refresh chan<- struct{}) error {
+	m := s.metrics
 	if len(b.records) > 0 {
-		s.f.cdc.lastDelivered.Store(time.Now().UnixNano())
+		s.activity.lastDelivered.Store(time.Now().UnixNano())
 	}
 	switch {
 	case len(b.records) > 0 && !b.commitTime.IsZero():
@@ -173,7 +194,7 @@ func (s *streamScheduler) leases(ctx context.Context, refresh chan<- struct{}) (
 	switch {
 	case r == nil || time.Since(r.at) > leaseCacheTTL:
 		at := time.Now()
-		ls, err := s.f.allLeases(ctx)
+		ls, err := s.readLeases(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -198,7 +219,7 @@ func (s *streamScheduler) refreshLeases(ctx context.Context, refresh <-chan stru
 		case <-refresh:
 		}
 		at := time.Now()
-		leases, err := s.f.allLeases(ctx)
+		leases, err := s.readLeases(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
 				errs <- err
@@ -219,9 +240,9 @@ func (s *streamScheduler) advance() {
 			s.reader.confirmed.Store(uint64(s.confirmed))
 		}
 		if p.walEnd > s.confirmed {
-			s.f.cdc.metrics.lagBytes.Set(float64(p.walEnd - s.confirmed))
+			s.metrics.lagBytes.Set(float64(p.walEnd - s.confirmed))
 		} else {
-			s.f.cdc.metrics.lagBytes.Set(0)
+			s.metrics.lagBytes.Set(0)
 		}
 	}
 }
@@ -236,15 +257,15 @@ func (s *streamScheduler) dispatch(w int) {
 	s.waiting[w] = s.waiting[w][1:]
 	s.busy[w] = true
 	s.inFlight++
-	s.f.cdc.partsInFlight.Add(1)
+	s.activity.partsInFlight.Add(1)
 	s.queues[w] <- part // never blocks: the worker is idle
 }
 
 // settle records a finished part.
-func (s *streamScheduler) settle(d cdcDone) {
+func (s *streamScheduler) settle(d partDone) {
 	s.busy[d.worker] = false
 	s.inFlight--
-	s.f.cdc.partsInFlight.Add(-1)
+	s.activity.partsInFlight.Add(-1)
 	if d.err != nil && s.firstErr == nil {
 		s.firstErr = d.err
 	}
@@ -268,13 +289,13 @@ func (s *streamScheduler) drain() {
 
 // add appends worker w's rows of batch n to its next part, or starts a new one when they do not
 // fit.
-func (s *streamScheduler) add(w int, n uint64, leases []relay.Lease, rows cdcBatch) {
+func (s *streamScheduler) add(w int, n uint64, leases []relay.Lease, rows batch) {
 	for _, r := range rows.records {
 		rows.bytes += int64(len(r.Event.Payload))
 	}
 	q := s.waiting[w]
-	if k := len(q) - 1; k >= 0 && len(q[k].b.records)+len(rows.records) <= s.f.cfg.BatchSize &&
-		q[k].b.bytes+rows.bytes <= s.f.cfg.MaxBatchBytes {
+	if k := len(q) - 1; k >= 0 && len(q[k].b.records)+len(rows.records) <= s.batchSize &&
+		q[k].b.bytes+rows.bytes <= s.maxBytes {
 		last := &q[k]
 		last.b.records = append(last.b.records, rows.records...)
 		last.b.xids = append(last.b.xids, rows.xids...)
@@ -284,5 +305,5 @@ func (s *streamScheduler) add(w int, n uint64, leases []relay.Lease, rows cdcBat
 		}
 		return
 	}
-	s.waiting[w] = append(q, cdcPart{batches: []uint64{n}, leases: leases, b: rows})
+	s.waiting[w] = append(q, part{batches: []uint64{n}, leases: leases, b: rows})
 }

@@ -1,4 +1,4 @@
-package forwarder
+package cdc
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 var errLeasesLost = errors.New("cdc: this relay no longer owns every partition of the lease group")
 
 // allLeases returns this relay's leases when it owns every partition, or errLeasesLost.
-func (f *Forwarder) allLeases(ctx context.Context) ([]relay.Lease, error) {
-	leases, err := f.store.LiveLeases(ctx, f.cfg.DB, f.cfg.RelayID, 0, 1)
+func (s *Source) allLeases(ctx context.Context) ([]relay.Lease, error) {
+	leases, err := s.core.Store.LiveLeases(ctx, s.core.DB, s.core.RelayID, 0, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -30,12 +30,12 @@ func (f *Forwarder) allLeases(ctx context.Context) ([]relay.Lease, error) {
 // streamBatch publishes the streamed records that are still pending and whose key is free, and
 // leaves those of parked keys to the retry path (marking them). Records no longer pending
 // (already published by the drain, or replayed after a restart) are dropped.
-func (f *Forwarder) streamBatch(ctx context.Context, worker int, leases []relay.Lease, b cdcBatch) error {
+func (s *Source) streamBatch(ctx context.Context, worker int, leases []relay.Lease, b batch) error {
 	records := b.records
 	if len(records) == 0 {
 		return nil
 	}
-	admitted, err := f.admitVisible(ctx, b)
+	admitted, err := s.admitVisible(ctx, b)
 	if err != nil {
 		return err
 	}
@@ -49,10 +49,10 @@ func (f *Forwarder) streamBatch(ctx context.Context, worker int, leases []relay.
 		}
 	}
 	if len(passed) > 0 {
-		n, lost, err := f.markForRetry(ctx, worker, relay.LeasesOf(leases, passed, 0), passed)
-		f.cdc.metrics.skipped.Add(float64(n))
+		n, lost, err := s.markForRetry(ctx, worker, relay.LeasesOf(leases, passed, 0), passed)
+		s.metrics.skipped.Add(float64(n))
 		if lost > 0 {
-			f.metrics.FencedRows.Add(float64(lost))
+			s.core.Metrics.FencedRows.Add(float64(lost))
 		}
 		if err != nil {
 			return err
@@ -61,8 +61,8 @@ func (f *Forwarder) streamBatch(ctx context.Context, worker int, leases []relay.
 	if len(publish) == 0 {
 		return nil
 	}
-	f.metrics.BatchSize.Observe(float64(len(publish)))
-	return f.cdcDeliver(ctx, worker, leases, publish)
+	s.core.Metrics.BatchSize.Observe(float64(len(publish)))
+	return s.deliver(ctx, worker, leases, publish)
 }
 
 // visibleWait bounds how long a batch waits for its transactions to become visible.
@@ -71,8 +71,8 @@ const visibleWait = 30 * time.Second
 // admitVisible runs admit on the batch. Rows it does not find were either handled already or
 // belong to transactions that committed but are not visible yet: for those, it waits until the
 // transactions have ended and asks again.
-func (f *Forwarder) admitVisible(ctx context.Context, b cdcBatch) (map[int64]bool, error) {
-	admitted, found, err := f.store.Admit(ctx, f.cfg.DB, b.records)
+func (s *Source) admitVisible(ctx context.Context, b batch) (map[int64]bool, error) {
+	admitted, found, err := s.core.Store.Admit(ctx, s.core.DB, b.records)
 	if err != nil || len(found) == len(b.records) {
 		return admitted, err
 	}
@@ -91,7 +91,7 @@ func (f *Forwarder) admitVisible(ctx context.Context, b cdcBatch) (map[int64]boo
 	}
 	deadline := time.Now().Add(visibleWait)
 	for {
-		running, err := f.store.TransactionsRunning(ctx, f.cfg.DB, xids)
+		running, err := s.core.Store.TransactionsRunning(ctx, s.core.DB, xids)
 		if err != nil {
 			return nil, err
 		}
@@ -105,7 +105,7 @@ func (f *Forwarder) admitVisible(ctx context.Context, b cdcBatch) (map[int64]boo
 			return nil, ctx.Err()
 		}
 	}
-	again, _, err := f.store.Admit(ctx, f.cfg.DB, missing)
+	again, _, err := s.core.Store.Admit(ctx, s.core.DB, missing)
 	if err != nil {
 		return nil, err
 	}
@@ -115,8 +115,8 @@ func (f *Forwarder) admitVisible(ctx context.Context, b cdcBatch) (map[int64]boo
 	return admitted, nil
 }
 
-// cdcDeliver runs deliver on records and then marks those still pending (the later events of a
-// key that failed in the batch, held back by publish) for the retry path.
+// deliver has the deliverer deliver records, then marks those still pending (the later events
+// of a key that failed in the batch, held back by publish) for the retry path.
 //
 // leases are every partition of the group (the streamer owns them all); only those of the
 // records' partitions are held and fenced. Fencing all 64 made every acknowledgement lock all
@@ -124,32 +124,32 @@ func (f *Forwarder) admitVisible(ctx context.Context, b cdcBatch) (map[int64]boo
 // are in disjoint partitions, queued behind each other's commit on the same rows. A record of
 // a partition left out would count as fenced off, so every record's partition is in the set.
 //
-// The pipeline says which leases to hold (with ExactlyOnce, those of the records' whole units)
+// The deliverer says which leases to hold (with ExactlyOnce, those of the records' whole units)
 // and delivers.
-func (f *Forwarder) cdcDeliver(ctx context.Context, worker int, leases []relay.Lease, records []relay.Record) error {
-	f.inflight.Read(worker)
-	held := f.inflight.Hold(worker, f.pipeline.Scope(leases, records))
-	defer f.inflight.End(held)
-	token := f.progress.Begin()
-	o, err := f.pipeline.Deliver(ctx, worker, held, records)
-	f.progress.Delivered(token, o, err)
+func (s *Source) deliver(ctx context.Context, worker int, leases []relay.Lease, records []relay.Record) error {
+	s.core.Inflight.Read(worker)
+	held := s.core.Inflight.Hold(worker, s.deliverer.Scope(leases, records))
+	defer s.core.Inflight.End(held)
+	token := s.core.Progress.Begin()
+	o, err := s.deliverer.Deliver(ctx, worker, held, records)
+	s.core.Progress.Delivered(token, o, err)
 	if err != nil || o.AllAcknowledged(len(records)) {
 		return err // every record acknowledged: nothing left pending to mark
 	}
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), relay.AckTimeout)
 	defer cancel()
 	// The rows of a partition lost meanwhile were counted as fenced by the acknowledgement.
-	_, _, err = f.markForRetry(mctx, worker, held, records)
+	_, _, err = s.markForRetry(mctx, worker, held, records)
 	return err
 }
 
 // markForRetry leaves the still pending, unmarked rows among records to the retry path, fenced
-// by leases (store.markRetry). When some of the records' partitions are no longer this relay's,
+// by leases (Store.MarkRetry). When some of the records' partitions are no longer this relay's,
 // their rows are left alone (to the new owner, which streams them again from the confirmed
 // position) and the part fails with errLeasesLost, so that nothing after it is confirmed and
 // the session ends. It returns how many rows it marked and how many it left to the new owner.
-func (f *Forwarder) markForRetry(ctx context.Context, worker int, leases []relay.Lease, records []relay.Record) (marked int64, lost int, err error) {
-	marked, owned, err := f.store.MarkRetry(ctx, f.cfg.DB, f.cfg.RelayID, leases, records)
+func (s *Source) markForRetry(ctx context.Context, worker int, leases []relay.Lease, records []relay.Record) (marked int64, lost int, err error) {
+	marked, owned, err := s.core.Store.MarkRetry(ctx, s.core.DB, s.core.RelayID, leases, records)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -163,15 +163,15 @@ func (f *Forwarder) markForRetry(ctx context.Context, worker int, leases []relay
 	if lost == 0 {
 		return marked, 0, nil
 	}
-	f.log.Warn("cdc: lost the lease of partitions before leaving rows to the retry path: they are left to the new owner",
-		"slot", f.cdc.slot, "worker", worker, "partitions", len(parts), "rows", lost)
+	s.core.Log.Warn("cdc: lost the lease of partitions before leaving rows to the retry path: they are left to the new owner",
+		"slot", s.slot, "worker", worker, "partitions", len(parts), "rows", lost)
 	return marked, lost, fmt.Errorf("%w: %d rows of %d partitions not left to the retry path", errLeasesLost, lost, len(parts))
 }
 
-// cdcPoll claims one batch from the table with claim (over every partition) and delivers it; it
+// poll claims one batch from the table with claim (over every partition) and delivers it; it
 // returns the number of rows claimed.
-func (f *Forwarder) cdcPoll(ctx context.Context, claim func(partitions []int) ([]relay.Record, error)) (int, error) {
-	leases, err := f.allLeases(ctx)
+func (s *Source) poll(ctx context.Context, claim func(partitions []int) ([]relay.Record, error)) (int, error) {
+	leases, err := s.allLeases(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -183,21 +183,21 @@ func (f *Forwarder) cdcPoll(ctx context.Context, claim func(partitions []int) ([
 	if err != nil || len(records) == 0 {
 		return 0, err
 	}
-	f.metrics.BatchSize.Observe(float64(len(records)))
-	return len(records), f.cdcDeliver(ctx, 0, leases, records)
+	s.core.Metrics.BatchSize.Observe(float64(len(records)))
+	return len(records), s.deliver(ctx, 0, leases, records)
 }
 
 // retryPass publishes the due rows the stream left to the retry path, in sequence order, until
 // none is left.
-func (f *Forwarder) retryPass(ctx context.Context) error {
+func (s *Source) retryPass(ctx context.Context) error {
 	for ctx.Err() == nil {
-		n, err := f.cdcPoll(ctx, func(parts []int) ([]relay.Record, error) {
-			return f.store.ClaimRetry(ctx, f.cfg.DB, parts, f.cfg.BatchSize, f.cfg.MaxBatchBytes)
+		n, err := s.poll(ctx, func(parts []int) ([]relay.Record, error) {
+			return s.core.Store.ClaimRetry(ctx, s.core.DB, parts, s.core.BatchSize, s.core.MaxBatchBytes)
 		})
 		if err != nil {
 			return fmt.Errorf("cdc: retry path: %w", err)
 		}
-		if n < f.cfg.BatchSize {
+		if n < s.core.BatchSize {
 			return nil
 		}
 	}

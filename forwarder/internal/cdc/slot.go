@@ -1,4 +1,4 @@
-package forwarder
+package cdc
 
 import (
 	"context"
@@ -24,17 +24,17 @@ import (
 // migrated again leaves its old publication empty), and refuses one that does not publish
 // inserts. A row filter is warned about: the rows it filters out are never streamed (the stall
 // check reports them).
-func (f *Forwarder) ensurePublication(ctx context.Context, target pgrepl.Target) (string, error) {
-	table := f.cdc.table
-	pub := f.cdc.publication // lower case: the name in SQL is unquoted
-	c, err := pgrepl.ReadPublication(ctx, f.cfg.DB, pub, target)
+func (s *Source) ensurePublication(ctx context.Context, target pgrepl.Target) (string, error) {
+	table := s.core.Store.Table
+	pub := s.publication // lower case: the name in SQL is unquoted
+	c, err := pgrepl.ReadPublication(ctx, s.core.DB, pub, target)
 	if err != nil {
 		return "", err
 	}
 	// Both names are validated identifiers (outbox.Table), resolved by PostgreSQL as target was.
 	switch {
 	case !c.Exists:
-		err := pgrepl.CreatePublication(ctx, f.cfg.DB, pub, table.Events())
+		err := pgrepl.CreatePublication(ctx, s.core.DB, pub, table.Events())
 		if err != nil && pgrepl.Code(err) != pgrepl.DuplicateObject {
 			return "", fmt.Errorf("cdc: create publication %s on %s: %w", pub, target, err)
 		}
@@ -42,12 +42,12 @@ func (f *Forwarder) ensurePublication(ctx context.Context, target pgrepl.Target)
 	case !c.Inserts:
 		return "", fmt.Errorf("cdc: publication %s does not publish inserts: recreate it WITH (publish = 'insert')", pub)
 	case !c.Covers:
-		f.log.Warn("cdc: the publication does not cover the table (dropped and recreated?); adding it", "publication", pub, "relation", target.String())
-		if err := pgrepl.AddTable(ctx, f.cfg.DB, pub, table.Events()); err != nil {
+		s.core.Log.Warn("cdc: the publication does not cover the table (dropped and recreated?); adding it", "publication", pub, "relation", target.String())
+		if err := pgrepl.AddTable(ctx, s.core.DB, pub, table.Events()); err != nil {
 			return "", fmt.Errorf("cdc: add table %s to publication %s: %w", target, pub, err)
 		}
 	case c.Filtered:
-		f.log.Warn("cdc: the publication has a row filter: the rows it filters out are not streamed and stay pending",
+		s.core.Log.Warn("cdc: the publication has a row filter: the rows it filters out are not streamed and stay pending",
 			"publication", pub, "relation", target.String())
 	}
 	return pub, nil

@@ -1,4 +1,4 @@
-package forwarder
+package cdc
 
 import (
 	"context"
@@ -50,7 +50,7 @@ func streamedRow(seq int64, tenant string) pgrepl.Row {
 }
 
 // takeUntilConfirm collects the reader's batches until one confirms a position.
-func takeUntilConfirm(t *testing.T, out <-chan cdcBatch) (records []relay.Record, xids []uint32, last cdcBatch) {
+func takeUntilConfirm(t *testing.T, out <-chan batch) (records []relay.Record, xids []uint32, last batch) {
 	t.Helper()
 	timeout := time.After(2 * time.Minute) // a bound against a hang
 	for {
@@ -71,8 +71,8 @@ func takeUntilConfirm(t *testing.T, out <-chan cdcBatch) (records []relay.Record
 // keepalive that asks, and ends with the stream's error, stopping the stream.
 func TestCDCReaderBatchesTheStream(t *testing.T) {
 	s := newFakeStream()
-	r := &cdcReader{stream: s, batchSize: 100, maxBytes: 1 << 20, statusInterval: time.Hour, tenants: map[string]bool{"a": true}}
-	out := make(chan cdcBatch)
+	r := &streamReader{stream: s, batchSize: 100, maxBytes: 1 << 20, statusInterval: time.Hour, tenants: map[string]bool{"a": true}}
+	out := make(chan batch)
 	done := make(chan error, 1)
 	go func() { done <- r.run(context.Background(), out) }()
 

@@ -1,4 +1,4 @@
-package forwarder
+package cdc
 
 import (
 	"context"
@@ -13,14 +13,14 @@ import (
 // since the table is drained before the new slot is streamed, but it is said loudly (log and
 // metric) when the slot was in use: by this relay earlier, or invalidated by
 // max_slot_wal_keep_size (wal_status lost).
-func (f *Forwarder) ensureSlot(ctx context.Context, conn *pgrepl.Conn) error {
+func (s *Source) ensureSlot(ctx context.Context, conn *pgrepl.Conn) error {
 	// At every session, not only at start: an old relay streaming the old slot during a rolling
 	// upgrade is stopped later, and its slot must not pin WAL from then on.
-	if err := f.retireLegacyCDCNames(ctx); err != nil {
-		f.log.Warn("cdc: could not retire the replication slot or publication of an earlier version; retried at the next session",
+	if err := s.retireLegacyNames(ctx); err != nil {
+		s.core.Log.Warn("cdc: could not retire the replication slot or publication of an earlier version; retried at the next session",
 			"error", err)
 	}
-	st, err := pgrepl.ReadSlot(ctx, f.cfg.DB, f.cdc.slot)
+	st, err := pgrepl.ReadSlot(ctx, s.core.DB, s.slot)
 	if err != nil {
 		return err
 	}
@@ -28,40 +28,40 @@ func (f *Forwarder) ensureSlot(ctx context.Context, conn *pgrepl.Conn) error {
 		return nil
 	}
 	if st.Exists {
-		f.cdc.metrics.slotLost.Inc()
-		f.log.Error("cdc: the replication slot was invalidated (max_slot_wal_keep_size): dropping and recreating it; "+
-			"the events it missed are in the table and are drained from there", "slot", f.cdc.slot)
+		s.metrics.slotLost.Inc()
+		s.core.Log.Error("cdc: the replication slot was invalidated (max_slot_wal_keep_size): dropping and recreating it; "+
+			"the events it missed are in the table and are drained from there", "slot", s.slot)
 		if st.ActivePID != 0 {
-			return fmt.Errorf("cdc: slot %s is invalidated but still active for PID %d", f.cdc.slot, st.ActivePID)
+			return fmt.Errorf("cdc: slot %s is invalidated but still active for PID %d", s.slot, st.ActivePID)
 		}
-		if err := pgrepl.DropSlot(ctx, f.cfg.DB, f.cdc.slot); err != nil {
+		if err := pgrepl.DropSlot(ctx, s.core.DB, s.slot); err != nil {
 			return err
 		}
-	} else if f.cdc.used {
-		f.cdc.metrics.slotLost.Inc()
-		f.log.Error("cdc: the replication slot is gone (dropped while in use): recreating it; "+
-			"the events it missed are in the table and are drained from there", "slot", f.cdc.slot)
+	} else if s.used {
+		s.metrics.slotLost.Inc()
+		s.core.Log.Error("cdc: the replication slot is gone (dropped while in use): recreating it; "+
+			"the events it missed are in the table and are drained from there", "slot", s.slot)
 	} else {
-		f.log.Warn("cdc: creating the replication slot (a slot lost before this relay started is recreated the same way; "+
-			"the table is drained first)", "slot", f.cdc.slot)
+		s.core.Log.Warn("cdc: creating the replication slot (a slot lost before this relay started is recreated the same way; "+
+			"the table is drained first)", "slot", s.slot)
 	}
 	// Drain state first: a relay dying between the two leaves the slot marked undrained.
-	if err := f.store.SetSlotDrained(ctx, f.cfg.DB, f.cdc.slot, false); err != nil {
+	if err := s.core.Store.SetSlotDrained(ctx, s.core.DB, s.slot, false); err != nil {
 		return err
 	}
-	_, err = pgrepl.CreateSlot(ctx, conn, f.cdc.slot)
+	_, err = pgrepl.CreateSlot(ctx, conn, s.slot)
 	return err
 }
 
 // awaitAllLeases renews this relay's leases until it owns every partition of the group (the
 // previous streamer's expire within LeaseTTL) and returns them; the reader keeps the stream
 // alive meanwhile.
-func (f *Forwarder) awaitAllLeases(ctx context.Context, readErr chan error) ([]relay.Lease, error) {
+func (s *Source) awaitAllLeases(ctx context.Context, readErr chan error) ([]relay.Lease, error) {
 	for {
-		if _, err := f.leases.Heartbeat(ctx); err != nil {
-			f.log.Warn("cdc: taking the partitions failed", "error", err)
+		if _, err := s.heartbeat(ctx); err != nil {
+			s.core.Log.Warn("cdc: taking the partitions failed", "error", err)
 		}
-		leases, err := f.store.LiveLeases(ctx, f.cfg.DB, f.cfg.RelayID, 0, 1)
+		leases, err := s.core.Store.LiveLeases(ctx, s.core.DB, s.core.RelayID, 0, 1)
 		if err == nil && len(leases) == outbox.Partitions {
 			return leases, nil
 		}
@@ -71,7 +71,7 @@ func (f *Forwarder) awaitAllLeases(ctx context.Context, readErr chan error) ([]r
 			return nil, err
 		default:
 		}
-		if !relay.Sleep(ctx, f.cfg.HeartbeatInterval/2) {
+		if !relay.Sleep(ctx, s.cfg.HeartbeatInterval/2) {
 			return nil, ctx.Err()
 		}
 	}
@@ -83,22 +83,22 @@ func (f *Forwarder) awaitAllLeases(ctx context.Context, readErr chan error) ([]r
 // rows up to the highest seq it saw (in seq order, which is commit order per key when the
 // writers take key locks), and then records the slot as drained. Rows it publishes that the
 // stream also shows are dropped there (admit).
-func (f *Forwarder) drainIfNeeded(ctx context.Context) error {
-	drained, err := f.store.SlotDrained(ctx, f.cfg.DB, f.cdc.slot)
+func (s *Source) drainIfNeeded(ctx context.Context) error {
+	drained, err := s.core.Store.SlotDrained(ctx, s.core.DB, s.slot)
 	if err != nil || drained {
 		return err
 	}
-	horizon, err := f.store.MaxSeq(ctx, f.cfg.DB)
+	horizon, err := s.core.Store.MaxSeq(ctx, s.core.DB)
 	if err != nil {
 		return err
 	}
-	if _, err := f.store.MarkParkedUpTo(ctx, f.cfg.DB, horizon); err != nil {
+	if _, err := s.core.Store.MarkParkedUpTo(ctx, s.core.DB, horizon); err != nil {
 		return err
 	}
 	total := 0
 	for ctx.Err() == nil {
-		n, err := f.cdcPoll(ctx, func(parts []int) ([]relay.Record, error) {
-			return f.store.ClaimUpTo(ctx, f.cfg.DB, parts, f.cfg.BatchSize, f.cfg.MaxBatchBytes, horizon)
+		n, err := s.poll(ctx, func(parts []int) ([]relay.Record, error) {
+			return s.core.Store.ClaimUpTo(ctx, s.core.DB, parts, s.core.BatchSize, s.core.MaxBatchBytes, horizon)
 		})
 		if err != nil {
 			return fmt.Errorf("cdc: drain the table up to seq %d: %w", horizon, err)
@@ -111,6 +111,6 @@ func (f *Forwarder) drainIfNeeded(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	f.log.Info("cdc: drained the rows committed before the slot existed", "slot", f.cdc.slot, "rows", total, "up_to_seq", horizon)
-	return f.store.SetSlotDrained(ctx, f.cfg.DB, f.cdc.slot, true)
+	s.core.Log.Info("cdc: drained the rows committed before the slot existed", "slot", s.slot, "rows", total, "up_to_seq", horizon)
+	return s.core.Store.SetSlotDrained(ctx, s.core.DB, s.slot, true)
 }

@@ -1,4 +1,4 @@
-package forwarder
+package cdc
 
 import (
 	"context"
@@ -58,15 +58,15 @@ import (
 //
 // The workers' and the retry path's acknowledgements are fenced by the lease epochs as before.
 
-// cdcPart is what a worker publishes at once: its rows of one or more consecutive batches.
-type cdcPart struct {
+// part is what a worker publishes at once: its rows of one or more consecutive batches.
+type part struct {
 	batches []uint64      // the numbers of the batches it holds rows of, ascending
 	leases  []relay.Lease // the reading of the leases when its first batch was taken
-	b       cdcBatch      // records and xids; bytes counts the payloads
+	b       batch         // records and xids; bytes counts the payloads
 }
 
-// cdcDone reports a finished part.
-type cdcDone struct {
+// partDone reports a finished part.
+type partDone struct {
 	worker  int
 	batches []uint64
 	err     error
@@ -96,8 +96,8 @@ type leaseReading struct {
 
 // retryLoop runs retryPass every RetryInterval, beside the stream, until ctx ends or a pass
 // fails (reported on errs).
-func (f *Forwarder) retryLoop(ctx context.Context, errs chan<- error) {
-	t := time.NewTicker(f.cfg.CDC.RetryInterval)
+func (s *Source) retryLoop(ctx context.Context, errs chan<- error) {
+	t := time.NewTicker(s.cfg.RetryInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -105,7 +105,7 @@ func (f *Forwarder) retryLoop(ctx context.Context, errs chan<- error) {
 			return
 		case <-t.C:
 		}
-		if err := f.retryPass(ctx); err != nil {
+		if err := s.retryPass(ctx); err != nil {
 			if ctx.Err() == nil {
 				errs <- err
 			}
@@ -115,8 +115,8 @@ func (f *Forwarder) retryLoop(ctx context.Context, errs chan<- error) {
 }
 
 // splitByWorker splits a batch's records by partition % workers, keeping their order.
-func splitByWorker(b cdcBatch, workers int) []cdcBatch {
-	parts := make([]cdcBatch, workers)
+func splitByWorker(b batch, workers int) []batch {
+	parts := make([]batch, workers)
 	for i, r := range b.records {
 		w := r.Partition % workers
 		parts[w].records = append(parts[w].records, r)

@@ -1,4 +1,4 @@
-package forwarder
+package cdc
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 )
 
-// cdcBatch is what the stream reader hands to the delivering loop: the records of committed
+// batch is what the stream reader hands to the delivering loop: the records of committed
 // transactions in commit order and the slot position that may be confirmed once they are all
 // settled (0: none, the batch ends inside a transaction).
-type cdcBatch struct {
+type batch struct {
 	records []relay.Record
 	// xids are the ids of the records' transactions, record by record.
 	xids    []uint32
@@ -33,9 +33,9 @@ type walStream interface {
 	SendStatus(ctx context.Context, confirmed pgrepl.LSN) error
 }
 
-// cdcReader batches the stream's messages and reports the confirmed position (set by the
+// streamReader batches the stream's messages and reports the confirmed position (set by the
 // delivering loop) to the server every StatusInterval and whenever the server asks.
-type cdcReader struct {
+type streamReader struct {
 	stream         walStream
 	batchSize      int
 	maxBytes       int64
@@ -51,21 +51,21 @@ type cdcReader struct {
 	// full gets the batch too, besides run's out, once it is full (BatchSize rows or
 	// MaxBatchBytes): the delivering loop takes from it while every worker is busy, so that it
 	// takes full batches then, not the stream message by message.
-	full chan cdcBatch
+	full chan batch
 }
 
 // run reads until ctx ends or the stream fails, sending batches to out. A batch is handed over
 // as soon as the delivering side takes it, or when it is full (then the reader waits), so that
 // a busy pipeline gets large batches and an idle one gets each transaction at once. The
 // stream is stopped before run returns.
-func (r *cdcReader) run(ctx context.Context, out chan<- cdcBatch) error {
+func (r *streamReader) run(ctx context.Context, out chan<- batch) error {
 	msgs, recvErr := r.stream.Receive(ctx)
 	defer r.stream.Stop()
 	status := time.NewTicker(r.statusInterval)
 	defer status.Stop()
-	var cur cdcBatch
+	var cur batch
 	for {
-		var hand, handFull chan<- cdcBatch
+		var hand, handFull chan<- batch
 		if len(cur.records) > 0 || cur.confirm != 0 {
 			hand = out
 			cur.walEnd = r.walEnd
@@ -84,9 +84,9 @@ func (r *cdcReader) run(ctx context.Context, out chan<- cdcBatch) error {
 				return err
 			}
 		case hand <- cur:
-			cur = cdcBatch{}
+			cur = batch{}
 		case handFull <- cur:
-			cur = cdcBatch{}
+			cur = batch{}
 		case m := <-in:
 			if err := r.add(ctx, &cur, m); err != nil {
 				return err
@@ -96,7 +96,7 @@ func (r *cdcReader) run(ctx context.Context, out chan<- cdcBatch) error {
 }
 
 // add adds one message of the stream to cur.
-func (r *cdcReader) add(ctx context.Context, cur *cdcBatch, msg pgrepl.Message) error {
+func (r *streamReader) add(ctx context.Context, cur *batch, msg pgrepl.Message) error {
 	r.walEnd = max(r.walEnd, msg.ServerWALEnd())
 	switch m := msg.(type) {
 	case pgrepl.Keepalive:
@@ -131,6 +131,6 @@ func (r *cdcReader) add(ctx context.Context, cur *cdcBatch, msg pgrepl.Message) 
 }
 
 // sendStatus reports the confirmed position to the server.
-func (r *cdcReader) sendStatus(ctx context.Context) error {
+func (r *streamReader) sendStatus(ctx context.Context) error {
 	return r.stream.SendStatus(ctx, pgrepl.LSN(r.confirmed.Load()))
 }

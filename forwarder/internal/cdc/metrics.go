@@ -1,4 +1,4 @@
-package forwarder
+package cdc
 
 import (
 	"fmt"
@@ -11,26 +11,26 @@ import (
 var receiveLagBuckets = []float64{0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
 	0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1, 2, 5}
 
-// cdcMetrics are the cdc source's metrics, labelled with the slot.
-type cdcMetrics struct {
+// metrics are the cdc source's metrics, labelled with the slot.
+type metrics struct {
 	lagBytes, lagSeconds, streaming prometheus.Gauge
-	// stalled, strandedRows, strandedAge: the stall check (cdc_stall.go).
+	// stalled, strandedRows, strandedAge: the stall check (stall.go).
 	stalled, strandedRows, strandedAge prometheus.Gauge
 	slotLost, skipped, takeovers       prometheus.Counter
 	// receiveLag: commit (its timestamp in the WAL) to its arrival on the stream.
 	receiveLag prometheus.Observer
 }
 
-// cdcMetricVecs are the cdc metrics, registered by New and labelled with the slot once the
+// metricVecs are the cdc metrics, registered by New and labelled with the slot once the
 // source knows it (at start: the slot's name includes the installation, read from the table).
-type cdcMetricVecs struct {
+type metricVecs struct {
 	gauges     map[string]*prometheus.GaugeVec
 	counters   map[string]*prometheus.CounterVec
 	receiveLag *prometheus.HistogramVec
 }
 
-// cdcMetricHelp is the help of each cdc gauge and counter, by name.
-var cdcMetricHelp = map[string]string{
+// metricHelp is the help of each cdc gauge and counter, by name.
+var metricHelp = map[string]string{
 	"slot_lag_bytes":   "WAL bytes between the server's end of WAL (as last reported on the stream) and the position this relay confirmed.",
 	"slot_lag_seconds": "Age of the commit of the last transaction taken from the stream when it was taken (0 while the stream is caught up).",
 	"streaming":        "1 while this relay streams the slot, 0 while it stands by.",
@@ -44,11 +44,11 @@ var cdcMetricHelp = map[string]string{
 	"walsender_terminations_total": "Walsenders of a stalled relay (no live lease) this relay terminated to take the slot over.",
 }
 
-func newCDCMetrics(reg prometheus.Registerer, table string) (*cdcMetricVecs, error) {
+func newMetricVecs(reg prometheus.Registerer, table string) (*metricVecs, error) {
 	labels := prometheus.Labels{"table": table}
-	v := &cdcMetricVecs{gauges: map[string]*prometheus.GaugeVec{}, counters: map[string]*prometheus.CounterVec{}}
+	v := &metricVecs{gauges: map[string]*prometheus.GaugeVec{}, counters: map[string]*prometheus.CounterVec{}}
 	var all []prometheus.Collector
-	for name, help := range cdcMetricHelp {
+	for name, help := range metricHelp {
 		if strings.HasSuffix(name, "_total") {
 			v.counters[name] = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "outboxkit", Subsystem: "cdc", Name: name,
 				Help: help, ConstLabels: labels}, []string{"slot"})
@@ -76,10 +76,10 @@ func newCDCMetrics(reg prometheus.Registerer, table string) (*cdcMetricVecs, err
 }
 
 // forSlot returns the metrics of slot.
-func (v *cdcMetricVecs) forSlot(slot string) *cdcMetrics {
+func (v *metricVecs) forSlot(slot string) *metrics {
 	g := func(name string) prometheus.Gauge { return v.gauges[name].WithLabelValues(slot) }
 	c := func(name string) prometheus.Counter { return v.counters[name].WithLabelValues(slot) }
-	return &cdcMetrics{
+	return &metrics{
 		lagBytes: g("slot_lag_bytes"), lagSeconds: g("slot_lag_seconds"), streaming: g("streaming"),
 		stalled: g("stalled"), strandedRows: g("stranded_rows"), strandedAge: g("stranded_oldest_seconds"),
 		slotLost: c("slot_lost_total"), skipped: c("skipped_rows_total"), takeovers: c("walsender_terminations_total"),

@@ -1,4 +1,4 @@
-package forwarder
+package cdc
 
 import (
 	"context"
@@ -34,73 +34,73 @@ const stallWarnEvery = 10
 
 // stallLoop checks for a stall every StallAfter/3 while the session streams, until ctx ends;
 // it clears the gauges when it returns (a relay that does not stream reports nothing).
-func (f *Forwarder) stallLoop(ctx context.Context) {
-	every := max(f.cfg.CDC.StallAfter/3, 10*time.Millisecond)
+func (s *Source) stallLoop(ctx context.Context) {
+	every := max(s.cfg.StallAfter/3, 10*time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var st stallState
-	defer f.clearStall(&st)
+	defer s.clearStall(&st)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if err := f.checkStall(ctx, &st); err != nil && ctx.Err() == nil {
-			f.log.Warn("cdc: the stall check failed", "slot", f.cdc.slot, "error", err)
+		if err := s.checkStall(ctx, &st); err != nil && ctx.Err() == nil {
+			s.core.Log.Warn("cdc: the stall check failed", "slot", s.slot, "error", err)
 		}
 	}
 }
 
 // checkStall runs one check.
-func (f *Forwarder) checkStall(ctx context.Context, st *stallState) error {
-	if f.cdc.partsInFlight.Load() > 0 {
+func (s *Source) checkStall(ctx context.Context, st *stallState) error {
+	if s.activity.partsInFlight.Load() > 0 {
 		// Busy publishing what the stream delivered: a slow or unreachable broker, reported by the
 		// forwarder's own metrics, not a stream that delivers nothing.
-		f.cdc.lastDelivered.Store(time.Now().UnixNano())
+		s.activity.lastDelivered.Store(time.Now().UnixNano())
 	}
-	silent := time.Since(time.Unix(0, f.cdc.lastDelivered.Load()))
-	if silent < f.cfg.CDC.StallAfter {
-		f.clearStall(st)
+	silent := time.Since(time.Unix(0, s.activity.lastDelivered.Load()))
+	if silent < s.cfg.StallAfter {
+		s.clearStall(st)
 		return nil
 	}
-	rows, oldest, err := f.store.StrandedRows(ctx, f.cfg.DB, f.cfg.CDC.StallAfter)
+	rows, oldest, err := s.core.Store.StrandedRows(ctx, s.core.DB, s.cfg.StallAfter)
 	if err != nil {
 		return err
 	}
 	if rows == 0 {
-		f.clearStall(st)
+		s.clearStall(st)
 		return nil
 	}
-	f.cdc.metrics.stalled.Set(1)
-	f.cdc.metrics.strandedRows.Set(float64(rows))
-	f.cdc.metrics.strandedAge.Set(oldest.Seconds())
+	s.metrics.stalled.Set(1)
+	s.metrics.strandedRows.Set(float64(rows))
+	s.metrics.strandedAge.Set(oldest.Seconds())
 	if st.stalled {
 		if st.checks++; st.checks < stallWarnEvery {
 			return nil
 		}
 	}
 	st.stalled, st.checks = true, 0
-	behind, err := pgrepl.SlotBehind(ctx, f.cfg.DB, f.cdc.slot)
+	behind, err := pgrepl.SlotBehind(ctx, s.core.DB, s.slot)
 	if err != nil {
 		return err
 	}
-	f.log.Warn("cdc: stream stalled: it has delivered none of the table's rows while pending rows wait, not on the retry path; "+
+	s.core.Log.Warn("cdc: stream stalled: it has delivered none of the table's rows while pending rows wait, not on the retry path; "+
 		"if the slot has passed them (stream_behind_bytes small), fix the publication and drop the slot "+
 		"(outboxkit cdc drop-slot): the relay then drains the table (docs/cdc.md, Stalls)",
-		"slot", f.cdc.slot, "rows", rows, // the relay's logger names the table
+		"slot", s.slot, "rows", rows, // the relay's logger names the table
 		"oldest", oldest.Round(time.Second),
 		"silent_for", silent.Round(time.Second), "stream_behind_bytes", behind)
 	return nil
 }
 
 // clearStall ends a reported stall: gauges to 0, and a line saying so.
-func (f *Forwarder) clearStall(st *stallState) {
+func (s *Source) clearStall(st *stallState) {
 	if st.stalled {
-		f.log.Info("cdc: the stall is over: no row is stranded any more, or the stream delivers again", "slot", f.cdc.slot)
+		s.core.Log.Info("cdc: the stall is over: no row is stranded any more, or the stream delivers again", "slot", s.slot)
 	}
 	*st = stallState{}
-	f.cdc.metrics.stalled.Set(0)
-	f.cdc.metrics.strandedRows.Set(0)
-	f.cdc.metrics.strandedAge.Set(0)
+	s.metrics.stalled.Set(0)
+	s.metrics.strandedRows.Set(0)
+	s.metrics.strandedAge.Set(0)
 }
