@@ -48,9 +48,9 @@ func startExactlyOnce(t *testing.T, db *sql.DB, units int) (*Forwarder, error) {
 // exactlyOnceOf is the exactly-once deliverer of f.
 func exactlyOnceOf(t *testing.T, f *Forwarder) *exactlyonce.Deliverer {
 	t.Helper()
-	d, ok := f.pipeline.(*exactlyonce.Deliverer)
+	d, ok := f.pipeline.Deliverer.(*exactlyonce.Deliverer)
 	if !ok {
-		t.Fatalf("the forwarder's deliverer is %T, not exactly-once", f.pipeline)
+		t.Fatalf("the forwarder's deliverer is %T, not exactly-once", f.pipeline.Deliverer)
 	}
 	return d
 }

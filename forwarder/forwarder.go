@@ -42,7 +42,7 @@ type Forwarder struct {
 	log       *slog.Logger
 	// source feeds pipeline, chosen by New from Config.Source and Config.Delivery.
 	source   relay.Source
-	pipeline relay.Deliverer
+	pipeline pipeline
 	// acker is the one acknowledger (internal/ack).
 	acker *ack.Acknowledger
 	// leasesTaken tells the polling workers that partitions were taken between heartbeats of

@@ -48,14 +48,6 @@ func (*Deliverer) Ready(_ context.Context, _ int, leases []relay.Lease) ([]relay
 	return leases, nil
 }
 
-// ClaimLimits is a batch's bounds.
-func (d *Deliverer) ClaimLimits([]relay.Lease) (int, int64) {
-	return d.core.BatchSize, d.core.MaxBatchBytes
-}
-
-// TrimClaim takes the whole claim.
-func (*Deliverer) TrimClaim(records []relay.Record) []relay.Record { return records }
-
 // Scope is the leases of the records' partitions.
 func (*Deliverer) Scope(leases []relay.Lease, records []relay.Record) []relay.Lease {
 	return relay.LeasesOf(leases, records, 0)

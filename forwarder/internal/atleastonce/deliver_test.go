@@ -299,21 +299,15 @@ func TestDeliverReturnsTheAcknowledgersError(t *testing.T) {
 	}
 }
 
-// TestDelivererTakesWhatThePollingSourceClaims: at-least-once readies every lease, claims up to
-// a batch's bounds, takes the whole claim, and scopes a delivery to its records' partitions.
-func TestDelivererTakesWhatThePollingSourceClaims(t *testing.T) {
+// TestDelivererTakesEveryLeaseAndScopesToTheRecords: at-least-once readies every lease and
+// scopes a delivery to its records' partitions.
+func TestDelivererTakesEveryLeaseAndScopesToTheRecords(t *testing.T) {
 	d := New(newCore(t), &scriptedPublisher{}, &recordingAcknowledger{})
 	ready, err := d.Ready(t.Context(), 0, allLeases)
 	if err != nil || !slices.Equal(ready, allLeases) {
 		t.Fatalf("Ready = %v, %v; want every lease", ready, err)
 	}
-	if rows, bytes := d.ClaimLimits(allLeases); rows != 10 || bytes != 1<<20 {
-		t.Fatalf("ClaimLimits = %d, %d; want BatchSize 10, MaxBatchBytes %d", rows, bytes, 1<<20)
-	}
 	records := []relay.Record{rec(1, "a", "orders"), rec(2, "b", "orders"), rec(5, "c", "orders")}
-	if got := d.TrimClaim(records); !slices.Equal(seqsOf(got), []int64{1, 2, 5}) {
-		t.Fatalf("TrimClaim = %v, want the whole claim", seqsOf(got))
-	}
 	if got := d.Scope(allLeases, records); !slices.Equal(got, allLeases[1:3]) {
 		t.Fatalf("Scope = %v, want the leases of partitions 1 and 2", got)
 	}

@@ -32,7 +32,14 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// Registerer (may be nil) registers the cdc metrics.
 	Registerer prometheus.Registerer
+	// Scope is the delivery mode's fencing scope (required).
+	Scope Scope
 }
+
+// Scope returns the leases a delivery of records must hold and fence, out of leases (all of the
+// relay's): those of the records' partitions at least once, of their whole transactional units
+// exactly once. The wiring takes it from the delivery mode.
+type Scope func(leases []relay.Lease, records []relay.Record) []relay.Lease
 
 // Heartbeat is what the source needs of the relay's lease keeper (internal/lease): a heartbeat,
 // which takes every partition while the source streams (its share policy aims at Target).

@@ -124,11 +124,11 @@ func (s *Source) admitVisible(ctx context.Context, b batch) (map[int64]bool, err
 // are in disjoint partitions, queued behind each other's commit on the same rows. A record of
 // a partition left out would count as fenced off, so every record's partition is in the set.
 //
-// The deliverer says which leases to hold (with ExactlyOnce, those of the records' whole units)
-// and delivers.
+// The delivery mode's Config.Scope says which leases to hold (with ExactlyOnce, those of the
+// records' whole units), and the deliverer delivers.
 func (s *Source) deliver(ctx context.Context, worker int, leases []relay.Lease, records []relay.Record) error {
 	s.core.Inflight.Read(worker)
-	held := s.core.Inflight.Hold(worker, s.deliverer.Scope(leases, records))
+	held := s.core.Inflight.Hold(worker, s.cfg.Scope(leases, records))
 	defer s.core.Inflight.End(held)
 	token := s.core.Progress.Begin()
 	o, err := s.deliverer.Deliver(ctx, worker, held, records)

@@ -144,7 +144,7 @@ func (fx *takeoverFixture) source() *Source {
 		Retry: relay.RetryPolicy{MaxAttempts: 10, Initial: time.Second, MaxInterval: time.Minute, Multiplier: 2}}
 	d := atleastonce.New(core, waves.New(nopPublisher{}, nil, log), ack.New(core))
 	s, err := New(core, d, nil, Config{StatusInterval: time.Second, RetryInterval: time.Second, StallAfter: time.Minute,
-		HeartbeatInterval: time.Second})
+		HeartbeatInterval: time.Second, Scope: d.Scope})
 	if err != nil {
 		fx.t.Fatal(err)
 	}

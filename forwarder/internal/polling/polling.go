@@ -17,7 +17,33 @@ type Config struct {
 	MinPollInterval, MaxPollInterval time.Duration
 	// Wakeups (may be nil) and LeasesTaken wake the idle workers.
 	Wakeups, LeasesTaken <-chan struct{}
+	// Claims sizes and cuts the workers' claims for the deliverer (required): Batches for a
+	// deliverer that takes any claim whole, the exactly-once deliverer its own.
+	Claims Shaper
 }
+
+// Shaper is how a worker's claim is sized and cut for the deliverer.
+type Shaper interface {
+	// ClaimLimits returns the rows and payload bytes a worker claims at once for the ready
+	// leases.
+	ClaimLimits(ready []relay.Lease) (int, int64)
+	// TrimClaim returns what of a claim (in sequence order) one delivery takes: a
+	// sequence-order prefix of each partition's rows, the rest staying pending.
+	TrimClaim(records []relay.Record) []relay.Record
+}
+
+// Batches claims up to Rows rows and Bytes bytes of payload and delivers the claim whole: the
+// Shaper of at-least-once delivery (Config.BatchSize, Config.MaxBatchBytes).
+type Batches struct {
+	Rows  int
+	Bytes int64
+}
+
+// ClaimLimits is Rows and Bytes, whatever the leases.
+func (b Batches) ClaimLimits([]relay.Lease) (int, int64) { return b.Rows, b.Bytes }
+
+// TrimClaim takes the whole claim.
+func (Batches) TrimClaim(records []relay.Record) []relay.Record { return records }
 
 // Source is the polling source.
 type Source struct {
@@ -126,12 +152,12 @@ func (s *Source) relayBatch(ctx context.Context, worker int) (int, error) {
 	for _, l := range ready {
 		partitions = append(partitions, l.Partition)
 	}
-	limit, maxBytes := s.deliver.ClaimLimits(ready)
+	limit, maxBytes := s.cfg.Claims.ClaimLimits(ready)
 	records, err := s.store.Claim(ctx, db, partitions, limit, maxBytes)
 	if err != nil || len(records) == 0 {
 		return 0, err
 	}
-	records = s.deliver.TrimClaim(records)
+	records = s.cfg.Claims.TrimClaim(records)
 	s.core.Metrics.BatchSize.Observe(float64(len(records)))
 	token := s.core.Progress.Begin()
 	o, err := s.deliver.Deliver(ctx, worker, leases, records)

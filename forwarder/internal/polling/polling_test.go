@@ -73,8 +73,8 @@ func (s *fakeStore) Claim(_ context.Context, _ relay.Querier, partitions []int, 
 	return queue[0], nil
 }
 
-// fakeDeliverer readies the leases ready allows, trims a claim to its first trim records (all
-// when 0), and records the deliveries.
+// fakeDeliverer readies the leases ready allows, records the deliveries, and is the source's
+// Shaper too: it trims a claim to its first trim records (all when 0).
 type fakeDeliverer struct {
 	mu    sync.Mutex
 	ready func(leases []relay.Lease) []relay.Lease
@@ -121,8 +121,6 @@ func (d *fakeDeliverer) TrimClaim(records []relay.Record) []relay.Record {
 	return records[:min(d.trim, len(records))]
 }
 
-func (d *fakeDeliverer) Scope(leases []relay.Lease, _ []relay.Record) []relay.Lease { return leases }
-
 func (d *fakeDeliverer) Deliver(_ context.Context, worker int, leases []relay.Lease, records []relay.Record) (relay.Outcome, error) {
 	d.mu.Lock()
 	dl := delivery{worker, slices.Clone(leases), slices.Clone(records)}
@@ -159,6 +157,9 @@ func newSource(t *testing.T, workers, batchSize int, store *fakeStore, d *fakeDe
 	log := slog.New(slog.DiscardHandler)
 	core := relay.Core{RelayID: "relay-1", Workers: workers, BatchSize: batchSize, MaxBatchBytes: 1 << 20,
 		Inflight: relay.NewInflight(workers), Metrics: m, Log: log, Progress: relay.NewProgress(m, log, time.Minute)}
+	if cfg.Claims == nil {
+		cfg.Claims = d
+	}
 	s := New(core, d, cfg)
 	s.store = store
 	return s
@@ -398,5 +399,18 @@ func TestIdleWorkerWakes(t *testing.T) {
 				t.Fatalf("delivered %v, want seq 1", seqs(dl.records))
 			}
 		})
+	}
+}
+
+// TestBatchesClaimABatchAndTakeItWhole: at-least-once's shape claims up to its bounds whatever
+// the leases and delivers the claim whole.
+func TestBatchesClaimABatchAndTakeItWhole(t *testing.T) {
+	b := Batches{Rows: 10, Bytes: 1 << 20}
+	if rows, bytes := b.ClaimLimits(leases(0, 1, 2)); rows != 10 || bytes != 1<<20 {
+		t.Fatalf("ClaimLimits = %d, %d; want 10, %d", rows, bytes, 1<<20)
+	}
+	claim := slices.Concat(records(0, 1, 2), records(1, 3))
+	if got := b.TrimClaim(claim); !slices.Equal(seqs(got), []int64{1, 2, 3}) {
+		t.Fatalf("TrimClaim = %v, want the whole claim", seqs(got))
 	}
 }

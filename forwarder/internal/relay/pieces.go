@@ -16,21 +16,15 @@ type Source interface {
 }
 
 // Deliverer is a delivery mode (at-least-once, exactly-once): it publishes the records a source
-// hands it and acknowledges the outcome through the one fenced acknowledgement.
+// hands it and acknowledges the outcome through the one fenced acknowledgement. What one
+// source alone needs of the delivery mode is handed to that source by the wiring: the polling
+// claims' shape (polling.Shaper), the cdc source's fencing scope (cdc.Scope).
 type Deliverer interface {
 	// Start prepares the deliverer before the first lease is taken.
 	Start(ctx context.Context) error
 	// Ready prepares a worker's leases for publishing and returns those whose records may be
 	// published now. An error is logged by the deliverer; the leases returned are usable anyway.
 	Ready(ctx context.Context, worker int, leases []Lease) ([]Lease, error)
-	// ClaimLimits returns the rows and payload bytes a polling worker claims at once for the
-	// ready leases, and TrimClaim what of a claim (in sequence order) one delivery takes: a
-	// sequence-order prefix of each partition's rows, the rest staying pending.
-	ClaimLimits(ready []Lease) (int, int64)
-	TrimClaim(records []Record) []Record
-	// Scope returns the leases a delivery of records must hold and fence, out of leases (all of
-	// the relay's).
-	Scope(leases []Lease, records []Record) []Lease
 	// Deliver publishes records under leases, settles the failures and acknowledges the outcome.
 	Deliver(ctx context.Context, worker int, leases []Lease, records []Record) (Outcome, error)
 	// Stop releases what the deliverer holds once no delivery runs.
