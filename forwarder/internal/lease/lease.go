@@ -41,87 +41,87 @@ func New(core relay.Core, share relay.SharePolicy, heartbeatInterval, minPollInt
 
 // SetShare replaces the share policy before the first heartbeat: exactly-once delivery settles
 // its unit count at start, from the lease group's bookkeeping.
-func (f *Keeper) SetShare(share relay.SharePolicy) { f.share = share }
+func (k *Keeper) SetShare(share relay.SharePolicy) { k.share = share }
 
 // Share returns the share policy in force.
-func (f *Keeper) Share() relay.SharePolicy { return f.share }
+func (k *Keeper) Share() relay.SharePolicy { return k.share }
 
 // Heartbeat renews and rebalances the leases, never releasing a partition under this relay's
 // own batch in flight.
-func (f *Keeper) Heartbeat(ctx context.Context) (relay.Holding, error) {
+func (k *Keeper) Heartbeat(ctx context.Context) (relay.Holding, error) {
 	var releasing []int
 	rebalanced := false
-	held, err := f.core.Store.Rebalance(ctx, f.core.DB, f.core.RelayID, f.core.LeaseTTL, f.share, func(surplus []int) []int {
+	held, err := k.core.Store.Rebalance(ctx, k.core.DB, k.core.RelayID, k.core.LeaseTTL, k.share, func(surplus []int) []int {
 		rebalanced = true
-		releasing = f.core.Inflight.Rebalance(surplus)
+		releasing = k.core.Inflight.Rebalance(surplus)
 		return releasing
 	})
 	if !rebalanced {
-		f.core.Inflight.Rebalance(nil)
+		k.core.Inflight.Rebalance(nil)
 	}
-	f.core.Inflight.Released(releasing)
+	k.core.Inflight.Released(releasing)
 	return held, err
 }
 
 // Loop runs a heartbeat every HeartbeatInterval, and quick steps between them while
 // partitions move (see above); held is the holding after the start's heartbeat.
-func (f *Keeper) Loop(ctx context.Context, held relay.Holding) {
-	quick := max(f.minPollInterval, f.heartbeatInterval/quickSteps)
-	due := time.Now().Add(f.heartbeatInterval)
+func (k *Keeper) Loop(ctx context.Context, held relay.Holding) {
+	quick := max(k.minPollInterval, k.heartbeatInterval/quickSteps)
+	due := time.Now().Add(k.heartbeatInterval)
 	for {
-		draining := f.core.Inflight.HasDraining()
+		draining := k.core.Inflight.HasDraining()
 		wait := time.Until(due)
-		if draining || f.share.Incoming(held) {
+		if draining || k.share.Incoming(held) {
 			wait = min(wait, quick)
 		}
 		if !relay.Sleep(ctx, wait) {
 			return
 		}
 		if !draining && time.Now().Before(due) {
-			held = f.takeIncoming(ctx, held)
+			held = k.takeIncoming(ctx, held)
 			continue
 		}
-		due = time.Now().Add(f.heartbeatInterval)
-		h, err := f.Heartbeat(ctx)
+		due = time.Now().Add(k.heartbeatInterval)
+		h, err := k.Heartbeat(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
-				f.core.Log.Warn("lease heartbeat failed", "error", err)
+				k.core.Log.Warn("lease heartbeat failed", "error", err)
 			}
 			continue
 		}
 		if h.Owned > held.Owned {
-			f.wakeWorkers()
+			k.wakeWorkers()
 		}
 		held = h
-		f.core.Metrics.OwnedPartitions.Set(float64(h.Owned))
+		k.core.Metrics.OwnedPartitions.Set(float64(h.Owned))
 	}
 }
 
 // takeIncoming is a quick step of a relay expecting partitions: it takes free or expired ones
 // up to its share, and wakes the workers when it took some.
-func (f *Keeper) takeIncoming(ctx context.Context, held relay.Holding) relay.Holding {
-	if !f.share.Incoming(held) {
+func (k *Keeper) takeIncoming(ctx context.Context, held relay.Holding) relay.Holding {
+	if !k.share.Incoming(held) {
 		return held
 	}
-	taken, err := f.core.Store.Acquire(ctx, f.core.DB, f.core.RelayID, held.Share-held.Owned, f.core.LeaseTTL, f.share)
+	taken, err := k.core.Store.Acquire(ctx, k.core.DB, k.core.RelayID, held.Share-held.Owned, k.core.LeaseTTL, k.share)
 	if err != nil {
 		if ctx.Err() == nil {
-			f.core.Log.Warn("taking partitions between heartbeats failed", "error", err)
+			k.core.Log.Warn("taking partitions between heartbeats failed", "error", err)
 		}
 		return held
 	}
 	if taken > 0 {
 		held.Owned += taken
-		f.core.Metrics.OwnedPartitions.Set(float64(held.Owned))
-		f.wakeWorkers()
+		k.core.Metrics.OwnedPartitions.Set(float64(held.Owned))
+		k.wakeWorkers()
 	}
 	return held
 }
 
 // wakeWorkers tells the polling workers that partitions were taken (Keeper.leasesTaken).
-func (f *Keeper) wakeWorkers() {
+func (k *Keeper) wakeWorkers() {
 	select {
-	case f.leasesTaken <- struct{}{}:
+	case k.leasesTaken <- struct{}{}:
 	default:
 	}
 }

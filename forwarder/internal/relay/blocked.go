@@ -12,7 +12,7 @@ import (
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
-// blockedGauges are the blocked-keys gauges: how many keys are held back behind a dead or a
+// BlockedGauges are the blocked-keys gauges: how many keys are held back behind a dead or a
 // retrying head, and how old the oldest head is. Their series exist from the start, at 0.
 type BlockedGauges struct {
 	Keys   *prometheus.GaugeVec
@@ -35,7 +35,7 @@ func NewBlockedGauges(table string) BlockedGauges {
 	return g
 }
 
-// blockedSummary counts the blocked keys by their head's status (dead, or pending and failed at
+// BlockedSummary counts the blocked keys by their head's status (dead, or pending and failed at
 // least once) and returns the created_at of the oldest head.
 func BlockedSummary(ctx context.Context, db Querier, stmts sqlstore.Statements) (map[int]int64, time.Time, error) {
 	rows, err := stmts.BlockedSummary().Query(ctx, db)

@@ -15,7 +15,7 @@ import (
 // the retry path claims the marked rows in sequence order. The <table>_retry_keys index
 // (migration 3) finds them.
 
-// admit returns, of the records, the seqs of those still pending and unmarked whose key is
+// Admit returns, of the records, the seqs of those still pending and unmarked whose key is
 // neither marked nor dead (admitted: the stream may publish them), and the seqs of every row that
 // still exists (found). A row not found was handled already (deleted by the drain, or a replay
 // after a restart), or its transaction, decoded from the WAL, is not visible yet (see
@@ -56,7 +56,7 @@ func (s *Store) Admit(ctx context.Context, q Querier, records []Record) (admitte
 	return admitted, found, rows.Err()
 }
 
-// transactionsRunning reports whether any of the transactions still holds its transaction id
+// TransactionsRunning reports whether any of the transactions still holds its transaction id
 // lock. PostgreSQL writes (and decodes) a commit before the transaction becomes visible to
 // other sessions, and releases the lock only after that: once it is gone, the rows are visible.
 func (s *Store) TransactionsRunning(ctx context.Context, q Querier, xids []string) (bool, error) {
@@ -68,7 +68,7 @@ func (s *Store) TransactionsRunning(ctx context.Context, q Querier, xids []strin
 	return running, nil
 }
 
-// markRetry gives the still pending, unmarked rows among records a next attempt time (now),
+// MarkRetry gives the still pending, unmarked rows among records a next attempt time (now),
 // which leaves them, and their keys, to the retry path, and records their commit positions (the
 // order the retry path claims them in). The marks are fenced like ackFenced, in the same one
 // statement: only rows of partitions owner still holds with the epochs of leases are marked (a
@@ -105,7 +105,7 @@ func (s *Store) MarkRetry(ctx context.Context, q Querier, owner string, leases [
 	return n, owned, nil
 }
 
-// markParkedUpTo marks the unmarked pending rows up to seq horizon of keys that are marked or
+// MarkParkedUpTo marks the unmarked pending rows up to seq horizon of keys that are marked or
 // dead: the later events of parked keys, which the polling source kept behind their key's
 // failure without marking them. Run before a fresh slot's drain.
 func (s *Store) MarkParkedUpTo(ctx context.Context, q Querier, horizon int64) (int64, error) {
@@ -116,7 +116,7 @@ func (s *Store) MarkParkedUpTo(ctx context.Context, q Querier, horizon int64) (i
 	return res.RowsAffected()
 }
 
-// maxSeq returns the highest seq in the table (0 when empty).
+// MaxSeq returns the highest seq in the table (0 when empty).
 func (s *Store) MaxSeq(ctx context.Context, q Querier) (int64, error) {
 	var seq int64
 	if err := s.SQL().CDC().MaxSeq().QueryRow(ctx, q).Scan(&seq); err != nil {
@@ -125,14 +125,14 @@ func (s *Store) MaxSeq(ctx context.Context, q Querier) (int64, error) {
 	return seq, nil
 }
 
-// claimRetry claims the marked rows that are due, in the order of their commit positions (the
+// ClaimRetry claims the marked rows that are due, in the order of their commit positions (the
 // rows marked without one first), then seq: commit order per key, also without key locks
 // (claim's rules otherwise).
 func (s *Store) ClaimRetry(ctx context.Context, q Querier, partitions []int, limit int, maxBytes int64) ([]Record, error) {
 	return s.CDCClaim(ctx, q, s.SQL().CDC().ClaimRetry(partitions, limit, maxBytes))
 }
 
-// claimUpTo claims pending rows up to seq horizon (the drain of a fresh slot).
+// ClaimUpTo claims pending rows up to seq horizon (the drain of a fresh slot).
 func (s *Store) ClaimUpTo(ctx context.Context, q Querier, partitions []int, limit int, maxBytes int64, horizon int64) ([]Record, error) {
 	return s.CDCClaim(ctx, q, s.SQL().CDC().ClaimUpTo(partitions, limit, maxBytes, horizon))
 }
@@ -145,7 +145,7 @@ func (s *Store) CDCClaim(ctx context.Context, q Querier, claim sqlstore.Query) (
 	return records, nil
 }
 
-// otherLiveOwners counts the unexpired leases of the group held by relays other than owner.
+// OtherLiveOwners counts the unexpired leases of the group held by relays other than owner.
 func (s *Store) OtherLiveOwners(ctx context.Context, q Querier, owner string) (int, error) {
 	var n int
 	err := s.SQL().CDC().OtherLiveOwners(owner).QueryRow(ctx, q).Scan(&n)
@@ -155,13 +155,13 @@ func (s *Store) OtherLiveOwners(ctx context.Context, q Querier, owner string) (i
 	return n, nil
 }
 
-// slotDrained reports whether the rows committed before the slot existed have been drained
+// SlotDrained reports whether the rows committed before the slot existed have been drained
 // (bookkeeping.SlotDrained).
 func (s *Store) SlotDrained(ctx context.Context, q Querier, slot string) (bool, error) {
 	return bookkeeping.SlotDrained(ctx, q, s.SQL().CDC(), slot)
 }
 
-// setSlotDrained records (drained true) or clears (before the slot is created) the drain state.
+// SetSlotDrained records (drained true) or clears (before the slot is created) the drain state.
 func (s *Store) SetSlotDrained(ctx context.Context, q Querier, slot string, drained bool) error {
 	if _, err := s.SQL().CDC().SetSlotDrained(slot, drained).Exec(ctx, q); err != nil {
 		return fmt.Errorf("cdc: record the drain state of slot %s: %w", slot, err)
@@ -169,7 +169,7 @@ func (s *Store) SetSlotDrained(ctx context.Context, q Querier, slot string, drai
 	return nil
 }
 
-// ackFenced is acknowledge's transaction for a part whose every record was acknowledged by the
+// AckFenced is acknowledge's transaction for a part whose every record was acknowledged by the
 // broker, as one statement: it locks the lease rows of the partitions still held with the
 // epochs read (in partition order, FOR UPDATE, as fence does; under READ COMMITTED a row
 // updated meanwhile is checked again in its latest version), deletes (or, with retain, marks
@@ -198,7 +198,7 @@ func (s *Store) AckFenced(ctx context.Context, q Querier, owner string, leases [
 	return owned, nil
 }
 
-// leaseArrays returns the partitions and epochs of leases as the arrays the fenced cdc
+// LeaseArrays returns the partitions and epochs of leases as the arrays the fenced cdc
 // statements bind.
 func LeaseArrays(leases []Lease) ([]int32, []int64) {
 	parts := make([]int32, len(leases))
@@ -209,7 +209,7 @@ func LeaseArrays(leases []Lease) ([]int32, []int64) {
 	return parts, epochs
 }
 
-// strandedRows counts the pending rows of the relay's tenants that are not on the retry path
+// StrandedRows counts the pending rows of the relay's tenants that are not on the retry path
 // and older than age, and returns the age of the oldest (bookkeeping.StrandedRows).
 func (s *Store) StrandedRows(ctx context.Context, q Querier, age time.Duration) (int64, time.Duration, error) {
 	return bookkeeping.StrandedRows(ctx, q, s.SQL().CDC(), age)

@@ -2,7 +2,7 @@ package relay
 
 import "sync"
 
-// inflight keeps a relay from fencing itself: when rebalancing gives partitions up, a partition
+// Inflight keeps a relay from fencing itself: when rebalancing gives partitions up, a partition
 // with a batch of this relay in flight is not released at once (its acknowledgement would be
 // refused and the new owner would publish the batch again). It is marked draining instead:
 // workers claim no new rows of it, and a later heartbeat releases it once the batch is done.
@@ -24,7 +24,7 @@ func NewInflight(workers int) *Inflight {
 	return &Inflight{Workers: workers, Reading: map[int]int{}, Busy: map[int]int{}, Draining: map[int]bool{}}
 }
 
-// read marks the worker as about to read its leases. (With the cdc source, the retry path
+// Read marks the worker as about to read its leases. (With the cdc source, the retry path
 // reads as worker 0 while worker 0 may be reading too: the marks are counted.)
 func (g *Inflight) Read(worker int) {
 	g.mu.Lock()
@@ -32,7 +32,7 @@ func (g *Inflight) Read(worker int) {
 	g.Reading[worker]++
 }
 
-// hold drops the draining partitions from the worker's leases, marks the others busy until end,
+// Hold drops the draining partitions from the worker's leases, marks the others busy until end,
 // and ends the worker's reading.
 func (g *Inflight) Hold(worker int, leases []Lease) []Lease {
 	g.mu.Lock()
@@ -50,7 +50,7 @@ func (g *Inflight) Hold(worker int, leases []Lease) []Lease {
 	return kept
 }
 
-// end marks the partitions of a finished batch idle.
+// End marks the partitions of a finished batch idle.
 func (g *Inflight) End(leases []Lease) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -61,7 +61,7 @@ func (g *Inflight) End(leases []Lease) {
 	}
 }
 
-// rebalance takes the partitions above the relay's share and returns those with no batch in
+// Rebalance takes the partitions above the relay's share and returns those with no batch in
 // flight and no worker reading, to be released now. All of them become the draining set
 // (replacing the previous one); the ones returned stop draining once released says so.
 // rebalance(nil) clears the draining set.
@@ -78,7 +78,7 @@ func (g *Inflight) Rebalance(surplus []int) (releaseNow []int) {
 	return releaseNow
 }
 
-// released ends the draining of partitions whose release has committed (or failed: then they
+// Released ends the draining of partitions whose release has committed (or failed: then they
 // are owned and claimable again until the next rebalancing).
 func (g *Inflight) Released(partitions []int) {
 	g.mu.Lock()
@@ -92,7 +92,7 @@ func (g *Inflight) Released(partitions []int) {
 	}
 }
 
-// hasDraining says whether partitions above the share wait for their release.
+// HasDraining says whether partitions above the share wait for their release.
 func (g *Inflight) HasDraining() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()

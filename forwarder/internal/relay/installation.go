@@ -22,18 +22,18 @@ import (
 // (made by the migration) and, per transactional unit, the last checkpoint whose rows are
 // acknowledged.
 
-// installationID reads the identity the migration made for the outbox table.
+// InstallationID reads the identity the migration made for the outbox table.
 func (s *Store) InstallationID(ctx context.Context, q Querier) (string, error) {
 	return outbox.ReadInstallation(ctx, q, s.Table)
 }
 
-// checkpointDigest identifies a checkpoint by its bytes, for the units table.
+// CheckpointDigest identifies a checkpoint by its bytes, for the units table.
 func CheckpointDigest(data []byte) string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:16])
 }
 
-// unitMark is a unit's checkpoint whose rows an acknowledgement settles.
+// UnitMark is a unit's checkpoint whose rows an acknowledgement settles.
 type UnitMark struct {
 	Unit   int
 	Name   string
@@ -43,7 +43,7 @@ type UnitMark struct {
 	Settled uint64
 }
 
-// cleanupMark is what the units table records of a unit: the digest of the last checkpoint whose
+// CleanupMark is what the units table records of a unit: the digest of the last checkpoint whose
 // rows are acknowledged, followed by "/" and settled as 16 hex digits when only some of the
 // unit's partitions were (the relay that committed the transaction lost the others before its
 // acknowledgement). It fits MySQL's VARCHAR(64) column.
@@ -54,7 +54,7 @@ func (m UnitMark) CleanupMark() string {
 	return fmt.Sprintf("%s/%016x", m.Digest, m.Settled)
 }
 
-// parseCleanupMark reads a unit's cleanup mark: the checkpoint digest and the mask of the
+// ParseCleanupMark reads a unit's cleanup mark: the checkpoint digest and the mask of the
 // partitions whose rows are settled (0: all of them). A mark it cannot read names no checkpoint.
 func ParseCleanupMark(mark string) (digest string, settled uint64) {
 	digest, mask, partial := strings.Cut(mark, "/")
@@ -68,7 +68,7 @@ func ParseCleanupMark(mark string) (digest string, settled uint64) {
 	return digest, settled
 }
 
-// cleanedDigest returns the cleanup mark of unit (cleanupMark), "" if none is recorded.
+// CleanedDigest returns the cleanup mark of unit (cleanupMark), "" if none is recorded.
 func (s *Store) CleanedDigest(ctx context.Context, q Querier, unit string) (string, error) {
 	var digest string
 	err := s.SQL().CleanedDigest(unit).QueryRow(ctx, q).Scan(&digest)
@@ -81,7 +81,7 @@ func (s *Store) CleanedDigest(ctx context.Context, q Querier, unit string) (stri
 	return digest, nil
 }
 
-// ensureUnitRow creates the units table's row of unit if it is missing (at each opening of the
+// EnsureUnitRow creates the units table's row of unit if it is missing (at each opening of the
 // unit), so that markCleaned only updates rows: an update by primary key locks just the row on
 // every database, where an upsert takes gap locks on MySQL that could deadlock relays.
 func (s *Store) EnsureUnitRow(ctx context.Context, q Querier, unit string) error {
@@ -91,7 +91,7 @@ func (s *Store) EnsureUnitRow(ctx context.Context, q Querier, unit string) error
 	return nil
 }
 
-// markCleaned records, in the acknowledgement's transaction, the checkpoints whose rows it
+// MarkCleaned records, in the acknowledgement's transaction, the checkpoints whose rows it
 // settles, in one statement.
 func (s *Store) MarkCleaned(ctx context.Context, q Querier, marks []UnitMark) error {
 	if len(marks) == 0 {
@@ -107,7 +107,7 @@ func (s *Store) MarkCleaned(ctx context.Context, q Querier, marks []UnitMark) er
 	return nil
 }
 
-// eventIDs returns the event id of each of the rows seqs that is in the table.
+// EventIDs returns the event id of each of the rows seqs that is in the table.
 func (s *Store) EventIDs(ctx context.Context, q Querier, seqs []int64) (map[int64]RowEvent, error) {
 	out := make(map[int64]RowEvent, len(seqs))
 	if len(seqs) == 0 {
@@ -132,13 +132,13 @@ func (s *Store) EventIDs(ctx context.Context, q Querier, seqs []int64) (map[int6
 	return out, rows.Err()
 }
 
-// rowEvent is the event a row holds and its partition.
+// RowEvent is the event a row holds and its partition.
 type RowEvent struct {
 	ID        uuid.UUID
 	Partition int
 }
 
-// applyCheckpoint settles the rows of a unit's last checkpoint, found when opening the unit:
+// ApplyCheckpoint settles the rows of a unit's last checkpoint, found when opening the unit:
 // published rows are deleted (or marked), dead ones marked dead. A row is touched only if it
 // still holds the event the checkpoint names (its sequence number and its event id), and is not
 // in a partition of settled (whose rows the acknowledgement of the checkpoint's transaction
@@ -197,18 +197,18 @@ func (s *Store) ApplyCheckpoint(ctx context.Context, tx *sql.Tx, cp bookkeeping.
 	return kept, mismatched, nil
 }
 
-// recordedUnits returns the unit count the units table records for the units named
+// RecordedUnits returns the unit count the units table records for the units named
 // "<prefix>/uNN" (bookkeeping.RecordedUnits).
 func (s *Store) RecordedUnits(ctx context.Context, q Querier, prefix string) (int, error) {
 	return bookkeeping.RecordedUnits(ctx, q, s.SQL(), s.Table, prefix)
 }
 
-// unitCount returns the unit count recorded for prefix, 0 when none is (bookkeeping.UnitCount).
+// UnitCount returns the unit count recorded for prefix, 0 when none is (bookkeeping.UnitCount).
 func (s *Store) UnitCount(ctx context.Context, q Querier, prefix string) (int, error) {
 	return bookkeeping.UnitCount(ctx, q, s.SQL(), s.Table, prefix)
 }
 
-// recordUnitCount records count for prefix unless one is recorded already.
+// RecordUnitCount records count for prefix unless one is recorded already.
 func (s *Store) RecordUnitCount(ctx context.Context, q Querier, prefix string, count int) error {
 	if _, err := s.SQL().RecordUnitCount(bookkeeping.UnitCountRow(prefix), count).Exec(ctx, q); err != nil {
 		return fmt.Errorf("record the transactional unit count of %s in %s: %w", prefix, s.Table.Units(), err)

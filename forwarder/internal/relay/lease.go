@@ -32,13 +32,13 @@ import (
 // Clocks: expiry and liveness are computed by the database (sqlstore.Dialect.Now), so relays whose clocks
 // disagree still agree on who owns what.
 
-// lease is a partition owned by this relay and the epoch it was taken under.
+// Lease is a partition owned by this relay and the epoch it was taken under.
 type Lease struct {
 	Partition int
 	Epoch     int64
 }
 
-// ensureLeaseRows creates the group's lease rows if they do not exist yet.
+// EnsureLeaseRows creates the group's lease rows if they do not exist yet.
 func (s *Store) EnsureLeaseRows(ctx context.Context, db *sql.DB) error {
 	if _, err := s.SQL().EnsureLeaseRows().Exec(ctx, db); err != nil {
 		return fmt.Errorf("create lease rows of group %q: %w", s.Group, err)
@@ -46,7 +46,7 @@ func (s *Store) EnsureLeaseRows(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-// liveLeases reads, without locking anything, the unexpired leases this relay holds among the
+// LiveLeases reads, without locking anything, the unexpired leases this relay holds among the
 // partitions p with p % workers == worker.
 func (s *Store) LiveLeases(ctx context.Context, q Querier, owner string, worker, workers int) ([]Lease, error) {
 	rows, err := s.SQL().LiveLeases(owner, worker, workers).Query(ctx, q)
@@ -65,13 +65,13 @@ func (s *Store) LiveLeases(ctx context.Context, q Querier, owner string, worker,
 	return out, rows.Err()
 }
 
-// leaseRow is a locked lease row.
+// LeaseRow is a locked lease row.
 type LeaseRow struct {
 	Owner string
 	Epoch int64
 }
 
-// lockLeases locks the lease rows of the partitions, by primary key and in ascending partition
+// LockLeases locks the lease rows of the partitions, by primary key and in ascending partition
 // order, until tx ends, and returns them. With skipLocked, rows locked by another transaction
 // are left out instead of waited for.
 func (s *Store) LockLeases(ctx context.Context, tx *sql.Tx, partitions []int, skipLocked bool) (map[int]LeaseRow, error) {
@@ -101,7 +101,7 @@ func (s *Store) LockLeases(ctx context.Context, tx *sql.Tx, partitions []int, sk
 	return out, nil
 }
 
-// fence locks the lease rows of the claimed leases and returns the partitions whose owner and
+// Fence locks the lease rows of the claimed leases and returns the partitions whose owner and
 // epoch are still the claimed ones: only their rows may be acknowledged by tx. A lease that
 // expired but was not taken over still counts: nobody else can have touched its rows.
 func (s *Store) Fence(ctx context.Context, tx *sql.Tx, owner string, claimed []Lease) (map[int]bool, error) {
@@ -122,12 +122,12 @@ func (s *Store) Fence(ctx context.Context, tx *sql.Tx, owner string, claimed []L
 	return valid, nil
 }
 
-// inTx runs fn in a transaction and commits it.
+// InTx runs fn in a transaction and commits it.
 func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 	return sqlstore.InTx(ctx, db, fn)
 }
 
-// inLeaseTx runs fn in a transaction that locks lease rows. Such a transaction must not outlive
+// InLeaseTx runs fn in a transaction that locks lease rows. Such a transaction must not outlive
 // a pause of this process: a relay stopped (SIGSTOP, a long GC pause) between two statements
 // would keep the lease rows locked, and the other relays, which skip locked lease rows, could
 // not take its partitions over. So the database ends the transaction when it stays idle longer
@@ -137,7 +137,7 @@ func (s *Store) InLeaseTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) e
 	return s.SQL().LeaseTx(ctx, db, s.IdleTimeout, fn)
 }
 
-// ownedPartitions lists the partitions owner holds, expired or not, in ascending order.
+// OwnedPartitions lists the partitions owner holds, expired or not, in ascending order.
 func (s *Store) OwnedPartitions(ctx context.Context, q Querier, owner string) ([]int, error) {
 	parts, err := s.SQL().OwnedPartitions(owner).Ints(ctx, q)
 	if err != nil {
@@ -146,7 +146,7 @@ func (s *Store) OwnedPartitions(ctx context.Context, q Querier, owner string) ([
 	return parts, nil
 }
 
-// releaseAll gives up every lease and the relay's registration (graceful shutdown).
+// ReleaseAll gives up every lease and the relay's registration (graceful shutdown).
 func (s *Store) ReleaseAll(ctx context.Context, db *sql.DB, owner string) error {
 	parts, err := s.OwnedPartitions(ctx, db, owner)
 	if err != nil {

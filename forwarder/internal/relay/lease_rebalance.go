@@ -11,7 +11,7 @@ import (
 // and, by its SharePolicy, releases what it holds above its share or takes free or expired
 // partitions below it.
 
-// registerRelay records this relay's heartbeat at the database's time. On SQLite, which
+// RegisterRelay records this relay's heartbeat at the database's time. On SQLite, which
 // supports one relay per database, it refuses (registered false) while another relay's
 // heartbeat is younger than ttl; the check and the insert are one statement, so two relays
 // starting together cannot both pass.
@@ -31,7 +31,7 @@ func (s *Store) RegisterRelay(ctx context.Context, db *sql.DB, owner string, ttl
 	return n > 0, nil
 }
 
-// otherRelay names a live relay other than owner (SQLite's one-relay check), or "" if none.
+// OtherRelay names a live relay other than owner (SQLite's one-relay check), or "" if none.
 func (s *Store) OtherRelay(ctx context.Context, db *sql.DB, owner string, ttl time.Duration) (string, error) {
 	var other string
 	err := s.SQL().OtherRelay(owner, ttl).QueryRow(ctx, db).Scan(&other)
@@ -44,20 +44,20 @@ func (s *Store) OtherRelay(ctx context.Context, db *sql.DB, owner string, ttl ti
 	return other, nil
 }
 
-// errOtherRelay is returned by heartbeat on SQLite while another relay runs on the database.
+// ErrOtherRelay is returned by heartbeat on SQLite while another relay runs on the database.
 type ErrOtherRelay struct{ Other string }
 
 func (e ErrOtherRelay) Error() string {
 	return fmt.Sprintf("relay %q is running on this SQLite database, and SQLite supports one relay per database", e.Other)
 }
 
-// holding is what a relay holds after a heartbeat: how many partitions it owns, the share it
+// Holding is what a relay holds after a heartbeat: how many partitions it owns, the share it
 // aims at, and the number of live relays that share was computed for.
 type Holding struct {
 	Owned, Share, Relays int
 }
 
-// heartbeat renews this relay's presence and leases and rebalances the partitions. It returns
+// Heartbeat renews this relay's presence and leases and rebalances the partitions. It returns
 // how many partitions the relay owns afterwards. Of the partitions above its share, it releases
 // those releasable returns (all of them when releasable is nil).
 func (s *Store) Heartbeat(ctx context.Context, db *sql.DB, owner string, ttl time.Duration, policy SharePolicy,
@@ -66,7 +66,7 @@ func (s *Store) Heartbeat(ctx context.Context, db *sql.DB, owner string, ttl tim
 	return h.Owned, err
 }
 
-// rebalance is heartbeat, returning the relay's holding.
+// Rebalance is heartbeat, returning the relay's holding.
 func (s *Store) Rebalance(ctx context.Context, db *sql.DB, owner string, ttl time.Duration, policy SharePolicy,
 	releasable func([]int) []int) (Holding, error) {
 	registered, err := s.RegisterRelay(ctx, db, owner, ttl)
@@ -116,7 +116,7 @@ func (s *Store) Rebalance(ctx context.Context, db *sql.DB, owner string, ttl tim
 	return h, nil
 }
 
-// renew extends this relay's leases by ttl from the database's now and returns the partitions
+// Renew extends this relay's leases by ttl from the database's now and returns the partitions
 // it still owns, in ascending order.
 func (s *Store) Renew(ctx context.Context, db *sql.DB, owner string, ttl time.Duration) ([]int, error) {
 	candidates, err := s.OwnedPartitions(ctx, db, owner)
@@ -146,7 +146,7 @@ func (s *Store) Renew(ctx context.Context, db *sql.DB, owner string, ttl time.Du
 	return owned, nil
 }
 
-// release gives up the partitions (graceful shutdown, or above the relay's share).
+// Release gives up the partitions (graceful shutdown, or above the relay's share).
 func (s *Store) Release(ctx context.Context, db *sql.DB, owner string, partitions []int) (int, error) {
 	if len(partitions) == 0 {
 		return 0, nil
@@ -169,7 +169,7 @@ func (s *Store) Release(ctx context.Context, db *sql.DB, owner string, partition
 	return int(released), nil
 }
 
-// acquire takes up to n free or expired partitions and increments their epochs, which fences
+// Acquire takes up to n free or expired partitions and increments their epochs, which fences
 // the previous owner. Candidates locked by another transaction are skipped, so acquiring never
 // waits.
 func (s *Store) Acquire(ctx context.Context, db *sql.DB, owner string, n int, ttl time.Duration, policy SharePolicy) (int, error) {

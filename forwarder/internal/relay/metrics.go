@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics are the forwarder's Prometheus metrics. Counters carry the topic and the tenant ("" for
+// Metrics are the forwarder's Prometheus metrics. Counters carry the topic and the tenant ("" for
 // events without one).
 type Metrics struct {
 	Relayed, Failed, DeadLettered   *prometheus.CounterVec

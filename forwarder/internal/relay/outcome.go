@@ -4,7 +4,7 @@ import (
 	"time"
 )
 
-// outcome is what a delivery did to its records, handed from the pipeline to the
+// Outcome is what a delivery did to its records, handed from the pipeline to the
 // acknowledgement and on to the source: the records acknowledged (their rows deleted or marked
 // published), the failures settled (a retry later, or dead), and the rows left to the new owners
 // of partitions lost meanwhile. Records in none of them (the later records of a key that failed,
@@ -15,10 +15,10 @@ type Outcome struct {
 	Fenced  int
 }
 
-// allAcknowledged reports whether every one of n delivered records was acknowledged.
+// AllAcknowledged reports whether every one of n delivered records was acknowledged.
 func (o Outcome) AllAcknowledged(n int) bool { return o.Fenced == 0 && len(o.Acked) == n }
 
-// settlement is what the acknowledgement writes for a failed record: a retry later, or dead.
+// Settlement is what the acknowledgement writes for a failed record: a retry later, or dead.
 type Settlement struct {
 	Record   Record
 	Attempts int
@@ -27,7 +27,7 @@ type Settlement struct {
 	Reason   string
 }
 
-// failure is a record whose publish failed, with the publisher's error.
+// Failure is a record whose publish failed, with the publisher's error.
 type Failure struct {
 	Record Record
 	Err    error

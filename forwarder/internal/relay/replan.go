@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// replanner decides when the statements a relay sends on the outbox table for every batch (the
+// Replanner decides when the statements a relay sends on the outbox table for every batch (the
 // claims, the cdc admit and mark for retry, the acknowledgements, a failure's record) are planned
 // again. A driver that prepares each statement's text once per connection (pgx, in its default
 // mode) has PostgreSQL keep one generic plan per connection and statement. Made while the outbox
@@ -45,7 +45,7 @@ const (
 	LastReplan  = 30 * time.Second
 )
 
-// current returns the plan generation of the statements: "" for the first, else a label unique
+// Current returns the plan generation of the statements: "" for the first, else a label unique
 // to this replanner and generation.
 func (r *Replanner) Current() string {
 	r.mu.Lock()
@@ -60,7 +60,7 @@ func (r *Replanner) Label() string {
 	return r.Tag + "." + strconv.Itoa(r.Generation)
 }
 
-// observe notes a batch of rows holding bytes of payload and returns the plan generation of its
+// Observe notes a batch of rows holding bytes of payload and returns the plan generation of its
 // statements.
 func (r *Replanner) Observe(rows int, bytes int64) string {
 	r.mu.Lock()
@@ -86,7 +86,7 @@ func (r *Replanner) Observe(rows int, bytes int64) string {
 	return r.Label()
 }
 
-// next starts a new generation at now, the one after it due interval later (none past lastReplan).
+// Next starts a new generation at now, the one after it due interval later (none past lastReplan).
 func (r *Replanner) Next(now time.Time, interval time.Duration) {
 	if r.Tag == "" {
 		r.Tag = strconv.FormatUint(rand.Uint64(), 36)
@@ -98,7 +98,7 @@ func (r *Replanner) Next(now time.Time, interval time.Duration) {
 	}
 }
 
-// batchBytes is the payload bytes of records.
+// BatchBytes is the payload bytes of records.
 func BatchBytes(records []Record) int64 {
 	var n int64
 	for _, r := range records {

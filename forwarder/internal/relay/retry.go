@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// retryPolicy is the one rule for a failed attempt, on every delivery path: whether the event is
+// RetryPolicy is the one rule for a failed attempt, on every delivery path: whether the event is
 // dead now, when it is tried again, and when a refused dead letter is final. It is built once
 // from the Config (retryPolicyOf).
 type RetryPolicy struct {
@@ -19,7 +19,7 @@ type RetryPolicy struct {
 	Jitter      float64
 }
 
-// dead reports whether an event whose attempt number attempts failed with err is dead-lettered
+// Dead reports whether an event whose attempt number attempts failed with err is dead-lettered
 // now: on a permanent error, or after its last attempt (MaxAttempts, unless UnlimitedRetries).
 func (p RetryPolicy) Dead(attempts int, err error) bool {
 	return !p.Retriable(err) || (!p.Unlimited && attempts >= p.MaxAttempts)
@@ -40,12 +40,12 @@ func (p RetryPolicy) Published(attempts int) int {
 	return attempts
 }
 
-// pastBudget reports whether the event has failed more often than its retry budget allows: its
+// PastBudget reports whether the event has failed more often than its retry budget allows: its
 // dead letter was refused before (or it is retried without limit), so its next dead letter goes
 // reduced from the start.
 func (p RetryPolicy) PastBudget(attempts int) bool { return attempts > p.MaxAttempts }
 
-// lastDeadLetterChance reports whether a dead letter that fails with a retriable error at
+// LastDeadLetterChance reports whether a dead letter that fails with a retriable error at
 // this attempt has had its chances: its event has failed MaxAttempts times more than the retry
 // budget, so the failure is taken as final. This holds with UnlimitedRetries too, which is
 // about the event's delivery, not its dead letter: a broker that keeps refusing a dead letter
@@ -53,13 +53,13 @@ func (p RetryPolicy) PastBudget(attempts int) bool { return attempts > p.MaxAtte
 // must not hold the event, and its key, forever.
 func (p RetryPolicy) LastDeadLetterChance(attempts int) bool { return attempts >= 2*p.MaxAttempts }
 
-// finalDeadLetterError reports whether a dead letter that failed with err at this attempt is
+// FinalDeadLetterError reports whether a dead letter that failed with err at this attempt is
 // refused for good: a permanent error, or its last chance.
 func (p RetryPolicy) FinalDeadLetterError(attempts int, err error) bool {
 	return !p.Retriable(err) || p.LastDeadLetterChance(attempts)
 }
 
-// backoff is InitialInterval * Multiplier^(attempts-1), capped at MaxInterval, spread by
+// Backoff is InitialInterval * Multiplier^(attempts-1), capped at MaxInterval, spread by
 // ±RandomizationFactor so retries of many events do not arrive together.
 func (p RetryPolicy) Backoff(attempts int) time.Duration {
 	d := float64(p.Initial) * math.Pow(p.Multiplier, float64(attempts-1))

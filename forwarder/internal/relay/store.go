@@ -20,10 +20,10 @@ const (
 	StatusDead      = sqlstore.StatusDead
 )
 
-// querier is what *sql.DB and *sql.Tx have in common.
+// Querier is what *sql.DB and *sql.Tx have in common.
 type Querier = sqlstore.Querier
 
-// store runs the forwarder's statements for one outbox table and reads their rows; the
+// Store runs the forwarder's statements for one outbox table and reads their rows; the
 // statements themselves, and what differs between databases, are internal/sqlstore's.
 type Store struct {
 	Table   outbox.Table
@@ -36,10 +36,10 @@ type Store struct {
 	Plans Replanner
 }
 
-// sql returns the statements of the store's table, lease group and tenants.
+// SQL returns the statements of the store's table, lease group and tenants.
 func (s *Store) SQL() sqlstore.Statements { return sqlstore.New(s.Table, s.Group, s.Tenants) }
 
-// record is one claimed outbox row.
+// Record is one claimed outbox row.
 type Record struct {
 	Seq       int64
 	Event     outbox.Event
@@ -51,7 +51,7 @@ type Record struct {
 	CommitLSN int64
 }
 
-// claim reads pending rows of the partitions in sequence order, leaving out every key held back
+// Claim reads pending rows of the partitions in sequence order, leaving out every key held back
 // by a failing (not yet due) or dead event, at most limit rows and no more than fit in maxBytes
 // of payload (the first row always): sqlstore.Statements.Claim. No row locks are taken and no
 // transaction is held: the lease epochs fence the acknowledgement instead (see fence).
@@ -63,7 +63,7 @@ func (s *Store) Claim(ctx context.Context, q Querier, partitions []int, limit in
 	return records, nil
 }
 
-// claimWith runs a claim in the statements' plan generation and notes the batch's size: a
+// ClaimWith runs a claim in the statements' plan generation and notes the batch's size: a
 // large batch moves the next statements to new plans (replanner).
 func (s *Store) ClaimWith(ctx context.Context, q Querier, claim sqlstore.Query) ([]Record, error) {
 	rows, err := s.Planned(claim).Query(ctx, q)
@@ -76,17 +76,17 @@ func (s *Store) ClaimWith(ctx context.Context, q Querier, claim sqlstore.Query) 
 	return records, err
 }
 
-// planned returns q, a statement on the events sent for every batch, in the plan generation of
+// Planned returns q, a statement on the events sent for every batch, in the plan generation of
 // such statements (replanner).
 func (s *Store) Planned(q sqlstore.Query) sqlstore.Query { return q.InGeneration(s.Plans.Current()) }
 
-// claimQuery is claim's statement, in the dialect's placeholders, and its arguments.
+// ClaimQuery is claim's statement, in the dialect's placeholders, and its arguments.
 func (s *Store) ClaimQuery(partitions []int, limit int, maxBytes int64) (string, []any) {
 	st := s.SQL().Claim(partitions, limit, maxBytes)
 	return st.SQL, st.Args
 }
 
-// scanRecords reads the rows of a claim (sqlstore.ClaimColumns).
+// ScanRecords reads the rows of a claim (sqlstore.ClaimColumns).
 func ScanRecords(rows *sql.Rows) ([]Record, error) {
 	var out []Record
 	for rows.Next() {
@@ -118,7 +118,7 @@ func ScanRecords(rows *sql.Rows) ([]Record, error) {
 	return out, rows.Err()
 }
 
-// ack removes (or, with retention, marks published) the rows the broker acknowledged.
+// Ack removes (or, with retention, marks published) the rows the broker acknowledged.
 func (s *Store) Ack(ctx context.Context, q Querier, seqs []int64, retain bool) error {
 	if len(seqs) == 0 {
 		return nil
@@ -129,7 +129,7 @@ func (s *Store) Ack(ctx context.Context, q Querier, seqs []int64, retain bool) e
 	return nil
 }
 
-// fail records a failed attempt: the row stays pending until nextAttempt, or becomes dead.
+// Fail records a failed attempt: the row stays pending until nextAttempt, or becomes dead.
 func (s *Store) Fail(ctx context.Context, q Querier, seq int64, attempts int, nextAttempt time.Time, dead bool, reason string) error {
 	reason = TruncateUTF8(reason, MaxReasonBytes)
 	if _, err := s.Planned(s.SQL().Fail(seq, attempts, nextAttempt, dead, reason)).Exec(ctx, q); err != nil {
@@ -141,7 +141,7 @@ func (s *Store) Fail(ctx context.Context, q Querier, seq int64, attempts int, ne
 // maxReasonBytes bounds the last_error stored with a failed row.
 const MaxReasonBytes = 2000
 
-// prune deletes up to limit published rows older than cutoff and reports how many it deleted.
+// Prune deletes up to limit published rows older than cutoff and reports how many it deleted.
 func (s *Store) Prune(ctx context.Context, q Querier, cutoff time.Time, limit int) (int64, error) {
 	res, err := s.SQL().Prune(cutoff, limit).Exec(ctx, q)
 	if err != nil {
@@ -150,7 +150,7 @@ func (s *Store) Prune(ctx context.Context, q Querier, cutoff time.Time, limit in
 	return res.RowsAffected()
 }
 
-// tenantStats is one line of the pending-rows gauges.
+// TenantStats is one line of the pending-rows gauges.
 type TenantStats struct {
 	Tenant        string
 	Pending, Dead int64
