@@ -20,7 +20,7 @@
 # KRaft cannot authenticate the controller listener with SCRAM. Test use only.
 #
 # Ports: KAFKA_SECURE_PORT (19094, SASL_SSL), KAFKA_SECURE_CONTROLLER_PORT (19095); with other
-# ports, KAFKA_SECURE_DIR and SERVICES_LOG_DIR, another instance (TestReconnect restarts one).
+# ports, KAFKA_SECURE_DIR and SERVICES_LOG_DIR, another instance (the reconnect tests restart one).
 # Starting is idempotent and serialized by a lock file, so concurrent test packages may call it.
 
 _kafka_secure_pom="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/kafka-secure/pom.xml"
