@@ -42,15 +42,15 @@ func startExactlyOnce(t *testing.T, db *sql.DB, units int) (*Forwarder, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f, f.pipeline.Start(context.Background())
+	return f, f.deliverer.Start(context.Background())
 }
 
 // exactlyOnceOf is the exactly-once deliverer of f.
 func exactlyOnceOf(t *testing.T, f *Forwarder) *exactlyonce.Deliverer {
 	t.Helper()
-	d, ok := f.pipeline.Deliverer.(*exactlyonce.Deliverer)
+	d, ok := f.deliverer.Deliverer.(*exactlyonce.Deliverer)
 	if !ok {
-		t.Fatalf("the forwarder's deliverer is %T, not exactly-once", f.pipeline.Deliverer)
+		t.Fatalf("the forwarder's deliverer is %T, not exactly-once", f.deliverer.Deliverer)
 	}
 	return d
 }
@@ -173,7 +173,7 @@ func TestUnitOpeningChecksTheCount(t *testing.T) {
 	if _, err := db.Exec("UPDATE "+f.store.Table.Units()+" SET cleaned = '8' WHERE unit = ?", bookkeeping.UnitCountRow(exactlyOnceOf(t, f).Prefix())); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.pipeline.Ready(ctx, 0, leases); !errors.Is(err, ErrUnitCountMismatch) {
+	if _, err := f.deliverer.Ready(ctx, 0, leases); !errors.Is(err, ErrUnitCountMismatch) {
 		t.Fatalf("opening the unit of a relay with 1 where the table records 8: %v, want ErrUnitCountMismatch", err)
 	}
 	if txp.open(bookkeeping.UnitName(exactlyOnceOf(t, f).Prefix(), 0)) {

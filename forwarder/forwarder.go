@@ -40,9 +40,9 @@ type Forwarder struct {
 	inflight  *relay.Inflight
 	metrics   *relay.Metrics
 	log       *slog.Logger
-	// source feeds pipeline, chosen by New from Config.Source and Config.Delivery.
-	source   relay.Source
-	pipeline pipeline
+	// source feeds deliverer, chosen by New from Config.Source and Config.Delivery.
+	source    relay.Source
+	deliverer deliverer
 	// acker is the one acknowledger (internal/ack).
 	acker *ack.Acknowledger
 	// leasesTaken tells the polling workers that partitions were taken between heartbeats of
@@ -95,7 +95,7 @@ func New(config Config) (*Forwarder, error) {
 	f.acker = ack.New(f.core)
 	f.publisher = OutcomePublisherOf(config.Publisher, config.IsRetriable, f.log)
 	// The wiring: the only place (beside validation) that reads Delivery and Source.
-	f.pipeline = newPipeline(f, unitsConfigured)
+	f.deliverer = newDeliverer(f, unitsConfigured)
 	if f.source, err = newSource(f); err != nil {
 		return nil, err
 	}
@@ -123,7 +123,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		return err
 	}
 	f.log.Info("forwarder started", append([]any{"workers", f.cfg.Workers, "lease_group", f.cfg.LeaseGroup,
-		"source", f.cfg.Source}, f.pipeline.LogAttrs()...)...)
+		"source", f.cfg.Source}, f.deliverer.LogAttrs()...)...)
 
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
@@ -145,7 +145,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	f.halting.Do(func() {}) // a later halt does nothing; an earlier one's halted is visible
 	stopLoops()
 	wg.Wait()
-	f.pipeline.Stop()
+	f.deliverer.Stop()
 
 	f.releaseLeases(ctx)
 	f.log.Info("forwarder stopped")
@@ -193,7 +193,7 @@ func (f *Forwarder) start(ctx context.Context) (relay.Holding, error) {
 	wait := 500 * time.Millisecond
 	for attempt := 1; attempt <= startAttempts; attempt++ {
 		if err = f.store.EnsureLeaseRows(ctx, f.cfg.DB); err == nil {
-			err = f.pipeline.Start(ctx)
+			err = f.deliverer.Start(ctx)
 		}
 		if err == nil {
 			err = f.source.Start(ctx)

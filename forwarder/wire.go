@@ -19,9 +19,9 @@ import (
 // internal/exactlyonce), which acknowledges through the one acknowledger (internal/ack). The
 // publisher strategy is chosen once too (OutcomePublisherOf, publish.go).
 
-// pipeline is the configured delivery: the deliverer, and what a source takes of the delivery
+// deliverer is the configured delivery: the deliverer, and what a source takes of the delivery
 // mode beside it.
-type pipeline struct {
+type deliverer struct {
 	relay.Deliverer
 	// claims sizes and cuts the polling source's claims; scope is the leases the cdc source
 	// holds and fences for a delivery.
@@ -29,20 +29,20 @@ type pipeline struct {
 	scope  cdc.Scope
 }
 
-// newPipeline returns the pipeline of the configured delivery. It and New's choice of source
+// newDeliverer returns the deliverer of the configured delivery. It and New's choice of source
 // are the only readers of Config.Delivery and Config.Source outside validation. unitsConfigured
 // says Config.TransactionalUnits was set, not defaulted.
-func newPipeline(f *Forwarder, unitsConfigured bool) pipeline {
+func newDeliverer(f *Forwarder, unitsConfigured bool) deliverer {
 	if f.cfg.Delivery == ExactlyOnce {
 		txp := f.cfg.Publisher.(TransactionalPublisher) // checked by Validate
 		d := exactlyonce.New(f.core, exactlyonce.Config{Units: f.cfg.TransactionalUnits, UnitsConfigured: unitsConfigured,
 			IDPrefix: f.cfg.TransactionalIDPrefix, CheckpointTopic: f.cfg.CheckpointTopic, LeaseGroup: f.cfg.LeaseGroup,
 			Halt: f.halt, UnitsSettled: func(units int) { f.leases.SetShare(sharePolicy(f, units)) }},
 			txp, f.acker, deadletter.NewSettler(f.core, nil))
-		return pipeline{Deliverer: d, claims: d, scope: d.Scope}
+		return deliverer{Deliverer: d, claims: d, scope: d.Scope}
 	}
 	d := atleastonce.New(f.core, f.publisher, f.acker)
-	return pipeline{Deliverer: d, claims: polling.Batches{Rows: f.cfg.BatchSize, Bytes: f.cfg.MaxBatchBytes}, scope: d.Scope}
+	return deliverer{Deliverer: d, claims: polling.Batches{Rows: f.cfg.BatchSize, Bytes: f.cfg.MaxBatchBytes}, scope: d.Scope}
 }
 
 // sharePolicy returns how this relay shares the partitions with the others of its lease group:
@@ -66,15 +66,15 @@ func sharePolicy(f *Forwarder, units int) relay.SharePolicy {
 func newSource(f *Forwarder) (relay.Source, error) {
 	if f.cfg.Source == SourceCDC {
 		heartbeat := func(ctx context.Context) (relay.Holding, error) { return f.leases.Heartbeat(ctx) }
-		src, err := cdc.New(f.core, f.pipeline.Deliverer, heartbeat, cdc.Config{DSN: f.cfg.CDC.DSN,
+		src, err := cdc.New(f.core, f.deliverer.Deliverer, heartbeat, cdc.Config{DSN: f.cfg.CDC.DSN,
 			StatusInterval: f.cfg.CDC.StatusInterval, RetryInterval: f.cfg.CDC.RetryInterval,
 			StallAfter: f.cfg.CDC.StallAfter, HeartbeatInterval: f.cfg.HeartbeatInterval, Registerer: f.cfg.Metrics,
-			Scope: f.pipeline.scope})
+			Scope: f.deliverer.scope})
 		if err != nil {
 			return nil, fmt.Errorf("forwarder: %w", err)
 		}
 		return src, nil
 	}
-	return polling.New(f.core, f.pipeline.Deliverer, polling.Config{MinPollInterval: f.cfg.MinPollInterval,
-		MaxPollInterval: f.cfg.MaxPollInterval, Wakeups: f.cfg.Wakeups, LeasesTaken: f.leasesTaken, Claims: f.pipeline.claims}), nil
+	return polling.New(f.core, f.deliverer.Deliverer, polling.Config{MinPollInterval: f.cfg.MinPollInterval,
+		MaxPollInterval: f.cfg.MaxPollInterval, Wakeups: f.cfg.Wakeups, LeasesTaken: f.leasesTaken, Claims: f.deliverer.claims}), nil
 }

@@ -1,6 +1,6 @@
 // Package exactlyonce is the exactly-once delivery mode (docs/exactly-once.md). The partitions
 // are grouped into transactional units (unit u holds the partitions p with p % units == u), each
-// with a stable name, leased whole (relay.SharePolicy.Units). A batch is published per unit in
+// with a stable name, leased whole (lease.Units). A batch is published per unit in
 // one broker transaction holding its events, its dead letters and a checkpoint listing its rows;
 // only after the commit are the rows deleted (or marked), in the one fenced acknowledgement,
 // with the checkpoint's mark (the acknowledger's AcknowledgeMarked capability). Opening a unit

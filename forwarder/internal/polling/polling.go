@@ -141,7 +141,7 @@ func (s *Source) relayBatch(ctx context.Context, worker int) (int, error) {
 	if err != nil || len(leases) == 0 {
 		return 0, err
 	}
-	// The pipeline readies the leases before anything is claimed (exactly-once opens their units,
+	// The deliverer readies the leases before anything is claimed (exactly-once opens their units,
 	// so a takeover finishes the cleanup first and no batch waits for a producer) and says whose
 	// rows may be published now; its failures are logged, and the next batch tries again.
 	ready, _ := s.deliver.Ready(ctx, worker, leases)

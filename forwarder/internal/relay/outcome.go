@@ -4,7 +4,7 @@ import (
 	"time"
 )
 
-// Outcome is what a delivery did to its records, handed from the pipeline to the
+// Outcome is what a delivery did to its records, handed from the deliverer to the
 // acknowledgement and on to the source: the records acknowledged (their rows deleted or marked
 // published), the failures settled (a retry later, or dead), and the rows left to the new owners
 // of partitions lost meanwhile. Records in none of them (the later records of a key that failed,

@@ -2,9 +2,11 @@ package relay
 
 import "context"
 
-// The pieces of the forwarder meet through these two interfaces: a Source hands records of
+// The pieces of the forwarder meet through these four interfaces: a Source hands records of
 // its leased partitions to a Deliverer, which publishes them, settles the failures and
-// acknowledges the outcome. The forwarder's wiring builds one of each from the configuration.
+// acknowledges the outcome through the Acknowledger; the polling source claims its records
+// through a Claimer. The forwarder's wiring builds one source and one deliverer from the
+// configuration.
 
 // Source feeds a Deliverer with records of the leased partitions until ctx ends: the polling
 // claim (internal/polling) or a PostgreSQL logical replication slot (the cdc source).
