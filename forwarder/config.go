@@ -88,8 +88,8 @@ type Config struct {
 	// MaxBatchBytes bounds the payload bytes claimed at once, beside BatchSize, so a batch of
 	// large events stays small in memory (an event larger than this is claimed alone). Default:
 	// 1 MiB, which keeps a relay with two workers under 64 MiB of RSS at 4 KiB payloads; 256-byte
-	// events are not affected (1000 of them are 256 KiB). Raising it to 4 MiB drained 4 KiB
-	// events 35-110 % faster in relaybench, at about 95 MiB of RSS (docs/benchmarks.md).
+	// events are not affected (1000 of them are 256 KiB). Raise it when memory is not tight:
+	// larger batches drain large events faster (docs/benchmarks.md).
 	MaxBatchBytes int64
 	// Workers is the number of claim loops per forwarder, each serving its own share of the
 	// leased partitions. Default: 2.

@@ -119,10 +119,10 @@ func (s *Source) admitVisible(ctx context.Context, b batch) (map[int64]bool, err
 // of a key that failed in the batch, held back by publish) for the retry path.
 //
 // leases are every partition of the group (the streamer owns them all); only those of the
-// records' partitions are held and fenced. Fencing all 64 made every acknowledgement lock all
-// 64 lease rows (FOR UPDATE) until its commit, so the workers' acknowledgements, whose records
-// are in disjoint partitions, queued behind each other's commit on the same rows. A record of
-// a partition left out would count as fenced off, so every record's partition is in the set.
+// records' partitions are held and fenced, so that the workers' acknowledgements, whose records
+// are in disjoint partitions, do not lock the same lease rows (FOR UPDATE) and wait for each
+// other's commit. A record of a partition left out would count as fenced off, so every
+// record's partition is in the set.
 //
 // The delivery mode's Config.Scope says which leases to hold (with ExactlyOnce, those of the
 // records' whole units), and the deliverer delivers.

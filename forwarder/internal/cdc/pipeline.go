@@ -15,21 +15,13 @@ import (
 // part it gets next (up to BatchSize rows / MaxBatchBytes per part), so the busier the stream
 // the larger the parts, and a commit never waits behind a part queued before it arrived. The
 // slot position of a batch is confirmed once the parts holding its rows, and those of every
-// earlier batch, are done.
-//
-// (Before, the loop took a batch only while fewer than Workers batches were in flight and
-// queued each one's parts behind the running ones. With one busy key, all its rows go to one
-// worker, the other stays idle, and the batches stayed small: in a traced 20,000-row drain
-// of one key, 573 parts of 35 rows, 3 ms each. At 1,000 events/s a commit also waited for
-// the part queued ahead of it: 3–10 ms at the 90th percentile.)
+// earlier batch, are done. A worker has one part at a time, so a busy key's rows gather into
+// large parts instead of many small ones queued behind each other (docs/cdc.md, "Queued parts").
 //
 // The retry path (retryPass, every RetryInterval) runs in a goroutine of its own, beside the
-// workers. It used to run alone, after draining the pipeline, so that it never published a key
-// the stream was publishing; but that stalled the whole stream every RetryInterval (measured at
-// 1,000 events/s on a loaded machine: a drain of 5–11 ms median, 35–295 ms at the 99th
-// percentile, then the claim, five times a second), and the exclusion it bought is already
-// given by the table. Why a key is never
-// published by both at once, nor out of order:
+// workers, so that it never stops the stream (docs/cdc.md); it needs no exclusion from the
+// workers, since the table already gives it. Why a key is never published by both at once,
+// nor out of order:
 //
 //   - A key is parked while one of its pending rows is marked (next_attempt_at set) or dead.
 //     The retry path claims marked rows only; a worker publishes a row only if admit, one
@@ -56,7 +48,7 @@ import (
 //   - The slot position does not depend on the retry path: a streamed row left to it is
 //     marked in the table before its part is done, and the table is the source of truth.
 //
-// The workers' and the retry path's acknowledgements are fenced by the lease epochs as before.
+// The workers' and the retry path's acknowledgements are fenced by the lease epochs.
 
 // part is what a worker publishes at once: its rows of one or more consecutive batches.
 type part struct {
@@ -83,9 +75,8 @@ type pendingBatch struct {
 // leaseCacheTTL bounds how long the pipeline trusts its reading of the leases; the
 // acknowledgement's fence makes a stale reading safe, this only limits wasted publishes.
 // Once a reading is half that old, a batch asks for a new one in the background, so that under
-// a steady stream the loop never waits for the read (it did, ten times a second: 0.5 ms
-// median, 20–45 ms at the 99th percentile on a loaded machine, with no batch handed over
-// meanwhile); after an idle spell the first batch reads them itself.
+// a steady stream the loop never waits for the read and keeps handing batches over; after an
+// idle spell the first batch reads them itself.
 const leaseCacheTTL = 100 * time.Millisecond
 
 // leaseReading is the pipeline's reading of the leases, and when the read began.

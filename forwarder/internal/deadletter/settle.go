@@ -47,8 +47,8 @@ func (s *Settler) Failed(r relay.Record, publishErr error) (attempts int, reason
 // SettleSpent sends the dead letter of a record whose event has used its last attempt
 // (relay.RetryPolicy.Spent: its dead letter failed after it, so it is pending still), without
 // publishing the event: the round is an attempt of the dead letter alone, so that max_attempts
-// bounds the event's publishes (before, the event was published again, up to 2 × max_attempts
-// times). The callers take spent records out of the batch with SplitSpent.
+// bounds the event's publishes (publishing the event too would allow up to 2 × max_attempts
+// of them). The callers take spent records out of the batch with SplitSpent.
 func (s *Settler) SettleSpent(ctx context.Context, r relay.Record) relay.Settlement {
 	return s.deadLetter(ctx, r, r.Attempts+1, SpentReason(s.core.Retry.MaxAttempts), true)
 }
