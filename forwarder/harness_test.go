@@ -5,25 +5,21 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/url"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/go-sql-driver/mysql"
-	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	_ "modernc.org/sqlite"
 
-	"github.com/outboxkit/outboxkit/brokers/kafka"
 	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/internal/testsupport/forwardertest"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -39,38 +35,8 @@ type harness struct {
 	source forwarder.Source
 	// txWriter writes the events of write and tryWrite; nil is writer (a plain-SQL writer
 	// in sqlwriters_test.go).
-	txWriter eventWriter
+	txWriter testsupport.TxWriter
 }
-
-// eventWriter writes events in a transaction: *outbox.Writer, or a plain-SQL writer.
-type eventWriter interface {
-	WriteTx(ctx context.Context, tx *sql.Tx, events ...outbox.Event) error
-}
-
-func openDB(t testing.TB, dialect outbox.Dialect) *sql.DB {
-	t.Helper()
-	switch dialect {
-	case outbox.Postgres:
-		return testsupport.OpenPostgres(t)
-	case outbox.MySQL:
-		return testsupport.OpenMySQL(t)
-	}
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "outbox.db")+
-		"?_pragma=busy_timeout(10000)&_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	// WAL once, on one connection (it persists in the file), not as a DSN pragma that every new
-	// connection runs: connections opened at once could fail with SQLITE_BUSY at connect.
-	if _, err := db.Exec("PRAGMA journal_mode=WAL"); err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
-
-// quietLogger keeps the forwarders' info logs out of the test output; warnings still show.
-var quietLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 // kfakeBrokers starts an in-process Kafka cluster for the test.
 func kfakeBrokers(t testing.TB) []string {
@@ -85,37 +51,16 @@ func kfakeBrokers(t testing.TB) []string {
 
 func newHarness(t testing.TB, dialect outbox.Dialect, brokers []string) *harness {
 	t.Helper()
-	db := openDB(t, dialect)
-	name := testsupport.UniqueName("fwd")
-	w, err := outbox.NewWriter(outbox.Config{Dialect: dialect, Table: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := outbox.Migrate(context.Background(), db, w.Table()); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	t.Cleanup(func() {
-		tbl := w.Table()
-		for _, n := range []string{tbl.Events(), tbl.Leases(), tbl.Relays(), tbl.Migrations(), tbl.KeyLocks(), tbl.CDCSlots()} {
-			_, _ = db.Exec("DROP TABLE IF EXISTS " + n)
-		}
-	})
+	db := forwardertest.OpenDB(t, dialect)
+	w := testsupport.NewOutbox(t, db, outbox.Config{Dialect: dialect, Table: testsupport.UniqueName("fwd")})
 	return &harness{t: t, dialect: dialect, db: db, writer: w, brokers: brokers, topic: testsupport.UniqueName("events")}
 }
 
 // body is the payload of test events: the key and its per-key sequence number.
-type body struct {
-	Key string `json:"key"`
-	N   int    `json:"n"`
-}
+type body = forwardertest.Body
 
 func (h *harness) event(key string, n int) outbox.Event {
-	e, err := outbox.NewJSONEvent(h.topic, "order", key, "OrderChanged", body{Key: key, N: n})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	e.ID = uuid.Must(uuid.NewV7())
-	return e
+	return forwardertest.Event(h.t, h.topic, key, n)
 }
 
 // write commits the events in one transaction.
@@ -127,64 +72,29 @@ func (h *harness) write(events ...outbox.Event) {
 }
 
 func (h *harness) tryWrite(events ...outbox.Event) error {
-	ctx := context.Background()
-	tx, err := h.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	var w eventWriter = h.writer
+	var w testsupport.TxWriter = h.writer
 	if h.txWriter != nil {
 		w = h.txWriter
 	}
-	if err := w.WriteTx(ctx, tx, events...); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+	return testsupport.WriteEvents(context.Background(), h.db, w, events...)
 }
 
 func (h *harness) publisher() message.Publisher {
-	h.t.Helper()
-	pub, err := kafka.NewPublisher(kafka.Config{Brokers: h.brokers}, nil)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.t.Cleanup(func() { _ = pub.Close() })
-	return pub
+	return forwardertest.KafkaPublisher(h.t, h.brokers)
 }
 
 // config returns a forwarder config for the harness with quick test timings.
 func (h *harness) config(pub message.Publisher) forwarder.Config {
-	return forwarder.Config{
-		DB: h.db, Dialect: h.dialect, Table: h.writer.Table().Events(), Publisher: pub,
-		LeaseTTL: 2 * time.Second, HeartbeatInterval: 200 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond,
-		InitialInterval: 20 * time.Millisecond, MaxInterval: 200 * time.Millisecond, BatchSize: 200,
-		Logger: quietLogger, Source: h.source, CDC: h.cdcConfig(),
-	}
+	cfg := forwardertest.Config(h.db, h.dialect, h.writer.Table().Events(), pub)
+	cfg.Source, cfg.CDC = h.source, h.cdcConfig()
+	return cfg
 }
 
 // start runs a forwarder until the returned stop function is called (or the test ends); stop
 // waits for Run to return and fails the test if Run returned an error.
 func (h *harness) start(cfg forwarder.Config) (stop func()) {
 	h.t.Helper()
-	f, err := forwarder.New(cfg)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				h.t.Errorf("forwarder.Run: %v", err)
-			}
-		})
-	}
-	h.t.Cleanup(stop)
-	return stop
+	return forwardertest.Start(h.t, cfg)
 }
 
 // received is one consumed Kafka record.
