@@ -20,7 +20,7 @@ import (
 	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
-	"github.com/outboxkit/outboxkit/internal/testsupport/forwardertest"
+	"github.com/outboxkit/outboxkit/internal/testsupport/testdb"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -712,7 +712,7 @@ func TestRunFailsClearlyWithoutMigratedTable(t *testing.T) {
 	for _, dialect := range []outbox.Dialect{outbox.Postgres, outbox.MySQL, outbox.SQLite} {
 		t.Run(string(dialect), func(t *testing.T) {
 			var logs syncBuffer
-			f, err := forwarder.New(forwarder.Config{DB: forwardertest.OpenDB(t, dialect), Dialect: dialect, Table: testsupport.UniqueName("missing"),
+			f, err := forwarder.New(forwarder.Config{DB: testdb.Open(t, dialect), Dialect: dialect, Table: testsupport.UniqueName("missing"),
 				Publisher: &faultyPublisher{}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			if err != nil {
 				t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,9 @@ import (
 	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/forwarder/internal/lease"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay/relaytest"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/internal/testsupport/testdb"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -40,66 +41,21 @@ func forEachDialect(t *testing.T, fn func(t *testing.T, fx *storeFixture)) {
 
 func newStoreFixture(t testing.TB, dialect outbox.Dialect) *storeFixture {
 	t.Helper()
-	var db *sql.DB
-	switch dialect {
-	case outbox.Postgres:
-		db = testsupport.OpenPostgres(t)
-	case outbox.MySQL:
-		db = testsupport.OpenMySQL(t)
-	default:
-		var err error
-		db, err = sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "outbox.db")+
-			"?_pragma=busy_timeout(10000)&_txlock=immediate")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = db.Close() })
-		if _, err := db.Exec("PRAGMA journal_mode=WAL"); err != nil { // once: it persists in the file
-			t.Fatal(err)
-		}
-	}
+	db := testdb.Open(t, dialect)
 	name := testsupport.UniqueName("store")
-	w, err := outbox.NewWriter(outbox.Config{Dialect: dialect, Table: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := outbox.Migrate(ctx, db, w.Table()); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	tbl := w.Table()
-	t.Cleanup(func() {
-		for _, n := range []string{tbl.Events(), tbl.Leases(), tbl.Relays(), tbl.KeyLocks(), tbl.Migrations()} {
-			_, _ = db.Exec("DROP TABLE IF EXISTS " + n)
-		}
-	})
+	w := testsupport.NewOutbox(t, db, outbox.Config{Dialect: dialect, Table: name})
 	adm, err := admin.New(db, dialect, name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &storeFixture{t: t, ctx: ctx, db: db, writer: w, adm: adm,
-		store: &relay.Store{Table: tbl, Dialect: dialect, Group: "default"}}
+	return &storeFixture{t: t, ctx: context.Background(), db: db, writer: w, adm: adm,
+		store: &relay.Store{Table: w.Table(), Dialect: dialect, Group: "default"}}
 }
 
 // write commits events of key key with payloads of the given sizes and returns their partition.
 func (fx *storeFixture) write(key string, sizes ...int) int {
 	fx.t.Helper()
-	tx, err := fx.db.BeginTx(fx.ctx, nil)
-	if err != nil {
-		fx.t.Fatal(err)
-	}
-	var events []outbox.Event
-	for _, n := range sizes {
-		events = append(events, outbox.Event{Topic: "t", AggregateType: "order", AggregateID: key,
-			EventType: "Happened", Payload: []byte(strings.Repeat("x", n))})
-	}
-	if err := fx.writer.WriteTx(fx.ctx, tx, events...); err != nil {
-		fx.t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		fx.t.Fatal(err)
-	}
-	return outbox.PartitionOf(outbox.KeyHash("", "order", key))
+	return relaytest.Write(fx.t, fx.ctx, fx.db, fx.writer, key, sizes...)
 }
 
 func allPartitions() []int {
@@ -265,20 +221,12 @@ func TestStoreAckDeletesOrRetainsAndPrunes(t *testing.T) {
 
 func (fx *storeFixture) heartbeat(owner string, ttl time.Duration) int {
 	fx.t.Helper()
-	n, err := fx.store.Heartbeat(fx.ctx, fx.db, owner, ttl, lease.PerPartition{}, nil)
-	if err != nil {
-		fx.t.Fatalf("heartbeat of %s: %v", owner, err)
-	}
-	return n
+	return relaytest.Heartbeat(fx.t, fx.ctx, fx.db, fx.store, owner, ttl)
 }
 
 func (fx *storeFixture) leases(owner string) []relay.Lease {
 	fx.t.Helper()
-	l, err := fx.store.LiveLeases(fx.ctx, fx.db, owner, 0, 1)
-	if err != nil {
-		fx.t.Fatal(err)
-	}
-	return l
+	return relaytest.Leases(fx.t, fx.ctx, fx.db, fx.store, owner)
 }
 
 func (fx *storeFixture) fenced(owner string, claimed []relay.Lease) map[int]bool {

@@ -10,6 +10,7 @@ import (
 	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/internal/testsupport/forwardertest"
+	"github.com/outboxkit/outboxkit/internal/testsupport/testdb"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -26,7 +27,7 @@ type harness struct {
 
 func newHarness(t testing.TB, dialect outbox.Dialect, brokers []string) *harness {
 	t.Helper()
-	db := forwardertest.OpenDB(t, dialect)
+	db := testdb.Open(t, dialect)
 	w := testsupport.NewOutbox(t, db, outbox.Config{Dialect: dialect, Table: testsupport.UniqueName("adm")})
 	return &harness{t: t, dialect: dialect, db: db, writer: w, brokers: brokers, topic: testsupport.UniqueName("events")}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,8 +13,8 @@ import (
 
 	"github.com/outboxkit/outboxkit/forwarder/internal/ack"
 	"github.com/outboxkit/outboxkit/forwarder/internal/atleastonce"
-	"github.com/outboxkit/outboxkit/forwarder/internal/lease"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay/relaytest"
 	"github.com/outboxkit/outboxkit/forwarder/internal/waves"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
@@ -37,20 +36,9 @@ type takeoverFixture struct {
 
 func newTakeoverFixture(t *testing.T) *takeoverFixture {
 	db := testsupport.OpenPostgres(t)
-	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Table: testsupport.UniqueName("cdcfence")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := testsupport.NewOutbox(t, db, outbox.Config{Dialect: outbox.Postgres, Table: testsupport.UniqueName("cdcfence")})
 	ctx := context.Background()
 	tbl := w.Table()
-	if err := outbox.Migrate(ctx, db, tbl); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	t.Cleanup(func() {
-		for _, n := range []string{tbl.Events(), tbl.Leases(), tbl.Relays(), tbl.KeyLocks(), tbl.Migrations()} {
-			_, _ = db.Exec("DROP TABLE IF EXISTS " + n)
-		}
-	})
 	fx := &takeoverFixture{t: t, ctx: ctx, db: db, writer: w,
 		store: &relay.Store{Table: tbl, Dialect: outbox.Postgres, Group: "default", IdleTimeout: 30 * time.Second}}
 	if err := fx.store.EnsureLeaseRows(ctx, db); err != nil {
@@ -67,6 +55,7 @@ func newTakeoverFixture(t *testing.T) *takeoverFixture {
 	for i := range all {
 		all[i] = i
 	}
+	var err error
 	if fx.recs, err = fx.store.Claim(ctx, db, all, 10, 1<<20); err != nil || len(fx.recs) != 3 {
 		t.Fatalf("claimed %d rows, want 3: %v", len(fx.recs), err)
 	}
@@ -85,39 +74,17 @@ func newTakeoverFixture(t *testing.T) *takeoverFixture {
 
 func (fx *takeoverFixture) heartbeat(owner string, ttl time.Duration) int {
 	fx.t.Helper()
-	n, err := fx.store.Heartbeat(fx.ctx, fx.db, owner, ttl, lease.PerPartition{}, nil)
-	if err != nil {
-		fx.t.Fatalf("heartbeat of %s: %v", owner, err)
-	}
-	return n
+	return relaytest.Heartbeat(fx.t, fx.ctx, fx.db, fx.store, owner, ttl)
 }
 
 func (fx *takeoverFixture) leases(owner string) []relay.Lease {
 	fx.t.Helper()
-	l, err := fx.store.LiveLeases(fx.ctx, fx.db, owner, 0, 1)
-	if err != nil {
-		fx.t.Fatal(err)
-	}
-	return l
+	return relaytest.Leases(fx.t, fx.ctx, fx.db, fx.store, owner)
 }
 
 func (fx *takeoverFixture) write(key string, sizes ...int) {
 	fx.t.Helper()
-	tx, err := fx.db.BeginTx(fx.ctx, nil)
-	if err != nil {
-		fx.t.Fatal(err)
-	}
-	var events []outbox.Event
-	for _, n := range sizes {
-		events = append(events, outbox.Event{Topic: "t", AggregateType: "order", AggregateID: key,
-			EventType: "Happened", Payload: []byte(strings.Repeat("x", n))})
-	}
-	if err := fx.writer.WriteTx(fx.ctx, tx, events...); err != nil {
-		fx.t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		fx.t.Fatal(err)
-	}
+	relaytest.Write(fx.t, fx.ctx, fx.db, fx.writer, key, sizes...)
 }
 
 // marked counts the rows given a next attempt time (left to the retry path).

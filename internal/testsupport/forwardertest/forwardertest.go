@@ -1,7 +1,7 @@
 // Package forwardertest is what the forwarder's external tests and forwarder/admin's tests
-// share to run a relay: the test database of a dialect, test events, a Kafka publisher, and a
-// forwarder with quick test timings that runs until the test ends. It imports the forwarder, so
-// the forwarder's internal (package forwarder) tests cannot use it.
+// share to run a relay: test events, a Kafka publisher, a forwarder with quick test timings
+// that runs until the test ends, and the parked-keys fixture. It imports the forwarder, so the
+// forwarder's internal (package forwarder) tests cannot use it; testdb opens their databases.
 package forwardertest
 
 import (
@@ -9,7 +9,6 @@ import (
 	"database/sql"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -17,39 +16,10 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 
-	// The SQLite driver OpenDB opens.
-	_ "modernc.org/sqlite"
-
 	"github.com/outboxkit/outboxkit/brokers/kafka"
 	"github.com/outboxkit/outboxkit/forwarder"
-	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
-
-// OpenDB opens the test database of dialect: the real PostgreSQL or MariaDB of
-// scripts/services.sh, or (any other dialect) a SQLite file in the test's temporary directory,
-// closed when the test ends.
-func OpenDB(t testing.TB, dialect outbox.Dialect) *sql.DB {
-	t.Helper()
-	switch dialect {
-	case outbox.Postgres:
-		return testsupport.OpenPostgres(t)
-	case outbox.MySQL:
-		return testsupport.OpenMySQL(t)
-	}
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "outbox.db")+
-		"?_pragma=busy_timeout(10000)&_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	// WAL once, on one connection (it persists in the file), not as a DSN pragma that every new
-	// connection runs: connections opened at once could fail with SQLITE_BUSY at connect.
-	if _, err := db.Exec("PRAGMA journal_mode=WAL"); err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
 
 // Body is the payload of test events: the key and its per-key sequence number.
 type Body struct {
