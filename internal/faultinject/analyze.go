@@ -12,6 +12,7 @@ func (e *env) analyze(ctx context.Context, res *Result) error {
 	out := e.out
 	res.Committed, res.RolledBack, res.Uncertain = len(out.committed), len(out.rolledBack), len(out.uncertain)
 	res.Messages = len(e.rec.deliveries)
+	e.countDecoded(res)
 	seen := e.checkDeliveries(res)
 	e.countLost(res, seen)
 	if err := e.countRows(ctx, res); err != nil {

@@ -60,6 +60,16 @@ type Config struct {
 	// the pending rows, which can hide a steady path (the cdc stream) that relays nothing.
 	// Default 0.
 	CalmEvents int
+	// Schema turns on registry encoding: SchemaAvro registers the events' Avro schema under
+	// the topic's subject in the registry at RegistryURL, the relays encode every event with it
+	// (schema_registry), and the consumer decodes each message back with brokers/schema's
+	// Decoder. PoisonEvents are then events whose JSON breaks the schema (a wrong type or a
+	// missing required field): each must be dead-lettered, its dead letter naming the field path.
+	// Kafka only, at least once. Default "": the relays publish the stored bytes.
+	Schema string
+	// RegistryURL is the Confluent-compatible registry's base URL (for Apicurio, its
+	// /apis/ccompat/v7). Required with Schema.
+	RegistryURL string
 	// MaxAttempts is the relays' forwarder.max_attempts. Default 1000 (no event of the plain
 	// run may be dead-lettered by the faults); set it low (3) with PoisonEvents.
 	MaxAttempts int
@@ -199,7 +209,7 @@ func (c Config) validate() error {
 	if c.Installations > 1 && strings.Contains(c.Table, ".") {
 		return fmt.Errorf("faultinject: Table %q: with several installations the table is unqualified (each resolves it in its schema)", c.Table)
 	}
-	return nil
+	return c.validateSchema()
 }
 
 // maxAttempts is the relays' forwarder.max_attempts.

@@ -172,11 +172,11 @@ func decode(id, key string, value []byte, headers map[string]string) delivery {
 	return d
 }
 
-// consumeKafka reads topic from its start, read_committed (records of aborted transactions are
+// consumeKafka reads topic from its start (each value decoded through reg in the schema variant), read_committed (records of aborted transactions are
 // skipped; without transactions it reads everything), until ctx is cancelled; it never joins a
 // group, so nothing is redelivered by the consumer itself: every repeated event id is a relay
 // duplicate.
-func consumeKafka(ctx context.Context, addrs []string, topic string, rec *recorder) error {
+func consumeKafka(ctx context.Context, addrs []string, topic string, rec *recorder, reg *registry) error {
 	client, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
@@ -191,7 +191,14 @@ func consumeKafka(ctx context.Context, addrs []string, topic string, rec *record
 			for _, h := range r.Headers {
 				headers[h.Key] = string(h.Value)
 			}
-			d := decode(headers[outbox.MetadataEventID], string(r.Key), r.Value, headers)
+			id := headers[outbox.MetadataEventID]
+			var d delivery
+			if value, err := reg.decodeValue(ctx, r.Value); err != nil {
+				d = delivery{id: id, key: string(r.Key), payload: r.Value, headers: headers,
+					bad: fmt.Sprintf("payload does not decode with the registry: %v", err)}
+			} else {
+				d = decode(id, string(r.Key), value, headers)
+			}
 			d.where = fmt.Sprintf("partition %d offset %d", r.Partition, r.Offset)
 			rec.add(d)
 		})

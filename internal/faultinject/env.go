@@ -40,6 +40,8 @@ type env struct {
 	workDir, bin             string
 
 	rec          *recorder
+	reg          *registry // the schema variant's registry side (Config.Schema); nil otherwise
+	dlqDone      chan error
 	inbox        *middleware.Inbox
 	stopConsumer context.CancelFunc
 	consumerDone chan error
@@ -118,6 +120,9 @@ func newEnv(ctx context.Context, cfg Config) (*env, error) {
 	if err := e.newInstallations(ctx); err != nil {
 		return e, err
 	}
+	if err := e.registerSchema(ctx); err != nil {
+		return e, err
+	}
 	if err := e.startConsumer(ctx); err != nil {
 		return e, err
 	}
@@ -189,9 +194,13 @@ func (e *env) startConsumer(ctx context.Context) error {
 		case RabbitMQ:
 			e.consumerDone <- consumeRabbitMQ(consumeCtx, e.cfg.Broker.Addr(), e.topic, e.rec)
 		default:
-			e.consumerDone <- consumeKafka(consumeCtx, e.cfg.Broker.Addrs(), e.topic, e.rec)
+			e.consumerDone <- consumeKafka(consumeCtx, e.cfg.Broker.Addrs(), e.topic, e.rec, e.reg)
 		}
 	}()
+	if e.reg != nil {
+		e.dlqDone = make(chan error, 1)
+		go func() { e.dlqDone <- e.reg.consumeDeadLetters(consumeCtx, e.cfg.Broker.Addrs(), e.topic+"-dlq") }()
+	}
 	e.defer_(stopConsumer)
 	return nil
 }
@@ -224,6 +233,11 @@ func (e *env) finish(ctx context.Context, res *Result) error {
 	e.stopConsumer()
 	if err := <-e.consumerDone; err != nil {
 		return err
+	}
+	if e.dlqDone != nil {
+		if err := <-e.dlqDone; err != nil {
+			return err
+		}
 	}
 	if err := e.rec.closeInbox(); err != nil {
 		return err

@@ -169,7 +169,7 @@ func newResult(cfg Config) Result {
 	}
 	return Result{Broker: cfg.Broker.Kind, Database: string(cfg.Dialect), Delivery: cfg.delivery(), Source: cfg.source(),
 		Seed: cfg.Seed, TakeoverBound: cfg.TakeoverBound(), Installations: cfg.Installations, OutboxTable: table,
-		MaxAttempts: cfg.maxAttempts()}
+		MaxAttempts: cfg.maxAttempts(), Schema: cfg.Schema}
 }
 
 // Run performs one fault-injection run and returns what it measured. The error reports a run

@@ -268,10 +268,11 @@ func TestResultErrNamesEveryBrokenGuarantee(t *testing.T) {
 		t.Fatalf("duplicates alone are allowed, got %v", err)
 	}
 	err := Result{Lost: 1, Phantoms: 2, OrderViolations: 3, EffectViolations: 4, DeadlocksLogged: 5,
-		SlowTakeovers: 6, Stalled: 7, PoisonStuck: 8, PoisonPending: 2, PoisonOverBudget: 9, MaxAttempts: 3}.Err()
+		SlowTakeovers: 6, Stalled: 7, PoisonStuck: 8, PoisonPending: 2, PoisonOverBudget: 9, MaxAttempts: 3, PoisonPathMissing: 10}.Err()
 	for _, want := range []string{"1 committed events lost", "2 phantom", "3 per-key order", "4 events without exactly one effect",
 		"5 deadlocks", "6 paused relays kept their partitions", "7 events stalled",
-		"8 poison events neither published nor dead-lettered (2 still pending)", "9 poison events dead-lettered after more than 3 attempts"} {
+		"8 poison events neither published nor dead-lettered (2 still pending)", "9 poison events dead-lettered after more than 3 attempts",
+		"10 schema-breaking poison events not dead-lettered with their field path"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Err() = %v, want it to mention %q", err, want)
 		}
@@ -396,5 +397,57 @@ func TestWithSearchPath(t *testing.T) {
 		if got := withSearchPath(dsn, "svc_a"); got != want {
 			t.Errorf("withSearchPath(%q) = %q, want %q", dsn, got, want)
 		}
+	}
+}
+
+// TestFaultInjectionSchemaAvro: the poison run with the relays encoding every event in Avro
+// (the Confluent wire format) with the schema registered in the real registry
+// (OUTBOXKIT_TEST_SCHEMA_REGISTRY_URL), 1,200 events, relays SIGKILLed and SIGSTOPped, their
+// connections cut. Four poison events break the schema (seq as a string, $.seq; the required key
+// left out, $.key). The consumer decodes every message through the registry before the ledger
+// reads it: nothing lost, per-key order, one effect per event; each poison event is dead-lettered
+// (never published), the dead letter read from the dead-letter topic names its field path, and
+// the later events of its key arrive once it is discarded.
+func TestFaultInjectionSchemaAvro(t *testing.T) {
+	registry := testsupport.SchemaRegistryURL(t)
+	const poison = 4
+	res := runFaultsWith(t, Kafka, outbox.Postgres, false, "", 0, func(c *Config) {
+		c.Schema, c.RegistryURL = SchemaAvro, registry
+		c.PoisonEvents, c.Events, c.Kills, c.Pauses = poison, 1200, 3, 1
+		c.DrainTimeout = 90 * time.Second
+	})
+	if res.Poison != poison || res.PoisonDead != poison || res.PoisonDeadLetters != poison || res.PoisonPathMissing != 0 {
+		t.Fatalf("poison events: %d committed, %d dead, %d dead letters naming their field path, %d without; want %d of each but the last, 0",
+			res.Poison, res.PoisonDead, res.PoisonDeadLetters, res.PoisonPathMissing, poison)
+	}
+	if res.Decoded != res.Messages || res.Messages < res.Committed {
+		t.Fatalf("the consumer decoded %d of %d messages through the registry (%d events committed); want every one",
+			res.Decoded, res.Messages, res.Committed)
+	}
+}
+
+// The schema variant refuses settings it cannot run, naming the bad value.
+func TestSchemaVariantSettingsAreChecked(t *testing.T) {
+	base := Config{DSN: "postgres://x", Broker: Broker{Kind: Kafka, RepoRoot: "/r"}, Schema: SchemaAvro, RegistryURL: "http://r"}
+	for _, tc := range []struct {
+		edit func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.Schema = "xml" }, `Schema "xml"`},
+		{func(c *Config) { c.RegistryURL = "" }, "needs RegistryURL"},
+		{func(c *Config) { c.Broker.Kind = Pulsar }, "broker pulsar"},
+		{func(c *Config) { c.Delivery = "exactly_once" }, "exactly_once"},
+	} {
+		cfg := base
+		tc.edit(&cfg)
+		cfg.setDefaults()
+		if err := cfg.validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("validate() = %v, want an error naming %s", err, tc.want)
+		}
+	}
+	cfg := base
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		t.Fatalf("valid schema settings refused: %v", err)
 	}
 }

@@ -57,15 +57,16 @@ func (e *env) poisonRowOf(ctx context.Context, id string) (poisonRow, error) {
 	return poisonRow{}, nil
 }
 
-// poisonSettled reports whether every poison event committed so far was delivered or is dead
-// (a failed look-up counts as not settled: the drain goes on).
+// poisonSettled reports whether every poison event committed so far was delivered or is dead,
+// and in the schema variant its dead letter was read (a failed look-up counts as not settled:
+// the drain goes on).
 func (e *env) poisonSettled(ctx context.Context) bool {
 	for _, id := range e.poisonIDs() {
 		if e.rec.missing(map[string]bool{id: true}) == 0 {
 			continue
 		}
 		r, err := e.poisonRowOf(ctx, id)
-		if err != nil || !r.found || r.status != statusDead {
+		if err != nil || !r.found || r.status != statusDead || !e.reg.deadLetterRead(id) {
 			return false
 		}
 	}
@@ -78,6 +79,10 @@ func (e *env) checkPoison(ctx context.Context, res *Result, seen map[string]bool
 	res.Poison = len(ids)
 	for _, id := range ids {
 		if seen[id] {
+			if e.reg != nil {
+				res.PoisonPathMissing++
+				e.sample(res, "poison %s was published although its payload breaks the schema", id)
+			}
 			continue // counted as published by analyze
 		}
 		r, discarded := e.discarded[id]
@@ -90,6 +95,9 @@ func (e *env) checkPoison(ctx context.Context, res *Result, seen map[string]bool
 		switch {
 		case r.found && r.status == statusDead:
 			res.PoisonDead++
+			if e.reg != nil {
+				e.checkDeadLetter(res, id)
+			}
 			if r.attempts > res.MaxAttempts {
 				res.PoisonOverBudget++
 				e.sample(res, "poison %s dead after %d attempts (max_attempts %d)", id, r.attempts, res.MaxAttempts)

@@ -44,6 +44,9 @@ func writeRelayConfig(path string, cfg Config, s relaySettings) error {
 		doc["kafka"] = map[string]any{"brokers": cfg.Broker.Addrs()}
 	}
 	doc["broker"] = cfg.Broker.cliBroker()
+	if cfg.Schema != "" {
+		doc["schema_registry"] = map[string]any{"url": cfg.RegistryURL}
+	}
 	if cfg.Source != "" {
 		fwd["source"] = cfg.Source
 	}

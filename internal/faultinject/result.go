@@ -47,6 +47,8 @@ type Result struct {
 	// the relays were configured with it).
 	Installations int
 	OutboxTable   string
+	// Schema is the registry encoding of the schema variant (Config.Schema), "" without.
+	Schema string
 
 	Committed  int // events in committed transactions
 	RolledBack int // events in transactions rolled back on purpose
@@ -68,6 +70,8 @@ type Result struct {
 	Undecodable     int   // messages without an event id or with a bad payload
 	DeadLettered    int   // rows left dead in the outbox
 	Pending         int   // rows left pending in the outbox
+	// Decoded counts the messages the consumer decoded through the registry (schema variant).
+	Decoded int
 
 	// Poison counts the committed poison events (Config.PoisonEvents); they are not in
 	// Committed, Delivered or Lost. Each must be dead-lettered (PoisonDead: its row dead) or,
@@ -75,6 +79,11 @@ type Result struct {
 	// neither published nor dead at the end (PoisonPending of them still pending), and
 	// PoisonOverBudget the dead ones that took more than MaxAttempts attempts.
 	Poison, PoisonDead, PoisonPublished, PoisonStuck, PoisonPending, PoisonOverBudget int
+	// In the schema variant, PoisonDeadLetters counts the dead poison events whose dead letter
+	// was read from the dead-letter topic with the field path their payload breaks in its reason;
+	// PoisonPathMissing those published, without a dead letter, or with one that does not name
+	// the path.
+	PoisonDeadLetters, PoisonPathMissing int
 	// HeldBehindDead counts the events that waited behind a dead poison event of their key
 	// until the run discarded it (then they must arrive like any other).
 	HeldBehindDead int
@@ -108,7 +117,9 @@ type Result struct {
 }
 
 // Err reports a broken guarantee: a lost event, a phantom, an order violation, an event without
-// exactly one effect, a poison event neither published nor dead-lettered within its budget, an undecodable message, a deadlock logged by a relay, a paused relay whose
+// exactly one effect, a poison event neither published nor dead-lettered within its budget (in
+// the schema variant: not dead-lettered with its field path), an undecodable message, a
+// deadlock logged by a relay, a paused relay whose
 // partitions were not taken over in time, or events stalled behind a paused relay.
 func (r Result) Err() error {
 	var errs []string
@@ -132,6 +143,9 @@ func (r Result) Err() error {
 	}
 	if r.PoisonOverBudget > 0 {
 		errs = append(errs, fmt.Sprintf("%d poison events dead-lettered after more than %d attempts", r.PoisonOverBudget, r.MaxAttempts))
+	}
+	if r.PoisonPathMissing > 0 {
+		errs = append(errs, fmt.Sprintf("%d schema-breaking poison events not dead-lettered with their field path", r.PoisonPathMissing))
 	}
 	if r.Undecodable > 0 {
 		errs = append(errs, fmt.Sprintf("%d undecodable messages", r.Undecodable))
@@ -167,6 +181,9 @@ func (r Result) Table() string {
 	if r.Installations > 1 || r.OutboxTable != "" {
 		row("installations / table", fmt.Sprintf("%d / %s", r.Installations, r.OutboxTable))
 	}
+	if r.Schema != "" {
+		row("schema", r.Schema+" (Confluent wire format, the real registry)")
+	}
 	row("events committed", r.Committed)
 	row("events rolled back", r.RolledBack)
 	row("commit outcome unknown", r.Uncertain)
@@ -177,6 +194,9 @@ func (r Result) Table() string {
 	row("lost", r.Lost)
 	if r.LostBy != nil {
 		row("lost per installation", fmt.Sprint(r.LostBy))
+	}
+	if r.Schema != "" {
+		row("messages decoded through the registry", r.Decoded)
 	}
 	row("phantoms", r.Phantoms)
 	row("order violations", r.OrderViolations)
@@ -189,6 +209,9 @@ func (r Result) Table() string {
 		row("poison events: dead / published / stuck (pending)", fmt.Sprintf("%d: %d / %d / %d (%d)", r.Poison,
 			r.PoisonDead, r.PoisonPublished, r.PoisonStuck, r.PoisonPending))
 		row("poison dead after > max_attempts", fmt.Sprintf("%d (max_attempts %d)", r.PoisonOverBudget, r.MaxAttempts))
+		if r.Schema != "" {
+			row("poison dead letters naming the field path / not", fmt.Sprintf("%d / %d", r.PoisonDeadLetters, r.PoisonPathMissing))
+		}
 		row("events held behind them until discarded", r.HeldBehindDead)
 	}
 	row("deadlocks logged (relays)", r.DeadlocksLogged)

@@ -159,7 +159,8 @@ func (e *env) writeCalm(ctx context.Context, n int) error {
 
 // writeTx commits (or, when rollback, rolls back) one transaction of installation in, written by w, that
 // advances 1-3 keys' counters and writes one event per key carrying the key's new sequence
-// number; a poison transaction writes one event whose payload is over the broker's limit. The
+// number; a poison transaction writes one event whose payload is over the broker's limit (in
+// the schema variant, one whose JSON breaks the schema). The
 // counter row lock serializes transactions of one key, so sequence order is commit order, and
 // a rolled back transaction leaves no gap among the committed numbers. It returns the event
 // ids, whether they committed, and an error when the outcome is unknown or nothing was written.
@@ -212,17 +213,26 @@ func (e *env) events(ctx context.Context, tx *sql.Tx, in *installation, keys []s
 		if err != nil {
 			return nil, fmt.Errorf("advance %s: %w", k, err)
 		}
-		p := payload{Key: k, Seq: seq}
-		if poison {
+		var body any = payload{Key: k, Seq: seq}
+		var path string // the field path a schema-breaking poison event breaks
+		switch {
+		case poison && e.reg != nil:
+			body, path = e.reg.poisonPayload(k, seq)
+		case poison:
+			p := payload{Key: k, Seq: seq}
 			if p.Pad, err = padding(e.cfg.poisonBytes()); err != nil {
 				return nil, err
 			}
+			body = p
 		}
-		ev, err := outbox.NewJSONEvent(e.topic, "account", k, "AccountChanged", p)
+		ev, err := outbox.NewJSONEvent(e.topic, "account", k, "AccountChanged", body)
 		if err != nil {
 			return nil, err
 		}
 		ev.ID = uuid.Must(uuid.NewV7())
+		if path != "" {
+			e.reg.expect(ev.ID.String(), path)
+		}
 		events = append(events, ev)
 	}
 	return events, nil

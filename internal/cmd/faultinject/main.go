@@ -13,6 +13,7 @@
 //	go run ./internal/cmd/faultinject -installations 2 -delivery exactly_once -relays 2
 //	go run ./internal/cmd/faultinject -source cdc -table ShopApp.OrdersOutbox
 //	go run ./internal/cmd/faultinject -broker pulsar -poison 5 -no-broker-restart
+//	go run ./internal/cmd/faultinject -schema avro -poison 4 -events 1200
 //
 // The dedicated broker is started through scripts/services.sh (start-kafka, start-pulsar, start-nats, start-rabbitmq) with
 // its own ports and state directory, and stopped at the end unless -keep-broker is given.
@@ -44,7 +45,7 @@ type flags struct {
 	leaseTTL, downtime, drain                                        time.Duration
 	rollback                                                         float64
 	seed                                                             uint64
-	stateDir, binary, table                                          string
+	stateDir, binary, table, schema, registry                        string
 	insts, poison, poisonSize, calm, attempts, pulsarPort, kafkaPort int
 }
 
@@ -80,6 +81,8 @@ func parseFlags() flags {
 	flag.IntVar(&f.insts, "installations", 1, "services sharing the database and the broker, each in a schema of its own (search_path) with the default table outbox_events (postgres)")
 	flag.StringVar(&f.table, "table", "", "the outbox table as database.table names it, e.g. OrdersOutbox or ShopApp.OrdersOutbox (default: a generated name)")
 	flag.IntVar(&f.poison, "poison", 0, "events over the broker's message limit among the writes, each must end dead-lettered within -max-attempts")
+	flag.StringVar(&f.schema, "schema", "", "avro: the relays encode every event with an Avro schema registered in -registry, the consumer decodes them, and -poison events break the schema instead (kafka, at least once)")
+	flag.StringVar(&f.registry, "registry", envOr("OUTBOXKIT_TEST_SCHEMA_REGISTRY_URL", "http://127.0.0.1:18081/apis/ccompat/v7"), "the Confluent-compatible schema registry of -schema")
 	flag.IntVar(&f.poisonSize, "poison-bytes", 0, "payload size of a poison event (default 2 MiB for kafka, 8 MiB for pulsar)")
 	flag.IntVar(&f.calm, "calm-events", 0, "events committed after every fault is over, the relays left alone (their steady path must carry them)")
 	flag.DurationVar(&f.drain, "drain-timeout", 0, "bound of the wait for the last events after the writes (default 3m, 10m with -size large)")
@@ -109,7 +112,12 @@ func (f flags) config() (faultinject.Config, error) {
 		NoBrokerRestart: f.noRestart, BrokerRestarts: f.restarts, NoDBCut: f.noCut, NoPauses: f.noPauses, Pauses: f.pauses, LeaseTTL: f.leaseTTL,
 		Seed: f.seed, Keep: f.keep, BrokerDowntime: f.downtime, Logf: log.Printf,
 		CalmEvents: f.calm, Installations: f.insts, Table: f.table, PoisonEvents: f.poison, PoisonBytes: f.poisonSize, MaxAttempts: f.attempts}
-	if f.poison > 0 && f.attempts == 0 {
+	if f.schema != "" {
+		cfg.Schema, cfg.RegistryURL = f.schema, f.registry
+	}
+	// Oversized events may take a few attempts; a schema mismatch is permanent at the first, and
+	// a low budget would dead-letter innocent events on a registry hiccup.
+	if f.poison > 0 && f.attempts == 0 && f.schema == "" {
 		cfg.MaxAttempts = 3
 	}
 	switch f.size {
@@ -208,5 +216,9 @@ func poisonOK(res faultinject.Result) string {
 	if res.Poison == 0 {
 		return ""
 	}
-	return fmt.Sprintf(", %d poison events dead-lettered within %d attempts (%d published)", res.Poison, res.MaxAttempts, res.PoisonPublished)
+	s := fmt.Sprintf(", %d poison events dead-lettered within %d attempts (%d published)", res.Poison, res.MaxAttempts, res.PoisonPublished)
+	if res.Schema != "" {
+		s += fmt.Sprintf(", %d dead letters naming the field path, %d messages decoded through the registry", res.PoisonDeadLetters, res.Decoded)
+	}
+	return s
 }
