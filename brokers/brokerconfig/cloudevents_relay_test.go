@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +18,7 @@ import (
 	"github.com/outboxkit/outboxkit/brokers/brokerconfig"
 	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/internal/testsupport/forwardertest"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -57,62 +56,8 @@ func ceEvents(t *testing.T, topic string) []outbox.Event {
 // publishing through pub until the table is empty (every event acknowledged by the broker).
 func relay(t *testing.T, ctx context.Context, pub message.Publisher, events []outbox.Event) {
 	t.Helper()
-	db := testsupport.OpenPostgres(t)
-	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Table: testsupport.UniqueName("ce_outbox")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := outbox.Migrate(ctx, db, w.Table()); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	t.Cleanup(func() {
-		tbl := w.Table()
-		for _, n := range []string{tbl.Events(), tbl.Leases(), tbl.Relays(), tbl.Migrations(), tbl.KeyLocks()} {
-			_, _ = db.Exec("DROP TABLE IF EXISTS " + n)
-		}
-	})
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.WriteTx(ctx, tx, events...); err != nil {
-		_ = tx.Rollback()
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-
-	fwd, err := forwarder.New(forwarder.Config{
-		DB: db, Dialect: outbox.Postgres, Table: w.Table().Events(), Publisher: pub,
-		MaxPollInterval: 200 * time.Millisecond, InitialInterval: 50 * time.Millisecond, MaxInterval: time.Second,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- fwd.Run(runCtx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("forwarder.Run: %v", err)
-		}
-	}()
-	for {
-		var left int
-		var lastError string
-		err := db.QueryRowContext(ctx, "SELECT COUNT(*), COALESCE(MAX(last_error), '') FROM "+w.Table().Events()).Scan(&left, &lastError)
-		if err == nil && left == 0 {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the forwarder did not relay every event in time: %d rows left (query error %v, last error %q)", left, err, lastError)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	forwardertest.RelayPostgres(t, ctx, outbox.Config{Table: testsupport.UniqueName("ce_outbox")}, pub, "", events,
+		"SELECT COUNT(*) FROM %s")
 }
 
 // Outbox events relayed by the forwarder through a brokerconfig publisher with format

@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +20,7 @@ import (
 	"github.com/outboxkit/outboxkit/brokers/nats"
 	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/internal/testsupport/forwardertest"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -194,60 +194,8 @@ func TestNATSRelayPerKeyOrderAndDeadLetter(t *testing.T) {
 // 0; it returns the database and the events table.
 func relayNATS(t *testing.T, ctx context.Context, pub message.Publisher, dlq string, events []outbox.Event, until string) (*sql.DB, string) {
 	t.Helper()
-	db := testsupport.OpenPostgres(t)
-	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Table: testsupport.UniqueName("nats_outbox"), MaxPayloadBytes: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := outbox.Migrate(ctx, db, w.Table()); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	t.Cleanup(func() {
-		tbl := w.Table()
-		for _, n := range []string{tbl.Events(), tbl.Leases(), tbl.Relays(), tbl.Migrations(), tbl.KeyLocks()} {
-			_, _ = db.Exec("DROP TABLE IF EXISTS " + n)
-		}
-	})
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.WriteTx(ctx, tx, events...); err != nil {
-		_ = tx.Rollback()
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	fwd, err := forwarder.New(forwarder.Config{
-		DB: db, Dialect: outbox.Postgres, Table: w.Table().Events(), Publisher: pub, DeadLetterTopic: dlq,
-		MaxPollInterval: 200 * time.Millisecond, InitialInterval: 50 * time.Millisecond, MaxInterval: time.Second,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- fwd.Run(runCtx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("forwarder.Run: %v", err)
-		}
-	}()
-	for {
-		var left int
-		err := db.QueryRowContext(ctx, fmt.Sprintf(until, w.Table().Events())).Scan(&left)
-		if err == nil && left == 0 {
-			return db, w.Table().Events()
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the forwarder did not relay every event in time: %d rows pending (query error %v)", left, err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return forwardertest.RelayPostgres(t, ctx, outbox.Config{Table: testsupport.UniqueName("nats_outbox"), MaxPayloadBytes: -1},
+		pub, dlq, events, until)
 }
 
 // readNATSStream returns every message of the stream of topic, in stream order.
