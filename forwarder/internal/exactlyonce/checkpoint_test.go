@@ -40,6 +40,25 @@ func startDeliverer(t *testing.T, db *sql.DB, table outbox.Table) *Deliverer {
 	return d
 }
 
+// migratedSQLite opens a SQLite file in the test's directory, closed when the test ends, with
+// the default outbox table migrated.
+func migratedSQLite(t *testing.T) (*sql.DB, outbox.Table) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "outbox.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	table, err := outbox.NewTable(outbox.SQLite, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.Migrate(context.Background(), db, table); err != nil {
+		t.Fatal(err)
+	}
+	return db, table
+}
+
 // TestFormatOneCheckpointIsTheInstallationsOnlyBeforeItsOwn: a checkpoint of format 1 (no
 // installation in it, written by a relay of an older version) is applied on a unit's first
 // cleanup after the upgrade, and refused as another installation's once this installation has
@@ -47,19 +66,8 @@ func startDeliverer(t *testing.T, db *sql.DB, table outbox.Table) *Deliverer {
 // upgraded, would otherwise apply the old one's checkpoint to the other's table by sequence
 // number (deleting rows never published).
 func TestFormatOneCheckpointIsTheInstallationsOnlyBeforeItsOwn(t *testing.T) {
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "outbox.db")+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	table, err := outbox.NewTable(outbox.SQLite, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, table := migratedSQLite(t)
 	ctx := context.Background()
-	if err := outbox.Migrate(ctx, db, table); err != nil {
-		t.Fatal(err)
-	}
 	f := startDeliverer(t, db, table)
 	const unit = "legacy/u00"
 	v1 := bookkeeping.Checkpoint{Version: 1, Unit: unit, Relay: "old-relay", Txn: 7, Rows: []bookkeeping.RowRef{{Seq: 1}}}
@@ -75,7 +83,7 @@ func TestFormatOneCheckpointIsTheInstallationsOnlyBeforeItsOwn(t *testing.T) {
 	if err := cleanUp(`{"v":1,"txn":7}`); err != nil {
 		t.Fatalf("the first cleanup after the upgrade refused a checkpoint of format 1: %v", err)
 	}
-	err = cleanUp(`{"v":1,"txn":8}`)
+	err := cleanUp(`{"v":1,"txn":8}`)
 	if !errors.Is(err, errForeignCheckpoint) {
 		t.Fatalf("a checkpoint of format 1 after this installation's own cleanup: %v, want errForeignCheckpoint", err)
 	}
@@ -91,19 +99,8 @@ func TestFormatOneCheckpointIsTheInstallationsOnlyBeforeItsOwn(t *testing.T) {
 // of the settled ones alone (a dead letter replayed since stays pending, and is not dropped from
 // a batch). A relay that owned the unit whole leaves nothing to apply.
 func TestCleanupSkipsThePartitionsItsAcknowledgementSettled(t *testing.T) {
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "outbox.db")+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	table, err := outbox.NewTable(outbox.SQLite, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, table := migratedSQLite(t)
 	ctx := context.Background()
-	if err := outbox.Migrate(ctx, db, table); err != nil {
-		t.Fatal(err)
-	}
 	f := startDeliverer(t, db, table)
 	units := f.units
 	// Two events in two partitions of unit 0.
