@@ -81,7 +81,7 @@ func setup(db *sql.DB, d database, relay string) (name, topic string, write writ
 	role, _ := baseOf(relay)
 	switch role {
 	case relayOutboxkit, relayExactlyOnce, relayCeiling, relayCDC, relayCDCExactlyOnce, relayCDCCeiling, relayPulsar, relayNATS, relayRabbitMQ,
-		relaySQLWriters:
+		relaySQLWriters, relayAvro, relayProtobuf:
 		if isCDC(relay) && d.dialect != outbox.Postgres {
 			return "", "", nil, &notAvailableError{reason: "the cdc source needs PostgreSQL"}
 		}
@@ -210,6 +210,10 @@ type sample struct {
 	// firstEvent is when the first event arrived, from the relay's go: the relay's start-up and
 	// the first batch's way through, inside the drain's time.
 	firstEvent time.Duration
+	// registryRequests is how many HTTP requests a schema relay's registry client sent over its
+	// run (hasRegistry: it reported them).
+	registryRequests int
+	hasRegistry      bool
 }
 
 // firstArrival is a source that notes when the first record arrived.
@@ -240,10 +244,25 @@ func drain(db *sql.DB, d database, o options, relay string, size, keys int) (sam
 	}
 	defer cleanup(db, d, relay, name)
 	ctx := context.Background()
+	schemaID, err := registerSchema(ctx, o, relay, topic)
+	if err != nil {
+		return sample{}, err
+	}
+	var written map[string][]byte // the schema relays' payloads, to check one decodes back
+	if schemaID != 0 {
+		written = make(map[string][]byte, o.events)
+	}
 	for start := 0; start < o.events; start += 500 {
 		batch := make([]outbox.Event, 0, 500)
 		for i := start; i < min(start+500, o.events); i++ {
-			batch = append(batch, makeEvent(topic, i, keys, size, false))
+			e := makeEvent(topic, i, keys, size, false)
+			if o.hasSchemaRelay() {
+				e.Payload = jsonPayload(e.AggregateID, i, size, e.Payload)
+			}
+			if written != nil {
+				written[e.ID.String()] = e.Payload
+			}
+			batch = append(batch, e)
 		}
 		if err := writeRetryingDeadlocks(func() error { return write(ctx, batch) }); err != nil {
 			return sample{}, fmt.Errorf("fill backlog: %w", err)
@@ -264,6 +283,13 @@ func drain(db *sql.DB, d database, o options, relay string, size, keys int) (sam
 		return sample{}, err
 	}
 	defer consumer.close()
+	var framed *framedSource
+	if schemaID != 0 {
+		if framed, err = newFramedSource(consumer, o, schemaID, written); err != nil {
+			return sample{}, err
+		}
+		consumer = framed
+	}
 	child, err := startChild(relay, d, name, o)
 	if err != nil {
 		return sample{}, err
@@ -283,6 +309,14 @@ func drain(db *sql.DB, d database, o options, relay string, size, keys int) (sam
 		return sample{}, errors.Join(err, childErr)
 	}
 	s := sample{events: got, seconds: elapsed.Seconds(), cpu: cpu, rssMiB: rss, cores: cores, firstEvent: timed.at.Sub(began)}
+	if framed != nil {
+		if framed.err != nil {
+			return sample{}, fmt.Errorf("what the %s relay published: %w", relay, framed.err)
+		}
+		if s.registryRequests, s.hasRegistry = parseRegistryRequests(child.output()); !s.hasRegistry {
+			return sample{}, fmt.Errorf("the %s relay child reported no registry requests", relay)
+		}
+	}
 	if relay == relayCDC {
 		// After the relay: the two never compete for the machine.
 		_, pub, err := cdcNames(ctx, db, table)

@@ -21,6 +21,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	wforwarder "github.com/ThreeDotsLabs/watermill/components/forwarder"
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outboxkit/outboxkit/forwarder"
@@ -53,6 +54,9 @@ func startChild(relay string, d database, name string, o options) (*child, error
 		"-kafka", strings.Join(o.brokers, ","), "-workers", strconv.Itoa(o.workers), "-batch", strconv.Itoa(o.batch), "-batch-mib", strconv.FormatFloat(o.batchMiB, 'f', -1, 64),
 		"-units", strconv.Itoa(o.units), "-pulsar", o.pulsarURL, "-nats", o.natsURL, "-rabbitmq", o.rabbitMQ,
 		"-compression", o.compress)
+	if isSchemaRelay(role) { // only these children know -registry (a -baseline binary may not)
+		cmd.Args = append(cmd.Args, "-registry", o.registry)
+	}
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -204,14 +208,22 @@ func runRelay(role string, d database, name string, o options) error {
 	case relayCDCCeiling:
 		return runCDCCeiling(ctx, d, name, o)
 	}
-	pub, retriable, err := relayPublisher(role, o)
+	var pub message.Publisher
+	var retriable func(error) bool
+	var registryRequests *countingTransport
+	if isSchemaRelay(role) {
+		pub, retriable, registryRequests, err = schemaPublisher(o)
+	} else {
+		pub, retriable, err = relayPublisher(role, o)
+	}
 	if err != nil {
 		return err
 	}
 	defer pub.Close()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	switch role {
-	case relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce, relayPulsar, relayNATS, relayRabbitMQ, relaySQLWriters:
+	case relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce, relayPulsar, relayNATS, relayRabbitMQ, relaySQLWriters,
+		relayAvro, relayProtobuf:
 		cfg := forwarder.Config{DB: db, Dialect: d.dialect, Table: name, Publisher: pub,
 			Workers: o.workers, BatchSize: o.batch, MaxBatchBytes: int64(o.batchMiB * (1 << 20)), Logger: logger, IsRetriable: retriable}
 		var reg *prometheus.Registry
@@ -240,6 +252,9 @@ func runRelay(role string, d database, name string, o options) error {
 		err = f.Run(ctx)
 		if reg != nil {
 			reportReceiveLag(reg)
+		}
+		if registryRequests != nil {
+			reportRegistryRequests(registryRequests)
 		}
 		return err
 	case relayStock:

@@ -45,6 +45,10 @@ const (
 	relayPulsar   = "outboxkit-pulsar"
 	relayNATS     = "outboxkit-nats"
 	relayRabbitMQ = "outboxkit-rabbitmq"
+	// relayAvro and relayProtobuf are the outboxkit forwarder on Kafka encoding every event with
+	// the Avro or Protobuf schema registered for its topic (brokers/schema, -registry).
+	relayAvro     = "outboxkit-avro"
+	relayProtobuf = "outboxkit-protobuf"
 )
 
 // sqlWriteTransactions is how many transactions of each size and writer measureSQLWriteCost times.
@@ -60,6 +64,7 @@ type options struct {
 	pulsarURL string
 	natsURL   string
 	rabbitMQ  string
+	registry  string // the schema registry of the schema relays
 	events    int
 	keys      []int
 	dbs       []database
@@ -105,6 +110,7 @@ func main() {
 	flag.StringVar(&o.pulsarURL, "pulsar", envOr(testsupport.EnvPulsarURL, testsupport.DefaultPulsarURL), "Pulsar service URL (relay outboxkit-pulsar)")
 	flag.StringVar(&o.natsURL, "nats", envOr(testsupport.EnvNATSURL, testsupport.DefaultNATSURL), "NATS server (relay outboxkit-nats)")
 	flag.StringVar(&o.rabbitMQ, "rabbitmq", envOr(testsupport.EnvRabbitMQURL, testsupport.DefaultRabbitMQURL), "RabbitMQ URL (relay outboxkit-rabbitmq)")
+	flag.StringVar(&o.registry, "registry", envOr(testsupport.EnvSchemaRegistryURL, testsupport.DefaultSchemaRegistryURL), "Confluent-compatible schema registry (relays outboxkit-avro, outboxkit-protobuf)")
 	flag.IntVar(&o.events, "events", 20000, "events in the backlog each relay drains")
 	keys := flag.String("keys", "1,10,1000", "numbers of distinct aggregate ids, one drain each")
 	dbs := flag.String("dbs", "postgres,mysql", "databases to measure on (postgres, mysql)")
@@ -113,7 +119,7 @@ func main() {
 	flag.IntVar(&o.seconds, "seconds", 10, "duration of the latency run")
 	steadyRelays := flag.String("steady-relays", "1", "numbers of relay processes sharing the outbox in the latency run, one run each (e.g. 1,3)")
 	flag.IntVar(&o.writers, "writers", 1, "concurrent writers sharing the latency run's rate")
-	relays := flag.String("relays", "outboxkit,stock,ceiling", "relays to measure (outboxkit, outboxkit-sql: outboxkit draining events written by plain SQL, with the write cost beside outbox.Writer; stock, ceiling, cdc-ceiling, outboxkit-pulsar, outboxkit-nats, outboxkit-rabbitmq; -source cdc adds outboxkit-cdc, and cdc-ceiling when ceiling is measured; cdc-ceiling needs -source cdc)")
+	relays := flag.String("relays", "outboxkit,stock,ceiling", "relays to measure (outboxkit, outboxkit-sql: outboxkit draining events written by plain SQL, with the write cost beside outbox.Writer; stock, ceiling, cdc-ceiling, outboxkit-pulsar, outboxkit-nats, outboxkit-rabbitmq, outboxkit-avro, outboxkit-protobuf: the forwarder encoding with the registry, every drain's payloads then JSON; -source cdc adds outboxkit-cdc, and cdc-ceiling when ceiling is measured; cdc-ceiling needs -source cdc)")
 	source := flag.String("source", "polling", "polling, or cdc to measure the outboxkit relay with the cdc source too (relay outboxkit-cdc, PostgreSQL), beside polling, with pg_recvlogical's decode ceiling on the same rows and the write-side cost")
 	delivery := flag.String("delivery", "at_least_once", "at_least_once, or exactly_once to measure the outboxkit relay with exactly-once delivery too (relay outboxkit-eo; with -source cdc also outboxkit-cdc-eo), beside at-least-once")
 	flag.IntVar(&o.repeat, "repeat", 1, "measure every drain this many times (interleaved) and print the median and spread")
@@ -224,12 +230,12 @@ func (o *options) parse(brokers, keys, dbs, payloads, relays string) error {
 	for _, r := range splitList(relays) {
 		switch r {
 		case relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce, relayStock, relayCeiling, relayCDCCeiling,
-			relayPulsar, relayNATS, relayRabbitMQ, relaySQLWriters:
+			relayPulsar, relayNATS, relayRabbitMQ, relaySQLWriters, relayAvro, relayProtobuf:
 			if !contains(o.relays, r) {
 				o.relays = append(o.relays, r)
 			}
 		default:
-			return fmt.Errorf("-relays: %q is not a relay (want outboxkit, outboxkit-sql, stock, ceiling, outboxkit-pulsar, outboxkit-nats or outboxkit-rabbitmq)", r)
+			return fmt.Errorf("-relays: %q is not a relay (want outboxkit, outboxkit-sql, stock, ceiling, outboxkit-pulsar, outboxkit-nats, outboxkit-rabbitmq, outboxkit-avro or outboxkit-protobuf)", r)
 		}
 	}
 	if len(o.relays) == 0 {

@@ -229,6 +229,10 @@ func (t *drainTable) keysRows(d database, size, keys, topKeys int) {
 		bk := key(other)
 		t.row(d, size, bk, fmt.Sprintf("| %s | %s of Kafka |", ratio(r.rate(bk), ceiling), ratio(r.rate(bk), okRate)))
 	}
+	for _, enc := range []string{relayAvro, relayProtobuf} {
+		xk := key(enc)
+		t.row(d, size, xk, fmt.Sprintf("| %s | %s of raw |", ratio(r.rate(xk), ceiling), ratio(r.rate(xk), okRate)))
+	}
 	ek := key(relayExactlyOnce)
 	t.row(d, size, ek, fmt.Sprintf("| %s | %s of at-least-once |", ratio(r.rate(ek), ceiling), ratio(r.rate(ek), okRate)))
 	ck := key(relayCDC)

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The schema relays' payloads are JSON objects of the asked size with the schemas' three fields.
+func TestJSONPayloadFitsItsSize(t *testing.T) {
+	hex := []byte(strings.Repeat("ab", 4096))
+	for _, size := range []int{64, 256, 4096} {
+		p := jsonPayload("order-17", 12345, size, hex[:size])
+		if len(p) != size {
+			t.Errorf("size %d: payload of %d bytes: %s", size, len(p), p)
+		}
+		var v struct {
+			Order string `json:"order"`
+			Seq   int    `json:"seq"`
+			Note  string `json:"note"`
+		}
+		if err := json.Unmarshal(p, &v); err != nil || v.Order != "order-17" || v.Seq != 12345 || v.Note == "" {
+			t.Errorf("size %d: %s reads as %+v, %v", size, p, v, err)
+		}
+	}
+}
+
+func TestParseRegistryRequests(t *testing.T) {
+	if n, ok := parseRegistryRequests([]string{"cdc-receive-lag-ms 1 2 3", registryRequestsLine + " 7"}); !ok || n != 7 {
+		t.Errorf("got %d, %v; want 7", n, ok)
+	}
+	if _, ok := parseRegistryRequests([]string{registryRequestsLine + " seven"}); ok {
+		t.Error("a count that is not a number was read")
+	}
+}
+
+// The schema table pairs each repetition's drains, sums the registry requests over the row's
+// events, and says whether the cost met the 15 % target beyond the two rows' spread or not.
+func TestPrintSchemaTable(t *testing.T) {
+	pg := database{name: "postgres", label: "PostgreSQL"}
+	o := options{dbs: []database{pg}, keys: []int{1000}, payloads: []int{256}, repeat: 2, events: 20000,
+		registry: "http://registry", relays: []string{relayOutboxkit, relayAvro, relayProtobuf}}
+	r := newResults(o)
+	key := func(relay string) drainKey { return drainKey{db: "postgres", size: 256, keys: 1000, relay: relay} }
+	for _, s := range []struct {
+		relay    string
+		secs     float64
+		requests int
+	}{
+		{relayOutboxkit, 1.00, 0}, {relayAvro, 1.05, 1}, {relayProtobuf, 2.0, 2},
+		{relayOutboxkit, 1.02, 0}, {relayAvro, 1.07, 1}, {relayProtobuf, 1.3, 2},
+	} {
+		r.add(key(s.relay), sample{events: 20000, seconds: s.secs, cpu: time.Second, registryRequests: s.requests, hasRegistry: s.relay != relayOutboxkit})
+	}
+	var b strings.Builder
+	printSchemaTable(&b, r, o)
+	out := b.String()
+	for _, want := range []string{
+		"| outboxkit-avro | 18870 (±1 %) | 19804 (±1 %) | 0.95× | 0.95–0.95 | 50 (50) | 0.50 (2 in 40000 events) | met (cost 5 %, margin 10 points beyond the spread ±2 %) |",
+		"| outboxkit-protobuf | 12692 (±21 %) | 19804 (±1 %) | 0.64× | 0.50–0.78 | 50 (50) | 1.00 (4 in 40000 events) | missed (cost 36 %, margin 21 points within the spread ±22 %: not decided) |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+	var none strings.Builder
+	o.relays = []string{relayOutboxkit}
+	printSchemaTable(&none, r, o)
+	if none.Len() != 0 {
+		t.Errorf("a run without a schema relay printed:\n%s", none.String())
+	}
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+)
+
+// schemaCostTarget is issue 41's target: the encoding costs at most this share of the raw drain
+// (the schema relay drains at least 1 − schemaCostTarget of the raw relay's events/s).
+const schemaCostTarget = 0.15
+
+// schemaRow is one schema relay's drain beside the raw relay's, in one (db, size, keys).
+type schemaRow struct {
+	relay          string
+	raw, enc       stat
+	paired         []float64 // enc/raw per repetition, in the order they ran
+	requests       int       // registry requests over every drain of the row
+	events         int       // events over every drain of the row
+	rawCPU, encCPU float64   // median relay CPU per event, µs
+}
+
+// cost is the share of the raw drain's rate the encoding costs (median over median).
+func (s schemaRow) cost() float64 { return 1 - s.enc.rate/s.raw.rate }
+
+// noise is the row's uncertainty: the sum of the two rows' spreads, ±(max−min)/2 relative to
+// the median each.
+func (s schemaRow) noise() float64 { return (s.raw.spread() + s.enc.spread()) / 2 }
+
+// schemaRows returns the schema relays' rows of (db, size, keys) that were measured with the raw
+// relay.
+func schemaRows(r *results, db string, size, keys int) []schemaRow {
+	rawKey := drainKey{db: db, size: size, keys: keys, relay: relayOutboxkit}
+	raw, ok := r.stat(rawKey)
+	if !ok {
+		return nil
+	}
+	var rows []schemaRow
+	for _, relay := range []string{relayAvro, relayProtobuf} {
+		k := drainKey{db: db, size: size, keys: keys, relay: relay}
+		enc, ok := r.stat(k)
+		if !ok {
+			continue
+		}
+		row := schemaRow{relay: relay, raw: raw, enc: enc}
+		rs, es := r.samples[rawKey], r.samples[k]
+		for i := range min(len(rs), len(es)) {
+			row.paired = append(row.paired, es[i].rate()/rs[i].rate())
+		}
+		for _, s := range es {
+			row.requests += s.registryRequests
+			row.events += s.events
+		}
+		row.rawCPU, row.encCPU = cpuPerEvent(rs), cpuPerEvent(es)
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// cpuPerEvent is the median relay CPU per event of samples, in µs.
+func cpuPerEvent(samples []sample) float64 {
+	v := make([]float64, 0, len(samples))
+	for _, s := range samples {
+		if s.events > 0 {
+			v = append(v, float64(s.cpu.Microseconds())/float64(s.events))
+		}
+	}
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	return median(v)
+}
+
+// printSchemaTable prints the schema relays beside the raw relay (issue 41): the drains' rates
+// and spreads, the ratio, the registry requests per 10,000 events, and the target.
+func printSchemaTable(w io.Writer, r *results, o options) {
+	if !o.hasSchemaRelay() {
+		return
+	}
+	var lines []string
+	for _, d := range o.dbs {
+		for _, size := range o.payloads {
+			for _, keys := range o.keys {
+				for _, row := range schemaRows(r, d.name, size, keys) {
+					lines = append(lines, schemaLine(d.label, size, keys, row))
+				}
+			}
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nschema encoding (issue 41: the encoding costs at most %.0f %% of the raw drain; the same JSON backlog, registry %s, median of %d run(s), interleaved):\n\n",
+		100*schemaCostTarget, o.registry, o.repeat)
+	fmt.Fprintln(w, "| database | payload | keys | relay | events/s (spread) | raw events/s (spread) | of raw | per repetition | relay CPU µs/event (raw) | registry requests / 10k events | cost ≤ 15 % |")
+	fmt.Fprintln(w, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|")
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
+	fmt.Fprintln(w, "\nof raw: median over median; per repetition: the ratio of the two drains of each repetition (they ran one after the other), lowest–highest;")
+	fmt.Fprintln(w, "the verdict says whether the margin to the target is beyond the spread (the two rows' ±spreads added) or within it (not decided by this run).")
+}
+
+// schemaLine is one row of printSchemaTable.
+func schemaLine(db string, size, keys int, s schemaRow) string {
+	perRep := "–"
+	if len(s.paired) > 0 {
+		lo, hi := slices.Min(s.paired), slices.Max(s.paired)
+		perRep = fmt.Sprintf("%.2f–%.2f", lo, hi)
+	}
+	perTenK := "–"
+	if s.events > 0 {
+		perTenK = fmt.Sprintf("%.2f (%d in %d events)", 1e4*float64(s.requests)/float64(s.events), s.requests, s.events)
+	}
+	return fmt.Sprintf("| %s | %s | %d | %s | %.0f (%s) | %.0f (%s) | %.2f× | %s | %.0f (%.0f) | %s | %s |", db, sizeLabel(size), keys, s.relay,
+		s.enc.rate, spreadLabel(s.enc), s.raw.rate, spreadLabel(s.raw), s.enc.rate/s.raw.rate, perRep, s.encCPU, s.rawCPU, perTenK, schemaVerdict(s))
+}
+
+// spreadLabel prints a row's spread as the drain table does.
+func spreadLabel(s stat) string {
+	if s.n < 2 {
+		return "1 run"
+	}
+	return fmt.Sprintf("±%.0f %%", 50*s.spread())
+}
+
+// schemaVerdict says whether the encoding's cost met the target and whether the margin is beyond
+// the noise of the two rows.
+func schemaVerdict(s schemaRow) string {
+	cost, margin := s.cost(), schemaCostTarget-s.cost()
+	v := fmt.Sprintf("%s (cost %.0f %%", verdict(margin >= 0), 100*cost)
+	switch {
+	case s.raw.n < 2 || s.enc.n < 2:
+		return v + "; one run: no spread)"
+	case math.Abs(margin) > s.noise():
+		return v + fmt.Sprintf(", margin %.0f points beyond the spread ±%.0f %%)", 100*math.Abs(margin), 100*s.noise())
+	}
+	return v + fmt.Sprintf(", margin %.0f points within the spread ±%.0f %%: not decided)", 100*math.Abs(margin), 100*s.noise())
+}
