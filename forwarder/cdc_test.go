@@ -265,7 +265,7 @@ func TestCDCSlotDroppedWhileRunning(t *testing.T) {
 	}
 	got := consumeDistinct(t, h.brokers, h.topic, perKey*len(keys), 60*time.Second)
 	dups := checkDelivery(t, got, keys, perKey)
-	lost := counterValue(t, reg, "outboxkit_cdc_slot_lost_total")
+	lost := testsupport.CounterValue(t, reg, "outboxkit_cdc_slot_lost_total")
 	if lost != 1 {
 		t.Fatalf("slot_lost_total = %v, want 1", lost)
 	}

@@ -58,48 +58,11 @@ func TestRelaysEveryDialect(t *testing.T) {
 			if n := h.rowsWithStatus(0); n != 0 {
 				t.Fatalf("%d rows still pending after delivery", n)
 			}
-			if v := counterValue(t, reg, "outboxkit_forwarder_relayed_total"); v != 100 {
+			if v := testsupport.CounterValue(t, reg, "outboxkit_forwarder_relayed_total"); v != 100 {
 				t.Fatalf("relayed_total = %v, want 100", v)
 			}
 		})
 	}
-}
-
-// sumCounter returns the sum of all series of a counter in the registry (0 if absent).
-func sumCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() == name {
-			for _, m := range f.Metric {
-				total += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return total
-}
-
-// counterValue returns the value of a counter with exactly one series in the registry.
-func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() == name {
-			if len(f.Metric) != 1 {
-				t.Fatalf("metric %s has %d series, want 1", name, len(f.Metric))
-			}
-			return f.Metric[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("metric %s not found", name)
-	return 0
 }
 
 // TestThreeForwardersKeepPerKeyOrder: three forwarders share one table while writers add events,
@@ -174,7 +137,7 @@ func TestThreeForwardersKeepPerKeyOrder(t *testing.T) {
 			var shares []float64
 			working := 0
 			for _, reg := range registries {
-				n := sumCounter(t, reg, "outboxkit_forwarder_relayed_total")
+				n := testsupport.CounterSum(t, reg, "outboxkit_forwarder_relayed_total")
 				shares = append(shares, n)
 				if n > 0 {
 					working++

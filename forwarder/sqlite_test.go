@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -61,7 +62,7 @@ func TestSQLiteSecondRelayWaits(t *testing.T) {
 	h.write(events...)
 	got := consume(t, h.brokers, h.topic, len(keys), 2*time.Minute)
 	checkDelivery(t, got, keys, 1)
-	if n := sumCounter(t, reg, "outboxkit_forwarder_relayed_total"); n != 0 {
+	if n := testsupport.CounterSum(t, reg, "outboxkit_forwarder_relayed_total"); n != 0 {
 		t.Fatalf("the second relay on one SQLite database relayed %v events beside the first", n)
 	}
 	deadline := time.Now().Add(2 * time.Minute) // bounds against a hang
@@ -85,10 +86,10 @@ func TestSQLiteSecondRelayWaits(t *testing.T) {
 	checkDelivery(t, got, keys, 2)
 	// The counter moves once the acknowledgement committed, just after the broker has the events.
 	deadline = time.Now().Add(2 * time.Minute)
-	for sumCounter(t, reg, "outboxkit_forwarder_relayed_total") < float64(len(keys)) && time.Now().Before(deadline) {
+	for testsupport.CounterSum(t, reg, "outboxkit_forwarder_relayed_total") < float64(len(keys)) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if n := sumCounter(t, reg, "outboxkit_forwarder_relayed_total"); n != float64(len(keys)) {
+	if n := testsupport.CounterSum(t, reg, "outboxkit_forwarder_relayed_total"); n != float64(len(keys)) {
 		t.Fatalf("after the first relay stopped, the second relayed %v events, want %d", n, len(keys))
 	}
 }

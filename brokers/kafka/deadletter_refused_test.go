@@ -17,6 +17,7 @@ import (
 
 	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/forwarder/admin"
+	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -237,7 +238,7 @@ func refusedDeadLetterEndsDeadInTable(t *testing.T, delivery forwarder.Delivery,
 	if dead[0].EventID != big.ID || !strings.Contains(dead[0].LastError, "the dead letter could not be published to "+h.topic+"-dlq") {
 		t.Errorf("dead letter %+v: want the event, with a reason saying its dead letter could not be published", dead[0])
 	}
-	if n := counterValue(t, metrics, "outboxkit_forwarder_dead_letter_refused_total"); n != 1 {
+	if n := testsupport.CounterSum(t, metrics, "outboxkit_forwarder_dead_letter_refused_total"); n != 1 {
 		t.Errorf("dead_letter_refused_total = %v, want 1", n)
 	}
 }
@@ -260,22 +261,4 @@ func (h *eoHarness) createTinyTopic(topic string, maxBytes int) {
 	if err != nil {
 		h.t.Fatalf("create topic %s: %v", topic, err)
 	}
-}
-
-// counterValue sums the values of the counter named name in reg.
-func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, f := range families {
-		if f.GetName() == name {
-			for _, m := range f.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
 }

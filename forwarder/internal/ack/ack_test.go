@@ -169,23 +169,6 @@ func (fx *fixture) takeOver(t *testing.T, p int) {
 	}
 }
 
-func (fx *fixture) counter(t *testing.T, name string) float64 {
-	t.Helper()
-	families, err := fx.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() == name {
-			for _, m := range f.Metric {
-				total += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return total
-}
-
 // TestStrategyIsChosenFromTheStore: a whole batch is acknowledged in one statement where the
 // store can (PostgreSQL), by the fenced transaction elsewhere.
 func TestStrategyIsChosenFromTheStore(t *testing.T) {
@@ -218,7 +201,7 @@ func TestAcknowledgeDeletesOrRetainsTheBatch(t *testing.T) {
 						t.Fatalf("after the acknowledgement: rows %v; want seq %d %s", rows, r.Seq, map[bool]string{true: "marked published", false: "deleted"}[retention > 0])
 					}
 				}
-				if got := fx.counter(t, "outboxkit_forwarder_relayed_total"); got != 3 {
+				if got := testsupport.CounterSum(t, fx.reg, "outboxkit_forwarder_relayed_total"); got != 3 {
 					t.Fatalf("relayed %v, want 3", got)
 				}
 			})
@@ -255,7 +238,7 @@ func TestAcknowledgeLeavesALostPartitionsRows(t *testing.T) {
 				if _, ok := rows[records[1].Seq]; ok {
 					t.Fatalf("an owned partition's acknowledged row is still there: %v", rows)
 				}
-				if got := fx.counter(t, "outboxkit_forwarder_fenced_rows_total"); got != 1 {
+				if got := testsupport.CounterSum(t, fx.reg, "outboxkit_forwarder_fenced_rows_total"); got != 1 {
 					t.Fatalf("fenced rows %v, want 1", got)
 				}
 			})

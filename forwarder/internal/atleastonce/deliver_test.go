@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
+	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -281,7 +282,7 @@ func TestDeliverCountsAGapViolation(t *testing.T) {
 	if _, err := New(core, pub, acker).Deliver(t.Context(), 0, allLeases, records); err != nil {
 		t.Fatal(err)
 	}
-	if got := counterValue(t, reg, "outboxkit_forwarder_gap_violations_total"); got != 1 {
+	if got := testsupport.CounterValue(t, reg, "outboxkit_forwarder_gap_violations_total"); got != 1 {
 		t.Fatalf("gap violations %v, want 1", got)
 	}
 	if !slices.Equal(seqsOf(acker.acked), []int64{2}) || len(acker.settled) != 1 {
@@ -311,20 +312,4 @@ func TestDelivererTakesEveryLeaseAndScopesToTheRecords(t *testing.T) {
 	if got := d.Scope(allLeases, records); !slices.Equal(got, allLeases[1:3]) {
 		t.Fatalf("Scope = %v, want the leases of partitions 1 and 2", got)
 	}
-}
-
-// counterValue returns the value of the counter name in reg.
-func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() == name && len(f.Metric) == 1 {
-			return f.Metric[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("no single counter %s", name)
-	return 0
 }
