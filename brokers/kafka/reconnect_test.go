@@ -1,8 +1,6 @@
 package kafka_test
 
 import (
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -20,9 +18,6 @@ import (
 // own, with other ports and another state directory than the shared brokers and the
 // fault-injection one, so restarting it disturbs no other test.
 var reconnectBroker = securekafka.Instance{Dir: "/var/tmp/outboxkit-reconnect", Port: 19098, ControllerPort: 19099}
-
-// envReconnect opts in to TestReconnectKeepsEveryDeliveredMessage.
-const envReconnect = "OUTBOXKIT_TEST_RECONNECT"
 
 // startReconnectBroker starts the dedicated broker (stopped at the end of t) and returns it with
 // a constructor of the franz-go publisher and the watermill-kafka subscriber (consumer group)
@@ -66,17 +61,10 @@ func startReconnectBroker(t *testing.T) (securekafka.Broker, tests.PubSubConstru
 // down and which would slow the suite. Watermill's TestReconnect, which fails when a restart and
 // the group's rejoin outlast 60 s, runs in TestSoakWatermillReconnect (scripts/soak.sh).
 func TestReconnectKeepsEveryDeliveredMessage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("restarts a dedicated broker twice")
-	}
-	if os.Getenv(envReconnect) != "1" {
-		t.Skip("runs alone after the suite (" + envReconnect + "=1, set by scripts/test.sh)")
-	}
-	b, constructor := startReconnectBroker(t)
-	pub, sub := constructor(t)
-	defer closeAll(t, pub, sub)
-	reconnecttest.Run(t, reconnecttest.Config{Publisher: pub, Subscriber: sub, Topic: testsupport.UniqueName("reconnect"),
-		Restart: func() error { return b.Script("restart-kafka-secure") }})
+	reconnecttest.Gate(t, func(t *testing.T) (tests.PubSubConstructor, func() error) {
+		b, constructor := startReconnectBroker(t)
+		return constructor, func() error { return b.Script("restart-kafka-secure") }
+	})
 }
 
 // TestSoakWatermillReconnect runs Watermill's universal TestReconnect (100 publishers, 10,000
@@ -89,24 +77,5 @@ func TestSoakWatermillReconnect(t *testing.T) {
 	runs := testsupport.Soak(t, 3)
 	b, constructor := startReconnectBroker(t)
 	features := tests.Features{ConsumerGroups: true, Persistent: true, RestartServiceCommand: b.Command("restart-kafka-secure")}
-	passed := 0
-	for i := range runs {
-		if t.Run(fmt.Sprint(i), func(t *testing.T) {
-			tests.TestReconnect(t, tests.TestContext{TestID: tests.NewTestID(), Features: features}, constructor)
-		}) {
-			passed++
-		}
-	}
-	t.Logf("soak: Watermill's TestReconnect on Kafka passed %d of %d runs", passed, runs)
-}
-
-// closeAll closes the publisher and the subscriber.
-func closeAll(t *testing.T, pub message.Publisher, sub message.Subscriber) {
-	t.Helper()
-	if err := pub.Close(); err != nil {
-		t.Errorf("close the publisher: %v", err)
-	}
-	if err := sub.Close(); err != nil {
-		t.Errorf("close the subscriber: %v", err)
-	}
+	reconnecttest.SoakWatermill(t, runs, "Kafka", features, constructor)
 }

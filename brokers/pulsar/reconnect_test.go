@@ -1,8 +1,6 @@
 package pulsar_test
 
 import (
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -20,9 +18,6 @@ import (
 // fault-injection one, so restarting it disturbs no other test.
 var reconnectBroker = securepulsar.Instance{Dir: "/var/tmp/outboxkit-reconnect-pulsar",
 	TLSPort: 16651, HTTPSPort: 18443, Port: 16660, HTTPPort: 18090, BookiePort: 13191}
-
-// envReconnect opts in to TestReconnectKeepsEveryDeliveredMessage.
-const envReconnect = "OUTBOXKIT_TEST_RECONNECT"
 
 // startReconnectBroker starts the dedicated broker (stopped at the end of t) and returns it with
 // a constructor of a publisher and a KeyShared subscriber on it, over TLS with a token.
@@ -64,17 +59,10 @@ func startReconnectBroker(t *testing.T) (securepulsar.Broker, tests.PubSubConstr
 // and which would slow the suite. Watermill's TestReconnect, which fails when a restart outlasts
 // 60 s, runs in TestSoakWatermillReconnect (scripts/soak.sh).
 func TestReconnectKeepsEveryDeliveredMessage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("restarts a dedicated broker twice")
-	}
-	if os.Getenv(envReconnect) != "1" {
-		t.Skip("runs alone, after the suite (" + envReconnect + "=1, set by scripts/test.sh)")
-	}
-	b, constructor := startReconnectBroker(t)
-	pub, sub := constructor(t)
-	defer closeAll(t, pub, sub)
-	reconnecttest.Run(t, reconnecttest.Config{Publisher: pub, Subscriber: sub, Topic: testsupport.UniqueName("reconnect"),
-		Restart: func() error { return b.Script("restart-pulsar-secure") }})
+	reconnecttest.Gate(t, func(t *testing.T) (tests.PubSubConstructor, func() error) {
+		b, constructor := startReconnectBroker(t)
+		return constructor, func() error { return b.Script("restart-pulsar-secure") }
+	})
 }
 
 // TestSoakWatermillReconnect runs Watermill's universal TestReconnect (100 publishers, 10,000
@@ -88,24 +76,5 @@ func TestSoakWatermillReconnect(t *testing.T) {
 	b, constructor := startReconnectBroker(t)
 	features := suiteFeatures()
 	features.RestartServiceCommand = b.Command("restart-pulsar-secure")
-	passed := 0
-	for i := range runs {
-		if t.Run(fmt.Sprint(i), func(t *testing.T) {
-			tests.TestReconnect(t, tests.TestContext{TestID: tests.NewTestID(), Features: features}, constructor)
-		}) {
-			passed++
-		}
-	}
-	t.Logf("soak: Watermill's TestReconnect on Pulsar passed %d of %d runs", passed, runs)
-}
-
-// closeAll closes the publisher and the subscriber.
-func closeAll(t *testing.T, pub message.Publisher, sub message.Subscriber) {
-	t.Helper()
-	if err := pub.Close(); err != nil {
-		t.Errorf("close the publisher: %v", err)
-	}
-	if err := sub.Close(); err != nil {
-		t.Errorf("close the subscriber: %v", err)
-	}
+	reconnecttest.SoakWatermill(t, runs, "Pulsar", features, constructor)
 }
