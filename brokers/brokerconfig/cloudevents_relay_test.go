@@ -15,7 +15,6 @@ import (
 	cesdk "github.com/cloudevents/sdk-go/v2"
 	"github.com/google/uuid"
 
-	"github.com/outboxkit/outboxkit/brokers/brokerconfig"
 	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/internal/testsupport/forwardertest"
@@ -68,16 +67,8 @@ func TestCloudEventsOnKafkaReadByTheSDK(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	topic := testsupport.UniqueName("ce_kafka")
-	cfg, err := brokerconfig.Parse([]byte(fmt.Sprintf("broker: kafka\nformat: cloudevents\ncloudevents:\n  source: %s\nkafka:\n  brokers: [%q]\n",
-		ceSource, brokers[0])), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := brokerconfig.Build(ctx, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	_, b := buildYAML(t, ctx, fmt.Sprintf("broker: kafka\nformat: cloudevents\ncloudevents:\n  source: %s\nkafka:\n  brokers: [%q]\n",
+		ceSource, brokers[0]))
 	events := ceEvents(t, topic)
 	relay(t, ctx, b.Publisher(), events)
 
@@ -159,16 +150,8 @@ func TestCloudEventsOnPulsarProperties(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	topic := testsupport.UniqueName("ce_pulsar")
-	cfg, err := brokerconfig.Parse([]byte(fmt.Sprintf("broker: pulsar\nformat: cloudevents\ncloudevents:\n  source: %s\npulsar:\n  url: %q\n",
-		ceSource, url)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := brokerconfig.Build(ctx, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	cfg, b := buildYAML(t, ctx, fmt.Sprintf("broker: pulsar\nformat: cloudevents\ncloudevents:\n  source: %s\npulsar:\n  url: %q\n",
+		ceSource, url))
 	events := ceEvents(t, topic)
 	relay(t, ctx, b.Publisher(), events)
 

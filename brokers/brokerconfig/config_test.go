@@ -14,6 +14,21 @@ import (
 	"github.com/outboxkit/outboxkit/brokers/brokerconfig"
 )
 
+// buildYAML parses the configuration yaml and builds its brokers, closed when the test ends.
+func buildYAML(t *testing.T, ctx context.Context, yaml string) (brokerconfig.Config, *brokerconfig.Brokers) {
+	t.Helper()
+	cfg, err := brokerconfig.Parse([]byte(yaml), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := brokerconfig.Build(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return cfg, b
+}
+
 func envMap(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }

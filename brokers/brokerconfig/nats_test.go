@@ -95,15 +95,7 @@ func TestNATSConfigEnvDefaultsAndRedaction(t *testing.T) {
 // outcomes and the error classifier the forwarder looks for.
 func TestBuildNATSPublisherReportsOutcomes(t *testing.T) {
 	url := testsupport.NATSURL(t)
-	cfg, err := brokerconfig.Parse([]byte(fmt.Sprintf("broker: nats\nnats:\n  urls: [%q]\n", url)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := brokerconfig.Build(context.Background(), cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	_, b := buildYAML(t, context.Background(), fmt.Sprintf("broker: nats\nnats:\n  urls: [%q]\n", url))
 	if b.Broker() != "nats" {
 		t.Errorf("Broker() = %q", b.Broker())
 	}
@@ -125,47 +117,15 @@ func TestNATSRelayPerKeyOrderAndDeadLetter(t *testing.T) {
 	url := testsupport.NATSURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cfg, err := brokerconfig.Parse([]byte(fmt.Sprintf("broker: nats\nnats:\n  urls: [%q]\n  partitions: 4\n", url)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := brokerconfig.Build(ctx, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	cfg, b := buildYAML(t, ctx, fmt.Sprintf("broker: nats\nnats:\n  urls: [%q]\n  partitions: 4\n", url))
 
 	topic := "relay." + testsupport.UniqueName("nats")
 	dlq := "dlq." + testsupport.UniqueName("nats")
-	const keys, perKey = 20, 10
-	var events []outbox.Event
-	for seq := range perKey {
-		for k := range keys {
-			e, err := outbox.NewJSONEvent(topic, "order", "order-"+strconv.Itoa(k), "OrderUpdated", map[string]int{"seq": seq})
-			if err != nil {
-				t.Fatal(err)
-			}
-			e.ID = uuid.Must(uuid.NewV7())
-			events = append(events, e)
-		}
-	}
-	poison := outbox.Event{ID: uuid.Must(uuid.NewV7()), Topic: topic, AggregateType: "order", AggregateID: "poisoned",
-		EventType: "Huge", Payload: bytes.Repeat([]byte("x"), 1100<<10)}
-	parked := outbox.Event{ID: uuid.Must(uuid.NewV7()), Topic: topic, AggregateType: "order", AggregateID: "poisoned",
-		EventType: "After", Payload: []byte("{}")}
-	events = append(events, poison, parked)
-
-	// Done when every other key is published and the poisoned event is dead.
-	db, table := relayNATS(t, ctx, b.Publisher(), dlq, events,
-		"SELECT COUNT(*) FILTER (WHERE status = 0 AND aggregate_id <> 'poisoned') + 1 - COUNT(*) FILTER (WHERE status = 2) FROM %s")
-	var status int
-	if err := db.QueryRowContext(ctx, "SELECT status FROM "+table+" WHERE event_id = $1", parked.ID).Scan(&status); err != nil || status != 0 {
-		t.Fatalf("the event after the dead one: status %d (%v), want 0 (parked behind it)", status, err)
-	}
+	_, _, poison := relayPoisonedKeys(t, ctx, b.Publisher(), topic, dlq)
 
 	msgs := readNATSStream(t, url, topic)
-	if len(msgs) != keys*perKey {
-		t.Fatalf("%d messages in the stream, want %d", len(msgs), keys*perKey)
+	if len(msgs) != relayKeys*relayPerKey {
+		t.Fatalf("%d messages in the stream, want %d", len(msgs), relayKeys*relayPerKey)
 	}
 	next := map[string]int{}
 	for _, m := range msgs {
@@ -189,13 +149,42 @@ func TestNATSRelayPerKeyOrderAndDeadLetter(t *testing.T) {
 	t.Logf("dead letter reason: %q", deadLetters[0].Header.Get("reason_poisoned"))
 }
 
-// relayNATS writes events to a fresh PostgreSQL outbox table in one transaction and runs a
-// forwarder (dead letters to dlq) until the query until (with %s for the events table) returns
-// 0; it returns the database and the events table.
-func relayNATS(t *testing.T, ctx context.Context, pub message.Publisher, dlq string, events []outbox.Event, until string) (*sql.DB, string) {
+// The keys and events per key relayPoisonedKeys writes.
+const relayKeys, relayPerKey = 20, 10
+
+// relayPoisonedKeys writes to a fresh PostgreSQL outbox relayPerKey events {"seq":n} of each of
+// relayKeys keys on topic, then on the key "poisoned" an event above 1 MiB (poison) and one
+// after it (parked), and relays them through pub, dead letters to dlq, until every other key is
+// published and the poisoned event is dead; the parked event must still be pending behind it.
+// It returns the database, the events table and the poisoned event.
+func relayPoisonedKeys(t *testing.T, ctx context.Context, pub message.Publisher, topic, dlq string) (*sql.DB, string, outbox.Event) {
 	t.Helper()
-	return forwardertest.RelayPostgres(t, ctx, outbox.Config{Table: testsupport.UniqueName("nats_outbox"), MaxPayloadBytes: -1},
-		pub, dlq, events, until)
+	var events []outbox.Event
+	for seq := range relayPerKey {
+		for k := range relayKeys {
+			e, err := outbox.NewJSONEvent(topic, "order", "order-"+strconv.Itoa(k), "OrderUpdated", map[string]int{"seq": seq})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.ID = uuid.Must(uuid.NewV7())
+			events = append(events, e)
+		}
+	}
+	poison := outbox.Event{ID: uuid.Must(uuid.NewV7()), Topic: topic, AggregateType: "order", AggregateID: "poisoned",
+		EventType: "Huge", Payload: bytes.Repeat([]byte("x"), 1100<<10)}
+	parked := outbox.Event{ID: uuid.Must(uuid.NewV7()), Topic: topic, AggregateType: "order", AggregateID: "poisoned",
+		EventType: "After", Payload: []byte("{}")}
+	events = append(events, poison, parked)
+
+	// Done when every other key is published and the poisoned event is dead.
+	db, table := forwardertest.RelayPostgres(t, ctx, outbox.Config{Table: testsupport.UniqueName("nats_outbox"), MaxPayloadBytes: -1},
+		pub, dlq, events,
+		"SELECT COUNT(*) FILTER (WHERE status = 0 AND aggregate_id <> 'poisoned') + 1 - COUNT(*) FILTER (WHERE status = 2) FROM %s")
+	var status int
+	if err := db.QueryRowContext(ctx, "SELECT status FROM "+table+" WHERE event_id = $1", parked.ID).Scan(&status); err != nil || status != 0 {
+		t.Fatalf("the event after the dead one: status %d (%v), want 0 (parked behind it)", status, err)
+	}
+	return db, table, poison
 }
 
 // readNATSStream returns every message of the stream of topic, in stream order.

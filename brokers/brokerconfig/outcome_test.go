@@ -7,22 +7,13 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/outboxkit/outboxkit/brokers/brokerconfig"
 	"github.com/outboxkit/outboxkit/brokers/kafka"
 )
 
 // The Kafka publisher Build makes (here on kfake) is the franz-go kafka.Publisher, with the
 // per-message outcomes the forwarder looks for (its OutcomePublisher, structurally).
 func TestBuildKafkaPublisherReportsOutcomes(t *testing.T) {
-	cfg, err := brokerconfig.Parse([]byte("broker: kfake\n"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := brokerconfig.Build(context.Background(), cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	_, b := buildYAML(t, context.Background(), "broker: kfake\n")
 	if _, ok := b.Publisher().(*kafka.Publisher); !ok {
 		t.Fatalf("publisher is a %T, want *kafka.Publisher", b.Publisher())
 	}

@@ -5,18 +5,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/outboxkit/outboxkit/brokers/brokerconfig"
 	"github.com/outboxkit/outboxkit/brokers/rabbitmq"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
-	"github.com/outboxkit/outboxkit/outbox"
 )
 
 func TestRabbitMQConfigErrorsNameTheField(t *testing.T) {
@@ -134,50 +131,19 @@ func TestRabbitMQRelayPerKeyOrderAndDeadLetter(t *testing.T) {
 	url := testsupport.RabbitMQURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cfg, err := brokerconfig.Parse([]byte(fmt.Sprintf("broker: rabbitmq\nrabbitmq:\n  url: %q\n  partitions: 4\n  max_message_size: 1048576\n", url)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := brokerconfig.Build(ctx, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	cfg, b := buildYAML(t, ctx, fmt.Sprintf("broker: rabbitmq\nrabbitmq:\n  url: %q\n  partitions: 4\n  max_message_size: 1048576\n", url))
 
 	topic := "relay." + testsupport.UniqueName("rabbitmq")
 	dlq := "dlq." + testsupport.UniqueName("rabbitmq")
-	const keys, perKey = 20, 10
-	var events []outbox.Event
-	for seq := range perKey {
-		for k := range keys {
-			e, err := outbox.NewJSONEvent(topic, "order", "order-"+strconv.Itoa(k), "OrderUpdated", map[string]int{"seq": seq})
-			if err != nil {
-				t.Fatal(err)
-			}
-			e.ID = uuid.Must(uuid.NewV7())
-			events = append(events, e)
-		}
-	}
-	poison := outbox.Event{ID: uuid.Must(uuid.NewV7()), Topic: topic, AggregateType: "order", AggregateID: "poisoned",
-		EventType: "Huge", Payload: bytes.Repeat([]byte("x"), 1100<<10)}
-	parked := outbox.Event{ID: uuid.Must(uuid.NewV7()), Topic: topic, AggregateType: "order", AggregateID: "poisoned",
-		EventType: "After", Payload: []byte("{}")}
-	events = append(events, poison, parked)
-
-	// Done when every other key is published and the poisoned event is dead.
-	db, table := relayNATS(t, ctx, b.Publisher(), dlq, events,
-		"SELECT COUNT(*) FILTER (WHERE status = 0 AND aggregate_id <> 'poisoned') + 1 - COUNT(*) FILTER (WHERE status = 2) FROM %s")
-	var status, attempts int
-	if err := db.QueryRowContext(ctx, "SELECT status FROM "+table+" WHERE event_id = $1", parked.ID).Scan(&status); err != nil || status != 0 {
-		t.Fatalf("the event after the dead one: status %d (%v), want 0 (parked behind it)", status, err)
-	}
+	db, table, poison := relayPoisonedKeys(t, ctx, b.Publisher(), topic, dlq)
+	var attempts int
 	if err := db.QueryRowContext(ctx, "SELECT attempts FROM "+table+" WHERE event_id = $1", poison.ID).Scan(&attempts); err != nil || attempts != 1 {
 		t.Errorf("the oversized event took %d attempts (%v), want 1 (a permanent error)", attempts, err)
 	}
 
 	msgs := takeQueues(t, url, cfg.RabbitMQ.Queues(topic))
-	if len(msgs) != keys*perKey {
-		t.Fatalf("%d messages in the queues, want %d", len(msgs), keys*perKey)
+	if len(msgs) != relayKeys*relayPerKey {
+		t.Fatalf("%d messages in the queues, want %d", len(msgs), relayKeys*relayPerKey)
 	}
 	next := map[string]int{}
 	for _, m := range msgs {
