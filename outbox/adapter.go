@@ -14,10 +14,10 @@ import (
 )
 
 // maxRowsPerInsert keeps one INSERT under the 65,535 bind parameters PostgreSQL and MySQL allow,
-// and sqliteMaxRowsPerInsert under SQLite's 32,766 (11 parameters per row).
+// and sqliteMaxRowsPerInsert under SQLite's 32,766 (13 parameters per row).
 const (
 	maxRowsPerInsert       = 4000
-	sqliteMaxRowsPerInsert = 2900
+	sqliteMaxRowsPerInsert = 2500
 )
 
 // maxRows is how many events one INSERT of a may carry.
@@ -29,12 +29,12 @@ func (a *SchemaAdapter) maxRows() int {
 }
 
 // insertColumns are the columns one event fills; the rest have defaults.
-const insertColumns = "event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, payload, headers, key_hash, partition_no, created_at"
+const insertColumns = "event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, payload, headers, key_hash, partition_no, created_at, status, deliver_at"
 
 // pgValueRow casts every parameter so PostgreSQL can type the VALUES list of INSERT ... SELECT.
-const pgValueRow = "(?::uuid, ?::text, ?::text, ?::text, ?::text, ?::text, ?::bytea, ?::jsonb, ?::bigint, ?::smallint, ?::timestamptz)"
+const pgValueRow = "(?::uuid, ?::text, ?::text, ?::text, ?::text, ?::text, ?::bytea, ?::jsonb, ?::bigint, ?::smallint, ?::timestamptz, ?::smallint, ?::timestamptz)"
 
-const plainValueRow = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+const plainValueRow = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 // SchemaAdapter is outboxkit's watermill-sql v4 SchemaAdapter: it turns Watermill messages into
 // rows of the outbox table, one multi-row INSERT per Publish call. It supports publishing only;
@@ -110,7 +110,7 @@ func (a *SchemaAdapter) InsertQuery(params wsql.InsertQueryParams) (wsql.Query, 
 func (a *SchemaAdapter) insertQuery(events []Event) (wsql.Query, error) {
 	d := a.table.dialect
 	lockInStatement := d == Postgres && a.lockKeys
-	args := make([]any, 0, len(events)*11+1)
+	args := make([]any, 0, len(events)*13+1)
 	if lockInStatement && len(events) == 1 {
 		args = append(args, foldKeyHash(KeyHash(events[0].TenantID, events[0].AggregateType, events[0].AggregateID)))
 	} else if lockInStatement {
@@ -130,8 +130,12 @@ func (a *SchemaAdapter) insertQuery(events []Event) (wsql.Query, error) {
 			payload = []byte{}
 		}
 		hash := KeyHash(e.TenantID, e.AggregateType, e.AggregateID)
+		status, deliverAt := statusPending, any(nil)
+		if !e.DeliverAt.IsZero() {
+			status, deliverAt = statusScheduled, d.TimeArg(e.DeliverAt)
+		}
 		args = append(args, e.ID.String(), e.Topic, e.AggregateType, e.AggregateID, e.EventType, e.TenantID,
-			payload, headerJSON, hash, PartitionOf(hash), d.TimeArg(e.CreatedAt))
+			payload, headerJSON, hash, PartitionOf(hash), d.TimeArg(e.CreatedAt), status, deliverAt)
 	}
 	query := a.oneRow
 	if len(events) != 1 {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/components/delay"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"github.com/google/uuid"
@@ -90,6 +91,14 @@ type Event struct {
 	TenantID string
 	// CreatedAt is when the event was created; zero means now.
 	CreatedAt time.Time
+	// DeliverAt schedules the event (docs/scheduled.md): the relay publishes it at or after
+	// this time by the database's clock, and until then [Writer.Cancel] and
+	// [Writer.Reschedule] can still withdraw or move it in a business transaction. A scheduled
+	// event leaves its key's order: it holds no event of its key back and waits for none.
+	// Zero means an ordinary event, published at once in its key's order; a time already past
+	// means as soon as the relay claims again. A Watermill message carries it as the metadata
+	// of components/delay (delay.Message), which the Writer's publisher reads.
+	DeliverAt time.Time
 }
 
 // NewJSONEvent returns an event whose payload is v encoded as JSON, with a content-type header.
@@ -158,12 +167,16 @@ func (e Event) ToMessage() *message.Message {
 	if !e.CreatedAt.IsZero() {
 		msg.Metadata.Set(MetadataCreatedAt, e.CreatedAt.UTC().Format(time.RFC3339Nano))
 	}
+	if !e.DeliverAt.IsZero() {
+		msg.Metadata.Set(delay.DelayedUntilKey, e.DeliverAt.UTC().Format(time.RFC3339Nano))
+	}
 	return msg
 }
 
 // EventFromMessage converts a Watermill message back into an event. topic is used when the
 // message does not name its destination in [MetadataTopic]. Missing metadata leaves fields empty;
-// [Event.Validate] reports what is missing.
+// [Event.Validate] reports what is missing. The delay of Watermill's components/delay
+// (delay.Message, or its publisher) becomes the event's DeliverAt; the zero delay leaves it zero.
 func EventFromMessage(topic string, msg *message.Message) (Event, error) {
 	e := Event{Topic: topic, Payload: msg.Payload, Headers: map[string]string{}}
 	id := msg.Metadata.Get(MetadataEventID)
@@ -197,6 +210,15 @@ func EventFromMessage(topic string, msg *message.Message) (Event, error) {
 					msg.UUID, MetadataCreatedAt, v, err)
 			}
 			e.CreatedAt = t
+		case delay.DelayedUntilKey:
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return Event{}, fmt.Errorf("outbox: message %s: metadata %s=%q is not an RFC 3339 time: %w",
+					msg.UUID, delay.DelayedUntilKey, v, err)
+			}
+			e.DeliverAt = t
+		case delay.DelayedForKey:
+			// The same delay as DelayedUntilKey, relative to when it was set: the time is kept.
 		default:
 			e.Headers[k] = v
 		}

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
+	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/google/uuid"
 	_ "modernc.org/sqlite"
 
 	"github.com/outboxkit/outboxkit/outbox"
@@ -59,4 +62,46 @@ func ExampleNewTable() {
 	fmt.Println(err)
 	// Output:
 	// outbox: table name: invalid SQL identifier "events\"; DROP TABLE users; --": use letters, digits and underscores, optionally schema.table
+}
+
+// A reminder scheduled for tomorrow is written with the order; paying the order cancels it in the
+// payment's transaction. Had that transaction rolled back, the reminder would have stayed scheduled.
+func ExampleWriter_Cancel() {
+	dir, _ := os.MkdirTemp("", "outbox-example")
+	defer os.RemoveAll(dir)
+	db, _ := sql.Open("sqlite", "file:"+filepath.Join(dir, "app.db")+"?_pragma=busy_timeout(5000)")
+	defer db.Close()
+	ctx := context.Background()
+	writer, _ := outbox.NewWriter(outbox.Config{Dialect: outbox.SQLite})
+	if err := outbox.Migrate(ctx, db, writer.Table()); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	reminder, _ := outbox.NewJSONEvent("orders", "order", "o-1", "PaymentReminder", map[string]string{"order": "o-1"})
+	reminder.DeliverAt = time.Now().Add(24 * time.Hour)
+	tx, _ := db.BeginTx(ctx, nil)
+	events := []outbox.Event{reminder}
+	if err := writer.WriteTx(ctx, tx, events...); err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = tx.Commit()
+	reminderID := events[0].ID // filled in by the writer
+
+	tx, _ = db.BeginTx(ctx, nil)
+	res, err := writer.Cancel(ctx, wsql.TxFromStdSQL(tx), reminderID, uuid.New())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = tx.Commit()
+	fmt.Println("cancelled:", len(res.Changed), "released:", len(res.Released), "not found:", len(res.NotFound))
+
+	var rows int
+	_ = db.QueryRow("SELECT count(*) FROM " + writer.Table().Events()).Scan(&rows)
+	fmt.Println("rows left:", rows)
+	// Output:
+	// cancelled: 1 released: 0 not found: 1
+	// rows left: 0
 }

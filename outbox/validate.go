@@ -55,6 +55,9 @@ func (e Event) Validate(maxPayloadBytes int) error {
 	if y := e.CreatedAt.UTC().Year(); !e.CreatedAt.IsZero() && (y < 1 || y > 9999) {
 		return bad("created at %s: the year must be between 1 and 9999", e.CreatedAt.UTC().Format(time.RFC3339))
 	}
+	if y := e.DeliverAt.UTC().Year(); !e.DeliverAt.IsZero() && (y < 1 || y > 9999) {
+		return bad("deliver at %s: the year must be between 1 and 9999", e.DeliverAt.UTC().Format(time.RFC3339))
+	}
 	if maxPayloadBytes > 0 && len(e.Payload) > maxPayloadBytes {
 		return bad("payload is %d bytes, the limit is %d", len(e.Payload), maxPayloadBytes)
 	}

@@ -153,6 +153,10 @@ func (s *Source) relayBatch(ctx context.Context, worker int) (int, error) {
 		partitions = append(partitions, l.Partition)
 	}
 	limit, maxBytes := s.cfg.Claims.ClaimLimits(ready)
+	// Due scheduled events join the pending rows first; a failed release holds back only them.
+	if err := s.store.ReleaseDue(ctx, db, partitions, limit); err != nil && ctx.Err() == nil {
+		s.core.Log.Warn("releasing due scheduled events failed; they stay scheduled", "worker", worker, "error", err)
+	}
 	records, err := s.store.Claim(ctx, db, partitions, limit, maxBytes)
 	if err != nil || len(records) == 0 {
 		return 0, err

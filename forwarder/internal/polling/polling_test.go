@@ -2,6 +2,7 @@ package polling
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"slices"
@@ -54,6 +55,8 @@ func (s *fakeStore) LiveLeases(_ context.Context, _ relay.Querier, owner string,
 	}
 	return slices.Clone(s.leases[worker]), s.leaseErr
 }
+
+func (s *fakeStore) ReleaseDue(context.Context, *sql.DB, []int, int) error { return nil }
 
 func (s *fakeStore) Claim(_ context.Context, _ relay.Querier, partitions []int, limit int, maxBytes int64) ([]relay.Record, error) {
 	s.mu.Lock()

@@ -1,6 +1,9 @@
 package relay
 
-import "context"
+import (
+	"context"
+	"database/sql"
+)
 
 // The pieces of the forwarder meet through these four interfaces: a Source hands records of
 // its leased partitions to a Deliverer, which publishes them, settles the failures and
@@ -35,10 +38,11 @@ type Deliverer interface {
 	LogAttrs() []any
 }
 
-// Claimer is the store as the polling source reads it (*Store): a worker's live leases and
-// the pending rows of partitions.
+// Claimer is the store as the polling source reads it (*Store): a worker's live leases, the
+// release of the partitions' due scheduled events, and the pending rows of partitions.
 type Claimer interface {
 	LiveLeases(ctx context.Context, q Querier, owner string, worker, workers int) ([]Lease, error)
+	ReleaseDue(ctx context.Context, db *sql.DB, partitions []int, limit int) error
 	Claim(ctx context.Context, q Querier, partitions []int, limit int, maxBytes int64) ([]Record, error)
 }
 

@@ -15,6 +15,9 @@ const (
 	StatusDead      = 2
 	// StatusSkipped marks an event an operator skipped: kept, holding back nothing, never claimed.
 	StatusSkipped = 3
+	// StatusScheduled marks an event with a delivery time the relay has not released yet:
+	// never claimed, holding back nothing (Statements.ReleaseDue).
+	StatusScheduled = 4
 )
 
 // Querier is what *sql.DB and *sql.Tx have in common.

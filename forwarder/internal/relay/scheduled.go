@@ -1,0 +1,61 @@
+package relay
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// ReleaseDue releases up to limit due scheduled events of the partitions
+// (sqlstore.Statements.ReleaseDue), in a short transaction of its own, so the next claim can
+// take them. It needs no lease fence: a released row is an ordinary pending row, which only the
+// partition's owner claims and acknowledges.
+func (s *Store) ReleaseDue(ctx context.Context, db *sql.DB, partitions []int, limit int) error {
+	if len(partitions) == 0 || limit <= 0 {
+		return nil
+	}
+	var err error
+	if s.Dialect == outbox.MySQL {
+		// Two statements: they need a transaction. Elsewhere the release is one statement.
+		err = sqlstore.InTx(ctx, db, func(tx *sql.Tx) error { _, err := s.ReleaseDueIn(ctx, tx, partitions, limit); return err })
+	} else {
+		_, err = s.ReleaseDueIn(ctx, db, partitions, limit)
+	}
+	return err
+}
+
+// ReleaseDueIn is ReleaseDue through q (on MySQL, a transaction) and returns the number of rows
+// released.
+func (s *Store) ReleaseDueIn(ctx context.Context, q Querier, partitions []int, limit int) (int64, error) {
+	st := s.SQL()
+	release := s.Planned(st.ReleaseDue(partitions, limit))
+	if s.Dialect != outbox.MySQL {
+		res, err := release.Exec(ctx, q)
+		if err != nil {
+			return 0, fmt.Errorf("release due scheduled events: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, fmt.Errorf("release due scheduled events: %w", err)
+		}
+		return n, nil
+	}
+	seqs, err := release.Ints(ctx, q)
+	if err != nil || len(seqs) == 0 {
+		if err != nil {
+			err = fmt.Errorf("select due scheduled events: %w", err)
+		}
+		return 0, err
+	}
+	due := make([]int64, len(seqs))
+	for i, seq := range seqs {
+		due[i] = int64(seq)
+	}
+	if _, err := st.ReleaseSeqs(due).Exec(ctx, q); err != nil {
+		return 0, fmt.Errorf("release %d due scheduled events: %w", len(due), err)
+	}
+	return int64(len(due)), nil
+}

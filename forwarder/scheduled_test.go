@@ -1,0 +1,204 @@
+package forwarder_test
+
+import (
+	"context"
+	"database/sql"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/google/uuid"
+
+	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// Scheduled events relayed to the real Kafka from the three databases (docs/scheduled.md): not
+// published before their time by the database's clock, a cancelled one never, a rolled-back
+// cancel leaves the event to be published, a scheduled event holds no event of its key back,
+// and events of one key released together go out in sequence order.
+
+// dbClock reads the database's current time, the clock the relay releases scheduled events by.
+func dbClock(t testing.TB, db *sql.DB, d outbox.Dialect) time.Time {
+	t.Helper()
+	q := map[outbox.Dialect]string{
+		outbox.Postgres: "SELECT clock_timestamp()",
+		outbox.MySQL:    "SELECT UTC_TIMESTAMP(6)",
+		outbox.SQLite:   "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",
+	}[d]
+	dest, get := outbox.TimeScanner()
+	if err := db.QueryRow(q).Scan(dest); err != nil {
+		t.Fatal(err)
+	}
+	at, err := get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at
+}
+
+// clockedPublisher notes the database's time at which each event was handed to the broker.
+type clockedPublisher struct {
+	forwarder.OutcomePublisher
+	message.Publisher
+	t       testing.TB
+	db      *sql.DB
+	dialect outbox.Dialect
+	mu      sync.Mutex
+	at      map[string]time.Time
+}
+
+func (p *clockedPublisher) note(msgs []*message.Message) {
+	now := dbClock(p.t, p.db, p.dialect)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range msgs {
+		if _, ok := p.at[m.UUID]; !ok {
+			p.at[m.UUID] = now
+		}
+	}
+}
+
+func (p *clockedPublisher) PublishEach(ctx context.Context, topic string, msgs []*message.Message) []error {
+	p.note(msgs)
+	return p.OutcomePublisher.PublishEach(ctx, topic, msgs)
+}
+
+func (p *clockedPublisher) Publish(topic string, msgs ...*message.Message) error {
+	p.note(msgs)
+	return p.Publisher.Publish(topic, msgs...)
+}
+
+func (p *clockedPublisher) publishedAt(id uuid.UUID) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.at[id.String()]
+}
+
+func TestScheduledEventsRelayed(t *testing.T) {
+	brokers := testsupport.KafkaBrokers(t)
+	for _, d := range []outbox.Dialect{outbox.Postgres, outbox.MySQL, outbox.SQLite} {
+		t.Run(string(d), func(t *testing.T) { testScheduledEventsRelayed(t, newHarness(t, d, brokers)) })
+	}
+}
+
+func testScheduledEventsRelayed(t *testing.T, h *harness) {
+	ctx := context.Background()
+	kafkaPub := h.publisher()
+	pub := &clockedPublisher{OutcomePublisher: kafkaPub.(forwarder.OutcomePublisher), Publisher: kafkaPub, t: t, db: h.db, dialect: h.dialect, at: map[string]time.Time{}}
+
+	// Key "held": a scheduled event an hour ahead between two ordinary ones, which must not
+	// wait for it. Key "together": five events due at the same time, written in one transaction.
+	// Key "cancel": one cancelled, one whose cancel rolled back, and a last one due after both,
+	// which shows that the relay released that key's due events before it.
+	start := dbClock(t, h.db, h.dialect)
+	soon := start.Add(1500 * time.Millisecond).Truncate(time.Microsecond)
+	schedule := func(key string, n int, at time.Time) outbox.Event {
+		e := h.event(key, n)
+		e.DeliverAt = at
+		return e
+	}
+	held := []outbox.Event{h.event("held", 0), schedule("held", 1, start.Add(time.Hour)), h.event("held", 2)}
+	var together []outbox.Event
+	for n := range 5 {
+		together = append(together, schedule("together", n, soon))
+	}
+	cancelled, keptByRollback, last := schedule("cancel", 0, soon), schedule("cancel", 1, soon), schedule("cancel", 2, soon.Add(500*time.Millisecond))
+	h.write(held...)
+	h.write(together...)
+	h.write(cancelled, keptByRollback, last)
+	cancel := func(commit bool, id uuid.UUID) {
+		tx, err := h.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback() }()
+		res, err := h.writer.Cancel(ctx, wsql.TxFromStdSQL(tx), id)
+		if err != nil || !slices.Equal(res.Changed, []uuid.UUID{id}) {
+			t.Fatalf("cancel %s: %+v, %v", id, res, err)
+		}
+		if commit {
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cancel(true, cancelled.ID)
+	cancel(false, keptByRollback.ID)
+
+	h.start(h.config(pub))
+	// The held key's ordinary events arrive while its scheduled event waits an hour.
+	got := consumeUntil(t, h.brokers, h.topic, func(got []received) bool {
+		ids := eventIDs(got)
+		return slices.Contains(ids, held[0].ID.String()) && slices.Contains(ids, held[2].ID.String())
+	}, 30*time.Second)
+	var heldIDs []string
+	for _, r := range got {
+		if r.key == "held" {
+			heldIDs = append(heldIDs, r.eventID)
+		}
+	}
+	if !slices.Equal(heldIDs, []string{held[0].ID.String(), held[2].ID.String()}) {
+		t.Fatalf("key held: %v, want its two ordinary events %s and %s while %s waits", heldIDs, held[0].ID, held[2].ID, held[1].ID)
+	}
+	// Moved to now, it is published too.
+	tx, err := h.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := h.writer.Reschedule(ctx, wsql.TxFromStdSQL(tx), time.Time{}, held[1].ID); err != nil || len(res.Changed) != 1 {
+		t.Fatalf("reschedule: %+v, %v", res, err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	want := slices.Concat([]outbox.Event{held[1]}, together, []outbox.Event{keptByRollback, last})
+	got = consumeDistinct(t, h.brokers, h.topic, 2+len(want), 60*time.Second)
+	byKey := map[string][]int{}
+	seen := map[string]bool{}
+	for _, r := range got {
+		if r.eventID == cancelled.ID.String() {
+			t.Errorf("the cancelled event %s was published", cancelled.ID)
+		}
+		if !seen[r.eventID] {
+			seen[r.eventID] = true
+			byKey[r.key] = append(byKey[r.key], r.n)
+		}
+	}
+	if len(seen) != 2+len(want) {
+		t.Fatalf("%d distinct events published, want %d", len(seen), 2+len(want))
+	}
+	if !slices.Equal(byKey["together"], []int{0, 1, 2, 3, 4}) {
+		t.Errorf("events of one key due together arrived as %v, want sequence order 0..4", byKey["together"])
+	}
+	if !slices.Equal(byKey["cancel"], []int{1, 2}) {
+		t.Errorf("key cancel: %v, want 1 (its cancel rolled back) then 2, never the cancelled 0", byKey["cancel"])
+	}
+	var late []time.Duration
+	for _, e := range slices.Concat(together, []outbox.Event{keptByRollback, last}) {
+		at := pub.publishedAt(e.ID)
+		if at.Before(e.DeliverAt.Truncate(time.Microsecond)) {
+			t.Errorf("event %s (key %s) was published at %s by the database's clock, before its time %s", e.ID, e.AggregateID, at, e.DeliverAt)
+		}
+		late = append(late, at.Sub(e.DeliverAt))
+	}
+	sort.Slice(late, func(i, j int) bool { return late[i] < late[j] })
+	t.Logf("%s: published after deliver_at (database clock), min %s, median %s, max %s", h.dialect, late[0], late[len(late)/2], late[len(late)-1])
+	if n := h.rowsWithStatus(4); n != 0 {
+		t.Errorf("%d rows still scheduled, want 0", n)
+	}
+}
+
+func eventIDs(got []received) []string {
+	var out []string
+	for _, r := range got {
+		out = append(out, r.eventID)
+	}
+	return out
+}

@@ -1,0 +1,155 @@
+package forwarder
+
+import (
+	"context"
+	"database/sql"
+	"slices"
+	"testing"
+	"time"
+
+	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/google/uuid"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// The store's side of scheduled events (docs/scheduled.md) on the three databases: the claim
+// takes only released events, the release takes only due ones, and a cancel and a release of
+// one row never both succeed, whichever of the two transactions holds the row first.
+
+// writeAt commits one event of key, scheduled at at (zero: an ordinary event), and returns its id.
+func (fx *storeFixture) writeAt(key string, at time.Time) uuid.UUID {
+	fx.t.Helper()
+	e := outbox.Event{Topic: "t", AggregateType: "order", AggregateID: key, EventType: "Happened", Payload: []byte(key), DeliverAt: at}
+	tx, err := fx.db.BeginTx(fx.ctx, nil)
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	events := []outbox.Event{e}
+	if err := fx.writer.WriteTx(fx.ctx, tx, events...); err != nil {
+		fx.t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		fx.t.Fatal(err)
+	}
+	return events[0].ID
+}
+
+func (fx *storeFixture) releaseAndClaim() []uuid.UUID {
+	fx.t.Helper()
+	if err := fx.store.ReleaseDue(fx.ctx, fx.db, allPartitions(), 100); err != nil {
+		fx.t.Fatal(err)
+	}
+	var ids []uuid.UUID
+	for _, r := range fx.claim(100, 1<<20) {
+		ids = append(ids, r.Event.ID)
+	}
+	return ids
+}
+
+// A scheduled event not yet due is never claimed and holds nothing back: the ordinary events of
+// its key, written before and after it, are claimed; a due one is claimed in sequence order.
+func TestStoreClaimsOnlyDueScheduledEvents(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, fx *storeFixture) {
+		before := fx.writeAt("k", time.Time{})
+		future := fx.writeAt("k", time.Now().Add(time.Hour))
+		due := fx.writeAt("k", time.Now().Add(-time.Minute))
+		after := fx.writeAt("k", time.Time{})
+		if got, want := fx.releaseAndClaim(), []uuid.UUID{before, due, after}; !slices.Equal(got, want) {
+			t.Fatalf("claimed %v, want %v (the ordinary events and the due one in sequence order, not %s)", got, want, future)
+		}
+	})
+}
+
+// cancelTx begins a business transaction and cancels id in it, leaving it open.
+func (fx *storeFixture) cancelTx(id uuid.UUID) (*sql.Tx, outbox.ScheduleResult) {
+	fx.t.Helper()
+	tx, err := fx.db.BeginTx(fx.ctx, nil)
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+	fx.t.Cleanup(func() { _ = tx.Rollback() })
+	res, err := fx.writer.Cancel(fx.ctx, wsql.TxFromStdSQL(tx), id)
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+	return tx, res
+}
+
+// The cancel holds the row first: the relay's release, run while the cancel's transaction is
+// open, skips the row; once the cancel commits, the event is gone and never claimed. (SQLite
+// serializes writers on the database lock: there the release waits for the cancel's commit.)
+func TestStoreCancelHeldWhileRelayReleases(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, fx *storeFixture) {
+		id := fx.writeAt("k", time.Now().Add(-time.Minute))
+		tx, res := fx.cancelTx(id)
+		if !slices.Equal(res.Changed, []uuid.UUID{id}) {
+			t.Fatalf("cancel: %+v, want %s cancelled", res, id)
+		}
+		if fx.store.Dialect != outbox.SQLite {
+			if got := fx.releaseAndClaim(); len(got) != 0 {
+				t.Fatalf("while the cancel is open the relay claimed %v, want nothing", got)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if got := fx.releaseAndClaim(); len(got) != 0 {
+			t.Fatalf("after the cancel committed the relay claimed %v, want nothing", got)
+		}
+	})
+}
+
+// The release holds the row first: a cancel run while the release's transaction is open waits
+// for it, then finds the event released and leaves it; the event is claimed.
+func TestStoreReleaseHeldWhileCancelRuns(t *testing.T) {
+	for _, d := range []outbox.Dialect{outbox.Postgres, outbox.MySQL} {
+		t.Run(string(d), func(t *testing.T) {
+			fx := newStoreFixture(t, d)
+			id := fx.writeAt("k", time.Now().Add(-time.Minute))
+			release, err := fx.db.BeginTx(fx.ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = release.Rollback() }()
+			if n, err := fx.store.ReleaseDueIn(fx.ctx, release, allPartitions(), 100); err != nil || n != 1 {
+				t.Fatalf("release in an open transaction: %d rows, %v; want 1", n, err)
+			}
+			type result struct {
+				res outbox.ScheduleResult
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(fx.ctx, time.Minute)
+				defer cancel()
+				tx, err := fx.db.BeginTx(ctx, nil)
+				if err != nil {
+					done <- result{err: err}
+					return
+				}
+				res, err := fx.writer.Cancel(ctx, wsql.TxFromStdSQL(tx), id)
+				if err == nil {
+					err = tx.Commit()
+				} else {
+					_ = tx.Rollback()
+				}
+				done <- result{res, err}
+			}()
+			if err := release.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			r := <-done
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if len(r.res.Changed) != 0 || !slices.Equal(r.res.Released, []uuid.UUID{id}) {
+				t.Fatalf("cancel after the release: %+v, want %s released, nothing cancelled", r.res, id)
+			}
+			if got := fx.releaseAndClaim(); !slices.Equal(got, []uuid.UUID{id}) {
+				t.Fatalf("claimed %v, want the released event %s", got, id)
+			}
+		})
+	}
+}
