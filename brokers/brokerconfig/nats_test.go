@@ -13,7 +13,6 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
-	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxkit/outboxkit/brokers/brokerconfig"
@@ -123,7 +122,7 @@ func TestNATSRelayPerKeyOrderAndDeadLetter(t *testing.T) {
 	dlq := "dlq." + testsupport.UniqueName("nats")
 	_, _, poison := relayPoisonedKeys(t, ctx, b.Publisher(), topic, dlq)
 
-	msgs := readNATSStream(t, url, topic)
+	msgs := testsupport.ReadNATSStream(t, url, nats.StreamName(topic))
 	if len(msgs) != relayKeys*relayPerKey {
 		t.Fatalf("%d messages in the stream, want %d", len(msgs), relayKeys*relayPerKey)
 	}
@@ -142,7 +141,7 @@ func TestNATSRelayPerKeyOrderAndDeadLetter(t *testing.T) {
 		}
 		next[key]++
 	}
-	deadLetters := readNATSStream(t, url, dlq)
+	deadLetters := testsupport.ReadNATSStream(t, url, nats.StreamName(dlq))
 	if len(deadLetters) != 1 || deadLetters[0].Header.Get(nats.UUIDHeader) != poison.ID.String() {
 		t.Fatalf("%d dead letters, want the poisoned event once", len(deadLetters))
 	}
@@ -185,37 +184,4 @@ func relayPoisonedKeys(t *testing.T, ctx context.Context, pub message.Publisher,
 		t.Fatalf("the event after the dead one: status %d (%v), want 0 (parked behind it)", status, err)
 	}
 	return db, table, poison
-}
-
-// readNATSStream returns every message of the stream of topic, in stream order.
-func readNATSStream(t *testing.T, url, topic string) []*jetstream.RawStreamMsg {
-	t.Helper()
-	nc, err := natsgo.Connect(url)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	stream, err := js.Stream(ctx, nats.StreamName(topic))
-	if err != nil {
-		t.Fatalf("stream of %s: %v", topic, err)
-	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []*jetstream.RawStreamMsg
-	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
-		m, err := stream.GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatalf("get message %d: %v", seq, err)
-		}
-		out = append(out, m)
-	}
-	return out
 }

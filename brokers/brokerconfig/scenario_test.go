@@ -67,7 +67,7 @@ var scenarioCases = []scenarioCase{
 // natsKeys reads the topic's stream and checks that each message is on its key's partition
 // subject (the NATS subscriber does not expose the subject).
 func natsKeys(t *testing.T, cfg brokerconfig.Config, topic string, want map[string]string) {
-	for _, m := range readNATSStream(t, cfg.NATS.URLs[0], topic) {
+	for _, m := range testsupport.ReadNATSStream(t, cfg.NATS.URLs[0], nats.StreamName(topic)) {
 		id := m.Header.Get(nats.UUIDHeader)
 		if subject := cfg.NATS.Subject(topic, want[id]); m.Subject != subject {
 			t.Errorf("nats message %s: subject %s, want %s", id, m.Subject, subject)

@@ -1,14 +1,9 @@
 package nats_test
 
 import (
-	"context"
-	"errors"
 	"testing"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	natsgo "github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxkit/outboxkit/brokers/nats"
 	"github.com/outboxkit/outboxkit/forwarder/outcometest"
@@ -50,31 +45,8 @@ func natsBroker(url string) outcometest.Broker {
 		NewTopic: func(*testing.T) string { return "outcometest." + testsupport.UniqueName("t") },
 		ReadTopic: func(t *testing.T, topic string) []outcometest.Received {
 			t.Helper()
-			nc, err := natsgo.Connect(url)
-			if err != nil {
-				t.Fatalf("connect: %v", err)
-			}
-			defer nc.Close()
-			js, _ := jetstream.New(nc)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			stream, err := js.Stream(ctx, nats.StreamName(topic))
-			if errors.Is(err, jetstream.ErrStreamNotFound) {
-				return nil // nothing was published
-			}
-			if err != nil {
-				t.Fatalf("stream of %s: %v", topic, err)
-			}
-			info, err := stream.Info(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
 			var got []outcometest.Received
-			for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
-				m, err := stream.GetMsg(ctx, seq)
-				if err != nil {
-					t.Fatalf("message %d of %s: %v", seq, topic, err)
-				}
+			for _, m := range testsupport.ReadNATSStream(t, url, nats.StreamName(topic)) {
 				got = append(got, outcometest.Received{UUID: m.Header.Get(nats.UUIDHeader), Key: m.Header.Get(nats.DefaultKeyMetadata)})
 			}
 			return got

@@ -17,6 +17,7 @@ import (
 
 	"github.com/outboxkit/outboxkit/brokers/nats"
 	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/internal/testsupport/natsserver"
 )
 
@@ -43,31 +44,8 @@ type stored struct {
 // readStream returns every message of the stream of topic, in stream order.
 func readStream(t *testing.T, url, topic string) []stored {
 	t.Helper()
-	nc, err := natsgo.Connect(url)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	stream, err := js.Stream(ctx, nats.StreamName(topic))
-	if err != nil {
-		t.Fatalf("stream of %s: %v", topic, err)
-	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []stored
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		m, err := stream.GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatalf("get message %d: %v", seq, err)
-		}
+	for _, m := range testsupport.ReadNATSStream(t, url, nats.StreamName(topic)) {
 		out = append(out, stored{m.Subject, m.Header.Get(nats.UUIDHeader), m.Header.Get(nats.DefaultKeyMetadata), string(m.Data)})
 	}
 	return out
