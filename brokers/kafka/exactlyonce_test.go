@@ -104,17 +104,7 @@ func exactlyOnceCrashPoints(t *testing.T, source forwarder.Source) {
 			p.units.beforeCommit = func(unit string) { g.stopHere(&a, unit) }
 			return p
 		})
-		h.ready()
-		h.write(keys, 0, 20)
-		g.wait(t, "the commit of its first transaction")
-		b := h.startRelay("eo-b", nil)
-		h.waitDrained(60 * time.Second)
-		close(g.release)
-		a.proxy.resume()
-		h.write(keys, 20, 10)
-		h.waitDrained(60 * time.Second)
-		a.stop()
-		b.stop()
+		h.takeOverFrom(t, a, g, "the commit of its first transaction", keys)
 		got := h.readAll(h.topic, true, len(keys)*30, 60*time.Second)
 		checkExactlyOnce(t, got, keys, 30)
 		// The stopped relay's transaction had records on the broker, aborted by the takeover: a
@@ -136,17 +126,7 @@ func exactlyOnceCrashPoints(t *testing.T, source forwarder.Source) {
 		a = h.startRelay("eo-a", func(p *Publisher) forwarder.TransactionalPublisher {
 			return &hookedPublisher{Publisher: p, afterCommit: func(unit string) { g.stopHere(&a, unit) }}
 		})
-		h.ready()
-		h.write(keys, 0, 20)
-		g.wait(t, "the end of its first commit")
-		b := h.startRelay("eo-b", nil)
-		h.waitDrained(60 * time.Second)
-		close(g.release)
-		a.proxy.resume()
-		h.write(keys, 20, 10)
-		h.waitDrained(60 * time.Second)
-		a.stop()
-		b.stop()
+		b := h.takeOverFrom(t, a, g, "the end of its first commit", keys)
 		checkExactlyOnce(t, h.readAll(h.topic, true, len(keys)*30, 60*time.Second), keys, 30)
 		if n := b.counter("outboxkit_forwarder_recovered_rows_total"); n == 0 {
 			t.Errorf("the relay that took over recovered no row from the stopped relay's checkpoint")
@@ -252,6 +232,26 @@ func TestExactlyOnceCDCOpensEveryUnitBeforeStreaming(t *testing.T) {
 		t.Errorf("%d transactions were committed before unit 3 was opened", early)
 	}
 	checkExactlyOnce(t, h.readAll(h.topic, true, len(keys)*10, 60*time.Second), keys, 10)
+}
+
+// takeOverFrom runs a takeover of relay a, whose gate g stops it at what in its first
+// transaction: once 20 events of each key are written and a is stopped there, relay eo-b starts
+// and drains the table; then a resumes, 10 more events of each key are relayed, and both stop.
+// It returns eo-b.
+func (h *eoHarness) takeOverFrom(t *testing.T, a *relay, g *gate, what string, keys []string) *relay {
+	t.Helper()
+	h.ready()
+	h.write(keys, 0, 20)
+	g.wait(t, what)
+	b := h.startRelay("eo-b", nil)
+	h.waitDrained(60 * time.Second)
+	close(g.release)
+	a.proxy.resume()
+	h.write(keys, 20, 10)
+	h.waitDrained(60 * time.Second)
+	a.stop()
+	b.stop()
+	return b
 }
 
 // waitDrained waits until no row is pending.
