@@ -9,6 +9,7 @@ import (
 	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/forwarder/outcometest"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/internal/testsupport/forwardertest"
 )
 
 // wavesOnlyPublisher hides every method of a publisher but Publish, Close and Retriable: a plain
@@ -42,26 +43,7 @@ func TestWavesOutcomeConformance(t *testing.T) {
 		}
 		return wrapped
 	}
-	broker := outcometest.Broker{
-		NewTopic: func(t *testing.T) string {
-			topic := testsupport.UniqueName("outcometest")
-			testsupport.CreateKafkaTopic(t, brokers, topic)
-			return topic
-		},
-		ReadTopic: func(t *testing.T, topic string) []outcometest.Received {
-			var got []outcometest.Received
-			for _, r := range testsupport.ReadKafkaTopic(t, brokers, topic) {
-				id := ""
-				for _, h := range r.Headers {
-					if h.Key == "_watermill_message_uuid" {
-						id = string(h.Value)
-					}
-				}
-				got = append(got, outcometest.Received{UUID: id, Key: string(r.Key)})
-			}
-			return got
-		},
-	}
+	broker := forwardertest.KafkaBroker(brokers, 0)
 	features := outcometest.Features{
 		OversizedPayload: kafka.DefaultMessageMaxBytes + 1,
 		// A wave whose Publish call failed is sent again one message at a time: the innocent

@@ -9,6 +9,7 @@ import (
 	"github.com/outboxkit/outboxkit/brokers/kafka"
 	"github.com/outboxkit/outboxkit/forwarder/outcometest"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/internal/testsupport/forwardertest"
 )
 
 // TestOutcomeConformance runs forwarder/outcometest against the real Kafka. The whole suite
@@ -28,7 +29,7 @@ func TestOutcomeConformance(t *testing.T) {
 	}
 	t.Run("PublisherSizeCheck", func(t *testing.T) {
 		outcometest.TestOutcomePublisher(t, outcometest.Features{OversizedPayload: kafka.DefaultMessageMaxBytes + 1},
-			newPublisher, kafkaBroker(brokers, 0))
+			newPublisher, forwardertest.KafkaBroker(brokers, 0))
 	})
 	t.Run("BrokerRefusal", func(t *testing.T) {
 		refusal := outcometest.Refusal{
@@ -41,37 +42,7 @@ func TestOutcomeConformance(t *testing.T) {
 		outcometest.TestRefusedFailsAlone(t, outcometest.TestContext{
 			Features:     outcometest.Features{Refusals: []outcometest.Refusal{refusal}},
 			NewPublisher: newPublisher,
-			Broker:       kafkaBroker(brokers, 32<<10),
+			Broker:       forwardertest.KafkaBroker(brokers, 32<<10),
 		})
 	})
-}
-
-// kafkaBroker is the outcometest.Broker of the real Kafka: topics with the broker's default
-// partitions, created and served before the suite publishes (with maxMessageBytes > 0, their
-// max.message.bytes is set to it), read back partition by partition.
-func kafkaBroker(brokers []string, maxMessageBytes int) outcometest.Broker {
-	return outcometest.Broker{
-		NewTopic: func(t *testing.T) string {
-			topic := testsupport.UniqueName("outcometest")
-			if maxMessageBytes > 0 {
-				testsupport.CreateKafkaTopicWithMaxBytes(t, brokers, topic, maxMessageBytes)
-			} else {
-				testsupport.CreateKafkaTopic(t, brokers, topic)
-			}
-			return topic
-		},
-		ReadTopic: func(t *testing.T, topic string) []outcometest.Received {
-			var got []outcometest.Received
-			for _, r := range testsupport.ReadKafkaTopic(t, brokers, topic) {
-				id := ""
-				for _, h := range r.Headers {
-					if h.Key == "_watermill_message_uuid" {
-						id = string(h.Value)
-					}
-				}
-				got = append(got, outcometest.Received{UUID: id, Key: string(r.Key)})
-			}
-			return got
-		},
-	}
 }
