@@ -17,7 +17,10 @@ func (s Statements) ReleaseDue(partitions []int, limit int) Query {
 	now, nowArg := s.d.Now(0)
 	args := append([]any{nowArg}, intArgs(partitions)...)
 	args = append(args, limit)
-	due := "SELECT seq FROM " + s.table.Events() + " WHERE status = 4 AND deliver_at <= " + now +
+	// The time in a subquery: evaluated once, so the index range can use it (PostgreSQL does
+	// not put a volatile expression such as clock_timestamp() in an index condition, and would
+	// read every scheduled row instead).
+	due := "SELECT seq FROM " + s.table.Events() + " WHERE status = 4 AND deliver_at <= (SELECT " + now + ")" +
 		" AND partition_no IN " + in(len(partitions)) + " ORDER BY deliver_at, seq LIMIT ?" + s.d.LockSuffix(true)
 	if s.d.Name() == outbox.MySQL {
 		return s.q(due, args...)
