@@ -51,7 +51,7 @@ func TestAdoptGolden(t *testing.T) {
 // adoption and the undo's statements.
 func renderAdoptStatements(t *testing.T, d outbox.Dialect) string {
 	t.Helper()
-	db, schema, table, relayName := testsupport.OpenPostgres, `"`+goldenTeamSchema+`"`, seed004Table, "golden_relay"
+	db, schema, table, relayName := testsupport.OpenPostgres, `"`+goldenTeamSchema+`"`, testsupport.Seed004Postgres, "golden_relay"
 	create, drop := "CREATE SCHEMA "+schema, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"
 	if d == outbox.MySQL {
 		db, schema, table, relayName = testsupport.OpenMySQL, "`"+goldenTeamSchema+"`", seed004TableMySQL, goldenTeamSchema+".golden_relay"

@@ -23,23 +23,9 @@ import (
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
-// seed004Table is the outbox table of seed 004, as a team created it.
-const seed004Table = `CREATE TABLE %s (
-    id UUID PRIMARY KEY DEFAULT gen_random_uuid(),
-    aggregate_id VARCHAR(255) NOT NULL,
-    aggregate_type VARCHAR(100) NOT NULL,
-    event_type VARCHAR(100) NOT NULL,
-    payload JSONB NOT NULL,
-    headers JSONB DEFAULT '{}',
-    created_at TIMESTAMPTZ NOT NULL DEFAULT NOW(),
-    published_at TIMESTAMPTZ,
-    status VARCHAR(20) NOT NULL DEFAULT 'PENDING',
-    retry_count INTEGER NOT NULL DEFAULT 0,
-    next_retry_at TIMESTAMPTZ
-)`
-
-// seed004TableMySQL is the same table as a MariaDB/MySQL team creates it: the id as text, JSON
-// columns, TIMESTAMP columns (their instants are converted to the relay table's UTC).
+// seed004TableMySQL is seed 004's table (testsupport.Seed004Postgres) as a MariaDB/MySQL team
+// creates it: the id as text, JSON columns, TIMESTAMP columns (their instants are converted to
+// the relay table's UTC).
 const seed004TableMySQL = `CREATE TABLE %s (
     id CHAR(36) NOT NULL PRIMARY KEY,
     aggregate_id VARCHAR(255) NOT NULL,
@@ -82,7 +68,7 @@ func newAdoptedTable(t testing.TB, d outbox.Dialect) adoptedTable {
 	a := adoptedTable{dialect: d}
 	create := []string{fmt.Sprintf("CREATE SCHEMA %q", schema)}
 	a.schema, a.db, a.team = fmt.Sprintf("%q", schema), nil, ""
-	table := seed004Table
+	table := testsupport.Seed004Postgres
 	if d == outbox.MySQL {
 		a.schema, table = "`"+schema+"`", seed004TableMySQL
 		create = []string{"CREATE DATABASE " + a.schema}

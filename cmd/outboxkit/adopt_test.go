@@ -13,22 +13,8 @@ import (
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
-// seed004 is the outbox table of seed 004, as a team created it.
-const seed004 = `CREATE TABLE %s (
-    id UUID PRIMARY KEY DEFAULT gen_random_uuid(),
-    aggregate_id VARCHAR(255) NOT NULL,
-    aggregate_type VARCHAR(100) NOT NULL,
-    event_type VARCHAR(100) NOT NULL,
-    payload JSONB NOT NULL,
-    headers JSONB DEFAULT '{}',
-    created_at TIMESTAMPTZ NOT NULL DEFAULT NOW(),
-    published_at TIMESTAMPTZ,
-    status VARCHAR(20) NOT NULL DEFAULT 'PENDING',
-    retry_count INTEGER NOT NULL DEFAULT 0,
-    next_retry_at TIMESTAMPTZ
-)`
-
-// seed004MySQL is the same table as a MariaDB/MySQL team creates it.
+// seed004MySQL is seed 004's table (testsupport.Seed004Postgres) as a MariaDB/MySQL team
+// creates it.
 const seed004MySQL = `CREATE TABLE %s (
     id CHAR(36) NOT NULL PRIMARY KEY DEFAULT (UUID()),
     aggregate_id VARCHAR(255) NOT NULL,
@@ -60,7 +46,7 @@ func openAdoptDB(t *testing.T, d outbox.Dialect) adoptDB {
 // createTeamTable creates the seed-004 table team, dropped with the test.
 func (a adoptDB) createTeamTable(t *testing.T, team string) {
 	t.Helper()
-	ddl := seed004
+	ddl := testsupport.Seed004Postgres
 	if a.dialect == outbox.MySQL {
 		ddl = seed004MySQL
 	}
