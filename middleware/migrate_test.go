@@ -18,28 +18,6 @@ func noopTxHandler(context.Context, *sql.Tx, *message.Message) ([]*message.Messa
 	return nil, nil
 }
 
-// recordedVersions returns how many times each version is recorded in the inbox's migrations table.
-func recordedVersions(t testing.TB, db *sql.DB, inbox *middleware.Inbox) map[int]int {
-	t.Helper()
-	rows, err := db.Query("SELECT version, COUNT(*) FROM " + inbox.MigrationsTable() + " GROUP BY version")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	got := map[int]int{}
-	for rows.Next() {
-		var v, n int
-		if err := rows.Scan(&v, &n); err != nil {
-			t.Fatal(err)
-		}
-		got[v] = n
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return got
-}
-
 // checkVersionsOnce fails unless every migration of inbox is recorded exactly once.
 func checkVersionsOnce(t testing.TB, db *sql.DB, inbox *middleware.Inbox) {
 	t.Helper()
@@ -47,15 +25,7 @@ func checkVersionsOnce(t testing.TB, db *sql.DB, inbox *middleware.Inbox) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := recordedVersions(t, db, inbox)
-	if len(got) != len(migrations) {
-		t.Errorf("recorded versions %v, want the %d embedded ones", got, len(migrations))
-	}
-	for _, m := range migrations {
-		if got[m.Version] != 1 {
-			t.Errorf("version %d (%s) recorded %d times, want once", m.Version, m.Name, got[m.Version])
-		}
-	}
+	testsupport.CheckVersionsOnce(t, db, inbox.MigrationsTable(), migrations)
 }
 
 // TestInboxConcurrentMigrate runs Migrate from 8 instances at once on a fresh inbox table with

@@ -52,28 +52,6 @@ func runConcurrently(n int, f func() error) []error {
 	return errs
 }
 
-// recordedVersions returns how many times each version is recorded in versionTable.
-func recordedVersions(t testing.TB, db *sql.DB, versionTable string) map[int]int {
-	t.Helper()
-	rows, err := db.Query("SELECT version, COUNT(*) FROM " + versionTable + " GROUP BY version")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	got := map[int]int{}
-	for rows.Next() {
-		var v, n int
-		if err := rows.Scan(&v, &n); err != nil {
-			t.Fatal(err)
-		}
-		got[v] = n
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return got
-}
-
 // TestConcurrentMigrate runs Migrate on a fresh table from 8 goroutines at once: every run
 // succeeds and every embedded version is recorded exactly once.
 func TestConcurrentMigrate(t *testing.T) {
@@ -97,15 +75,7 @@ func TestConcurrentMigrate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := recordedVersions(t, db, table.Migrations())
-			if len(got) != len(migrations) {
-				t.Errorf("recorded versions %v, want the %d embedded ones", got, len(migrations))
-			}
-			for _, m := range migrations {
-				if got[m.Version] != 1 {
-					t.Errorf("version %d (%s) recorded %d times, want once", m.Version, m.Name, got[m.Version])
-				}
-			}
+			testsupport.CheckVersionsOnce(t, db, table.Migrations(), migrations)
 		})
 	}
 }
@@ -141,11 +111,11 @@ func TestRunMigrationsSerializesRuns(t *testing.T) {
 					t.Errorf("RunMigrations #%d: %v", i, err)
 				}
 			}
-			applied := recordedVersions(t, db, counter) // the counter table has the same shape
+			applied := testsupport.RecordedVersions(t, db, counter) // the counter table has the same shape
 			if len(applied) != 2 || applied[1] != 1 || applied[2] != 1 {
 				t.Errorf("migrations applied (version: times) %v, want each of 1 and 2 once", applied)
 			}
-			if got := recordedVersions(t, db, versionTable); len(got) != 2 || got[1] != 1 || got[2] != 1 {
+			if got := testsupport.RecordedVersions(t, db, versionTable); len(got) != 2 || got[1] != 1 || got[2] != 1 {
 				t.Errorf("recorded versions %v, want 1 and 2 once each", got)
 			}
 		})
