@@ -3,6 +3,7 @@ package forwarder_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"slices"
 	"sort"
 	"sync"
@@ -12,7 +13,9 @@ import (
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outboxkit/outboxkit/brokers/kafka"
 	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
@@ -201,4 +204,85 @@ func eventIDs(got []received) []string {
 		out = append(out, r.eventID)
 	}
 	return out
+}
+
+// Exactly-once delivery claims through the same release and claim: scheduled events come due,
+// reach a read_committed consumer once each, not before their time; cancelled ones never.
+func TestScheduledEventsExactlyOnce(t *testing.T) {
+	brokers := testsupport.KafkaBrokers(t)
+	for _, d := range []outbox.Dialect{outbox.Postgres, outbox.SQLite} {
+		t.Run(string(d), func(t *testing.T) {
+			h := newHarness(t, d, brokers)
+			ctx := context.Background()
+			start := dbClock(t, h.db, h.dialect)
+			var due, cancelled []outbox.Event
+			for i := range 20 {
+				e := h.event(fmt.Sprintf("k%d", i%4), i)
+				e.DeliverAt = start.Add(time.Second + time.Duration(i)*20*time.Millisecond).Truncate(time.Microsecond)
+				if i%5 == 4 {
+					cancelled = append(cancelled, e)
+				} else {
+					due = append(due, e)
+				}
+			}
+			h.write(slices.Concat(due, cancelled)...)
+			tx, err := h.db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []uuid.UUID
+			for _, e := range cancelled {
+				ids = append(ids, e.ID)
+			}
+			if res, err := h.writer.Cancel(ctx, wsql.TxFromStdSQL(tx), ids...); err != nil || len(res.Changed) != len(ids) {
+				t.Fatalf("cancel: %+v, %v", res, err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+
+			// The exactly-once deliverer needs the Kafka publisher itself: the database's clock is
+			// read when each record is consumed instead, which is after its release.
+			cfg := h.config(h.publisher())
+			cfg.Delivery, cfg.IsRetriable = forwarder.ExactlyOnce, kafka.Retriable
+			h.start(cfg)
+
+			counts := map[string]int{}
+			consumedAt := map[string]time.Time{}
+			client, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.ConsumeTopics(h.topic),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+				kgo.FetchMaxWait(200*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			wait, stop := context.WithTimeout(ctx, time.Minute)
+			defer stop()
+			for len(counts) < len(due) && wait.Err() == nil {
+				fetches := client.PollFetches(wait)
+				now := dbClock(t, h.db, h.dialect)
+				fetches.EachRecord(func(r *kgo.Record) {
+					for _, hd := range r.Headers {
+						if hd.Key == outbox.MetadataEventID {
+							counts[string(hd.Value)]++
+							consumedAt[string(hd.Value)] = now
+						}
+					}
+				})
+			}
+			for _, e := range cancelled {
+				if counts[e.ID.String()] != 0 {
+					t.Errorf("cancelled event %s was published", e.ID)
+				}
+			}
+			for _, e := range due {
+				if n := counts[e.ID.String()]; n != 1 {
+					t.Errorf("event %s read %d times, want once", e.ID, n)
+				}
+				if at := consumedAt[e.ID.String()]; at.Before(e.DeliverAt) {
+					t.Errorf("event %s consumed at %s by the database's clock, before its time %s", e.ID, at, e.DeliverAt)
+				}
+			}
+		})
+	}
 }

@@ -52,6 +52,26 @@ type Source struct {
 	store   relay.Claimer
 	deliver relay.Deliverer
 	cfg     Config
+	// releaseWarn keeps a release that fails at every batch (a table not migrated yet) to one
+	// warning a minute.
+	releaseWarn everyMinute
+}
+
+// everyMinute allows one call a minute; its zero value allows the first.
+type everyMinute struct {
+	mu   sync.Mutex
+	last time.Time
+}
+
+// Allow reports whether a minute has passed since it last returned true.
+func (e *everyMinute) Allow() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if now := time.Now(); e.last.IsZero() || now.Sub(e.last) >= time.Minute {
+		e.last = now
+		return true
+	}
+	return false
 }
 
 // New returns the polling source over core, handing its claims to d.
@@ -154,8 +174,9 @@ func (s *Source) relayBatch(ctx context.Context, worker int) (int, error) {
 	}
 	limit, maxBytes := s.cfg.Claims.ClaimLimits(ready)
 	// Due scheduled events join the pending rows first; a failed release holds back only them.
-	if err := s.store.ReleaseDue(ctx, db, partitions, limit); err != nil && ctx.Err() == nil {
-		s.core.Log.Warn("releasing due scheduled events failed; they stay scheduled", "worker", worker, "error", err)
+	if err := s.store.ReleaseDue(ctx, db, partitions, limit); err != nil && ctx.Err() == nil && s.releaseWarn.Allow() {
+		s.core.Log.Warn("releasing due scheduled events failed; they stay scheduled, the other events flow (run outboxkit migrate if the table has no deliver_at column)",
+			"worker", worker, "error", err)
 	}
 	records, err := s.store.Claim(ctx, db, partitions, limit, maxBytes)
 	if err != nil || len(records) == 0 {

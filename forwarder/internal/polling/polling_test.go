@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -38,6 +39,9 @@ type fakeStore struct {
 	leaseReads []int
 	// onClaim, when set, is told of each Claim call.
 	onClaim chan int
+	// released records each ReleaseDue call (partitions, limit); releaseErr fails it.
+	released   []claimCall
+	releaseErr error
 }
 
 type claimCall struct {
@@ -56,7 +60,12 @@ func (s *fakeStore) LiveLeases(_ context.Context, _ relay.Querier, owner string,
 	return slices.Clone(s.leases[worker]), s.leaseErr
 }
 
-func (s *fakeStore) ReleaseDue(context.Context, *sql.DB, []int, int) error { return nil }
+func (s *fakeStore) ReleaseDue(_ context.Context, _ *sql.DB, partitions []int, limit int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.released = append(s.released, claimCall{partitions: slices.Clone(partitions), limit: limit})
+	return s.releaseErr
+}
 
 func (s *fakeStore) Claim(_ context.Context, _ relay.Querier, partitions []int, limit int, maxBytes int64) ([]relay.Record, error) {
 	s.mu.Lock()
@@ -232,6 +241,29 @@ func TestBatchClaimsTheReadyLeasesAndDeliversTheTrimmedClaim(t *testing.T) {
 	}
 	if len(s.core.Inflight.Busy) != 0 {
 		t.Fatalf("in flight after the batch: %v, want none", s.core.Inflight.Busy)
+	}
+}
+
+// TestBatchReleasesDueScheduledEventsBeforeTheClaim: each batch first releases the due scheduled
+// events of the claimed partitions, up to the claim's row limit; a release that fails (a table
+// not migrated yet) is warned about once, not at every batch, and the claim still runs.
+func TestBatchReleasesDueScheduledEventsBeforeTheClaim(t *testing.T) {
+	store := &fakeStore{leases: map[int][]relay.Lease{0: leases(0, 2)}, releaseErr: errors.New("no column deliver_at"),
+		claims: map[int][][]relay.Record{0: {records(0, 1), records(0, 2)}}}
+	d := &fakeDeliverer{limit: 7, maxBytes: 99}
+	s := newSource(t, 1, 10, store, d, Config{})
+	var logs strings.Builder
+	s.core.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	for range 2 {
+		if n, err := s.relayBatch(t.Context(), 0); err != nil || n != 1 {
+			t.Fatalf("relayBatch = %d, %v; want the claimed record despite the failed release", n, err)
+		}
+	}
+	if len(store.released) != 2 || !slices.Equal(store.released[0].partitions, []int{0, 2}) || store.released[0].limit != 7 {
+		t.Fatalf("releases %+v, want one per batch, of partitions [0 2] up to 7 rows", store.released)
+	}
+	if n := strings.Count(logs.String(), "releasing due scheduled events failed"); n != 1 {
+		t.Fatalf("%d warnings about the failed release in two batches, want 1:\n%s", n, logs.String())
 	}
 }
 
