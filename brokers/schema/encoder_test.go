@@ -153,10 +153,7 @@ func TestEncodeRegistryFailuresAreRetriable(t *testing.T) {
 		t.Fatalf("unregistered subject: err %v, want a retriable *RegistryError", err)
 	}
 
-	down, err := sr.NewClient(sr.URLs("http://127.0.0.1:1"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	down := unreachableRegistry(t)
 	encDown, err := NewEncoder(down, Config{})
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/twmb/franz-go/pkg/sr"
 
-	"github.com/outboxkit/outboxkit/brokers/kafka"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -31,19 +30,7 @@ func publishThroughWith(t *testing.T, cl *sr.Client, register func(subject strin
 	register(Subject(topic))
 	brokers := testsupport.KafkaBrokers(t)
 	testsupport.CreateKafkaTopic(t, brokers, topic)
-	kpub, err := kafka.NewPublisher(kafka.Config{Brokers: brokers}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc, err := NewEncoder(cl, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := NewPublisher(kpub, enc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pub.Close() })
+	pub := newKafkaPublisher(t, brokers, cl, Config{})
 	msgs := make([]*message.Message, len(payloads))
 	for i, p := range payloads {
 		msgs[i] = orderMessage("K", i, p)

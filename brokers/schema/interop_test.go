@@ -14,7 +14,6 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/outboxkit/outboxkit/brokers/kafka"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 )
 
@@ -49,19 +48,7 @@ func TestPythonAvroDeserializerReadsTheEvents(t *testing.T) {
 	cl, _, topic, _ := registry(t)
 	brokers := testsupport.KafkaBrokers(t)
 	testsupport.CreateKafkaTopic(t, brokers, topic)
-	kpub, err := kafka.NewPublisher(kafka.Config{Brokers: brokers}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc, err := NewEncoder(cl, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := NewPublisher(kpub, enc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pub.Close() })
+	pub := newKafkaPublisher(t, brokers, cl, Config{})
 
 	payloads := []string{
 		`{"id":"o-1","amount":9007199254740993,"qty":-3,"price":12.25,"paid":true,"status":"SHIPPED",

@@ -7,9 +7,7 @@ import (
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/twmb/franz-go/pkg/sr"
 
-	"github.com/outboxkit/outboxkit/brokers/kafka"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 )
 
@@ -21,23 +19,8 @@ func TestPublisherPassesPreEncodedEventsThrough(t *testing.T) {
 	brokers := testsupport.KafkaBrokers(t)
 	topic := testsupport.UniqueName("preencoded")
 	testsupport.CreateKafkaTopic(t, brokers, topic)
-	kpub, err := kafka.NewPublisher(kafka.Config{Brokers: brokers}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	down, err := sr.NewClient(sr.URLs("http://127.0.0.1:1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc, err := NewEncoder(down, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := NewPublisher(kpub, enc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pub.Close() })
+	down := unreachableRegistry(t)
+	pub := newKafkaPublisher(t, brokers, down, Config{})
 	framed := []byte{0, 0, 0, 0, 42, 0x0e, 0xff}
 	encoded := func(key, value string, payload []byte) *message.Message {
 		msg := orderMessage(key, 0, "")

@@ -11,7 +11,6 @@ import (
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
 
-	"github.com/outboxkit/outboxkit/brokers/kafka"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -35,19 +34,7 @@ func TestPublisherEncodesIntoKafka(t *testing.T) {
 	cl, _, topic, id := registry(t)
 	brokers := testsupport.KafkaBrokers(t)
 	testsupport.CreateKafkaTopic(t, brokers, topic)
-	kpub, err := kafka.NewPublisher(kafka.Config{Brokers: brokers}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc, err := NewEncoder(cl, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := NewPublisher(kpub, enc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pub.Close() })
+	pub := newKafkaPublisher(t, brokers, cl, Config{})
 
 	msgs := []*message.Message{
 		orderMessage("P", 0, validOrder("p0")),
@@ -117,23 +104,8 @@ func TestPublisherEncodesIntoKafka(t *testing.T) {
 // sent and every one fails retriably.
 func TestPublisherRegistryDownFailsTheCallRetriably(t *testing.T) {
 	brokers := testsupport.KafkaBrokers(t)
-	kpub, err := kafka.NewPublisher(kafka.Config{Brokers: brokers}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	down, err := sr.NewClient(sr.URLs("http://127.0.0.1:1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc, err := NewEncoder(down, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := NewPublisher(kpub, enc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pub.Close() })
+	down := unreachableRegistry(t)
+	pub := newKafkaPublisher(t, brokers, down, Config{})
 	topic := testsupport.UniqueName("orders")
 	errs := pub.(outcomePublisher).PublishEach(context.Background(), topic,
 		[]*message.Message{orderMessage("A", 0, validOrder("a")), orderMessage("B", 0, validOrder("b"))})

@@ -8,7 +8,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/twmb/franz-go/pkg/sr"
 
-	"github.com/outboxkit/outboxkit/brokers/kafka"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -63,19 +62,7 @@ func TestPublisherRecordStrategyEncodesEachEventType(t *testing.T) {
 	refundedID := registerAs(t, cl, refunded, sr.TypeAvro, refundedSchema)
 	brokers := testsupport.KafkaBrokers(t)
 	testsupport.CreateKafkaTopic(t, brokers, topic)
-	kpub, err := kafka.NewPublisher(kafka.Config{Brokers: brokers}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	enc, err := NewEncoder(cl, Config{Strategy: StrategyRecord})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := NewPublisher(kpub, enc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pub.Close() })
+	pub := newKafkaPublisher(t, brokers, cl, Config{Strategy: StrategyRecord})
 	typed := func(key string, seq int, eventType, payload string) *message.Message {
 		msg := orderMessage(key, seq, payload)
 		if eventType != "" {
