@@ -192,3 +192,36 @@ func TestStoreReleaseUsesTheDeliverAtRange(t *testing.T) {
 	}
 	t.Fatalf("the release's plan has no index condition on deliver_at:\n%s", strings.Join(plan, "\n"))
 }
+
+// A released scheduled event is an ordinary pending event: it waits behind an earlier failing
+// event of its key (the key is parked), goes out once that one is retried, and when it fails
+// itself it is retried and dead-lettered like any other; a cancel then reports it Released.
+func TestStoreReleasedEventRetriesAndWaitsBehindItsParkedKey(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, fx *storeFixture) {
+		failing := fx.writeAt("k", time.Time{})
+		scheduled := fx.writeAt("k", time.Now().Add(-time.Minute))
+		first := fx.claim(10, 1<<20)
+		if len(first) != 1 || first[0].Event.ID != failing {
+			t.Fatalf("first claim %v, want only the ordinary event %s (the scheduled one not released yet)", first, failing)
+		}
+		fail := func(seq int64, attempts int, next time.Time, dead bool) {
+			fx.ackTx(func(tx *sql.Tx) error { return fx.store.Fail(fx.ctx, tx, seq, attempts, next, dead, "boom") })
+		}
+		fail(first[0].Seq, 1, time.Now().Add(time.Hour), false)
+		if got := fx.releaseAndClaim(); len(got) != 0 {
+			t.Fatalf("claimed %v while the key's earlier event is parked, want nothing", got)
+		}
+		fail(first[0].Seq, 2, time.Now().Add(-time.Second), false) // its retry is due
+		got := fx.claim(10, 1<<20)
+		if len(got) != 2 || !slices.Equal([]uuid.UUID{got[0].Event.ID, got[1].Event.ID}, []uuid.UUID{failing, scheduled}) {
+			t.Fatalf("claimed %v, want the retried event then the released one", got)
+		}
+		fx.ackTx(func(tx *sql.Tx) error { return fx.store.Ack(fx.ctx, tx, []int64{got[0].Seq}, false) })
+		fail(got[1].Seq, 3, time.Now(), true)
+		tx, res := fx.cancelTx(scheduled)
+		_ = tx.Rollback()
+		if !slices.Equal(res.Released, []uuid.UUID{scheduled}) {
+			t.Fatalf("cancel of the dead-lettered scheduled event: %+v, want it Released", res)
+		}
+	})
+}
