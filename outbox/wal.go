@@ -56,6 +56,15 @@ func (t Table) WALPrefix() string { return WALPrefixBase + strings.ToLower(t.nam
 // (PostgreSQL, schema v10): "<table>_emit", in the table's schema (docs/writers.md).
 func (t Table) WALEmitFunction() string { return t.name + "_emit" }
 
+// WALSlots (PostgreSQL, schema v12) is the register of the replication slots that read the
+// table's logical decoding messages: "<table>_wal_slots" ([CreateWALSlot]). <table>_emit refuses
+// to emit unless every registered slot exists and is not invalidated; writers in [ModeWAL]
+// check the slot of their configuration ([Config.WALSlot]).
+func (t Table) WALSlots() string { return t.name + "_wal_slots" }
+
+// walRefuseFunction raises the error of a refused emit (schema v12).
+func (t Table) walRefuseFunction() string { return t.name + "_wal_refuse" }
+
 // walMinEventBytes is the size of an event whose texts, headers and payload are all empty.
 const walMinEventBytes = 16 + 8 + 5 + 2 + 4
 

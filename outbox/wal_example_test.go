@@ -2,6 +2,8 @@ package outbox_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,7 +15,8 @@ import (
 
 // With Mode: outbox.ModeWAL the writer emits events as transactional logical decoding messages
 // for the wal source instead of rows (docs/wal.md). Queued into the business statement's pgx
-// batch, the emit shares its round trip; it commits or rolls back with the transaction.
+// batch, the emit shares its round trip; it commits or rolls back with the transaction, and it
+// fails while the writer's slot, which the wal relay reads, is missing or invalidated.
 func ExampleModeWAL() {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, "postgres://app@localhost/app")
@@ -22,7 +25,7 @@ func ExampleModeWAL() {
 		return
 	}
 	defer conn.Close(ctx)
-	writer, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Mode: outbox.ModeWAL})
+	writer, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Mode: outbox.ModeWAL, WALSlot: "orders_wal"})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -58,4 +61,29 @@ func ExampleDecodeWALEnvelope() {
 	// Output:
 	// outboxkit:app.orders_outbox App.Orders_Outbox_emit
 	// 82 o-1 OrderPlaced {"total":42} 2026-12-07 12:00:00 +0000 UTC
+}
+
+// CreateWALSlot creates and registers the slot the wal relay reads (once, at deployment, as
+// outboxkit migrate --wal-slot does), so that writers may emit from the start. It never
+// re-creates a registered slot that was lost: that is outbox.ErrWALSlotLost, and an operator's
+// ResetWALSlot.
+func ExampleCreateWALSlot() {
+	ctx := context.Background()
+	db, err := sql.Open("pgx", "postgres://app@localhost/app")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer db.Close()
+	table, _ := outbox.NewTable(outbox.Postgres, outbox.DefaultTable)
+	if err := outbox.Migrate(ctx, db, table); err != nil {
+		fmt.Println(err)
+		return
+	}
+	created, err := outbox.CreateWALSlot(ctx, db, table, "orders_wal")
+	if errors.Is(err, outbox.ErrWALSlotLost) {
+		fmt.Println("the slot was lost; see the runbook in docs/cdc.md:", err)
+		return
+	}
+	fmt.Println(created, err)
 }

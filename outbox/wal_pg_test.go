@@ -27,7 +27,7 @@ import (
 func TestWALWriterEmitsCommittedEventsInOrder(t *testing.T) {
 	db := testsupport.OpenPostgres(t)
 	tg := newWALTarget(t, db, testsupport.UniqueName("walw"))
-	slot := newWALSlot(t, db)
+	slot := newWALSlot(t, db, tg)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, testsupport.PostgresDSN(t))
 	if err != nil {
@@ -137,7 +137,7 @@ func TestWALWriterEmitsCommittedEventsInOrder(t *testing.T) {
 func TestWALGoAndSQLEnvelopesAreIdentical(t *testing.T) {
 	db := testsupport.OpenPostgres(t)
 	tg := newWALTarget(t, db, testsupport.UniqueName("walw"))
-	slot := newWALSlot(t, db)
+	slot := newWALSlot(t, db, tg)
 	ctx := context.Background()
 	full := walEvent("ö-1")
 	full.Headers["zz"], full.Headers["B"], full.Headers["b"] = strings.Repeat("v", 300), "upper", "lower"
@@ -189,7 +189,7 @@ func TestWALGoAndSQLEnvelopesAreIdentical(t *testing.T) {
 func TestWALInvalidInputIsRefused(t *testing.T) {
 	db := testsupport.OpenPostgres(t)
 	tg := newWALTarget(t, db, testsupport.UniqueName("walw"))
-	slot := newWALSlot(t, db)
+	slot := newWALSlot(t, db, tg)
 	ctx := context.Background()
 	mutate := func(f func(e *outbox.Event)) outbox.Event {
 		e := walEvent("o-1")
@@ -259,11 +259,11 @@ func TestWALPrefixesKeepTablesApart(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = db.Exec("DROP SCHEMA " + schema + " CASCADE") })
 	plain := newWALTarget(t, db, testsupport.UniqueName("walw"))
-	qualified := newWALTarget(t, db, strings.ToUpper(schema)+".Orders_Outbox")
+	qualified := newWALTargetOn(t, db, strings.ToUpper(schema)+".Orders_Outbox", plain.slot)
 	if p := qualified.writer.Table().WALPrefix(); p != "outboxkit:"+schema+".orders_outbox" {
 		t.Fatalf("prefix %q", p)
 	}
-	slot := newWALSlot(t, db)
+	slot := newWALSlot(t, db, plain, qualified)
 	ctx := context.Background()
 	written := map[*walTarget][]outbox.Event{}
 	for _, tg := range []*walTarget{&plain, &qualified} {
@@ -302,7 +302,7 @@ func TestWALPrefixesKeepTablesApart(t *testing.T) {
 func TestWALWriterStoresTraceContext(t *testing.T) {
 	db := testsupport.OpenPostgres(t)
 	tg := newWALTarget(t, db, testsupport.UniqueName("walw"))
-	slot := newWALSlot(t, db)
+	slot := newWALSlot(t, db, tg)
 	tp := sdktrace.NewTracerProvider()
 	defer func() { _ = tp.Shutdown(context.Background()) }()
 	ctx, span := tp.Tracer("test").Start(context.Background(), "place order")
@@ -341,7 +341,7 @@ func TestWALWriterStoresTraceContext(t *testing.T) {
 func TestWALWriterSplitsLargeWrites(t *testing.T) {
 	db := testsupport.OpenPostgres(t)
 	tg := newWALTarget(t, db, testsupport.UniqueName("walw"))
-	slot := newWALSlot(t, db)
+	slot := newWALSlot(t, db, tg)
 	ctx := context.Background()
 	events := make([]outbox.Event, 2001)
 	for i := range events {

@@ -14,7 +14,8 @@ import (
 
 // walSlot is a logical replication slot with pgoutput that a test reads through SQL
 // (pg_logical_slot_get_binary_changes, protocol 2, messages on) and decodes with pglogrepl: the
-// stream the wal source reads. The slot and its (empty) publication are dropped with the test.
+// stream the wal source reads. It is registered as the wal slot of the targets it serves, so
+// their writers may emit. The slot and its (empty) publication are dropped with the test.
 type walSlot struct {
 	db        *sql.DB
 	name, pub string
@@ -29,8 +30,14 @@ type walMessage struct {
 	content       []byte
 }
 
-func newWALSlot(t *testing.T, db *sql.DB) *walSlot {
+// newWALSlot creates the slot the targets' writers are configured with (one name for all).
+func newWALSlot(t *testing.T, db *sql.DB, serves ...walTarget) *walSlot {
 	t.Helper()
+	for _, tg := range serves[1:] {
+		if tg.slot != serves[0].slot {
+			t.Fatalf("targets on slots %s and %s", serves[0].slot, tg.slot)
+		}
+	}
 	ctx := context.Background()
 	var level string
 	if err := db.QueryRowContext(ctx, "SHOW wal_level").Scan(&level); err != nil {
@@ -39,7 +46,7 @@ func newWALSlot(t *testing.T, db *sql.DB) *walSlot {
 	if level != "logical" {
 		t.Fatalf("the test PostgreSQL has wal_level=%s; the wal source needs logical (scripts/services.sh sets it)", level)
 	}
-	s := &walSlot{db: db, name: testsupport.UniqueName("obk_walw"), pub: testsupport.UniqueName("obk_walw_pub")}
+	s := &walSlot{db: db, name: serves[0].slot, pub: testsupport.UniqueName("obk_walw_pub")}
 	// pgoutput looks the publication up for the business rows of a transaction; messages are not
 	// filtered by publications, so an empty one will do.
 	if _, err := db.ExecContext(ctx, "CREATE PUBLICATION "+s.pub); err != nil {
@@ -50,10 +57,16 @@ func newWALSlot(t *testing.T, db *sql.DB) *walSlot {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if _, err := db.Exec("SELECT pg_drop_replication_slot($1)", s.name); err != nil {
+		// A test may have dropped it already.
+		if _, err := db.Exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", s.name); err != nil {
 			t.Errorf("drop slot %s: %v", s.name, err)
 		}
 	})
+	for _, tg := range serves {
+		if _, err := outbox.CreateWALSlot(ctx, db, tg.writer.Table(), s.name); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return s
 }
 
@@ -119,18 +132,25 @@ func walEvents(t *testing.T, msgs []walMessage) []outbox.Event {
 	return out
 }
 
-// walTarget is an outbox table migrated on the test PostgreSQL, with a ModeWAL writer and a
-// business table; the test drops them.
+// walTarget is an outbox table migrated on the test PostgreSQL, with a ModeWAL writer on slot
+// and a business table; the test drops them.
 type walTarget struct {
 	db       *sql.DB
 	writer   *outbox.Writer
 	business string
+	slot     string
 }
 
+// newWALTarget is newWALTargetOn a slot of its own.
 func newWALTarget(t *testing.T, db *sql.DB, name string) walTarget {
 	t.Helper()
+	return newWALTargetOn(t, db, name, testsupport.UniqueName("obk_walw"))
+}
+
+func newWALTargetOn(t *testing.T, db *sql.DB, name, slot string) walTarget {
+	t.Helper()
 	ctx := context.Background()
-	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Table: name, Mode: outbox.ModeWAL})
+	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Table: name, Mode: outbox.ModeWAL, WALSlot: slot})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,11 +166,11 @@ func newWALTarget(t *testing.T, db *sql.DB, name string) walTarget {
 			_, _ = db.Exec("DROP TABLE IF EXISTS " + tbl)
 		}
 		for _, fn := range []string{"_emit(text, text, text, text, bytea, jsonb, text, uuid, timestamptz)",
-			"_prepare()", "_key_hash(text, text, text)", "_notify()"} {
+			"_prepare()", "_key_hash(text, text, text)", "_notify()", "_wal_guard()", "_wal_refuse(text)"} {
 			_, _ = db.Exec("DROP FUNCTION IF EXISTS " + name + fn)
 		}
 	})
-	return walTarget{db: db, writer: w, business: business}
+	return walTarget{db: db, writer: w, business: business, slot: slot}
 }
 
 // sqlEmit calls the table's emit function in its own transaction and returns the event id.

@@ -96,14 +96,18 @@ func TestWALEnvelopeRefusesWhatItCannotRead(t *testing.T) {
 	}
 }
 
-// TestWALModeConfig: ModeWAL needs PostgreSQL; an unknown mode is named.
+// TestWALModeConfig: ModeWAL needs PostgreSQL and a valid slot name, which belongs to ModeWAL
+// only; an unknown mode is named.
 func TestWALModeConfig(t *testing.T) {
 	for _, c := range []struct {
 		config outbox.Config
 		want   string
 	}{
-		{outbox.Config{Dialect: outbox.SQLite, Mode: outbox.ModeWAL}, `Config.Mode "wal" needs the postgres dialect, not sqlite`},
+		{outbox.Config{Dialect: outbox.SQLite, Mode: outbox.ModeWAL, WALSlot: "s"}, `Config.Mode "wal" needs the postgres dialect, not sqlite`},
 		{outbox.Config{Dialect: outbox.Postgres, Mode: "wall"}, `unknown mode "wall"`},
+		{outbox.Config{Dialect: outbox.Postgres, Mode: outbox.ModeWAL}, `Config.WALSlot is required with Config.Mode "wal"`},
+		{outbox.Config{Dialect: outbox.Postgres, Mode: outbox.ModeWAL, WALSlot: "Orders-WAL"}, `Config.WALSlot: outbox: replication slot name "Orders-WAL"`},
+		{outbox.Config{Dialect: outbox.Postgres, WALSlot: "orders_wal"}, `Config.WALSlot "orders_wal" is set but Config.Mode is "table"`},
 	} {
 		if _, err := outbox.NewWriter(c.config); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: error %v, want %q", c.config, err, c.want)

@@ -27,10 +27,17 @@ const (
 	ModeWAL Mode = "wal"
 )
 
-// emitStatement is the statement that emits one envelope ($1) with the table's prefix. The
-// prefix is a validated identifier behind a fixed text, so it is safe as a literal.
-func emitStatement(table Table) string {
-	return "SELECT pg_logical_emit_message(true, '" + table.WALPrefix() + "', $1::bytea)"
+// emitStatement is the statement that emits one envelope ($1) with the table's prefix, guarded
+// in the same statement: it emits only while slot exists as a logical slot that is not
+// invalidated, and otherwise fails with the error of <table>_wal_refuse (schema v12), which
+// names the slot, so the caller's transaction cannot commit an event no slot will read
+// (docs/wal.md, "The slot"). pg_get_replication_slots() rather than the pg_replication_slots
+// view, whose join with pg_database costs more than the rest of the check. The prefix, the
+// table and the slot are validated identifiers, so they are safe as literals and names.
+func emitStatement(table Table, slot string) string {
+	return "SELECT CASE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_get_replication_slots() AS s WHERE s.slot_name = '" + slot +
+		"' AND s.datoid IS NOT NULL AND s.wal_status IS DISTINCT FROM 'lost') THEN pg_logical_emit_message(true, '" +
+		table.WALPrefix() + "', $1::bytea) ELSE " + table.walRefuseFunction() + "('" + slot + "') END"
 }
 
 // emit writes the envelopes of events (prepared) through tx, one statement per envelope.

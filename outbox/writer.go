@@ -37,6 +37,11 @@ type Config struct {
 	// [ModeWAL] (PostgreSQL only) emits them as transactional logical decoding messages for the
 	// wal source, with no row (docs/wal.md). Every write method follows it.
 	Mode Mode
+	// WALSlot is the logical replication slot the wal relay reads ([ModeWAL] only, and required
+	// there; [CreateWALSlot] makes it). Each emit checks, in its own statement, that the slot
+	// exists and is not invalidated, and fails naming it otherwise: an event that no slot keeps
+	// would be lost silently (docs/wal.md, "The slot").
+	WALSlot string
 	// Topics is the broker's rule for topic names, checked at write time besides ValidateTopic
 	// (KafkaTopics for Kafka). Default: none, ValidateTopic only, which allows what watermill-sql
 	// and Pulsar take, including : and $ that Kafka refuses (the relay would dead-letter those
@@ -76,8 +81,18 @@ func (c Config) Validate() error {
 		if c.Dialect != Postgres {
 			return fmt.Errorf("outbox: Config.Mode %q needs the postgres dialect, not %s", c.Mode, c.Dialect)
 		}
+		if c.WALSlot == "" {
+			return fmt.Errorf("outbox: Config.WALSlot is required with Config.Mode %q: the replication slot the wal relay reads, "+
+				"which every emit checks (outbox.CreateWALSlot, outboxkit wal-slot create)", c.Mode)
+		}
+		if err := ValidateSlotName(c.WALSlot); err != nil {
+			return fmt.Errorf("outbox: Config.WALSlot: %w", err)
+		}
 	default:
 		return fmt.Errorf("outbox: Config.Mode: unknown mode %q (want %q or %q)", c.Mode, ModeTable, ModeWAL)
+	}
+	if c.WALSlot != "" && c.Mode != ModeWAL {
+		return fmt.Errorf("outbox: Config.WALSlot %q is set but Config.Mode is %q: the slot belongs to %q", c.WALSlot, c.Mode, ModeWAL)
 	}
 	return nil
 }
@@ -103,7 +118,7 @@ func NewWriter(config Config) (*Writer, error) {
 		return nil, err
 	}
 	adapter := NewSchemaAdapter(table, AdapterConfig{MaxPayloadBytes: config.MaxPayloadBytes, DisableKeyLocks: config.DisableKeyLocks})
-	return &Writer{config: config, table: table, adapter: adapter, emitSQL: emitStatement(table)}, nil
+	return &Writer{config: config, table: table, adapter: adapter, emitSQL: emitStatement(table, config.WALSlot)}, nil
 }
 
 // Table returns the writer's table.

@@ -132,6 +132,6 @@ Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.`,
 	root.Version = readVersion().String()
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(a.relayCommand(), a.migrateCommand(), a.statusCommand(), a.deadLettersCommand(), a.keysCommand(), a.cdcCommand(),
-		a.adoptCommand(), a.versionCommand(), a.probeCommand())
+		a.walSlotCommand(), a.adoptCommand(), a.versionCommand(), a.probeCommand())
 	return root
 }

@@ -18,6 +18,7 @@ import (
 func (a *app) migrateCommand() *cobra.Command {
 	var printOnly bool
 	var identity identityAction
+	var walSlot string
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Create or upgrade the outbox table, its indexes and the relay's tables",
@@ -35,8 +36,12 @@ copy of production) the relays refuse to start until one of these is run, once:
   --reidentify  the copy runs next to the original: a new identity, and the old identity's
                 exactly-once unit marks, cdc slot records and cdc publication dropped from the copy
   --rebind      the same installation moved, the original gone (pg_upgrade, a restore after a
-                loss): the identity, its units and checkpoints are kept`,
+                loss): the identity, its units and checkpoints are kept
+
+With --wal-slot SLOT (PostgreSQL, the wal source) it then creates and registers the replication
+slot the wal relay will read, so that writers may emit from the start (outboxkit wal-slot create).`,
 		Example: `  outboxkit migrate --config outboxkit.yaml
+  outboxkit migrate --config outboxkit.yaml --wal-slot orders_wal
   outboxkit migrate --config outboxkit.yaml --print > outbox.sql
   outboxkit migrate --config staging.yaml --reidentify`,
 		Args: cobra.NoArgs,
@@ -62,7 +67,10 @@ copy of production) the relays refuse to start until one of these is run, once:
 				return err
 			}
 			fmt.Fprintf(a.stdout, "outbox table %s is up to date (%s)\n", table, cfg.Database.Dialect)
-			return identity.run(cmd.Context(), a.stdout, db, table)
+			if err := identity.run(cmd.Context(), a.stdout, db, table); err != nil || walSlot == "" {
+				return err
+			}
+			return a.createWALSlot(cmd.Context(), db, table, walSlot)
 		}),
 	}
 	cmd.Flags().BoolVar(&printOnly, "print", false,
@@ -72,7 +80,11 @@ copy of production) the relays refuse to start until one of these is run, once:
 			"exactly-once unit marks, cdc slot records and cdc publication (a restored copy running next to the original)")
 	cmd.Flags().BoolVar(&identity.rebind, "rebind", false,
 		"after migrating, bind the installation identity to this database, keeping it (the same installation moved, the original gone)")
+	cmd.Flags().StringVar(&walSlot, "wal-slot", "",
+		"after migrating, create the wal source's replication slot of this name and register it, so ModeWAL writers may emit "+
+			"(PostgreSQL; outboxkit wal-slot create)")
 	cmd.MarkFlagsMutuallyExclusive("print", "reidentify", "rebind")
+	cmd.MarkFlagsMutuallyExclusive("print", "wal-slot")
 	return cmd
 }
 

@@ -43,6 +43,10 @@ func TestPythonOrdersWAL(t *testing.T) {
 			t.Errorf("drop slot %s: %v", slot, err)
 		}
 	})
+	// <outbox>_emit emits only while the slots registered for the outbox exist (docs/wal.md).
+	if _, err := outbox.CreateWALSlot(ctx, db, table, slot); err != nil {
+		t.Fatal(err)
+	}
 
 	args := []string{"--dsn", dsn, "--prefix", prefix, "--shape", "wal", "--outbox", table.String(), "--topic", "orders.events"}
 	runPython(t, python, nil, append([]string{"service.py", "schema"}, args...)...)

@@ -66,6 +66,7 @@ DROP TABLE IF EXISTS golden_relay;
 DROP TABLE IF EXISTS golden_relay_leases;
 DROP TABLE IF EXISTS golden_relay_relays;
 DROP TABLE IF EXISTS golden_relay_cdc_slots;
+DROP TABLE IF EXISTS golden_relay_wal_slots;
 DROP TABLE IF EXISTS golden_relay_installation;
 DROP TABLE IF EXISTS golden_relay_units;
 DROP TABLE IF EXISTS golden_relay_migrations;

@@ -138,6 +138,9 @@ type writeCost struct {
 	base, vsSettings int
 	// target is the most overhead over the base row the setting may cost (issue 22), 0 for none.
 	target float64
+	// guard pairs the wal writer's row with the same write as a bare emit, without the slot
+	// guard ("guarded:<path>" and "bare:<path>"), to show what the guard costs.
+	guard string
 }
 
 // writeSetting is one way of writing the business transaction: through database/sql
@@ -154,6 +157,9 @@ type writeSetting struct {
 	// emit writes the event with the wal writer's table's SQL function (a writer in another
 	// language) instead of w.
 	emit bool
+	// bare emits w's envelope with pg_logical_emit_message alone, without the slot guard of
+	// w's statement: the wal write side as it was before the guard.
+	bare bool
 }
 
 // measureWriteSide times single-row business transactions (an INSERT into a business table,
@@ -185,12 +191,14 @@ func measureWriteSide(db *sql.DB, d database, n int) ([]writeCost, error) {
 		{writeCost: writeCost{label: "database/sql: business row + SELECT 1 (the round-trip floor)", base: 0, vsSettings: -1}, floor: true},
 		{writeCost: writeCost{label: "database/sql: + 1 event (WriteTx), " + polling, base: 0, vsSettings: -1, target: 0.30}, w: tables.polling},
 		{writeCost: writeCost{label: "database/sql: + 1 event (WriteTx), " + cdc, base: 0, vsSettings: 2}, w: tables.cdc},
-		{writeCost: writeCost{label: "database/sql: + 1 event (WriteTx), " + wal + "; overhead over the SELECT 1 row", base: 1, vsSettings: 2, target: 0.05}, w: tables.wal},
+		{writeCost: writeCost{label: "database/sql: + 1 event (WriteTx), " + wal + "; overhead over the SELECT 1 row", base: 1, vsSettings: 2, target: 0.05, guard: "guarded:database/sql"}, w: tables.wal},
 		{writeCost: writeCost{label: "database/sql: + 1 event (SELECT <table>_emit(...), a plain-SQL writer), " + wal + "; overhead over the SELECT 1 row", base: 1, vsSettings: 2}, w: tables.wal, emit: true},
 		{writeCost: writeCost{label: "pgx batch: business row only", base: -1, vsSettings: -1}, pgx: true},
 		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + polling, base: 6, vsSettings: -1, target: 0.15}, w: tables.polling, pgx: true},
 		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + cdc, base: 6, vsSettings: 7}, w: tables.cdc, pgx: true},
-		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + wal, base: 6, vsSettings: 7, target: 0.10}, w: tables.wal, pgx: true},
+		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + wal, base: 6, vsSettings: 7, target: 0.10, guard: "guarded:pgx batch"}, w: tables.wal, pgx: true},
+		{writeCost: writeCost{label: "database/sql: + 1 bare emit (pg_logical_emit_message without the slot guard); overhead over the SELECT 1 row", base: 1, vsSettings: 2, guard: "bare:database/sql"}, w: tables.wal, bare: true},
+		{writeCost: writeCost{label: "pgx batch: + 1 bare emit (pg_logical_emit_message without the slot guard, same batch)", base: 6, vsSettings: 7, guard: "bare:pgx batch"}, w: tables.wal, pgx: true, bare: true},
 	}
 	insert := "INSERT INTO " + tables.business + " (note) VALUES ($1)"
 	times := make([][]time.Duration, len(settings))
@@ -207,6 +215,10 @@ func measureWriteSide(db *sql.DB, d database, n int) ([]writeCost, error) {
 			began := time.Now()
 			var err error
 			switch {
+			case s.bare && s.pgx:
+				err = writeBareEmit(ctx, db, conn, insert, s.w, ev)
+			case s.bare:
+				err = writeBareEmit(ctx, db, nil, insert, s.w, ev)
 			case s.pgx:
 				err = writePgx(ctx, conn, insert, s.w, ev)
 			case s.floor:
@@ -288,6 +300,44 @@ func writeSQLEmit(ctx context.Context, db *sql.DB, insert, fn string, ev outbox.
 		return fmt.Errorf("%s: %w", fn, err)
 	}
 	return tx.Commit()
+}
+
+// writeBareEmit runs BEGIN, the business INSERT, pg_logical_emit_message of ev's envelope with
+// w's prefix and no slot guard, COMMIT: in one pgx batch on conn, or through database/sql on db
+// when conn is nil.
+func writeBareEmit(ctx context.Context, db *sql.DB, conn *pgx.Conn, insert string, w *outbox.Writer, ev outbox.Event) error {
+	ev.CreatedAt = time.Now()
+	env, err := outbox.AppendWALEnvelope(nil, []outbox.Event{ev})
+	if err != nil {
+		return err
+	}
+	emit := "SELECT pg_logical_emit_message(true, '" + w.Table().WALPrefix() + "', $1::bytea)"
+	if conn == nil {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback() }()
+		if _, err := tx.ExecContext(ctx, insert, "order"); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, emit, env); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	batch := &pgx.Batch{}
+	batch.Queue(insert, "order")
+	batch.Queue(emit, env)
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 // writePgx runs BEGIN, one batch of the business INSERT [and w.QueuePgx of ev], COMMIT on conn.
@@ -376,5 +426,26 @@ func printWriteTable(w io.Writer, costs []writeCost) {
 			vs = fmt.Sprintf("%+.0f %%", 100*(float64(c.median)/float64(costs[c.vsSettings].median)-1))
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", c.label, c.median.Round(time.Microsecond), over, vs, target)
+	}
+	printGuardCost(w, costs)
+}
+
+// printGuardCost prints what the slot guard adds to the wal writer's transaction: each guarded
+// row's median against the bare emit's written the same way.
+func printGuardCost(w io.Writer, costs []writeCost) {
+	bare := map[string]writeCost{}
+	for _, c := range costs {
+		if path, ok := strings.CutPrefix(c.guard, "bare:"); ok {
+			bare[path] = c
+		}
+	}
+	for _, c := range costs {
+		path, ok := strings.CutPrefix(c.guard, "guarded:")
+		b, found := bare[path]
+		if !ok || !found {
+			continue
+		}
+		fmt.Fprintf(w, "\nslot guard, %s: %s guarded vs %s bare: %+.1f %% of the transaction\n", path,
+			c.median.Round(time.Microsecond), b.median.Round(time.Microsecond), 100*(float64(c.median)/float64(b.median)-1))
 	}
 }

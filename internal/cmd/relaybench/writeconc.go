@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,10 +105,18 @@ func newWriteTables(ctx context.Context, db *sql.DB, d database) (*writeTables, 
 			continue
 		}
 		t.cdc = w
-		if t.wal, err = outbox.NewWriter(outbox.Config{Dialect: d.dialect, Table: name, Mode: outbox.ModeWAL}); err != nil {
+		// The wal writer emits only while its slot exists (docs/wal.md, "The slot").
+		slot := "relaybench_wal_" + strconv.FormatInt(time.Now().UnixNano()%1e12, 10)
+		if t.wal, err = outbox.NewWriter(outbox.Config{Dialect: d.dialect, Table: name, Mode: outbox.ModeWAL, WALSlot: slot}); err != nil {
 			t.close()
 			return nil, err
 		}
+		if _, err := outbox.CreateWALSlot(ctx, db, t.wal.Table(), slot); err != nil {
+			t.close()
+			return nil, err
+		}
+		wal := t.wal.Table()
+		undo = append(undo, func() { _ = outbox.DropWALSlot(context.WithoutCancel(ctx), db, wal, slot) })
 		if _, err := db.ExecContext(ctx, "DROP TRIGGER IF EXISTS "+name+"_notify ON "+name); err != nil {
 			t.close()
 			return nil, err
