@@ -26,14 +26,7 @@ func TestAvroLogicalTypesRoundTrip(t *testing.T) {
 	cl, _, topic, _ := registry(t)
 	topic += "_logical"
 	registerAs(t, cl, Subject(topic), sr.TypeAvro, logicalSchema)
-	enc, err := NewEncoder(cl, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec, err := NewDecoder(cl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc, dec := codecs(t, cl)
 	for _, tc := range []struct{ payload, want string }{
 		{`{"day":"2026-12-07","at":"2026-12-07T10:00:00.123Z","at_us":"2026-12-07T11:00:00.000001+01:00","local":"2026-12-07T10:00:00",
 		   "opens":"08:30:00.5","id":"0b8f1f5e-8a8e-4c39-9a34-3c5d3f0b8e2a","price":12.5,"maybe":"2026-12-07T10:00:00Z"}`,
@@ -133,14 +126,7 @@ func TestAvroFixedRoundTrip(t *testing.T) {
 	cl, _, topic, _ := registry(t)
 	topic += "_fixed"
 	registerAs(t, cl, Subject(topic), sr.TypeAvro, fixedSchema)
-	enc, err := NewEncoder(cl, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec, err := NewDecoder(cl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc, dec := codecs(t, cl)
 	payload := `{"code":"ABCD","amount":-1234.5,"alt":"WXYZ"}`
 	framed, err := enc.Encode(context.Background(), topic, []byte(payload))
 	if err != nil {
@@ -154,18 +140,12 @@ func TestAvroFixedRoundTrip(t *testing.T) {
 	if got, w := decodeNumbers(t, string(out)), decodeNumbers(t, want); !reflect.DeepEqual(normalize(got), normalize(w)) {
 		t.Errorf("decoded %s, want %s", out, want)
 	}
-	for _, tc := range []struct{ payload, path, reason string }{
+	checkMismatches(t, enc, topic, []mismatchCase{
 		{`{"code":"ABC","amount":1}`, "$.code", "3 bytes, fixed outboxkit.test.Code has 4"},
 		{`{"code":"ABCD","amount":1,"alt":"TOO LONG"}`, "$.alt", "8 bytes, fixed outboxkit.test.Code has 4"},
 		{`{"code":7,"amount":1}`, "$.code", "want a string (fixed outboxkit.test.Code), got a number"},
 		{`{"code":"ABCD","amount":0.0001}`, "$.amount", "0.0001 has more than 3 decimal places (the scale)"},
-	} {
-		_, err := enc.Encode(context.Background(), topic, []byte(tc.payload))
-		var mismatch *MismatchError
-		if !errors.As(err, &mismatch) || mismatch.Path != tc.path || mismatch.Reason != tc.reason || Retriable(err) {
-			t.Errorf("%s: %v, want a permanent mismatch at %s: %s", tc.payload, err, tc.path, tc.reason)
-		}
-	}
+	})
 	if python := pythonEnv(t); python != "" {
 		brokers, pyTopic, _ := publishThrough(t, sr.TypeAvro, fixedSchema, []string{payload}, []string{""})
 		records := readWithPython(t, python, "avro", brokers, pyTopic, 1)

@@ -109,14 +109,7 @@ func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 // cannot decode fails the handler without calling it.
 func TestDecoderMiddlewareHandsTheHandlerJSON(t *testing.T) {
 	cl, _, topic, _ := registry(t)
-	enc, err := NewEncoder(cl, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec, err := NewDecoder(cl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc, dec := codecs(t, cl)
 	framed, err := enc.Encode(context.Background(), topic, []byte(validOrder("m-1")))
 	if err != nil {
 		t.Fatal(err)

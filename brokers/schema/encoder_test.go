@@ -113,7 +113,7 @@ func TestEncodeMismatchIsPermanentWithFieldPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := `"id":"o","amount":1,"qty":1,"price":1,"paid":false,"status":"NEW"`
-	for _, tc := range []struct{ payload, path, reason string }{
+	checkMismatches(t, enc, topic, []mismatchCase{
 		{`{` + base + `,"items":[{"sku":"a","qty":1},{"sku":"b","qty":"two"}]}`, "$.items[1].qty", "want an integer, got a string"},
 		{`{"id":"o","amount":1,"qty":1,"price":1,"paid":false,"items":[]}`, "$.status", "required field is missing (it has no default)"},
 		{`{` + base + `,"items":[],"colour":"red"}`, "$.colour", "field is not in record outboxkit.test.Order"},
@@ -122,21 +122,7 @@ func TestEncodeMismatchIsPermanentWithFieldPath(t *testing.T) {
 		{`{` + base + `,"items":[],"note":5}`, "$.note", "want a string, got a number"},
 		{`{"id":"o","amount":1.5,"qty":1,"price":1,"paid":false,"status":"NEW","items":[]}`, "$.amount", "1.5 is not a long (an integer in range)"},
 		{`not json`, "$", "not JSON: invalid character 'o' in literal null (expecting 'u')"},
-	} {
-		_, err := enc.Encode(context.Background(), topic, []byte(tc.payload))
-		var mismatch *MismatchError
-		if !errors.As(err, &mismatch) {
-			t.Errorf("%s: err %v, want a *MismatchError", tc.payload, err)
-			continue
-		}
-		if mismatch.Path != tc.path || mismatch.Reason != tc.reason || mismatch.Subject != Subject(topic) {
-			t.Errorf("%s: got path %q reason %q subject %q, want %q %q %q", tc.payload,
-				mismatch.Path, mismatch.Reason, mismatch.Subject, tc.path, tc.reason, Subject(topic))
-		}
-		if Retriable(err) {
-			t.Errorf("%s: Retriable(%v) = true, want false", tc.payload, err)
-		}
-	}
+	})
 }
 
 // TestEncodeRegistryFailuresAreRetriable: a subject not registered and a registry that does not

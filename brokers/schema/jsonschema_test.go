@@ -3,7 +3,6 @@ package schema
 import (
 	"bytes"
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,7 +66,7 @@ func TestJSONSchemaMismatchIsPermanentWithInstancePath(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := `"id":"o","amount":1,"status":"NEW"`
-	for _, tc := range []struct{ payload, path, reason string }{
+	checkMismatches(t, enc, topic, []mismatchCase{
 		{`{` + base + `,"items":[{"sku":"a","qty":1},{"sku":"b","qty":"two"}]}`, "$.items[1].qty", "got string, want integer"},
 		{`{` + base + `,"items":[{"sku":"a","qty":0}]}`, "$.items[0].qty", "minimum: got 0, want 1"},
 		{`{"id":"o","amount":1,"items":[]}`, "$", "missing property 'status'"},
@@ -76,21 +75,7 @@ func TestJSONSchemaMismatchIsPermanentWithInstancePath(t *testing.T) {
 		{`{"id":"o","amount":1,"status":"LOST","items":[]}`, "$.status", "value must be one of 'NEW', 'SHIPPED'"},
 		{`{` + base + `,"items":[],"attrs":{"a.b":"x"}}`, "$.attrs.a.b", "got string, want integer"},
 		{`not json`, "$", "not JSON: invalid character 'o' in literal null (expecting 'u')"},
-	} {
-		_, err := enc.Encode(context.Background(), topic, []byte(tc.payload))
-		var mismatch *MismatchError
-		if !errors.As(err, &mismatch) {
-			t.Errorf("%s: err %v, want a *MismatchError", tc.payload, err)
-			continue
-		}
-		if mismatch.Path != tc.path || mismatch.Reason != tc.reason || mismatch.Subject != Subject(topic) {
-			t.Errorf("%s: got path %q reason %q subject %q, want %q %q %q", tc.payload,
-				mismatch.Path, mismatch.Reason, mismatch.Subject, tc.path, tc.reason, Subject(topic))
-		}
-		if Retriable(err) {
-			t.Errorf("%s: Retriable(%v) = true, want false", tc.payload, err)
-		}
-	}
+	})
 }
 
 // TestJSONSchemaRefOutsideTheSchemaIsRefused: a registered schema whose $ref points outside it

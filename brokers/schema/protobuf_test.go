@@ -2,7 +2,6 @@ package schema
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	"github.com/bufbuild/protocompile"
@@ -153,7 +152,7 @@ func TestProtobufMismatchIsPermanentWithFieldPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ payload, path, reason string }{
+	checkMismatches(t, enc, topic, []mismatchCase{
 		{`{"items":[{"sku":"a","qty":1},{"sku":"b","qty":"two"}]}`, "$.items[1].qty", "two is not an int32 (an integer in range)"},
 		{`{"colour":"red"}`, "$.colour", "field is not in message outboxkit.test.Order"},
 		{`{"qty":4294967296}`, "$.qty", "4294967296 is not an int32 (an integer in range)"},
@@ -167,21 +166,7 @@ func TestProtobufMismatchIsPermanentWithFieldPath(t *testing.T) {
 		{`{"placed_at":"yesterday"}`, "$.placed_at", `not a google.protobuf.Timestamp: invalid google.protobuf.Timestamp value "yesterday"`},
 		{`[1]`, "$", "want an object (message outboxkit.test.Order), got an array"},
 		{`not json`, "$", "not JSON: invalid character 'o' in literal null (expecting 'u')"},
-	} {
-		_, err := enc.Encode(context.Background(), topic, []byte(tc.payload))
-		var mismatch *MismatchError
-		if !errors.As(err, &mismatch) {
-			t.Errorf("%s: err %v, want a *MismatchError", tc.payload, err)
-			continue
-		}
-		if mismatch.Path != tc.path || mismatch.Reason != tc.reason || mismatch.Subject != Subject(topic) {
-			t.Errorf("%s: got path %q reason %q subject %q, want %q %q %q", tc.payload,
-				mismatch.Path, mismatch.Reason, mismatch.Subject, tc.path, tc.reason, Subject(topic))
-		}
-		if Retriable(err) {
-			t.Errorf("%s: Retriable(%v) = true, want false", tc.payload, err)
-		}
-	}
+	})
 }
 
 // TestProtobufSchemaThatDoesNotCompileIsARegistryError: a registered schema the relay cannot

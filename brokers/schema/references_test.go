@@ -51,14 +51,7 @@ const (
 func TestSchemasWithReferences(t *testing.T) {
 	cl, _, topic, _ := registry(t)
 	avroRef, protoRef, jsonRef := referencedSchemas(t, cl)
-	enc, err := NewEncoder(cl, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec, err := NewDecoder(cl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc, dec := codecs(t, cl)
 	for _, tc := range []struct {
 		typ            sr.SchemaType
 		text           string
@@ -94,7 +87,7 @@ func TestSchemasWithReferences(t *testing.T) {
 	}
 
 	missing := sr.SchemaReference{Name: "gone.proto", Subject: testsupport.UniqueName("gone"), Version: 1}
-	_, err = newCodec(context.Background(), cl, sr.SubjectSchema{ID: 5, Schema: sr.Schema{Type: sr.TypeProtobuf,
+	_, err := newCodec(context.Background(), cl, sr.SubjectSchema{ID: 5, Schema: sr.Schema{Type: sr.TypeProtobuf,
 		Schema: "syntax = \"proto3\";\nimport \"gone.proto\";\nmessage A { string a = 1; }\n", References: []sr.SchemaReference{missing}}})
 	if err == nil || !strings.HasPrefix(err.Error(), `schema 5: reference "gone.proto" (subject "`+missing.Subject+`" version 1): `) {
 		t.Errorf("missing reference: %v", err)
