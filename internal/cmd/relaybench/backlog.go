@@ -80,6 +80,9 @@ func setup(db *sql.DB, d database, relay string) (name, topic string, write writ
 	topic = testsupport.UniqueName("bench_events")
 	role, _ := baseOf(relay)
 	switch role {
+	case relayWALCeiling:
+		write, err := walCeilingSetup(ctx, db, d, name)
+		return name, topic, write, err
 	case relayOutboxkit, relayExactlyOnce, relayCeiling, relayCDC, relayCDCExactlyOnce, relayCDCCeiling, relayPulsar, relayNATS, relayRabbitMQ,
 		relaySQLWriters, relayAvro, relayProtobuf:
 		if isCDC(relay) && d.dialect != outbox.Postgres {
@@ -174,6 +177,9 @@ func cleanup(db *sql.DB, d database, relay, name string) {
 		if table, err := outbox.NewTable(d.dialect, name); err == nil {
 			dropCDC(db, table)
 		}
+	}
+	if relay == relayWALCeiling && d.dialect == outbox.Postgres {
+		dropWALCeiling(db, name)
 	}
 	for _, suffix := range []string{"", "_leases", "_relays", "_migrations", "_key_locks"} {
 		_, _ = db.Exec("DROP TABLE IF EXISTS " + quote(name+suffix))

@@ -85,7 +85,7 @@ func runCDCCeiling(ctx context.Context, d database, name string, o options) erro
 type cdcCeilingStream struct {
 	conn     *pgconn.PgConn
 	client   *kgo.Client
-	decoder  *stockDecoder
+	decoder  ceilingDecoder
 	acks     *ackTracker
 	produced uint64
 	// commits are the ends of the transactions decoded and not confirmed yet, with the number
@@ -209,14 +209,23 @@ func (s *cdcCeilingStream) handle(ctx context.Context, data []byte) error {
 			return s.confirm(ctx)
 		}
 	case ceilingInsert:
-		n := s.produced
-		s.produced++
-		s.client.Produce(ctx, toRecord(m.event), func(_ *kgo.Record, err error) { s.acks.ack(n, err) })
+		s.produce(ctx, m.event)
+	case ceilingEvents:
+		for _, e := range m.events {
+			s.produce(ctx, e)
+		}
 	case ceilingCommit:
 		s.commits = append(s.commits, cdcCeilingCommit{end: m.end, produced: s.produced})
 	case ceilingSkip:
 	}
 	return nil
+}
+
+// produce produces e, numbered in stream order for the acknowledgement's low-water mark.
+func (s *cdcCeilingStream) produce(ctx context.Context, e outbox.Event) {
+	n := s.produced
+	s.produced++
+	s.client.Produce(ctx, toRecord(e), func(_ *kgo.Record, err error) { s.acks.ack(n, err) })
 }
 
 // confirm reports the end of the last transaction whose records are all acknowledged.

@@ -17,12 +17,13 @@ import (
 // source has a decoder of its own (forwarder/internal/pgrepl), which the benchmark may not
 // import.
 
-// ceilingMessage is what the cdc ceiling relay needs of one CopyData payload.
+// ceilingMessage is what the cdc and wal ceiling relays need of one CopyData payload.
 type ceilingMessage struct {
 	kind           ceilingKind
-	event          outbox.Event  // ceilingInsert
-	end            pglogrepl.LSN // ceilingCommit: the end of the transaction
-	replyRequested bool          // ceilingKeepalive
+	event          outbox.Event   // ceilingInsert
+	events         []outbox.Event // ceilingEvents: the events of one wal message
+	end            pglogrepl.LSN  // ceilingCommit: the end of the transaction
+	replyRequested bool           // ceilingKeepalive
 }
 
 type ceilingKind int
@@ -31,8 +32,15 @@ const (
 	ceilingSkip ceilingKind = iota
 	ceilingKeepalive
 	ceilingInsert
+	ceilingEvents
 	ceilingCommit
 )
+
+// ceilingDecoder decodes one CopyData payload of a ceiling relay's stream: the cdc ceiling's
+// stockDecoder, the wal ceiling's walDecoder.
+type ceilingDecoder interface {
+	decode(data []byte) (ceilingMessage, error)
+}
 
 // cdcCeilingColumns are the outbox columns the ceiling decodes: every column the outboxkit cdc
 // source decodes, so that both do the same work per row.

@@ -207,6 +207,8 @@ func runRelay(role string, d database, name string, o options) error {
 		return runCeiling(ctx, db, d, name, o)
 	case relayCDCCeiling:
 		return runCDCCeiling(ctx, d, name, o)
+	case relayWALCeiling:
+		return runWALCeiling(ctx, d, name, o)
 	}
 	var pub message.Publisher
 	var retriable func(error) bool

@@ -119,7 +119,7 @@ func main() {
 	flag.IntVar(&o.seconds, "seconds", 10, "duration of the latency run")
 	steadyRelays := flag.String("steady-relays", "1", "numbers of relay processes sharing the outbox in the latency run, one run each (e.g. 1,3)")
 	flag.IntVar(&o.writers, "writers", 1, "concurrent writers sharing the latency run's rate")
-	relays := flag.String("relays", "outboxkit,stock,ceiling", "relays to measure (outboxkit, outboxkit-sql: outboxkit draining events written by plain SQL, with the write cost beside outbox.Writer; stock, ceiling, cdc-ceiling, outboxkit-pulsar, outboxkit-nats, outboxkit-rabbitmq, outboxkit-avro, outboxkit-protobuf: the forwarder encoding with the registry, every drain's payloads then JSON; -source cdc adds outboxkit-cdc, and cdc-ceiling when ceiling is measured; cdc-ceiling needs -source cdc)")
+	relays := flag.String("relays", "outboxkit,stock,ceiling", "relays to measure (outboxkit, outboxkit-sql: outboxkit draining events written by plain SQL, with the write cost beside outbox.Writer; stock, ceiling, cdc-ceiling, outboxkit-pulsar, outboxkit-nats, outboxkit-rabbitmq, outboxkit-avro, outboxkit-protobuf: the forwarder encoding with the registry, every drain's payloads then JSON; -source cdc adds outboxkit-cdc, and cdc-ceiling when ceiling is measured; cdc-ceiling needs -source cdc; wal-ceiling: a relay that only decodes the wal source's messages (written by outbox.Writer in ModeWAL) and produces them, PostgreSQL)")
 	source := flag.String("source", "polling", "polling, or cdc to measure the outboxkit relay with the cdc source too (relay outboxkit-cdc, PostgreSQL), beside polling, with pg_recvlogical's decode ceiling on the same rows and the write-side cost")
 	delivery := flag.String("delivery", "at_least_once", "at_least_once, or exactly_once to measure the outboxkit relay with exactly-once delivery too (relay outboxkit-eo; with -source cdc also outboxkit-cdc-eo), beside at-least-once")
 	flag.IntVar(&o.repeat, "repeat", 1, "measure every drain this many times (interleaved) and print the median and spread")
@@ -229,13 +229,13 @@ func (o *options) parse(brokers, keys, dbs, payloads, relays string) error {
 	}
 	for _, r := range splitList(relays) {
 		switch r {
-		case relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce, relayStock, relayCeiling, relayCDCCeiling,
+		case relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce, relayStock, relayCeiling, relayCDCCeiling, relayWALCeiling,
 			relayPulsar, relayNATS, relayRabbitMQ, relaySQLWriters, relayAvro, relayProtobuf:
 			if !contains(o.relays, r) {
 				o.relays = append(o.relays, r)
 			}
 		default:
-			return fmt.Errorf("-relays: %q is not a relay (want outboxkit, outboxkit-sql, stock, ceiling, outboxkit-pulsar, outboxkit-nats, outboxkit-rabbitmq, outboxkit-avro or outboxkit-protobuf)", r)
+			return fmt.Errorf("-relays: %q is not a relay (want outboxkit, outboxkit-sql, stock, ceiling, wal-ceiling, outboxkit-pulsar, outboxkit-nats, outboxkit-rabbitmq, outboxkit-avro or outboxkit-protobuf)", r)
 		}
 	}
 	if len(o.relays) == 0 {

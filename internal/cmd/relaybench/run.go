@@ -76,8 +76,8 @@ func runSteady(conns connections, o options, noise *noise, res *results) ([]stea
 	var rows []steadyResult
 	for _, db := range o.dbs {
 		for _, relay := range o.relays {
-			if relay == relayCeiling {
-				continue // the ceiling relay polls without pause; a latency figure would not mean anything
+			if relay == relayCeiling || relay == relayWALCeiling {
+				continue // the ceilings are drain floors; the wal ceiling's latency would need stamps it does not read
 			}
 			if _, isBase := baseOf(relay); isBase {
 				continue // -baseline compares drains

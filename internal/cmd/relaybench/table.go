@@ -164,6 +164,9 @@ func printDrainTable(w io.Writer, r *results, o options) {
 			fmt.Fprintf(w, "%s: the same forwarder publishing to %s instead of Kafka; x of Kafka: its rate over outboxkit's.\n", other, targetOf(other).describe(o))
 		}
 	}
+	if contains(o.relays, relayWALCeiling) {
+		fmt.Fprintf(w, "wal-ceiling: the backlog written by outbox.Writer in ModeWAL (logical decoding messages, no row), streamed from its slot (pgoutput, messages on), each envelope decoded and its events produced with franz-go, the slot confirmed behind the acknowledgements; no order, no parking, no retries: the floor the wal source's drain is set against; x of polling: its rate over outboxkit's.\n")
+	}
 	if contains(o.relays, relaySQLWriters) {
 		fmt.Fprintf(w, "outboxkit-sql: the same forwarder draining a backlog written by plain-SQL INSERTs (one per event, key_hash and the key's lock from the table's trigger, docs/writers.md) instead of outbox.Writer; x of outbox.Writer's: its rate over outboxkit's.\n")
 	}
@@ -237,6 +240,8 @@ func (t *drainTable) keysRows(d database, size, keys, topKeys int) {
 	t.row(d, size, ek, fmt.Sprintf("| %s | %s of at-least-once |", ratio(r.rate(ek), ceiling), ratio(r.rate(ek), okRate)))
 	ck := key(relayCDC)
 	t.row(d, size, ck, fmt.Sprintf("%s | %s | %s of polling |", ratio(r.rate(ck), r.rate(sk)), ratio(r.rate(ck), ceiling), ratio(r.rate(ck), okRate)))
+	wk := key(relayWALCeiling)
+	t.row(d, size, wk, fmt.Sprintf("| %s | %s of polling |", ratio(r.rate(wk), ceiling), ratio(r.rate(wk), okRate)))
 	cek := key(relayCDCExactlyOnce)
 	t.row(d, size, cek, fmt.Sprintf("| %s | %s of cdc at-least-once |", ratio(r.rate(cek), ceiling), ratio(r.rate(cek), r.rate(ck))))
 	t.row(d, size, sk, "| | |")
