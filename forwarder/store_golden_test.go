@@ -162,6 +162,7 @@ func renderStoreStatements(t *testing.T, d outbox.Dialect) string {
 	g.step("heartbeat (acquire)", func() error { _, err := s.Heartbeat(ctx, db, owner, ttl, lease.PerPartition{}, nil); return err })
 	g.step("liveLeases", func() (err error) { leases, err = s.LiveLeases(ctx, db, owner, 0, 1); return err })
 	g.step("releaseDue", func() error { return s.ReleaseDue(ctx, db, all, 100) })
+	g.step("nextDue", func() error { _, _, err := s.NextDue(ctx, db, all, time.Second); return err })
 	g.step("claim", func() (err error) { records, err = s.Claim(ctx, db, all, 100, 1<<20); return err })
 	tenants := &relay.Store{Table: table, Dialect: d, Group: "golden", Tenants: []string{"a", "b"}}
 	g.step("claim (tenants)", func() error { _, err := tenants.Claim(ctx, db, all, 100, 1<<20); return err })

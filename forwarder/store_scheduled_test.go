@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
+	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -156,41 +157,63 @@ func TestStoreReleaseHeldWhileCancelRuns(t *testing.T) {
 	}
 }
 
-// The release finds the due rows by an index range on deliver_at, not by reading every
-// scheduled row: with a million events scheduled for later, a volatile clock_timestamp() in the
-// condition (which PostgreSQL keeps out of index conditions) made each polling step take a
-// second (BenchmarkClaimBesideScheduled).
+// The release and the next-due look-up find their rows by an index range on deliver_at, not by
+// reading every scheduled row: with a million events scheduled for later, a volatile
+// clock_timestamp() in the condition (which PostgreSQL keeps out of index conditions) made each
+// polling step take a second (BenchmarkClaimBesideScheduled).
 func TestStoreReleaseUsesTheDeliverAtRange(t *testing.T) {
 	fx := newStoreFixture(t, outbox.Postgres)
-	q := fx.store.SQL().ReleaseDue(allPartitions(), 100)
-	var plan []string
-	err := relay.InTx(fx.ctx, fx.db, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(fx.ctx, "SET LOCAL enable_seqscan = off"); err != nil {
-			return err
-		}
-		rows, err := tx.QueryContext(fx.ctx, "EXPLAIN "+q.SQL, q.Args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
+	for name, q := range map[string]sqlstore.Query{
+		"release":  fx.store.SQL().ReleaseDue(allPartitions(), 100),
+		"next due": fx.store.SQL().NextDue(allPartitions(), time.Second),
+	} {
+		var plan []string
+		err := relay.InTx(fx.ctx, fx.db, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(fx.ctx, "SET LOCAL enable_seqscan = off"); err != nil {
 				return err
 			}
-			plan = append(plan, line)
+			rows, err := tx.QueryContext(fx.ctx, "EXPLAIN "+q.SQL, q.Args...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var line string
+				if err := rows.Scan(&line); err != nil {
+					return err
+				}
+				plan = append(plan, line)
+			}
+			return rows.Err()
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return rows.Err()
+		if !slices.ContainsFunc(plan, func(line string) bool {
+			return strings.Contains(line, "Index Cond") && strings.Contains(line, "deliver_at <=")
+		}) {
+			t.Errorf("the %s's plan has no index condition on deliver_at (%d lines):\n%s", name, len(plan), strings.Join(plan, "\n"))
+		}
+	}
+}
+
+// NextDue reports how long until the earliest scheduled event of the partitions comes due, by
+// the database's clock, and nothing beyond the horizon.
+func TestStoreNextDue(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, fx *storeFixture) {
+		if _, ok, err := fx.store.NextDue(fx.ctx, fx.db, allPartitions(), time.Minute); err != nil || ok {
+			t.Fatalf("empty table: ok %v, %v; want nothing due", ok, err)
+		}
+		fx.writeAt("k", time.Now().Add(30*time.Second))
+		fx.writeAt("k", time.Now().Add(time.Hour))
+		due, ok, err := fx.store.NextDue(fx.ctx, fx.db, allPartitions(), time.Minute)
+		if err != nil || !ok || due <= 20*time.Second || due > 31*time.Second {
+			t.Fatalf("NextDue = %s, %v, %v; want the event due in about 30 s", due, ok, err)
+		}
+		if _, ok, err := fx.store.NextDue(fx.ctx, fx.db, allPartitions(), 10*time.Second); err != nil || ok {
+			t.Fatalf("within 10 s: ok %v, %v; want nothing (the earliest is 30 s away)", ok, err)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range plan {
-		if strings.Contains(line, "Index Cond") && strings.Contains(line, "deliver_at <=") {
-			return
-		}
-	}
-	t.Fatalf("the release's plan has no index condition on deliver_at:\n%s", strings.Join(plan, "\n"))
 }
 
 // A released scheduled event is an ordinary pending event: it waits behind an earlier failing

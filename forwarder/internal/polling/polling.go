@@ -55,6 +55,10 @@ type Source struct {
 	// releaseWarn keeps a release that fails at every batch (a table not migrated yet) to one
 	// warning a minute.
 	releaseWarn everyMinute
+	// dueIn is, per worker, how long until the next scheduled event of its partitions is due
+	// after a claim that found nothing (0: none scheduled); only the worker's goroutine uses
+	// its slot.
+	dueIn []time.Duration
 }
 
 // everyMinute allows one call a minute; its zero value allows the first.
@@ -76,7 +80,7 @@ func (e *everyMinute) Allow() bool {
 
 // New returns the polling source over core, handing its claims to d.
 func New(core relay.Core, d relay.Deliverer, cfg Config) *Source {
-	return &Source{core: core, store: core.Store, deliver: d, cfg: cfg}
+	return &Source{core: core, store: core.Store, deliver: d, cfg: cfg, dueIn: make([]time.Duration, core.Workers)}
 }
 
 // Start does nothing: the polling source needs nothing before the first lease.
@@ -125,7 +129,12 @@ func (s *Source) workerLoop(ctx context.Context, worker int, wake <-chan struct{
 			interval = min(interval*2, s.cfg.MaxPollInterval)
 			wakeable = true
 		}
-		timer := time.NewTimer(interval)
+		sleep := interval
+		if due := s.dueIn[worker]; wakeable && due > 0 {
+			// Idle, with a scheduled event coming due: poll when it is due, not a backoff later.
+			sleep = min(sleep, max(due, s.cfg.MinPollInterval))
+		}
+		timer := time.NewTimer(sleep)
 		if wakeable {
 			select {
 			case <-ctx.Done():
@@ -154,6 +163,7 @@ func (s *Source) relayBatch(ctx context.Context, worker int) (int, error) {
 		return 0, nil
 	}
 	db := s.core.DB
+	s.dueIn[worker] = 0
 	s.core.Inflight.Read(worker)
 	leases, err := s.store.LiveLeases(ctx, db, s.core.RelayID, worker, s.core.Workers)
 	leases = s.core.Inflight.Hold(worker, leases)
@@ -179,6 +189,9 @@ func (s *Source) relayBatch(ctx context.Context, worker int) (int, error) {
 			"worker", worker, "error", err)
 	}
 	records, err := s.store.Claim(ctx, db, partitions, limit, maxBytes)
+	if err == nil && len(records) == 0 {
+		s.dueIn[worker] = s.nextDue(ctx, partitions)
+	}
 	if err != nil || len(records) == 0 {
 		return 0, err
 	}
@@ -188,6 +201,17 @@ func (s *Source) relayBatch(ctx context.Context, worker int) (int, error) {
 	o, err := s.deliver.Deliver(ctx, worker, leases, records)
 	s.core.Progress.Delivered(token, o, err)
 	return len(records), err
+}
+
+// nextDue is how long until the next scheduled event of the partitions is due: at least 1ns
+// when one is (due already: as soon as possible), 0 when none is or it cannot be read (the
+// backoff then applies as usual).
+func (s *Source) nextDue(ctx context.Context, partitions []int) time.Duration {
+	due, ok, err := s.store.NextDue(ctx, s.core.DB, partitions, s.cfg.MaxPollInterval)
+	if err != nil || !ok {
+		return 0
+	}
+	return max(due, time.Nanosecond)
 }
 
 func fanOut(ctx context.Context, in <-chan struct{}, outs []chan struct{}) {

@@ -42,6 +42,8 @@ type fakeStore struct {
 	// released records each ReleaseDue call (partitions, limit); releaseErr fails it.
 	released   []claimCall
 	releaseErr error
+	// nextDue is what NextDue reports (0: nothing scheduled).
+	nextDue time.Duration
 }
 
 type claimCall struct {
@@ -65,6 +67,12 @@ func (s *fakeStore) ReleaseDue(_ context.Context, _ *sql.DB, partitions []int, l
 	defer s.mu.Unlock()
 	s.released = append(s.released, claimCall{partitions: slices.Clone(partitions), limit: limit})
 	return s.releaseErr
+}
+
+func (s *fakeStore) NextDue(context.Context, relay.Querier, []int, time.Duration) (time.Duration, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.nextDue, s.nextDue != 0, nil
 }
 
 func (s *fakeStore) Claim(_ context.Context, _ relay.Querier, partitions []int, limit int, maxBytes int64) ([]relay.Record, error) {
@@ -434,6 +442,21 @@ func TestIdleWorkerWakes(t *testing.T) {
 				t.Fatalf("delivered %v, want seq 1", seqs(dl.records))
 			}
 		})
+	}
+}
+
+// TestIdleWorkerPollsWhenAScheduledEventIsDue: an idle worker whose partitions hold a scheduled
+// event sleeps until it is due, not its backoff: 30 empty claims, each followed by a backoff that
+// doubles towards never, then a record; the worker reaches it because each sleep is cut to the
+// 5 ms the store says the next scheduled event is away.
+func TestIdleWorkerPollsWhenAScheduledEventIsDue(t *testing.T) {
+	store := &fakeStore{leases: map[int][]relay.Lease{0: leases(0)}, nextDue: 5 * time.Millisecond,
+		claims: map[int][][]relay.Record{0: append(make([][]relay.Record, 30), records(0, 1))}}
+	d := &fakeDeliverer{limit: 10, onDeliver: make(chan delivery, 1)}
+	stop := run(t, newSource(t, 1, 10, store, d, Config{MinPollInterval: time.Millisecond, MaxPollInterval: never}))
+	defer stop()
+	if dl := next(t, d.onDeliver, "the worker polled when the scheduled event was due"); dl.records[0].Seq != 1 {
+		t.Fatalf("delivered %v, want seq 1", seqs(dl.records))
 	}
 }
 

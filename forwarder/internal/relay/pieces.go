@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"database/sql"
+	"time"
 )
 
 // The pieces of the forwarder meet through these four interfaces: a Source hands records of
@@ -39,10 +40,12 @@ type Deliverer interface {
 }
 
 // Claimer is the store as the polling source reads it (*Store): a worker's live leases, the
-// release of the partitions' due scheduled events, and the pending rows of partitions.
+// release of the partitions' due scheduled events and the wait until the next is due, and the
+// pending rows of partitions.
 type Claimer interface {
 	LiveLeases(ctx context.Context, q Querier, owner string, worker, workers int) ([]Lease, error)
 	ReleaseDue(ctx context.Context, db *sql.DB, partitions []int, limit int) error
+	NextDue(ctx context.Context, q Querier, partitions []int, horizon time.Duration) (time.Duration, bool, error)
 	Claim(ctx context.Context, q Querier, partitions []int, limit int, maxBytes int64) ([]Record, error)
 }
 

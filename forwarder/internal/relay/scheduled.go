@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 	"github.com/outboxkit/outboxkit/outbox"
@@ -58,4 +59,26 @@ func (s *Store) ReleaseDueIn(ctx context.Context, q Querier, partitions []int, l
 		return 0, fmt.Errorf("release %d due scheduled events: %w", len(due), err)
 	}
 	return int64(len(due)), nil
+}
+
+// NextDue returns how long, by the database's clock, until the earliest scheduled event of the
+// partitions is due (zero or less: due now), and false when none comes due within horizon.
+func (s *Store) NextDue(ctx context.Context, q Querier, partitions []int, horizon time.Duration) (time.Duration, bool, error) {
+	if len(partitions) == 0 {
+		return 0, false, nil
+	}
+	due, getDue := outbox.TimeScanner()
+	now, getNow := outbox.TimeScanner()
+	if err := s.Planned(s.SQL().NextDue(partitions, horizon)).QueryRow(ctx, q).Scan(due, now); err != nil {
+		return 0, false, fmt.Errorf("read the next due scheduled event: %w", err)
+	}
+	at, err := getDue()
+	if err != nil || at.IsZero() {
+		return 0, false, err
+	}
+	current, err := getNow()
+	if err != nil {
+		return 0, false, err
+	}
+	return at.Sub(current), true, nil
 }

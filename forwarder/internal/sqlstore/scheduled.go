@@ -1,6 +1,10 @@
 package sqlstore
 
-import "github.com/outboxkit/outboxkit/outbox"
+import (
+	"time"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
 
 // The statements of scheduled events (docs/scheduled.md): rows with a delivery time and status
 // StatusScheduled, left out of every claim until the relay releases them.
@@ -33,4 +37,16 @@ func (s Statements) ReleaseSeqs(seqs []int64) Query {
 	table, list := pointLookups(seqs)
 	return Query{SQL: "UPDATE " + table + " STRAIGHT_JOIN " + s.table.Events() + " e ON e.seq = p.n SET e.status = 0 WHERE e.status = 4",
 		Args: []any{list}}
+}
+
+// NextDue selects the earliest delivery time of the scheduled rows of the partitions due within
+// the next horizon (NULL when there is none) and the database's current time, so that an idle
+// worker sleeps no longer than until then. It reads the index of scheduled rows in deliver_at
+// order from the start, and no further than the horizon, however many are scheduled for later.
+func (s Statements) NextDue(partitions []int, horizon time.Duration) Query {
+	now, nowArg := s.d.Now(0)
+	until, untilArg := s.d.Now(horizon)
+	args := append([]any{untilArg}, intArgs(partitions)...)
+	return s.q("SELECT (SELECT deliver_at FROM "+s.table.Events()+" WHERE status = 4 AND deliver_at <= (SELECT "+until+")"+
+		" AND partition_no IN "+in(len(partitions))+" ORDER BY deliver_at LIMIT 1), "+now, append(args, nowArg)...)
 }
