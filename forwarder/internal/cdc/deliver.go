@@ -187,9 +187,12 @@ func (s *Source) poll(ctx context.Context, claim func(partitions []int) ([]relay
 	return len(records), s.deliver(ctx, 0, leases, records)
 }
 
-// retryPass publishes the due rows the stream left to the retry path, in sequence order, until
-// none is left.
+// retryPass releases the due scheduled events (releaseDue), then publishes the due rows the
+// stream left to the retry path, in sequence order, until none is left.
 func (s *Source) retryPass(ctx context.Context) error {
+	if err := s.releaseDue(ctx); err != nil {
+		return fmt.Errorf("cdc: retry path: %w", err)
+	}
 	for ctx.Err() == nil {
 		n, err := s.poll(ctx, func(parts []int) ([]relay.Record, error) {
 			return s.core.Store.ClaimRetry(ctx, s.core.DB, parts, s.core.BatchSize, s.core.MaxBatchBytes)
@@ -199,6 +202,22 @@ func (s *Source) retryPass(ctx context.Context) error {
 		}
 		if n < s.core.BatchSize {
 			return nil
+		}
+	}
+	return nil
+}
+
+// releaseDue releases the due scheduled events, BatchSize at a time, until none is due. The
+// stream sees a scheduled row's insert with status 4 and does not admit it; the release writes
+// the row again (Store.ReleaseDueByWrite), so the stream carries it at the release's commit and
+// publishes it as any insert: after the events of its key the stream had before, parked with
+// its key, in sequence order with the events of its key released with it. Published by the
+// stream, a released event needs no new rule for per-key order, parking or fencing.
+func (s *Source) releaseDue(ctx context.Context) error {
+	for ctx.Err() == nil {
+		n, err := s.core.Store.ReleaseDueByWrite(ctx, s.core.DB, s.core.BatchSize)
+		if err != nil || n < int64(s.core.BatchSize) {
+			return err
 		}
 	}
 	return nil
