@@ -238,6 +238,7 @@ func renderCDCStatements(g *goldenRun, s *relay.Store, db *sql.DB, owner string,
 	g.step("cdc maxSeq", func() error { _, err := s.MaxSeq(ctx, db); return err })
 	g.step("cdc claimRetry", func() error { _, err := s.ClaimRetry(ctx, db, all, 100, 1<<20); return err })
 	g.step("cdc claimUpTo", func() error { _, err := s.ClaimUpTo(ctx, db, all, 100, 1<<20, 100); return err })
+	g.step("cdc releaseDueByWrite", func() error { _, err := s.ReleaseDueByWrite(ctx, db, 100); return err })
 	g.step("cdc otherLiveOwners", func() error { _, err := s.OtherLiveOwners(ctx, db, owner); return err })
 	g.step("cdc setSlotDrained", func() error { return s.SetSlotDrained(ctx, db, "golden_slot", true) })
 	g.step("cdc slotDrained", func() error { _, err := s.SlotDrained(ctx, db, "golden_slot"); return err })
