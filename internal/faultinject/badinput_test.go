@@ -24,42 +24,22 @@ import (
 	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/internal/testsupport/forwardertest"
 	"github.com/outboxkit/outboxkit/middleware"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
 var quiet = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 
-// table creates a fresh outbox table and returns a writer for it (payload limit disabled).
+// newTable creates a fresh outbox table and returns a writer for it (payload limit disabled).
 func newTable(t *testing.T, db *sql.DB) *outbox.Writer {
 	t.Helper()
-	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Table: testsupport.UniqueName("fi"), MaxPayloadBytes: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := outbox.Migrate(context.Background(), db, w.Table()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		tb := w.Table()
-		for _, n := range []string{tb.Events(), tb.Leases(), tb.Relays(), tb.Migrations()} {
-			_, _ = db.Exec("DROP TABLE IF EXISTS " + n)
-		}
-	})
-	return w
+	return testsupport.NewOutbox(t, db, outbox.Config{Dialect: outbox.Postgres, Table: testsupport.UniqueName("fi"), MaxPayloadBytes: -1})
 }
 
 func commit(t *testing.T, db *sql.DB, w *outbox.Writer, events ...outbox.Event) {
 	t.Helper()
-	tx, err := db.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.WriteTx(context.Background(), tx, events...); err != nil {
-		_ = tx.Rollback()
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
+	if err := testsupport.WriteEvents(context.Background(), db, w, events...); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -72,24 +52,6 @@ func ev(t *testing.T, topic, key string, seq int64) outbox.Event {
 	}
 	e.ID = uuid.Must(uuid.NewV7())
 	return e
-}
-
-// runForwarder runs cfg until the test ends.
-func runForwarder(t *testing.T, cfg forwarder.Config) {
-	t.Helper()
-	f, err := forwarder.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("forwarder.Run: %v", err)
-		}
-	})
 }
 
 // readTopic reads topic from its start until done says so or the bound passed.
@@ -173,7 +135,7 @@ func TestOversizedEventIsDeadLetteredOthersKeepFlowing(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = pub.Close() })
-			runForwarder(t, forwarder.Config{DB: db, Dialect: outbox.Postgres, Table: w.Table().Events(),
+			forwardertest.Start(t, forwarder.Config{DB: db, Dialect: outbox.Postgres, Table: w.Table().Events(),
 				Publisher: pub, IsRetriable: kafka.Retriable, DeadLetterTopic: dlq, MaxAttempts: 5,
 				InitialInterval: 20 * time.Millisecond, MaxInterval: 200 * time.Millisecond,
 				MaxPollInterval: 200 * time.Millisecond, Logger: quiet})
@@ -263,7 +225,7 @@ func TestDatabaseCutsAndBrokerOutageDrainTheBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pub.Close() })
-	runForwarder(t, forwarder.Config{DB: relayDB, Dialect: outbox.Postgres, Table: w.Table().Events(),
+	forwardertest.Start(t, forwarder.Config{DB: relayDB, Dialect: outbox.Postgres, Table: w.Table().Events(),
 		Publisher: pub, IsRetriable: kafka.Retriable, MaxAttempts: 1000, BatchSize: 50,
 		InitialInterval: 50 * time.Millisecond, MaxInterval: time.Second, MaxPollInterval: 200 * time.Millisecond,
 		Logger: quiet})
