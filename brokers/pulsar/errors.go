@@ -42,7 +42,9 @@ var permanentServerErrors = []string{
 // configuration (an operator fixes them; see permanentResults), connection failures,
 // timeouts, a full producer queue, a busy producer, a topic not found (it may be being created),
 // a closed publisher, and the messages failed only because an earlier message of their key did
-// (ErrEarlierMessageFailed, ErrAcknowledgedAfterFailure). Retriable(nil) is false.
+// (ErrEarlierMessageFailed, ErrAcknowledgedAfterFailure), and a schema the broker refused
+// (ErrSchemaRefused: the topic's registered schema or its policy is for an operator to fix).
+// Retriable(nil) is false.
 //
 // The forwarder dead-letters an event at once on a permanent error, and after its last attempt
 // on a retriable one.
@@ -51,7 +53,7 @@ func Retriable(err error) bool {
 		return false
 	}
 	// Not the message's own failure: checked first, whatever the earlier failure was.
-	for _, transient := range []error{ErrEarlierMessageFailed, ErrAcknowledgedAfterFailure, ErrPublisherClosed,
+	for _, transient := range []error{ErrEarlierMessageFailed, ErrAcknowledgedAfterFailure, ErrPublisherClosed, ErrSchemaRefused,
 		context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, transient) {
 			return true

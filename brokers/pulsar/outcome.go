@@ -78,6 +78,11 @@ const frameOverhead = 512
 // connection, or written before the producer was retired): at-least-once, deduplicated by
 // the consumer on the message UUID.
 func (p *Publisher) PublishEach(ctx context.Context, topic string, msgs []*message.Message) []error {
+	return p.publishEach(ctx, topic, msgs, nil)
+}
+
+// publishEach is PublishEach where msgs[i] is sent with schemas[i] when schemas is not nil.
+func (p *Publisher) publishEach(ctx context.Context, topic string, msgs []*message.Message, schemas []apulsar.Schema) []error {
 	errs := make([]error, len(msgs))
 	if ctx == nil {
 		ctx = context.Background()
@@ -100,6 +105,7 @@ func (p *Publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 	call := &publishCall{
 		topic:   full,
 		msgs:    msgs,
+		schemas: schemas,
 		keys:    make([]string, len(msgs)),
 		errs:    errs,
 		done:    make([]bool, len(msgs)),
@@ -145,9 +151,11 @@ func (p *Publisher) handOver(parent, ctx context.Context, slot *producerSlot, ca
 		if !call.claim(i) {
 			continue // failed already, or a message of its key did
 		}
-		producer.SendAsync(ctx, p.toProducerMessage(msg), func(_ apulsar.MessageID, _ *apulsar.ProducerMessage, err error) {
+		pm := p.toProducerMessage(msg)
+		pm.Schema = call.schema(i)
+		producer.SendAsync(ctx, pm, func(_ apulsar.MessageID, _ *apulsar.ProducerMessage, err error) {
 			if err != nil {
-				err = fmt.Errorf("pulsar: publish message %s to %s: %w", msg.UUID, call.topic, err)
+				err = fmt.Errorf("pulsar: publish message %s to %s: %w", msg.UUID, call.topic, schemaRefused(pm.Schema, err))
 			}
 			call.complete(i, err)
 		})
@@ -211,9 +219,10 @@ func (p *Publisher) estimateSize(msg *message.Message) int {
 
 // publishCall is the state of one PublishEach call, shared with its callbacks.
 type publishCall struct {
-	topic string
-	msgs  []*message.Message
-	keys  []string
+	topic   string
+	msgs    []*message.Message
+	schemas []apulsar.Schema // nil: every message is bytes
+	keys    []string
 
 	mu       sync.Mutex
 	errs     []error
@@ -223,6 +232,14 @@ type publishCall struct {
 	finished bool           // finish ran: late callbacks are ignored
 	settled  chan struct{}  // closed when left reaches 0 after handing over
 	handed   bool           // handing over is complete
+}
+
+// schema is the schema msgs[i] is sent with, nil for bytes.
+func (c *publishCall) schema(i int) apulsar.Schema {
+	if c.schemas == nil {
+		return nil
+	}
+	return c.schemas[i]
 }
 
 // fail records a failure of msgs[i] (before sending).
