@@ -64,6 +64,9 @@ type cached struct {
 	typ     sr.SchemaType
 	codec   codec
 	fetched time.Time
+	// text is the registered schema's text and references the number of schemas it references.
+	text       string
+	references int
 }
 
 // codec encodes JSON payloads with one registered schema.
@@ -114,17 +117,13 @@ func (e *Encoder) EncodeEvent(ctx context.Context, topic, eventType string, payl
 
 // encodeEvent is EncodeEvent, also returning the schema it encoded with.
 func (e *Encoder) encodeEvent(ctx context.Context, topic, eventType string, payload []byte) ([]byte, cached, error) {
-	t, err := e.target(topic, eventType)
+	t, s, err := e.schemaOf(ctx, topic, eventType)
 	if err != nil {
 		return nil, cached{}, err
 	}
-	s, err := e.lookup(ctx, t)
+	index, body, err := encodeWith(t, s, eventType, payload)
 	if err != nil {
 		return nil, cached{}, err
-	}
-	index, body, m := s.codec.encode(payload, eventType)
-	if m != nil {
-		return nil, cached{}, &MismatchError{Subject: t.subject, Path: m.path, Reason: m.reason}
 	}
 	var header sr.ConfluentHeader
 	out, err := header.AppendEncode(make([]byte, 0, 6+len(index)+len(body)), s.id, index)
@@ -132,6 +131,29 @@ func (e *Encoder) encodeEvent(ctx context.Context, topic, eventType string, payl
 		return nil, cached{}, fmt.Errorf("schema: framing for subject %q: %w", t.subject, err)
 	}
 	return append(out, body...), s, nil
+}
+
+// schemaOf returns the subject and version of an event and its schema.
+func (e *Encoder) schemaOf(ctx context.Context, topic, eventType string) (target, cached, error) {
+	t, err := e.target(topic, eventType)
+	if err != nil {
+		return target{}, cached{}, err
+	}
+	s, err := e.lookup(ctx, t)
+	if err != nil {
+		return target{}, cached{}, err
+	}
+	return t, s, nil
+}
+
+// encodeWith encodes payload with s, the schema of t: the message indexes of the wire format's
+// header (Protobuf only) and the body; a payload that does not fit is a *MismatchError.
+func encodeWith(t target, s cached, eventType string, payload []byte) ([]int, []byte, error) {
+	index, body, m := s.codec.encode(payload, eventType)
+	if m != nil {
+		return nil, nil, &MismatchError{Subject: t.subject, Path: m.path, Reason: m.reason}
+	}
+	return index, body, nil
 }
 
 // target is a subject and the version to encode with (0: the latest).
@@ -184,7 +206,7 @@ func (e *Encoder) lookup(ctx context.Context, t target) (cached, error) {
 	if err != nil {
 		return cached{}, &RegistryError{Subject: t.subject, Err: err}
 	}
-	c = cached{id: ss.ID, typ: ss.Type, codec: codec, fetched: e.now()}
+	c = cached{id: ss.ID, typ: ss.Type, codec: codec, fetched: e.now(), text: ss.Schema.Schema, references: len(ss.References)}
 	e.mu.Lock()
 	e.cache[key] = c
 	e.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	apulsar "github.com/apache/pulsar-client-go/pulsar"
 
 	"github.com/outboxkit/outboxkit/outbox"
 )
@@ -32,7 +33,9 @@ type errorClassifier interface {
 // NewPublisher returns a publisher that encodes every message's payload (but a dead letter's,
 // see needsEncoding) with enc (JSON to the Confluent wire format, with the schema of the
 // subject its topic and event_type metadata name) and publishes a copy of it through
-// pub, which needs per-message outcomes (PublishEach: brokers/kafka has it). Its Retriable
+// pub, which needs per-message outcomes (PublishEach: brokers/kafka has it). When pub is a
+// NativePublisher (brokers/pulsar's), each event is published instead as its bare Avro body
+// with the subject's Avro schema, which the broker's own registry records. Its Retriable
 // (forwarder.ErrorClassifier) makes a *MismatchError permanent and ErrEarlierMessageNotEncoded and
 // registry failures retriable, and leaves every other error to pub's Retriable. Close closes pub.
 // Not yet passed through: pub's Connect and its exactly-once transactions.
@@ -45,8 +48,14 @@ func NewPublisher(pub message.Publisher, enc *Encoder, opts ...PublisherOption) 
 		return nil, fmt.Errorf("schema: publisher %T has no PublishEach (per-message outcomes)", pub)
 	}
 	p := &publisher{pub: pub, each: each, enc: enc}
+	if native, ok := pub.(NativePublisher); ok {
+		p.native, p.natives = native, &nativeSchemas{}
+	}
 	for _, opt := range opts {
 		opt(p)
+	}
+	if p.native != nil && p.cloudEvents != nil {
+		return nil, errNativeCloudEvents
 	}
 	return p, nil
 }
@@ -55,6 +64,10 @@ type publisher struct {
 	pub  message.Publisher
 	each outcomePublisher
 	enc  *Encoder
+	// native, when pub's broker has its own schema registry, takes the messages with their
+	// broker-side schemas, cached in natives.
+	native  NativePublisher
+	natives *nativeSchemas
 	// cloudEvents, when set, adds the CloudEvents attributes of the encoding (content-type,
 	// ce_dataschema under this registry URL) to every encoded message.
 	cloudEvents *cloudEventsAttributes
@@ -62,13 +75,17 @@ type publisher struct {
 
 // Publish encodes every message before sending any, and sends none when one fails.
 func (p *publisher) Publish(topic string, msgs ...*message.Message) error {
-	out := make([]*message.Message, len(msgs))
+	ctx := context.Background()
+	out, schemas := make([]*message.Message, len(msgs)), make([]apulsar.Schema, len(msgs))
 	for i, msg := range msgs {
-		enc, err := p.encode(context.Background(), topic, msg)
+		enc, ps, err := p.encode(ctx, topic, msg)
 		if err != nil {
 			return fmt.Errorf("schema: topic %q: message %d of %d: %w", topic, i, len(msgs), err)
 		}
-		out[i] = enc
+		out[i], schemas[i] = enc, ps
+	}
+	if p.native != nil {
+		return errors.Join(p.native.PublishEachWithSchema(ctx, topic, out, schemas)...)
 	}
 	return p.pub.Publish(topic, out...)
 }
@@ -90,6 +107,7 @@ func (p *publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 		return errs
 	}
 	out := make([]*message.Message, 0, len(msgs))
+	schemas := make([]apulsar.Schema, 0, len(msgs))
 	sent := make([]int, 0, len(msgs))
 	refused := map[string]bool{}
 	holdAll := false // after a nil message, whose key is unknown
@@ -102,7 +120,7 @@ func (p *publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 			errs[i] = fmt.Errorf("schema: topic %q: message %d: %w", topic, i, ErrEarlierMessageNotEncoded)
 			continue
 		}
-		enc, err := p.encode(ctx, topic, msg)
+		enc, ps, err := p.encode(ctx, topic, msg)
 		if err != nil {
 			errs[i] = fmt.Errorf("schema: topic %q: message %d: %w", topic, i, err)
 			if msg == nil {
@@ -112,12 +130,17 @@ func (p *publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 			}
 			continue
 		}
-		out, sent = append(out, enc), append(sent, i)
+		out, schemas, sent = append(out, enc), append(schemas, ps), append(sent, i)
 	}
 	if len(out) == 0 {
 		return errs
 	}
-	results := p.each.PublishEach(ctx, topic, out)
+	var results []error
+	if p.native != nil {
+		results = p.native.PublishEachWithSchema(ctx, topic, out, schemas)
+	} else {
+		results = p.each.PublishEach(ctx, topic, out)
+	}
 	for j, i := range sent {
 		if len(results) != len(out) {
 			errs[i] = fmt.Errorf("schema: the wrapped publisher returned %d outcomes for %d messages", len(results), len(out))
@@ -162,35 +185,35 @@ func needsEncoding(msg *message.Message) bool {
 	return msg == nil || !isDeadLetter(msg) && !preEncoded(msg)
 }
 
-// encode returns a copy of msg (UUID, metadata, context kept) with its payload encoded; a dead
-// letter as it is, and an event its writer encoded as it is once its framing is checked.
-func (p *publisher) encode(ctx context.Context, topic string, msg *message.Message) (*message.Message, error) {
+// encode returns a copy of msg (UUID, metadata, context kept) with its payload encoded and,
+// for a NativePublisher, the broker-side schema to send it with (else nil); a dead letter as
+// it is, and an event its writer encoded as it is once its framing is checked.
+func (p *publisher) encode(ctx context.Context, topic string, msg *message.Message) (*message.Message, apulsar.Schema, error) {
 	if msg == nil {
-		return nil, &MismatchError{Subject: Subject(topic), Path: "$", Reason: "nil message"}
+		return nil, nil, &MismatchError{Subject: Subject(topic), Path: "$", Reason: "nil message"}
 	}
 	if isDeadLetter(msg) {
-		return msg, nil
+		return msg, nil, nil
+	}
+	if p.native != nil {
+		return p.encodeNative(ctx, topic, msg)
 	}
 	if preEncoded(msg) {
 		t, _ := p.enc.target(topic, msg.Metadata.Get(eventTypeKey))
 		if err := checkPreEncoded(t.subject, msg); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return msg, nil
+		return msg, nil, nil
 	}
 	payload, s, err := p.enc.encodeEvent(ctx, topic, msg.Metadata.Get(eventTypeKey), msg.Payload)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := message.NewMessage(msg.UUID, payload)
-	for k, v := range msg.Metadata {
-		out.Metadata.Set(k, v)
-	}
+	out := copyWithPayload(msg, payload)
 	if p.cloudEvents != nil {
 		p.cloudEvents.set(out, s)
 	}
-	out.SetContext(msg.Context())
-	return out, nil
+	return out, nil, nil
 }
 
 // Retriable classifies the decorator's errors (forwarder.ErrorClassifier).

@@ -1,0 +1,99 @@
+package schema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	apulsar "github.com/apache/pulsar-client-go/pulsar"
+	"github.com/twmb/franz-go/pkg/sr"
+)
+
+// NativePublisher is the capability of a publisher whose broker has a schema registry of its
+// own (brokers/pulsar's Publisher: Pulsar's, built into the broker). NewPublisher detects it: the
+// decorator then publishes each event's bare Avro body (no Confluent header) with the Avro
+// schema of its subject, which the broker records with the topic, so that a consumer with a
+// typed Avro schema reads the events. The schema still comes from the configured registry, by
+// the same subjects and versions as on Kafka: one configuration for both brokers.
+type NativePublisher interface {
+	// PublishEachWithSchema is PublishEach where msgs[i] is sent as a message of schemas[i]
+	// (nil: as bytes).
+	PublishEachWithSchema(ctx context.Context, topic string, msgs []*message.Message, schemas []apulsar.Schema) []error
+}
+
+// nativeSchemas caches the broker-side schema of each registry schema id.
+type nativeSchemas struct {
+	mu   sync.Mutex
+	byID map[int]apulsar.Schema
+}
+
+// of returns the broker-side schema of s, the schema of subject: Avro only, self-contained
+// (without references), since the broker's registry takes one Avro definition per schema.
+// Anything else is a *RegistryError: the registry's schema or the configuration is to fix, not
+// the event.
+func (n *nativeSchemas) of(subject string, s cached) (apulsar.Schema, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if ps, ok := n.byID[s.id]; ok {
+		return ps, nil
+	}
+	if s.typ != sr.TypeAvro {
+		return nil, &RegistryError{Subject: subject, Err: fmt.Errorf(
+			"schema %d is of type %s: a broker with its own schema registry (Pulsar) is sent AVRO schemas only", s.id, s.typ)}
+	}
+	if s.references > 0 {
+		return nil, &RegistryError{Subject: subject, Err: fmt.Errorf(
+			"schema %d references %d other schemas: a broker with its own schema registry (Pulsar) takes a self-contained Avro schema", s.id, s.references)}
+	}
+	ps, err := apulsar.NewAvroSchemaWithValidation(s.text, nil)
+	if err != nil {
+		return nil, &RegistryError{Subject: subject, Err: fmt.Errorf("schema %d: %w", s.id, err)}
+	}
+	if n.byID == nil {
+		n.byID = map[int]apulsar.Schema{}
+	}
+	n.byID[s.id] = ps
+	return ps, nil
+}
+
+// encodeNative returns a copy of msg whose payload is the bare Avro body of its JSON payload,
+// and the broker-side schema to send it with. An event its writer encoded in the Confluent wire
+// format is refused permanently: the broker's consumers read bare bodies of the topic's schema.
+func (p *publisher) encodeNative(ctx context.Context, topic string, msg *message.Message) (*message.Message, apulsar.Schema, error) {
+	eventType := msg.Metadata.Get(eventTypeKey)
+	if preEncoded(msg) {
+		t, _ := p.enc.target(topic, eventType)
+		return nil, nil, &MismatchError{Subject: t.subject, Path: "$", Reason: fmt.Sprintf(
+			"header %s: %s: the payload is in the Confluent wire format, which a broker with its own schema registry (Pulsar) does not read; write the JSON instead",
+			MetadataEncoded, msg.Metadata.Get(MetadataEncoded))}
+	}
+	t, s, err := p.enc.schemaOf(ctx, topic, eventType)
+	if err != nil {
+		return nil, nil, err
+	}
+	ps, err := p.natives.of(t.subject, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, body, err := encodeWith(t, s, eventType, msg.Payload)
+	if err != nil {
+		return nil, nil, err
+	}
+	return copyWithPayload(msg, body), ps, nil
+}
+
+// copyWithPayload returns a copy of msg (UUID, metadata, context) with payload.
+func copyWithPayload(msg *message.Message, payload []byte) *message.Message {
+	out := message.NewMessage(msg.UUID, payload)
+	for k, v := range msg.Metadata {
+		out.Metadata.Set(k, v)
+	}
+	out.SetContext(msg.Context())
+	return out
+}
+
+// errNativeCloudEvents refuses CloudEventsAttributes with a NativePublisher: its attributes name
+// the Confluent wire format's schema ids, which the broker's own registry does not use.
+var errNativeCloudEvents = errors.New("schema: CloudEventsAttributes is for the Confluent wire format, not a publisher whose broker has its own schema registry")
