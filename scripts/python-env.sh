@@ -3,7 +3,8 @@
 # examples/python-orders (SQLAlchemy 2, psycopg 3 (binary) and confluent-kafka, pinned in its
 # requirements.txt) and the tools of scripts/python-tools-requirements.txt (kubernetes-validate, for
 # the Helm chart's tests; fastavro, requests, protobuf, grpcio-tools and jsonschema, for
-# confluent-kafka's registry deserializers in brokers/schema's interop tests). They come from PyPI as binary wheels (no compiler needed). A second run
+# confluent-kafka's registry deserializers in brokers/schema's interop tests; pulsar-client, for
+# the typed Pulsar Avro consumer of the same tests). They come from PyPI as binary wheels (no compiler needed). A second run
 # with the same requirements only checks a stamp file. Needs python3 with the venv module (Debian:
 # apt-get install python3-venv). Location: $PYTHON_ORDERS_VENV, else
 # $SERVICES_STATE_DIR/venv-python-orders (default /var/tmp/outboxkit-services/venv-python-orders).
