@@ -67,9 +67,10 @@ type Config struct {
 	// CloudEvents configures format: cloudevents; its source is then required.
 	CloudEvents cloudevents.Config `yaml:"cloudevents"`
 	// SchemaRegistry, when its url is set, makes the publisher encode each event's JSON payload
-	// with the schema of its subject (Avro, Protobuf or JSON Schema), in the Confluent wire
-	// format (see brokers/schema); with format cloudevents the events carry content-type and
-	// ce_dataschema. Kafka (and kfake) only.
+	// with the schema of its subject in this (Confluent-compatible) registry: on Kafka (and
+	// kfake) Avro, Protobuf or JSON Schema in the Confluent wire format, with format cloudevents
+	// carrying content-type and ce_dataschema; on Pulsar bare Avro with the subject's schema,
+	// which the broker records in its own registry (see brokers/schema). Not NATS or RabbitMQ.
 	SchemaRegistry schema.RegistryConfig `yaml:"schema_registry"`
 }
 
@@ -203,8 +204,15 @@ func (c Config) validateSchemaRegistry() error {
 	if !c.SchemaRegistry.On() {
 		return nil
 	}
-	if c.Broker != BrokerKafka && c.Broker != BrokerKFake {
-		return fmt.Errorf("schema_registry: not supported with broker %s yet (kafka and kfake only)", c.Broker)
+	switch c.Broker {
+	case BrokerKafka, BrokerKFake:
+	case BrokerPulsar:
+		if c.Format == FormatCloudEvents {
+			return errors.New("schema_registry: not supported with broker pulsar and format cloudevents " +
+				"(Pulsar carries the schema itself, not the Confluent ids ce_dataschema names)")
+		}
+	default:
+		return fmt.Errorf("schema_registry: not supported with broker %s yet (kafka, kfake and pulsar only)", c.Broker)
 	}
 	if err := c.SchemaRegistry.Validate(); err != nil {
 		return fmt.Errorf("schema_registry.%w", err)

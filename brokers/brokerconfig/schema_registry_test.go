@@ -36,7 +36,10 @@ func TestSchemaRegistryConfigErrorsNameTheValue(t *testing.T) {
 			"schema_registry.topics.payments: version: -3: want 0 (latest) or a version number from 1"},
 		{kafkaBase + "schema_registry:\n  url: http://r\n  password: Secret-9\n", "schema_registry.password: set without username"},
 		{kafkaBase + "schema_registry:\n  url: http://r\n  username: u\n  bearer_token: Tok-9\n", "schema_registry.bearer_token: set together with username (choose basic or bearer authentication)"},
-		{"broker: pulsar\npulsar:\n  url: pulsar://p:6650\nschema_registry:\n  url: http://r\n", "schema_registry: not supported with broker pulsar yet (kafka and kfake only)"},
+		{"broker: pulsar\npulsar:\n  url: pulsar://p:6650\nformat: cloudevents\ncloudevents: {source: /s}\nschema_registry:\n  url: http://r\n",
+			"schema_registry: not supported with broker pulsar and format cloudevents (Pulsar carries the schema itself, not the Confluent ids ce_dataschema names)"},
+		{"broker: pulsar\npulsar:\n  url: pulsar://p:6650\nschema_registry:\n  url: http://r\n  version: -2\n", "schema_registry.version: -2: want 0 (latest) or a version number from 1"},
+		{"broker: nats\nnats:\n  urls: [nats://n:4222]\nschema_registry:\n  url: http://r\n", "schema_registry: not supported with broker nats yet (kafka, kfake and pulsar only)"},
 	} {
 		_, err := brokerconfig.Parse([]byte(tc.doc), nil)
 		if err == nil || err.Error() != tc.want {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -53,57 +54,7 @@ func TestRelayWithSchemaRegistryDeadLettersThePoisonEvent(t *testing.T) {
 	}
 	defer b.Close()
 
-	var events []outbox.Event
-	for i, n := range []any{1, 2, "three"} { // the poison event last of its key
-		e, err := outbox.NewJSONEvent(topic, "counter", fmt.Sprintf("k-%d", i%2), "Counted", map[string]any{"n": n})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.ID = uuid.Must(uuid.NewV7())
-		events = append(events, e)
-	}
-	db := testsupport.OpenPostgres(t)
-	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Table: testsupport.UniqueName("schema_outbox")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := outbox.Migrate(ctx, db, w.Table()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		tbl := w.Table()
-		for _, n := range []string{tbl.Events(), tbl.Leases(), tbl.Relays(), tbl.Migrations(), tbl.KeyLocks()} {
-			_, _ = db.Exec("DROP TABLE IF EXISTS " + n)
-		}
-	})
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.WriteTx(ctx, tx, events...); err != nil {
-		_ = tx.Rollback()
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	fwd, err := forwarder.New(forwarder.Config{
-		DB: db, Dialect: outbox.Postgres, Table: w.Table().Events(), Publisher: b.Publisher(), DeadLetterTopic: dlq,
-		MaxPollInterval: 200 * time.Millisecond, InitialInterval: 50 * time.Millisecond, MaxInterval: time.Second,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- fwd.Run(runCtx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("forwarder.Run: %v", err)
-		}
-	}()
+	defer relayCountedEvents(ctx, t, b.Publisher(), topic, dlq)()
 
 	delivered := consumeN(ctx, t, brokers, topic, 2)
 	var header sr.ConfluentHeader
@@ -142,4 +93,62 @@ func consumeN(ctx context.Context, t *testing.T, brokers []string, topic string,
 		got = append(got, fetches.Records()...)
 	}
 	return got
+}
+
+// relayCountedEvents writes three events to a new PostgreSQL outbox, n = 1 and 2 (keys k-0 and
+// k-1) and the poison n = "three" (k-0, a string where the schemas have a long), and runs a
+// forwarder that relays them through pub, dead letters to dlq. The returned function stops it.
+func relayCountedEvents(ctx context.Context, t *testing.T, pub message.Publisher, topic, dlq string) func() {
+	t.Helper()
+	var events []outbox.Event
+	for i, n := range []any{1, 2, "three"} { // the poison event last of its key
+		e, err := outbox.NewJSONEvent(topic, "counter", fmt.Sprintf("k-%d", i%2), "Counted", map[string]any{"n": n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.ID = uuid.Must(uuid.NewV7())
+		events = append(events, e)
+	}
+	db := testsupport.OpenPostgres(t)
+	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Table: testsupport.UniqueName("schema_outbox")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.Migrate(ctx, db, w.Table()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		tbl := w.Table()
+		for _, n := range []string{tbl.Events(), tbl.Leases(), tbl.Relays(), tbl.Migrations(), tbl.KeyLocks()} {
+			_, _ = db.Exec("DROP TABLE IF EXISTS " + n)
+		}
+	})
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteTx(ctx, tx, events...); err != nil {
+		_ = tx.Rollback()
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	fwd, err := forwarder.New(forwarder.Config{
+		DB: db, Dialect: outbox.Postgres, Table: w.Table().Events(), Publisher: pub, DeadLetterTopic: dlq,
+		MaxPollInterval: 200 * time.Millisecond, InitialInterval: 50 * time.Millisecond, MaxInterval: time.Second,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- fwd.Run(runCtx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("forwarder.Run: %v", err)
+		}
+	}
 }
