@@ -14,6 +14,10 @@
 // github.com/santhosh-tekuri/jsonschema/v6 (every draft from 4 to 2020-12, exact numbers, errors
 // with their instance location), the JSON published as it is.
 //
+// Around a publisher whose broker has a schema registry of its own (the NativePublisher
+// capability: brokers/pulsar's), the decorator publishes the bare Avro body instead, with the
+// subject's Avro schema, which Pulsar records with the topic for its typed consumers.
+//
 // The subject is named by a Strategy: the topic (<topic>-value, the default), the record (the
 // event's event_type metadata) or both (<topic>-<event_type>).
 //
