@@ -11,7 +11,6 @@ import (
 	apulsar "github.com/apache/pulsar-client-go/pulsar"
 	"github.com/twmb/franz-go/pkg/sr"
 
-	"github.com/outboxkit/outboxkit/brokers/brokerconfig"
 	"github.com/outboxkit/outboxkit/brokers/pulsar"
 	"github.com/outboxkit/outboxkit/brokers/schema"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
@@ -36,16 +35,7 @@ func TestRelayWithSchemaRegistryOnPulsar(t *testing.T) {
 	if _, err := cl.CreateSchema(ctx, schema.Subject(topic), sr.Schema{Type: sr.TypeAvro, Schema: counted}); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := brokerconfig.Parse([]byte(fmt.Sprintf("broker: pulsar\npulsar:\n  url: %s\nschema_registry:\n  url: %s\n",
-		url, registryURL)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := brokerconfig.Build(ctx, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	_, b := buildYAML(t, ctx, fmt.Sprintf("broker: pulsar\npulsar:\n  url: %s\nschema_registry:\n  url: %s\n", url, registryURL))
 	defer relayCountedEvents(ctx, t, b.Publisher(), topic, dlq)()
 
 	client, err := apulsar.NewClient(apulsar.ClientOptions{URL: url, Logger: pulsar.NewClientLogger(nil)})
