@@ -1,7 +1,6 @@
 package forwarder_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -16,19 +15,8 @@ import (
 func newNamedCDCHarness(t testing.TB, brokers []string, name string) *harness {
 	t.Helper()
 	db := testsupport.OpenPostgres(t)
-	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Table: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := outbox.Migrate(context.Background(), db, w.Table()); err != nil {
-		t.Fatalf("migrate %s: %v", name, err)
-	}
+	w := testsupport.NewOutbox(t, db, outbox.Config{Dialect: outbox.Postgres, Table: name})
 	tbl := w.Table()
-	t.Cleanup(func() {
-		for _, n := range tbl.Tables() {
-			_, _ = db.Exec("DROP TABLE IF EXISTS " + n)
-		}
-	})
 	h := &harness{t: t, dialect: outbox.Postgres, db: db, writer: w, brokers: brokers,
 		topic: testsupport.UniqueName("events"), source: forwarder.SourceCDC}
 	t.Cleanup(func() { testsupport.DropCDCObjects(t, db, tbl) }) // after the forwarders stopped

@@ -49,19 +49,8 @@ func TestOneTraceFromWriterToHandler(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	writer, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Table: testsupport.UniqueName("traced_outbox")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	writer := testsupport.NewOutbox(t, db, outbox.Config{Dialect: outbox.Postgres, Table: testsupport.UniqueName("traced_outbox")})
 	tbl := writer.Table()
-	t.Cleanup(func() {
-		for _, n := range []string{tbl.Events(), tbl.Leases(), tbl.Relays(), tbl.Migrations(), tbl.KeyLocks()} {
-			_, _ = db.Exec("DROP TABLE IF EXISTS " + n)
-		}
-	})
-	if err := outbox.Migrate(ctx, db, tbl); err != nil {
-		t.Fatalf("migrate outbox: %v", err)
-	}
 	inboxTable := testsupport.UniqueName("traced_inbox")
 	inbox, err := middleware.NewInbox(middleware.InboxConfig{DB: db, Dialect: middleware.DialectPostgres,
 		Table: inboxTable, ConsumerName: "billing"}, nil)

@@ -16,19 +16,7 @@ import (
 // error names the header, or the size and the bound.
 func TestWriterRejectsReservedAndOversizedHeaders(t *testing.T) {
 	db := testsupport.OpenPostgres(t)
-	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Table: testsupport.UniqueName("hdr")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := outbox.Migrate(context.Background(), db, w.Table()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		tbl := w.Table()
-		for _, n := range []string{tbl.Events(), tbl.Leases(), tbl.Relays(), tbl.Migrations(), tbl.KeyLocks(), tbl.CDCSlots()} {
-			_, _ = db.Exec("DROP TABLE IF EXISTS " + n)
-		}
-	})
+	w := testsupport.NewOutbox(t, db, outbox.Config{Dialect: outbox.Postgres, Table: testsupport.UniqueName("hdr")})
 	half := strings.Repeat("v", outbox.MaxHeadersBytes/2)
 	cases := []struct {
 		name    string

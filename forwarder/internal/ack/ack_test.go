@@ -59,20 +59,9 @@ func newFixture(t *testing.T, d outbox.Dialect, retention time.Duration) *fixtur
 		}
 		t.Cleanup(func() { _ = db.Close() })
 	}
-	w, err := outbox.NewWriter(outbox.Config{Dialect: d, Table: testsupport.UniqueName("ack")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := testsupport.NewOutbox(t, db, outbox.Config{Dialect: d, Table: testsupport.UniqueName("ack")})
 	ctx := t.Context()
 	table := w.Table()
-	if err := outbox.Migrate(ctx, db, table); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	t.Cleanup(func() {
-		for _, n := range table.Tables() {
-			_, _ = db.Exec("DROP TABLE IF EXISTS " + n)
-		}
-	})
 	reg := prometheus.NewRegistry()
 	m, err := relay.NewMetrics(reg, table.Events())
 	if err != nil {
