@@ -7,6 +7,14 @@
 //	go run ./examples/switch-broker -config examples/switch-broker/nats.yaml
 //	go run ./examples/switch-broker -config examples/switch-broker/kfake.yaml   # nothing to start
 //
+// kafka-avro.yaml and pulsar-avro.yaml add a schema_registry section: the program registers an
+// Avro schema for the topic and the relay publishes every event encoded with it, in the
+// Confluent wire format on Kafka and as bare Avro with the schema in Pulsar's own registry on
+// Pulsar (OUTBOXKIT_SCHEMA_REGISTRY_URL overrides the registry's address):
+//
+//	go run ./examples/switch-broker -config examples/switch-broker/kafka-avro.yaml
+//	go run ./examples/switch-broker -config examples/switch-broker/pulsar-avro.yaml
+//
 // The outbox is an SQLite database in a temporary directory, so the broker is the only moving
 // part. OUTBOXKIT_* environment variables override the file (OUTBOXKIT_KAFKA_BROKERS,
 // OUTBOXKIT_PULSAR_URL, even OUTBOXKIT_BROKER).
@@ -76,9 +84,9 @@ func main() {
 // change is the payload of every event: which account, its per-account sequence number, and
 // the amount.
 type change struct {
-	Account string `json:"account"`
-	Seq     int    `json:"seq"`
-	Amount  int    `json:"amount"`
+	Account string `json:"account" avro:"account"`
+	Seq     int    `json:"seq" avro:"seq"`
+	Amount  int    `json:"amount" avro:"amount"`
 }
 
 // script is what the program publishes: two accounts' histories, interleaved.
@@ -132,9 +140,15 @@ func run(ctx context.Context, out io.Writer, opts options) error {
 	}
 	defer brokers.Close()
 
+	// With a schema_registry section: the events' schema, and how the consumer reads them back.
+	decode, err := setUpSchema(ctx, out, cfg, topic)
+	if err != nil {
+		return err
+	}
+
 	// The consumer.
 	got := make(chan received, 4*len(script))
-	router, err := newConsumer(brokers, topic, group, got)
+	router, err := newConsumer(brokers, topic, group, decode, got)
 	if err != nil {
 		return err
 	}
@@ -263,8 +277,9 @@ func openOutbox(ctx context.Context) (*sql.DB, *outbox.Writer, func(), error) {
 	return db, writer, closeDB, nil
 }
 
-// newConsumer returns a Watermill Router that hands every event of topic, read as group, to got.
-func newConsumer(brokers *brokerconfig.Brokers, topic, group string, got chan<- received) (*message.Router, error) {
+// newConsumer returns a Watermill Router that hands every event of topic, read as group and
+// decoded by decode, to got.
+func newConsumer(brokers *brokerconfig.Brokers, topic, group string, decode decodeFunc, got chan<- received) (*message.Router, error) {
 	sub, err := brokers.NewSubscriber(group)
 	if err != nil {
 		return nil, fmt.Errorf("subscriber: %w", err)
@@ -279,7 +294,11 @@ func newConsumer(brokers *brokerconfig.Brokers, topic, group string, got chan<- 
 			eventType: msg.Metadata.Get(outbox.MetadataEventType),
 			key:       msg.Metadata.Get(outbox.MetadataAggregateID),
 		}
-		if err := json.Unmarshal(msg.Payload, &r.change); err != nil {
+		payload, err := decode(msg.Context(), msg.Payload)
+		if err != nil {
+			return fmt.Errorf("event %s: %w", r.eventID, err)
+		}
+		if err := json.Unmarshal(payload, &r.change); err != nil {
 			return fmt.Errorf("event %s: bad payload %q: %w", r.eventID, msg.Payload, err)
 		}
 		select {

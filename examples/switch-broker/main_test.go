@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -37,9 +39,17 @@ func TestSwitchBroker(t *testing.T) {
 			return map[string]string{"OUTBOXKIT_RABBITMQ_AMQP_URL": testsupport.RabbitMQURL(t)}
 		}},
 		{"kfake.yaml", "kfake", func(*testing.T) map[string]string { return nil }},
+		{"kafka-avro.yaml", "kafka", func(t *testing.T) map[string]string {
+			return map[string]string{"OUTBOXKIT_KAFKA_BROKERS": strings.Join(testsupport.KafkaBrokers(t), ","),
+				"OUTBOXKIT_SCHEMA_REGISTRY_URL": testsupport.SchemaRegistryURL(t)}
+		}},
+		{"pulsar-avro.yaml", "pulsar", func(t *testing.T) map[string]string {
+			return map[string]string{"OUTBOXKIT_PULSAR_URL": testsupport.PulsarURL(t),
+				"OUTBOXKIT_SCHEMA_REGISTRY_URL": testsupport.SchemaRegistryURL(t)}
+		}},
 	}
 	for _, tc := range cases {
-		t.Run(tc.broker, func(t *testing.T) {
+		t.Run(strings.TrimSuffix(tc.file, ".yaml"), func(t *testing.T) {
 			t.Parallel()
 			env := tc.env(t)
 			var out bytes.Buffer
@@ -61,6 +71,35 @@ func TestSwitchBroker(t *testing.T) {
 			if n := strings.Count(got, "  received key "); n != 6 {
 				t.Fatalf("%d events printed, want 6", n)
 			}
+			if strings.HasSuffix(tc.file, "-avro.yaml") {
+				checkAvro(t, tc.broker, got)
+			}
 		})
+	}
+}
+
+// checkAvro checks a run with a schema_registry section: the schema was registered, and on Pulsar
+// the topic's schema in Pulsar's own registry is Avro (the relay's producer put it there).
+func checkAvro(t *testing.T, broker, output string) {
+	t.Helper()
+	if !strings.Contains(output, "\nschema: Avro, subject accounts_") {
+		t.Fatalf("output does not name the registered Avro schema")
+	}
+	if broker != "pulsar" {
+		return
+	}
+	_, rest, _ := strings.Cut(output, `topic "`)
+	topic, _, _ := strings.Cut(rest, `"`)
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Get(testsupport.PulsarHTTPURL() + "/admin/v2/schemas/public/default/" + topic + "/schema")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var info struct {
+		Type string `json:"type"`
+		Data string `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil || info.Type != "AVRO" || !strings.Contains(info.Data, "example.accounts") {
+		t.Fatalf("topic %s's schema in Pulsar: %s %+v (%v), want the Avro change schema", topic, resp.Status, info, err)
 	}
 }
