@@ -11,6 +11,7 @@ import (
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/google/uuid"
 
+	"github.com/outboxkit/outboxkit/forwarder/admin"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 	"github.com/outboxkit/outboxkit/outbox"
@@ -61,6 +62,9 @@ func TestStoreClaimsOnlyDueScheduledEvents(t *testing.T) {
 		after := fx.writeAt("k", time.Time{})
 		if got, want := fx.releaseAndClaim(), []uuid.UUID{before, due, after}; !slices.Equal(got, want) {
 			t.Fatalf("claimed %v, want %v (the ordinary events and the due one in sequence order, not %s)", got, want, future)
+		}
+		if e, err := fx.adm.Event(fx.ctx, future); err != nil || e.State != admin.StateScheduled {
+			t.Fatalf("the Admin reports the scheduled event %s as %q (%v), want %q", future, e.State, err, admin.StateScheduled)
 		}
 	})
 }

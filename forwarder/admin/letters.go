@@ -20,13 +20,16 @@ import (
 
 // Event states as the Admin reports them (DeadLetterEntry.State, BlockedKey.State,
 // ActionEvent.State). A skipped event is one an operator skipped (SkipKeys): kept in the table
-// with its last error, it holds back nothing and is never published unless replayed.
+// with its last error, it holds back nothing and is never published unless replayed. A
+// scheduled event (docs/scheduled.md) waits for its delivery time and is not yet released to
+// the relay.
 const (
 	StatePending   = bookkeeping.StatePending
 	StateRetrying  = bookkeeping.StateRetrying
 	StatePublished = bookkeeping.StatePublished
 	StateDead      = bookkeeping.StateDead
 	StateSkipped   = bookkeeping.StateSkipped
+	StateScheduled = bookkeeping.StateScheduled
 )
 
 // EventFilter selects events for the Admin's listings and actions. Every field set narrows the

@@ -9,6 +9,7 @@ const (
 	StatePublished = "published"
 	StateDead      = "dead"
 	StateSkipped   = "skipped"
+	StateScheduled = "scheduled"
 )
 
 // StateOf names the state of a row from its status column and its attempts: a pending row that
@@ -21,6 +22,8 @@ func StateOf(status, attempts int) string {
 		return StateSkipped
 	case status == sqlstore.StatusPublished:
 		return StatePublished
+	case status == sqlstore.StatusScheduled:
+		return StateScheduled
 	case attempts > 0:
 		return StateRetrying
 	}
