@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/twmb/franz-go/pkg/sr"
 )
 
@@ -46,4 +47,30 @@ func codecs(t *testing.T, cl *sr.Client) (*Encoder, *Decoder) {
 		t.Fatal(err)
 	}
 	return enc, dec
+}
+
+// checkPaidMismatchBatch checks the outcomes errs that pub reported for the batch P0, Q0, P1,
+// Q1, P2 in which P1 does not fit at $.paid: P1 fails permanently naming the path, P2 is held
+// back retriably (ErrEarlierMessageNotEncoded), the others are delivered.
+func checkPaidMismatchBatch(t *testing.T, pub message.Publisher, errs []error) {
+	t.Helper()
+	classifier := pub.(errorClassifier)
+	for i, want := range []string{"", "", "mismatch", "", "held"} {
+		err := errs[i]
+		var mismatch *MismatchError
+		switch want {
+		case "":
+			if err != nil {
+				t.Errorf("message %d: %v", i, err)
+			}
+		case "mismatch":
+			if !errors.As(err, &mismatch) || mismatch.Path != "$.paid" || classifier.Retriable(err) {
+				t.Errorf("message %d: %v, want a permanent mismatch at $.paid", i, err)
+			}
+		case "held":
+			if !errors.Is(err, ErrEarlierMessageNotEncoded) || !classifier.Retriable(err) {
+				t.Errorf("message %d: %v, want retriable ErrEarlierMessageNotEncoded", i, err)
+			}
+		}
+	}
 }

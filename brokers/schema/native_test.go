@@ -78,25 +78,7 @@ func TestPublisherEncodesIntoPulsar(t *testing.T) {
 		orderMessage("P", 2, validOrder("p2")),
 	}
 	errs := pub.(outcomePublisher).PublishEach(ctx, topic, msgs)
-	classifier := pub.(errorClassifier)
-	for i, want := range []string{"", "", "mismatch", "", "held"} {
-		err := errs[i]
-		var mismatch *MismatchError
-		switch want {
-		case "":
-			if err != nil {
-				t.Errorf("message %d: %v", i, err)
-			}
-		case "mismatch":
-			if !errors.As(err, &mismatch) || mismatch.Path != "$.paid" || classifier.Retriable(err) {
-				t.Errorf("message %d: %v, want a permanent mismatch at $.paid", i, err)
-			}
-		case "held":
-			if !errors.Is(err, ErrEarlierMessageNotEncoded) || !classifier.Retriable(err) {
-				t.Errorf("message %d: %v, want retriable ErrEarlierMessageNotEncoded", i, err)
-			}
-		}
-	}
+	checkPaidMismatchBatch(t, pub, errs)
 
 	ss, err := cl.SchemaByID(ctx, id)
 	if err != nil {
