@@ -2,7 +2,9 @@ package schema
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -73,4 +75,23 @@ func checkPaidMismatchBatch(t *testing.T, pub message.Publisher, errs []error) {
 			}
 		}
 	}
+}
+
+// orderWithDefaults returns the JSON order payload decoded (numbers as json.Number) with the
+// defaults of the registry's Order schema filled in where it has no value: what a consumer
+// decoding the Avro record reads.
+func orderWithDefaults(t *testing.T, payload string) map[string]any {
+	t.Helper()
+	want := map[string]any{}
+	d := json.NewDecoder(strings.NewReader(payload))
+	d.UseNumber()
+	if err := d.Decode(&want); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]any{"note": nil, "tags": []any{}, "attrs": map[string]any{}} {
+		if _, ok := want[k]; !ok {
+			want[k] = v
+		}
+	}
+	return want
 }
