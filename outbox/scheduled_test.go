@@ -169,7 +169,7 @@ func TestScheduledValidation(t *testing.T) {
 	if _, err := w.Reschedule(context.Background(), nil, bad, uuid.New()); err == nil || !strings.Contains(err.Error(), "10000-01-01") {
 		t.Errorf("Reschedule to year 10000: %v, want an error naming the time", err)
 	}
-	walWriter, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Mode: outbox.ModeWAL})
+	walWriter, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Mode: outbox.ModeWAL, WALSlot: "orders_wal"})
 	if err != nil {
 		t.Fatal(err)
 	}
