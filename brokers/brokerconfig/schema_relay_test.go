@@ -3,8 +3,6 @@ package brokerconfig_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"github.com/outboxkit/outboxkit/brokers/schema"
 	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/internal/testsupport/forwardertest"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -110,45 +109,13 @@ func relayCountedEvents(ctx context.Context, t *testing.T, pub message.Publisher
 		events = append(events, e)
 	}
 	db := testsupport.OpenPostgres(t)
-	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Table: testsupport.UniqueName("schema_outbox")})
-	if err != nil {
+	w := testsupport.NewOutbox(t, db, outbox.Config{Dialect: outbox.Postgres, Table: testsupport.UniqueName("schema_outbox")})
+	if err := testsupport.WriteEvents(ctx, db, w, events...); err != nil {
 		t.Fatal(err)
 	}
-	if err := outbox.Migrate(ctx, db, w.Table()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		tbl := w.Table()
-		for _, n := range []string{tbl.Events(), tbl.Leases(), tbl.Relays(), tbl.Migrations(), tbl.KeyLocks()} {
-			_, _ = db.Exec("DROP TABLE IF EXISTS " + n)
-		}
-	})
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.WriteTx(ctx, tx, events...); err != nil {
-		_ = tx.Rollback()
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	fwd, err := forwarder.New(forwarder.Config{
+	return forwardertest.Start(t, forwarder.Config{
 		DB: db, Dialect: outbox.Postgres, Table: w.Table().Events(), Publisher: pub, DeadLetterTopic: dlq,
 		MaxPollInterval: 200 * time.Millisecond, InitialInterval: 50 * time.Millisecond, MaxInterval: time.Second,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: forwardertest.QuietLogger(),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- fwd.Run(runCtx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("forwarder.Run: %v", err)
-		}
-	}
 }
