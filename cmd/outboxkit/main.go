@@ -131,7 +131,7 @@ Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr(err) })
 	root.Version = readVersion().String()
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(a.relayCommand(), a.migrateCommand(), a.statusCommand(), a.deadLettersCommand(), a.keysCommand(), a.cdcCommand(),
+	root.AddCommand(a.relayCommand(), a.migrateCommand(), a.statusCommand(), a.scheduledCommand(), a.deadLettersCommand(), a.keysCommand(), a.cdcCommand(),
 		a.walSlotCommand(), a.adoptCommand(), a.versionCommand(), a.probeCommand())
 	return root
 }

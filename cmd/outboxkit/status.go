@@ -71,7 +71,9 @@ func (a *app) statusCommand() *cobra.Command {
   SKIPPED     heads of keys an operator skipped (keys skip): kept until replayed or discarded
   OLDEST      age of the oldest pending event ("-" when none)
 
-Published rows kept for forwarder.retention are not counted.
+Published rows kept for forwarder.retention are not counted, nor are scheduled events (not due
+yet): a line "scheduled: N, next due <time> UTC (in <duration>)" follows the table (see
+'outboxkit scheduled list').
 
 On PostgreSQL, a line per replication slot of the cdc source follows (the slot of the
 configured lease group is listed as MISSING when forwarder.source is cdc and it does not
@@ -131,6 +133,11 @@ func (a *app) status(ctx context.Context, asJSON bool) error {
 			return err
 		}
 	}
+	sum, err := adm.ScheduledSummary(ctx)
+	if err != nil {
+		return withMigrateHint(fmt.Errorf("status: %w", err))
+	}
+	fmt.Fprintln(a.stdout, scheduledLine(sum, now))
 	if err := printSlots(a.stdout, slots); err != nil {
 		return err
 	}
