@@ -123,7 +123,7 @@ func run(ctx context.Context, out io.Writer, opts options) error {
 	if err != nil {
 		return err
 	}
-	topic, group := names(cfg, opts.Unique)
+	topic, group := names(&cfg, opts.Unique)
 	fmt.Fprintf(out, "broker: %s (from %s), topic %q, consumer %q\n", cfg.Broker, filepath.Base(opts.ConfigPath), topic, group)
 
 	// The outbox: SQLite in a temporary directory.
@@ -232,18 +232,26 @@ func loadConfig(opts options) (brokerconfig.Config, error) {
 }
 
 // names returns the topic and the consumer's group or subscription, with a random suffix when
-// unique.
-func names(cfg brokerconfig.Config, unique bool) (topic, group string) {
+// unique. On RabbitMQ it also sets cfg's consumer group to it: the publisher declares the
+// queues of that group before its first message, so the consumer's queues keep the events
+// relayed before it subscribes (queues declared later would miss an account's first events and
+// the order check would see its #3 first).
+func names(cfg *brokerconfig.Config, unique bool) (topic, group string) {
 	topic, group = "accounts", cfg.Kafka.ConsumerGroup
 	switch cfg.Broker {
 	case brokerconfig.BrokerPulsar:
 		group = cfg.Pulsar.SubscriptionName
 	case brokerconfig.BrokerNATS:
 		group = cfg.NATS.ConsumerGroup
+	case brokerconfig.BrokerRabbitMQ:
+		group = cfg.RabbitMQ.ConsumerGroup
 	}
 	if unique {
 		suffix := "_" + randomHex(4)
 		topic, group = topic+suffix, group+suffix
+	}
+	if cfg.Broker == brokerconfig.BrokerRabbitMQ {
+		cfg.RabbitMQ.ConsumerGroup = group
 	}
 	return topic, group
 }
