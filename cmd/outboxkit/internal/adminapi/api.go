@@ -88,7 +88,9 @@ func (a *API) Register(mux *http.ServeMux) {
 	read("dead-letters", a.deadLetters)
 	read("dead-letters/{id}", a.deadLetter)
 	read("groups", a.groups)
+	read("scheduled", a.scheduled)
 	mux.Handle("POST /api/v1/actions/{action}", a.handler(ScopeWrite, a.action))
+	mux.Handle("POST /api/v1/scheduled/cancel", a.handler(ScopeWrite, a.cancelScheduled))
 	mux.Handle("/api/v1/", a.handler(ScopeRead, func(_ Token, r *http.Request) (any, error) {
 		return nil, statusError{http.StatusNotFound, fmt.Errorf("no such endpoint: %s %s", r.Method, r.URL.Path)}
 	}))
