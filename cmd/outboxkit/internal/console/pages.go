@@ -17,7 +17,10 @@ type backlogData struct {
 	Leases []adminapi.LeaseGroups
 	Slots  []adminapi.SlotView
 	Keys   int
-	At     time.Time
+	// Scheduled is how many events are scheduled and when the next is due (not in Topics: they
+	// are not pending).
+	Scheduled adminapi.ScheduledView
+	At        time.Time
 }
 
 func (c *Console) backlog(_ adminapi.Token, r *http.Request) (string, view, error) {
@@ -38,8 +41,12 @@ func (c *Console) backlog(_ adminapi.Token, r *http.Request) (string, view, erro
 	if err != nil {
 		return "", view{}, err
 	}
+	scheduled, err := c.adm.ScheduledSummary(ctx)
+	if err != nil {
+		return "", view{}, err
+	}
 	d := backlogData{Topics: adminapi.Topics(topics, time.Now()), Leases: adminapi.Relays(nil, leases).Leases,
-		Slots: adminapi.Slots(slots), Keys: len(keys), At: time.Now()}
+		Slots: adminapi.Slots(slots), Keys: len(keys), Scheduled: adminapi.Scheduled(scheduled, nil, time.Now()), At: time.Now()}
 	return "backlog", view{Title: "Backlog", Nav: "backlog", Live: true, Data: d}, nil
 }
 
