@@ -15,6 +15,9 @@ func (e *env) analyze(ctx context.Context, res *Result) error {
 	e.countDecoded(res)
 	seen := e.checkDeliveries(res)
 	e.countLost(res, seen)
+	if err := e.checkScheduled(ctx, res); err != nil {
+		return err
+	}
 	if err := e.countRows(ctx, res); err != nil {
 		return err
 	}
@@ -51,6 +54,8 @@ func (e *env) checkDeliveries(res *Result) map[string]bool {
 			res.PoisonPublished++ // the broker took it after all: published, checked for order
 		case out.uncertain[d.id]:
 			// The commit's outcome is unknown: it may legitimately have committed.
+		case e.sched.isCancelled(d.id):
+			continue // counted by checkScheduled
 		default:
 			if !phantom[d.id] {
 				phantom[d.id] = true
@@ -58,6 +63,9 @@ func (e *env) checkDeliveries(res *Result) map[string]bool {
 				e.sample(res, "phantom %s (key %s seq %d, rolled back: %v)", d.id, d.key, d.seq, out.rolledBack[d.id])
 			}
 			continue
+		}
+		if d.scheduled {
+			continue // a scheduled event leaves its key's order (docs/scheduled.md)
 		}
 		if d.seq <= last[d.key] {
 			res.OrderViolations++

@@ -70,6 +70,11 @@ type Config struct {
 	// RegistryURL is the Confluent-compatible registry's base URL (for Apicurio, its
 	// /apis/ccompat/v7). Required with Schema.
 	RegistryURL string
+	// Scheduled is the share of the transactions that also write an event scheduled 2-5 s
+	// ahead by the database's clock (docs/scheduled.md); some transactions cancel one, their own
+	// or one committed earlier. The checker holds the scheduled events' rules (scheduled.go).
+	// Kafka, the polling source and outbox.Writer only. Default 0: no scheduled events.
+	Scheduled float64
 	// MaxAttempts is the relays' forwarder.max_attempts. Default 1000 (no event of the plain
 	// run may be dead-lettered by the faults); set it low (3) with PoisonEvents.
 	MaxAttempts int
@@ -208,6 +213,9 @@ func (c Config) validate() error {
 	}
 	if c.Installations > 1 && strings.Contains(c.Table, ".") {
 		return fmt.Errorf("faultinject: Table %q: with several installations the table is unqualified (each resolves it in its schema)", c.Table)
+	}
+	if err := c.validateScheduled(); err != nil {
+		return err
 	}
 	return c.validateSchema()
 }

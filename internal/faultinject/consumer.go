@@ -25,6 +25,8 @@ type payload struct {
 	Seq int64  `json:"seq"`
 	// Pad makes a poison event larger than the broker accepts.
 	Pad string `json:"pad,omitempty"`
+	// DeliverAt is a scheduled event's delivery time (RFC 3339, to the microsecond).
+	DeliverAt string `json:"deliver_at,omitempty"`
 }
 
 // delivery is one message read from the broker.
@@ -37,6 +39,10 @@ type delivery struct {
 	headers map[string]string
 	where   string // partition/offset (Kafka) or message id (Pulsar), for diagnostics
 	at      time.Time
+	// ts is the Kafka record's timestamp: the relay's clock when it produced the record.
+	ts time.Time
+	// scheduled says the payload carries a deliver_at.
+	scheduled bool
 }
 
 // recorder keeps every delivery in arrival order and feeds each one to the inbox.
@@ -165,7 +171,7 @@ func decode(id, key string, value []byte, headers map[string]string) delivery {
 	} else if p.Key != key {
 		d.bad = fmt.Sprintf("payload key %q differs from the message key %q", p.Key, key)
 	}
-	d.seq = p.Seq
+	d.seq, d.scheduled = p.Seq, p.DeliverAt != ""
 	if id == "" {
 		d.bad = "no event_id"
 	}
@@ -200,6 +206,7 @@ func consumeKafka(ctx context.Context, addrs []string, topic string, rec *record
 				d = decode(id, string(r.Key), value, headers)
 			}
 			d.where = fmt.Sprintf("partition %d offset %d", r.Partition, r.Offset)
+			d.ts = r.Timestamp
 			rec.add(d)
 		})
 	}

@@ -40,7 +40,8 @@ type env struct {
 	workDir, bin             string
 
 	rec          *recorder
-	reg          *registry // the schema variant's registry side (Config.Schema); nil otherwise
+	reg          *registry       // the schema variant's registry side (Config.Schema); nil otherwise
+	sched        *scheduleLedger // the scheduled variant's ledger (Config.Scheduled); nil otherwise
 	dlqDone      chan error
 	inbox        *middleware.Inbox
 	stopConsumer context.CancelFunc
@@ -106,6 +107,9 @@ func newEnv(ctx context.Context, cfg Config) (*env, error) {
 	e.logf = func(format string, args ...any) { cfg.Logf(time.Now().Format("15:04:05.000 ")+format, args...) }
 	if err := cfg.validate(); err != nil {
 		return e, err
+	}
+	if cfg.Scheduled > 0 {
+		e.sched = newScheduleLedger()
 	}
 	e.logf("starting the dedicated %s (state %s)", cfg.Broker.Kind, cfg.Broker.StateDir)
 	if err := cfg.Broker.Start(ctx); err != nil {

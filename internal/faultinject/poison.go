@@ -152,7 +152,7 @@ func (e *env) heldBehindDead(ctx context.Context) (map[string]bool, error) {
 // poison event, and every poison event was delivered or is dead.
 func (e *env) drained(ctx context.Context) bool {
 	if e.cfg.PoisonEvents == 0 {
-		return e.rec.missing(e.out.committed) == 0
+		return e.rec.missing(e.out.committed) == 0 && e.noneScheduled(ctx)
 	}
 	held, err := e.heldBehindDead(ctx)
 	if err != nil {

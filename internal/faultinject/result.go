@@ -84,6 +84,15 @@ type Result struct {
 	// PoisonPathMissing those published, without a dead letter, or with one that does not name
 	// the path.
 	PoisonDeadLetters, PoisonPathMissing int
+	// The scheduled variant (Config.Scheduled): Scheduled counts the committed scheduled events;
+	// CancelledOwn and CancelledLater the cancels that committed with Changed, in the event's own
+	// transaction or a later one; CancelReleased and CancelNotFound the later cancels that found
+	// the event released or gone (it must arrive). The broken rules: OwnCancelMissed (a cancel in
+	// the event's own transaction that did not find it scheduled), Early (copies produced before
+	// their deliver_at), CancelledArrived, NotFoundLate (an event first produced after a cancel
+	// reported it NotFound) and ScheduledLeft (rows still scheduled at the end).
+	Scheduled, CancelledOwn, CancelledLater, CancelReleased, CancelNotFound int
+	OwnCancelMissed, Early, CancelledArrived, NotFoundLate, ScheduledLeft   int
 	// HeldBehindDead counts the events that waited behind a dead poison event of their key
 	// until the run discarded it (then they must arrive like any other).
 	HeldBehindDead int
@@ -147,6 +156,7 @@ func (r Result) Err() error {
 	if r.PoisonPathMissing > 0 {
 		errs = append(errs, fmt.Sprintf("%d schema-breaking poison events not dead-lettered with their field path", r.PoisonPathMissing))
 	}
+	errs = append(errs, r.scheduledErrs()...)
 	if r.Undecodable > 0 {
 		errs = append(errs, fmt.Sprintf("%d undecodable messages", r.Undecodable))
 	}
@@ -214,6 +224,15 @@ func (r Result) Table() string {
 		}
 		row("events held behind them until discarded", r.HeldBehindDead)
 	}
+	if r.Scheduled > 0 {
+		row("scheduled events committed", r.Scheduled)
+		row("cancelled: own tx / later tx (Changed)", fmt.Sprintf("%d / %d", r.CancelledOwn, r.CancelledLater))
+		row("later cancels: Released / NotFound (must arrive)", fmt.Sprintf("%d / %d", r.CancelReleased, r.CancelNotFound))
+		row("produced before deliver_at", r.Early)
+		row("cancelled but arrived", r.CancelledArrived)
+		row("NotFound but produced after the cancel", r.NotFoundLate)
+		row("own-tx cancels not Changed / rows left scheduled", fmt.Sprintf("%d / %d", r.OwnCancelMissed, r.ScheduledLeft))
+	}
 	row("deadlocks logged (relays)", r.DeadlocksLogged)
 	row("relay SIGKILLs", r.Kills)
 	row("relay self-exits (restarted)", r.RelaySelfExits)
@@ -240,4 +259,25 @@ func (r Result) Table() string {
 	row("seed", r.Seed)
 	_ = tw.Flush()
 	return b.String()
+}
+
+// scheduledErrs reports the broken rules of the scheduled variant.
+func (r Result) scheduledErrs() []string {
+	var errs []string
+	if r.Early > 0 {
+		errs = append(errs, fmt.Sprintf("%d scheduled events produced before their deliver_at", r.Early))
+	}
+	if r.CancelledArrived > 0 {
+		errs = append(errs, fmt.Sprintf("%d cancelled events arrived", r.CancelledArrived))
+	}
+	if r.NotFoundLate > 0 {
+		errs = append(errs, fmt.Sprintf("%d events reported NotFound by a cancel but produced after it", r.NotFoundLate))
+	}
+	if r.OwnCancelMissed > 0 {
+		errs = append(errs, fmt.Sprintf("%d cancels in the event's own transaction did not find it scheduled", r.OwnCancelMissed))
+	}
+	if r.ScheduledLeft > 0 {
+		errs = append(errs, fmt.Sprintf("%d rows left scheduled", r.ScheduledLeft))
+	}
+	return errs
 }

@@ -53,7 +53,8 @@ func (e *env) writeLoop(ctx context.Context, rng *mrand.Rand, slot int) {
 			in = e.insts[rng.IntN(len(e.insts))]
 		}
 		poison := e.claimPoison()
-		ids, ok, err := e.writeTx(ctx, in, in.writerFor(slot), rng, rollback && !poison, poison)
+		st := e.planSchedule(in, rng, poison)
+		ids, ok, err := e.writeTx(ctx, in, in.writerFor(slot), rng, rollback && !poison, poison, st)
 		var commitErr *commitError
 		failedBeforeCommit := err != nil && !errors.As(err, &commitErr)
 		if err != nil && isLockTrouble(err.Error()) {
@@ -63,6 +64,11 @@ func (e *env) writeLoop(ctx context.Context, rng *mrand.Rand, slot int) {
 			e.poisonClaimed.Add(-1) // another writer writes it again
 		}
 		e.record(in, ids, ok, err, failedBeforeCommit, poison)
+		if failedBeforeCommit {
+			e.settle(st, in.index, false, nil)
+		} else {
+			e.settle(st, in.index, ok, err)
+		}
 		if !failedBeforeCommit {
 			consecutive = 0
 			continue
@@ -160,11 +166,13 @@ func (e *env) writeCalm(ctx context.Context, n int) error {
 // writeTx commits (or, when rollback, rolls back) one transaction of installation in, written by w, that
 // advances 1-3 keys' counters and writes one event per key carrying the key's new sequence
 // number; a poison transaction writes one event whose payload is over the broker's limit (in
-// the schema variant, one whose JSON breaks the schema). The
+// the schema variant, one whose JSON breaks the schema); st (the scheduled variant) schedules
+// its last event and cancels before the commit. The
 // counter row lock serializes transactions of one key, so sequence order is commit order, and
 // a rolled back transaction leaves no gap among the committed numbers. It returns the event
 // ids, whether they committed, and an error when the outcome is unknown or nothing was written.
-func (e *env) writeTx(ctx context.Context, in *installation, w eventWriter, rng *mrand.Rand, rollback, poison bool) ([]string, bool, error) {
+func (e *env) writeTx(ctx context.Context, in *installation, w eventWriter, rng *mrand.Rand, rollback, poison bool,
+	st *schedTx) ([]string, bool, error) {
 	n := 1 + rng.IntN(3)
 	if poison {
 		n = 1
@@ -182,8 +190,16 @@ func (e *env) writeTx(ctx context.Context, in *installation, w eventWriter, rng 
 		return nil, false, err
 	}
 	events, err := e.events(ctx, tx, in, keys, poison)
+	if err == nil && st != nil && st.schedule {
+		last := len(events) - 1
+		err = e.scheduleEvent(ctx, tx, rng, &events[last])
+		st.ownID = events[last].ID.String()
+	}
 	if err == nil {
 		err = w.WriteTx(ctx, tx, events...)
+	}
+	if err == nil {
+		err = st.cancel(ctx, tx, w)
 	}
 	if err != nil {
 		_ = tx.Rollback()
