@@ -9,6 +9,7 @@
 //	go run ./internal/cmd/relaybench -events 20000
 //	go run ./internal/cmd/relaybench -events 20000 -keys 1,10,1000 -dbs postgres,mysql -repeat 3 -svg docs/benchmarks-keys.svg
 //	go run ./internal/cmd/relaybench -only write -repeat 3   # the write-side table alone (PostgreSQL)
+//	go run ./internal/cmd/relaybench -only scheduled -dbs postgres -repeat 3   # scheduled events (sched.go)
 //
 // With RELAYBENCH_CPUPROFILE=<dir>, every relay child writes a CPU profile of its run to
 // <dir>/<relay>-<table>.pprof.
@@ -84,7 +85,8 @@ type options struct {
 	compress     string
 	svg          string
 	relaysSVG    string
-	only         string // "" for the whole run, or onlyWrite
+	only         string // "" for the whole run, onlyWrite or onlyScheduled
+	future       int    // events scheduled for tomorrow beside the due ones (-only scheduled)
 	skipWrites   bool   // -write-side=false: no write-side tables
 	baseline     string // a relaybench binary of another commit, whose forwarder relays run beside (baseline.go)
 	command      string // the command line, printed with the results
@@ -132,7 +134,8 @@ func main() {
 	flag.StringVar(&o.relaysSVG, "relays-svg", "", "write an SVG plot of each relay's drain events/s and steady-rate latency distribution to this file")
 	flag.StringVar(&o.baseline, "baseline", "", "a relaybench binary built from another commit: each outboxkit forwarder relay is also drained with that binary's relay (named <relay>@base), alternately in every repetition, and the relay CPU per event compared (scripts/cpu-compare.sh)")
 	writeSide := flag.Bool("write-side", true, "measure the write side when the run has the cdc relay or outboxkit-sql (false: drains only)")
-	flag.StringVar(&o.only, "only", "", "write: measure only the write-side table (PostgreSQL, no Kafka), -repeat times")
+	flag.StringVar(&o.only, "only", "", "write: measure only the write-side table (PostgreSQL, no Kafka), -repeat times; scheduled: only the scheduled-events table (due events beside -future scheduled ones, a burst coming due at once, lateness at -rate scheduled events/s for -seconds)")
+	flag.IntVar(&o.future, "future", 1_000_000, "events scheduled for tomorrow beside the due ones (-only scheduled)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fatalf("unexpected argument %q (all settings are flags; see -h)", flag.Arg(0))
@@ -279,15 +282,19 @@ func (o *options) checkSettings(dbs string) error {
 			return fmt.Errorf("-only %s: the write side is measured on PostgreSQL, -dbs %q names none", onlyWrite, dbs)
 		}
 		o.dbs = []database{o.dbs[slices.IndexFunc(o.dbs, func(d database) bool { return d.name == "postgres" })]}
+	case onlyScheduled:
+		if o.rate < 1 || o.future < 0 {
+			return fmt.Errorf("-only %s: -rate %d and -future %d: want a positive rate and a number of future events", onlyScheduled, o.rate, o.future)
+		}
 	default:
-		return fmt.Errorf("-only: %q is not a part of the run (want %s)", o.only, onlyWrite)
+		return fmt.Errorf("-only: %q is not a part of the run (want %s or %s)", o.only, onlyWrite, onlyScheduled)
 	}
 	for _, f := range [][2]string{{"-svg", o.svg}, {"-relays-svg", o.relaysSVG}} {
 		if f[1] == "" {
 			continue
 		}
-		if o.only == onlyWrite {
-			return fmt.Errorf("%s %q: -only %s draws no plot", f[0], f[1], onlyWrite)
+		if o.only != "" {
+			return fmt.Errorf("%s %q: -only %s draws no plot", f[0], f[1], o.only)
 		}
 		if dir := filepath.Dir(f[1]); !isDir(dir) {
 			return fmt.Errorf("%s: %q: directory %q does not exist", f[0], f[1], dir)

@@ -15,8 +15,11 @@ func run(o options) error {
 		return err
 	}
 	defer conns.close()
-	if o.only == onlyWrite {
+	switch o.only {
+	case onlyWrite:
 		return runWriteSide(conns, o, noise, began)
+	case onlyScheduled:
+		return runScheduled(conns, o, noise, began)
 	}
 	res := newResults(o)
 	if err := runDrains(conns, o, noise, res); err != nil {
