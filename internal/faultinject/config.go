@@ -73,7 +73,7 @@ type Config struct {
 	// Scheduled is the share of the transactions that also write an event scheduled 2-5 s
 	// ahead by the database's clock (docs/scheduled.md); some transactions cancel one, their own
 	// or one committed earlier. The checker holds the scheduled events' rules (scheduled.go).
-	// Kafka, the polling source and outbox.Writer only. Default 0: no scheduled events.
+	// Kafka, the polling source (not yet tried with cdc) and outbox.Writer only. Default 0: none.
 	Scheduled float64
 	// MaxAttempts is the relays' forwarder.max_attempts. Default 1000 (no event of the plain
 	// run may be dead-lettered by the faults); set it low (3) with PoisonEvents.

@@ -51,7 +51,7 @@ func (c Config) validateScheduled() error {
 	case c.Broker.Kind != Kafka && c.Broker.Kind != KafkaCluster:
 		return fmt.Errorf("faultinject: Scheduled with broker %s: the check reads Kafka's record timestamps", c.Broker.Kind)
 	case c.source() != "polling":
-		return fmt.Errorf("faultinject: Scheduled with source %s: only the polling source keeps scheduled events until due", c.source())
+		return fmt.Errorf("faultinject: Scheduled with source %s: the variant runs the polling source only (not yet tried with cdc)", c.source())
 	case c.SQLWriters:
 		return fmt.Errorf("faultinject: Scheduled with SQLWriters: the variant cancels through outbox.Writer")
 	case c.Schema != "":
