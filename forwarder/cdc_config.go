@@ -55,6 +55,7 @@ func (c *Config) setCDCDefaults() {
 	setDefault(&c.CDC.StatusInterval, time.Second)
 	setDefault(&c.CDC.RetryInterval, 20*c.MinPollInterval)
 	setDefault(&c.CDC.StallAfter, DefaultCDCStallAfter)
+	c.setWALDefaults()
 }
 
 // validateSource checks Source and, for SourceCDC, the CDC settings.
@@ -62,9 +63,11 @@ func (c Config) validateSource() []error {
 	switch c.Source {
 	case SourcePolling:
 		return nil
+	case SourceWAL:
+		return c.validateWAL()
 	case SourceCDC:
 	default:
-		return []error{fmt.Errorf("Source %q is not one of polling, cdc", c.Source)}
+		return []error{fmt.Errorf("Source %q is not one of polling, cdc, wal", c.Source)}
 	}
 	var errs []error
 	if !sqlstore.Replicates(c.Dialect) {

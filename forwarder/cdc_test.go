@@ -279,7 +279,7 @@ func TestCDCConfigErrorsNameTheField(t *testing.T) {
 		edit func(*forwarder.Config)
 		want string
 	}{
-		{func(c *forwarder.Config) { c.Source = "wal" }, `Source "wal" is not one of polling, cdc`},
+		{func(c *forwarder.Config) { c.Source = "wall" }, `Source "wall" is not one of polling, cdc, wal`},
 		{func(c *forwarder.Config) { c.Source = forwarder.SourceCDC }, "CDC.DSN is required"},
 		{func(c *forwarder.Config) { c.Source, c.Dialect = forwarder.SourceCDC, outbox.MySQL }, `needs the postgres dialect, got "mysql"`},
 		{func(c *forwarder.Config) {

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
+	"github.com/outboxkit/outboxkit/forwarder/internal/wal"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -64,11 +65,16 @@ type Config struct {
 	// "<table>_installation" table), read when the forwarder starts.
 	TransactionalIDPrefix string
 
-	// Source is where events are read from: SourcePolling (default, every dialect) or SourceCDC
-	// (PostgreSQL logical replication, configured by CDC; docs/cdc.md).
+	// Source is where events are read from: SourcePolling (default, every dialect), SourceCDC
+	// (PostgreSQL logical replication, configured by CDC; docs/cdc.md) or SourceWAL (logical
+	// decoding messages, configured by WAL; docs/wal.md).
 	Source Source
 	// CDC configures SourceCDC.
 	CDC CDCConfig
+	// WAL configures SourceWAL.
+	WAL WALConfig
+	// walHooks are the tests' hooks of the wal source (export_wal_test.go).
+	walHooks *wal.Hooks
 
 	// RelayID names this forwarder in the lease tables. Default: host name, process id and a
 	// random suffix. Two running forwarders must never share one.

@@ -11,6 +11,7 @@ import (
 	"github.com/outboxkit/outboxkit/forwarder/internal/lease"
 	"github.com/outboxkit/outboxkit/forwarder/internal/polling"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
+	"github.com/outboxkit/outboxkit/forwarder/internal/wal"
 )
 
 // The wiring: the one place that reads Config.Source and Config.Delivery (beside validation)
@@ -54,8 +55,11 @@ func sharePolicy(f *Forwarder, units int) relay.SharePolicy {
 	if f.cfg.Delivery == ExactlyOnce {
 		share = lease.Units(units)
 	}
-	if f.cfg.Source == SourceCDC {
+	switch f.cfg.Source {
+	case SourceCDC:
 		share = lease.Target{SharePolicy: share, Partitions: f.source.(*cdc.Source).Target} // newSource's
+	case SourceWAL:
+		share = lease.Target{SharePolicy: share, Partitions: f.source.(*wal.Source).Target}
 	}
 	return share
 }
@@ -64,6 +68,9 @@ func sharePolicy(f *Forwarder, units int) relay.SharePolicy {
 // partitions through the lease keeper's heartbeat, which New builds after it (the keeper's
 // share policy aims at the source's Target).
 func newSource(f *Forwarder) (relay.Source, error) {
+	if f.cfg.Source == SourceWAL {
+		return newWALSource(f), nil
+	}
 	if f.cfg.Source == SourceCDC {
 		heartbeat := func(ctx context.Context) (relay.Holding, error) { return f.leases.Heartbeat(ctx) }
 		src, err := cdc.New(f.core, f.deliverer.Deliverer, heartbeat, cdc.Config{DSN: f.cfg.CDC.DSN,
@@ -77,4 +84,15 @@ func newSource(f *Forwarder) (relay.Source, error) {
 	}
 	return polling.New(f.core, f.deliverer.Deliverer, polling.Config{MinPollInterval: f.cfg.MinPollInterval,
 		MaxPollInterval: f.cfg.MaxPollInterval, Wakeups: f.cfg.Wakeups, LeasesTaken: f.leasesTaken, Claims: f.deliverer.claims}), nil
+}
+
+// newWALSource returns the wal source: the streamed events go through an at-least-once
+// deliverer whose acknowledger writes nothing (they have no row), the parked ones through the
+// forwarder's deliverer.
+func newWALSource(f *Forwarder) *wal.Source {
+	heartbeat := func(ctx context.Context) (relay.Holding, error) { return f.leases.Heartbeat(ctx) }
+	stream := atleastonce.New(f.core, f.publisher, wal.NewStreamAcknowledger(f.core))
+	return wal.New(f.core, stream, f.deliverer.Deliverer, heartbeat, wal.Config{DSN: f.cfg.WAL.DSN, Slot: f.cfg.WAL.Slot,
+		Publication: f.cfg.WAL.Slot, Prefix: f.store.Table.WALPrefix(), StatusInterval: f.cfg.WAL.StatusInterval,
+		RetryInterval: f.cfg.WAL.RetryInterval, HeartbeatInterval: f.cfg.HeartbeatInterval, Hooks: f.cfg.walHooks})
 }

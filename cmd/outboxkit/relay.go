@@ -274,6 +274,8 @@ func newRelayForwarder(ctx context.Context, cfg relayconfig.Config, db *sql.DB, 
 	switch {
 	case fcfg.Source == forwarder.SourceCDC:
 		fcfg.CDC.DSN = cfg.Database.DSN // the stream wakes the relay: no LISTEN
+	case fcfg.Source == forwarder.SourceWAL:
+		fcfg.WAL.DSN = cfg.Database.DSN
 	case cfg.Database.Dialect == outbox.Postgres:
 		fcfg.Wakeups = forwarder.ListenPostgres(ctx, cfg.Database.DSN, table, logger)
 	}

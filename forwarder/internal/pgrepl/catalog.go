@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/jackc/pglogrepl"
 )
 
 // The replication objects as the catalog shows them, read and changed through an ordinary
@@ -163,4 +165,27 @@ func DropPublication(ctx context.Context, db *sql.DB, pub string) error {
 		return fmt.Errorf("cdc: drop publication %s: %w", pub, err)
 	}
 	return nil
+}
+
+// CreateEmptyPublication creates a publication of no table, if it does not exist: pgoutput
+// needs one to start, and logical decoding messages are not filtered by publications.
+func CreateEmptyPublication(ctx context.Context, db *sql.DB, pub string) error {
+	_, err := db.ExecContext(ctx, "CREATE PUBLICATION "+pub)
+	if err != nil && Code(err) != DuplicateObject {
+		return fmt.Errorf("wal: create publication %s: %w", pub, err)
+	}
+	return nil
+}
+
+// CurrentLSN is the server's current WAL write position.
+func CurrentLSN(ctx context.Context, db *sql.DB) (LSN, error) {
+	var text string
+	if err := db.QueryRowContext(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&text); err != nil {
+		return 0, fmt.Errorf("wal: read the current WAL position: %w", err)
+	}
+	lsn, err := pglogrepl.ParseLSN(text)
+	if err != nil {
+		return 0, fmt.Errorf("wal: read the current WAL position %q: %w", text, err)
+	}
+	return lsn, nil
 }

@@ -72,6 +72,21 @@ func CreateSlot(ctx context.Context, conn *Conn, slot string) (bool, error) {
 	return false, fmt.Errorf("cdc: create replication slot %s: %w", slot, err)
 }
 
+// StartMessages starts streaming the slot from its confirmed position with the logical decoding
+// messages on (pgoutput protocol 2, `messages 'true'`, PostgreSQL 14+): the wal source's stream.
+// pgoutput needs a publication, which filters only rows: an empty one will do. A slot another
+// walsender streams fails with Code ObjectInUse.
+func StartMessages(ctx context.Context, conn *Conn, slot, publication string) error {
+	err := pglogrepl.StartReplication(ctx, conn, slot, 0, pglogrepl.StartReplicationOptions{
+		Mode:       pglogrepl.LogicalReplication,
+		PluginArgs: []string{"proto_version '2'", "publication_names '" + publication + "'", "messages 'true'"},
+	})
+	if err != nil {
+		return fmt.Errorf("wal: start streaming slot %s: %w", slot, err)
+	}
+	return nil
+}
+
 // Start starts streaming the slot from its confirmed position: pgoutput protocol 2 with binary
 // tuples, the inserts of the publication, no logical decoding messages. A slot another
 // walsender streams fails with Code ObjectInUse.

@@ -42,6 +42,17 @@ type Commit struct {
 	Time   time.Time
 }
 
+// LogicalMessage is a logical decoding message (pg_logical_emit_message): transactional ones
+// arrive between their transaction's Begin and Commit, in WAL order; Content aliases the
+// received data, which is not reused.
+type LogicalMessage struct {
+	WALEnd        LSN
+	LSN           LSN
+	Transactional bool
+	Prefix        string
+	Content       []byte
+}
+
 // Skipped is a message that carries nothing for the outbox (a relation message, an insert into
 // another table, a message of a type the source does not use).
 type Skipped struct{ WALEnd LSN }
@@ -57,6 +68,9 @@ func (m Insert) ServerWALEnd() LSN { return m.WALEnd }
 
 // ServerWALEnd is how far the server's WAL reached.
 func (m Commit) ServerWALEnd() LSN { return m.WALEnd }
+
+// ServerWALEnd is how far the server's WAL reached.
+func (m LogicalMessage) ServerWALEnd() LSN { return m.WALEnd }
 
 // ServerWALEnd is how far the server's WAL reached.
 func (m Skipped) ServerWALEnd() LSN { return m.WALEnd }
@@ -101,7 +115,7 @@ func (d *Decoder) decodeWAL(walEnd LSN, data []byte) (Message, error) {
 		return nil, errors.New("cdc: an empty pgoutput message")
 	}
 	switch pglogrepl.MessageType(data[0]) {
-	case pglogrepl.MessageTypeRelation, pglogrepl.MessageTypeBegin, pglogrepl.MessageTypeCommit:
+	case pglogrepl.MessageTypeRelation, pglogrepl.MessageTypeBegin, pglogrepl.MessageTypeCommit, pglogrepl.MessageTypeMessage:
 	default:
 		return Skipped{WALEnd: walEnd}, nil // not used by the source: left unparsed
 	}
@@ -116,11 +130,13 @@ func (d *Decoder) decodeWAL(walEnd LSN, data []byte) (Message, error) {
 		return Begin{WALEnd: walEnd, Xid: m.Xid, FinalLSN: m.FinalLSN}, nil
 	case *pglogrepl.CommitMessage:
 		return Commit{WALEnd: walEnd, EndLSN: m.TransactionEndLSN, Time: m.CommitTime}, nil
+	case *pglogrepl.LogicalDecodingMessageV2:
+		return LogicalMessage{WALEnd: walEnd, LSN: m.LSN, Transactional: m.Transactional, Prefix: m.Prefix, Content: m.Content}, nil
 	}
 	return Skipped{WALEnd: walEnd}, nil
 }
 
-// parsePgoutput parses a relation, begin or commit message with pglogrepl, whose decoders index
+// parsePgoutput parses a relation, begin, commit or logical decoding message with pglogrepl, whose decoders index
 // past the end of some truncated messages (a relation message cut inside its columns): such a
 // panic is returned as the error it is, since a server never sends those messages.
 func parsePgoutput(data []byte) (msg pglogrepl.Message, err error) {

@@ -100,10 +100,21 @@ func (s *Stream) receive(ctx context.Context, out chan<- Message) error {
 // SendStatus reports to the server that everything before confirmed is settled: the slot may
 // release the WAL before it. A zero position sends nothing.
 func (s *Stream) SendStatus(ctx context.Context, confirmed LSN) error {
-	if confirmed == 0 {
+	return s.sendStatus(ctx, confirmed, false)
+}
+
+// Ping is SendStatus asking the server to reply at once with a keepalive, which says how far it
+// has sent the stream.
+func (s *Stream) Ping(ctx context.Context, confirmed LSN) error {
+	return s.sendStatus(ctx, confirmed, true)
+}
+
+func (s *Stream) sendStatus(ctx context.Context, confirmed LSN, reply bool) error {
+	if confirmed == 0 && !reply {
 		return nil
 	}
-	if err := pglogrepl.SendStandbyStatusUpdate(ctx, s.conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: confirmed}); err != nil {
+	status := pglogrepl.StandbyStatusUpdate{WALWritePosition: confirmed, ReplyRequested: reply}
+	if err := pglogrepl.SendStandbyStatusUpdate(ctx, s.conn, status); err != nil {
 		return fmt.Errorf("cdc: send the confirmed position %s: %w", confirmed, err)
 	}
 	return nil

@@ -13,9 +13,11 @@ import (
 // Forwarder is the forwarder section. Zero values keep the forwarder's defaults (see
 // forwarder.Config); Apply copies the set ones.
 type Forwarder struct {
-	// Source is polling (the default) or cdc (PostgreSQL logical replication on the database
-	// DSN; see docs/cdc.md).
+	// Source is polling (the default), cdc (PostgreSQL logical replication on the database
+	// DSN; see docs/cdc.md) or wal (logical decoding messages on the database DSN; docs/wal.md).
 	Source string
+	// WALSlot is forwarder.WALConfig.Slot ("": the default, derived from the table).
+	WALSlot string
 	// Delivery is at_least_once (the default) or exactly_once (not with broker pulsar; see
 	// docs/exactly-once.md).
 	Delivery              string
@@ -65,6 +67,7 @@ func (f *Forwarder) fields() []field {
 		{key: "max_poll_interval", target: &f.MaxPollInterval, positive: true},
 		{key: "delivery", target: &f.Delivery},
 		{key: "source", target: &f.Source},
+		{key: "wal_slot", target: &f.WALSlot},
 		{key: "checkpoint_topic", target: &f.CheckpointTopic},
 		{key: "transactional_id_prefix", target: &f.TransactionalIDPrefix},
 		{key: "transactional_units", target: &f.TransactionalUnits, positive: true},
@@ -98,10 +101,10 @@ const (
 // validate checks the section's values, alone and against each other.
 func (f *Forwarder) validate() error {
 	switch forwarder.Source(f.Source) {
-	case "", forwarder.SourcePolling, forwarder.SourceCDC:
+	case "", forwarder.SourcePolling, forwarder.SourceCDC, forwarder.SourceWAL:
 	default:
-		return fmt.Errorf("forwarder.source: unknown value %q (allowed: %s, %s; or set %s)",
-			f.Source, forwarder.SourcePolling, forwarder.SourceCDC, EnvForwarderSource)
+		return fmt.Errorf("forwarder.source: unknown value %q (allowed: %s, %s, %s; or set %s)",
+			f.Source, forwarder.SourcePolling, forwarder.SourceCDC, forwarder.SourceWAL, EnvForwarderSource)
 	}
 	switch forwarder.Delivery(f.Delivery) {
 	case "", forwarder.AtLeastOnce, forwarder.ExactlyOnce:
@@ -180,6 +183,7 @@ func or(v, def time.Duration) time.Duration {
 // others.
 func (f Forwarder) Apply(c *forwarder.Config) {
 	c.Source = forwarder.Source(f.Source)
+	c.WAL.Slot = f.WALSlot
 	c.Delivery = forwarder.Delivery(f.Delivery)
 	c.CheckpointTopic = f.CheckpointTopic
 	c.TransactionalIDPrefix = f.TransactionalIDPrefix

@@ -95,7 +95,8 @@ func TestParseSource(t *testing.T) {
 		t.Errorf("%s override: source %q, error %v", EnvForwarderSource, cfg.Forwarder.Source, err)
 	}
 	for _, c := range []struct{ doc, want string }{
-		{base + "forwarder:\n  source: wal\n", `forwarder.source: unknown value "wal" (allowed: polling, cdc; or set OUTBOXKIT_FORWARDER_SOURCE)`},
+		{base + "forwarder:\n  source: wall\n", `forwarder.source: unknown value "wall" (allowed: polling, cdc, wal; or set OUTBOXKIT_FORWARDER_SOURCE)`},
+		{"database:\n  dialect: mysql\n  dsn: u:p@tcp(h)/db\nforwarder:\n  source: wal\n", `forwarder.source: wal needs database.dialect postgres, not mysql`},
 		{"database:\n  dialect: mysql\n  dsn: u:p@tcp(h)/db\nforwarder:\n  source: cdc\n", `forwarder.source: cdc needs database.dialect postgres, not mysql`},
 	} {
 		_, err := Parse([]byte(c.doc), nil, Options{})

@@ -162,7 +162,7 @@ func (c *Config) validate() error {
 	if err := c.Forwarder.validate(); err != nil {
 		return err
 	}
-	if forwarder.Source(c.Forwarder.Source) == forwarder.SourceCDC && c.Database.Dialect != outbox.Postgres {
+	if src := forwarder.Source(c.Forwarder.Source); (src == forwarder.SourceCDC || src == forwarder.SourceWAL) && c.Database.Dialect != outbox.Postgres {
 		return fmt.Errorf("forwarder.source: %s needs database.dialect postgres, not %s", c.Forwarder.Source, c.Database.Dialect)
 	}
 	return c.HTTP.validate()

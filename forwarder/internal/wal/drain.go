@@ -1,0 +1,113 @@
+package wal
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// The drain publishes the parked events from the table, every RetryInterval while keys are
+// parked, through the forwarder's own deliverer and acknowledger: the polling claim (a key's
+// rows in seq order, a key held back while its failed row is not due or is dead), retries with
+// backoff, dead letters, all fenced by the lease epochs. After each pass it reads which keys
+// still have rows (refresh, under the key fence): a key with none streams directly again.
+//
+// The barrier: the drain starts only once the stream has passed this session's barrier, the
+// server's WAL position when the session started, after it owns every lease (a commit at or
+// after it, or a keepalive saying the server sent everything before it; the reader asks for one
+// while it waits). The
+// stream restarts from the slot's confirmed position, so it may hand over again events that an
+// earlier session parked but did not confirm (a relay killed between parking and confirming).
+// Before the barrier, such an event's row is still in the table (nothing deletes it yet), so
+// parking it again finds it and writes nothing (Park's NOT EXISTS on the event id); once the
+// drain published and deleted it, the stream would write it again behind its key's later rows.
+
+// drainLoop runs drainPass every RetryInterval, once the barrier is passed, until ctx ends or a
+// pass fails (reported on errs).
+func (s *Source) drainLoop(ctx context.Context, p *parked, barrier <-chan struct{}, errs chan<- error) {
+	if !s.hooks().NoBarrier {
+		run(s.hooks().BarrierWait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-barrier:
+		}
+	}
+	t := time.NewTicker(s.cfg.RetryInterval)
+	defer t.Stop()
+	for {
+		if err := s.drainPass(ctx, p); err != nil {
+			if ctx.Err() == nil {
+				errs <- err
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// drainPass publishes the due parked rows, in seq order, until none is left, then refreshes
+// the parked set. It reads nothing while no key is parked.
+func (s *Source) drainPass(ctx context.Context, p *parked) error {
+	p.lock()
+	idle := p.empty()
+	p.unlock()
+	if idle {
+		return nil
+	}
+	total := 0
+	for ctx.Err() == nil {
+		n, err := s.poll(ctx)
+		if err != nil {
+			return fmt.Errorf("wal: publish the parked events: %w", err)
+		}
+		total += n
+		if n < s.core.BatchSize {
+			break
+		}
+	}
+	if err := s.refresh(ctx, p); err != nil {
+		return err
+	}
+	if h := s.hooks().Drained; h != nil {
+		h(total)
+	}
+	return nil
+}
+
+// poll claims one batch of parked rows over every partition and has the table's deliverer
+// deliver it; it returns the number of rows claimed.
+func (s *Source) poll(ctx context.Context) (int, error) {
+	s.core.Inflight.Read(0)
+	leases, err := s.core.Store.LiveLeases(ctx, s.core.DB, s.core.RelayID, 0, 1)
+	if err != nil || len(leases) != outbox.Partitions {
+		s.core.Inflight.Hold(0, nil)
+		if err == nil {
+			err = fmt.Errorf("%w (it owns %d of %d)", errLeasesLost, len(leases), outbox.Partitions)
+		}
+		return 0, err
+	}
+	parts := make([]int, len(leases))
+	for i, l := range leases {
+		parts[i] = l.Partition
+	}
+	records, err := s.core.Store.Claim(ctx, s.core.DB, parts, s.core.BatchSize, s.core.MaxBatchBytes)
+	if err != nil || len(records) == 0 {
+		s.core.Inflight.Hold(0, nil)
+		return 0, err
+	}
+	held := s.core.Inflight.Hold(0, relay.LeasesOf(leases, records, 0))
+	defer s.core.Inflight.End(held)
+	s.core.Metrics.BatchSize.Observe(float64(len(records)))
+	token := s.core.Progress.Begin()
+	o, err := s.table.Deliver(ctx, 0, held, records)
+	s.core.Progress.Delivered(token, o, err)
+	return len(records), err
+}

@@ -1,0 +1,77 @@
+package forwarder
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
+	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
+	"github.com/outboxkit/outboxkit/forwarder/internal/wal"
+	"github.com/outboxkit/outboxkit/outbox"
+)
+
+// SourceWAL streams the events that outbox.Writer emits as logical decoding messages in
+// outbox.ModeWAL (PostgreSQL 14+, configured by WAL; docs/wal.md): no row on the happy path;
+// the events of a failing key are parked in the outbox table and relayed from there.
+const SourceWAL Source = "wal"
+
+// WALConfig configures the wal source.
+type WALConfig struct {
+	// DSN is the PostgreSQL connection string of the replication connection (a URL or
+	// key=value pairs); "replication=database" is added. Its role needs the REPLICATION
+	// attribute. Required with SourceWAL.
+	DSN string
+	// Slot is the logical replication slot the relay streams (and the name of the empty
+	// publication pgoutput needs); the relay creates both when missing. Default:
+	// "outboxkit_wal_<table>" (dots as underscores, a hash of the lease group added unless it
+	// is "default"; wal.DefaultSlotName).
+	Slot string
+	// StatusInterval is how often the relay reports its confirmed position to PostgreSQL, also
+	// while the outbox is idle. Default: 1s; keep it well below wal_sender_timeout.
+	StatusInterval time.Duration
+	// RetryInterval is how often the relay publishes the parked events from the table while
+	// keys are parked. Default: MinPollInterval * 20 (200ms).
+	RetryInterval time.Duration
+}
+
+// WALSlotName is the slot the wal source of table (as configured) in lease group streams by
+// default (WALConfig.Slot).
+func WALSlotName(table, group string) string { return wal.DefaultSlotName(table, group) }
+
+func (c *Config) setWALDefaults() {
+	if c.Source != SourceWAL {
+		return
+	}
+	setDefault(&c.WAL.Slot, wal.DefaultSlotName(c.Table, c.LeaseGroup))
+	setDefault(&c.WAL.StatusInterval, time.Second)
+	setDefault(&c.WAL.RetryInterval, 20*c.MinPollInterval)
+}
+
+// validateWAL checks the WAL settings and what the wal source does not combine with.
+func (c Config) validateWAL() []error {
+	var errs []error
+	if !sqlstore.Replicates(c.Dialect) {
+		errs = append(errs, fmt.Errorf("Source wal needs the postgres dialect, got %q", c.Dialect))
+	}
+	if c.WAL.DSN == "" {
+		errs = append(errs, errors.New("WAL.DSN is required with Source wal"))
+	} else if err := pgrepl.ValidDSN(c.WAL.DSN); err != nil {
+		errs = append(errs, fmt.Errorf("WAL.DSN is %w", err))
+	}
+	if err := outbox.ValidateSlotName(c.WAL.Slot); err != nil {
+		errs = append(errs, fmt.Errorf("WAL.Slot: %w", err))
+	}
+	if c.WAL.StatusInterval <= 0 || c.WAL.RetryInterval <= 0 {
+		errs = append(errs, fmt.Errorf("WAL.StatusInterval %v and WAL.RetryInterval %v must be positive",
+			c.WAL.StatusInterval, c.WAL.RetryInterval))
+	}
+	if c.Delivery == ExactlyOnce {
+		errs = append(errs, errors.New("Source wal with Delivery exactly_once is not supported yet: "+
+			"use Delivery at_least_once with the wal source, or the polling or cdc source for exactly-once"))
+	}
+	if len(c.Tenants) > 0 {
+		errs = append(errs, fmt.Errorf("Source wal streams every tenant of the table; Tenants %q is not supported with it", c.Tenants))
+	}
+	return errs
+}
