@@ -44,3 +44,27 @@ func defaultClassifier(pub any) func(error) bool {
 	}
 	return func(error) bool { return true }
 }
+
+// OutageClassifier is an optional interface of a Config.Publisher that tells an outage of
+// something every event needs from a failure of the event: Unavailable reports whether err,
+// returned for a message by one of its publish calls, says that the message could not be tried
+// at all (brokers/schema's publisher: the schema registry did not answer). Such a failure
+// spends none of the event's attempts, dead-letters nothing and parks no key: the event stays
+// pending, untouched (its key's later events behind it), and is tried again by the next
+// batches; the delivery counts as failed, so that the source backs off (polling, up to
+// MaxPollInterval), a spell of them raises the stall warning and
+// outboxkit_forwarder_publish_stalled after PublishStallAfter, and
+// outboxkit_forwarder_unavailable_total counts the events. Delivery resumes by itself once the
+// dependency answers. A decorating publisher forwards the classifier of the publisher it wraps.
+type OutageClassifier interface {
+	Unavailable(err error) bool
+}
+
+// outageClassifierOf is pub's OutageClassifier, or nil when it has none (every failure is the
+// event's).
+func outageClassifierOf(pub any) func(error) bool {
+	if c, ok := pub.(OutageClassifier); ok {
+		return c.Unavailable
+	}
+	return nil
+}

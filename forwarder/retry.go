@@ -5,5 +5,6 @@ import "github.com/outboxkit/outboxkit/forwarder/internal/relay"
 // retryPolicyOf is the retry policy of c (with its defaults set).
 func retryPolicyOf(c Config) relay.RetryPolicy {
 	return relay.RetryPolicy{MaxAttempts: c.MaxAttempts, Unlimited: c.UnlimitedRetries, Retriable: c.IsRetriable,
-		Initial: c.InitialInterval, MaxInterval: c.MaxInterval, Multiplier: c.Multiplier, Jitter: c.RandomizationFactor}
+		Unavailable: outageClassifierOf(c.Publisher),
+		Initial:     c.InitialInterval, MaxInterval: c.MaxInterval, Multiplier: c.Multiplier, Jitter: c.RandomizationFactor}
 }

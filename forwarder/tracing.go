@@ -103,6 +103,12 @@ func (p *tracedPublisher) Close() error { return p.pub.Close() }
 // retriable when it has none, as Config.IsRetriable's default).
 func (p *tracedPublisher) Retriable(err error) bool { return defaultClassifier(p.pub)(err) }
 
+// Unavailable implements OutageClassifier with the wrapped publisher's (false when it has none).
+func (p *tracedPublisher) Unavailable(err error) bool {
+	c := outageClassifierOf(p.pub)
+	return c != nil && c(err)
+}
+
 // PublishEach implements OutcomePublisher.
 func (p *tracedOutcomePublisher) PublishEach(ctx context.Context, topic string, msgs []*message.Message) []error {
 	traced, spans := p.start(topic, msgs)

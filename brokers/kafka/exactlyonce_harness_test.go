@@ -59,6 +59,11 @@ type eoHarness struct {
 	prefix string
 	// tracer, when set, is the relays' TracerProvider.
 	tracer trace.TracerProvider
+	// publisherClassifies, when set, leaves Config.IsRetriable unset, so that the relays
+	// classify errors with their publisher's own Retriable (a decorator's) instead of Retriable.
+	publisherClassifies bool
+	// decode, when set, turns a record's value back into the event's JSON (readAll).
+	decode func(value []byte) []byte
 }
 
 // newEOHarnessOn is newEOHarness with the relays on source; with the cdc source their
@@ -163,6 +168,10 @@ func (h *eoHarness) startRelay(id string, wrap func(*Publisher) forwarder.Transa
 		h.t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
+	isRetriable := Retriable
+	if h.publisherClassifies {
+		isRetriable = nil
+	}
 	var tp forwarder.TransactionalPublisher = pub
 	if wrap != nil {
 		tp = wrap(pub)
@@ -171,7 +180,7 @@ func (h *eoHarness) startRelay(id string, wrap func(*Publisher) forwarder.Transa
 		DB: db, Dialect: outbox.Postgres, Table: h.writer.Table().Events(), Publisher: tp, RelayID: id,
 		Delivery: forwarder.ExactlyOnce, CheckpointTopic: h.checkpoint, TransactionalIDPrefix: h.prefix, Metrics: reg, DeadLetterTopic: h.topic + "-dlq",
 		TransactionalUnits: harnessUnits,
-		IsRetriable:        Retriable,
+		IsRetriable:        isRetriable,
 		LeaseTTL:           2 * time.Second, HeartbeatInterval: 200 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond,
 		InitialInterval: 20 * time.Millisecond, MaxInterval: 200 * time.Millisecond, BatchSize: 200,
 		Source: h.source, CDC: h.cdcConfig(proxy.dsn), TracerProvider: h.tracer, MessagingSystem: "kafka",
@@ -247,8 +256,12 @@ func (h *eoHarness) readAll(topic string, committed bool, want int, timeout time
 					c.id = string(hd.Value)
 				}
 			}
+			value := r.Value
+			if h.decode != nil {
+				value = h.decode(value)
+			}
 			var b eoBody
-			if json.Unmarshal(r.Value, &b) == nil {
+			if json.Unmarshal(value, &b) == nil {
 				c.n = b.N
 			}
 			ids[c.id] = true

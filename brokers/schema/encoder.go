@@ -61,6 +61,7 @@ type Encoder struct {
 // cached is a subject's schema, ready to encode with.
 type cached struct {
 	id      int
+	version int
 	typ     sr.SchemaType
 	codec   codec
 	fetched time.Time
@@ -151,7 +152,7 @@ func (e *Encoder) schemaOf(ctx context.Context, topic, eventType string) (target
 func encodeWith(t target, s cached, eventType string, payload []byte) ([]int, []byte, error) {
 	index, body, m := s.codec.encode(payload, eventType)
 	if m != nil {
-		return nil, nil, &MismatchError{Subject: t.subject, Path: m.path, Reason: m.reason}
+		return nil, nil, &MismatchError{Subject: t.subject, Version: s.version, ID: s.id, Path: m.path, Reason: m.reason}
 	}
 	return index, body, nil
 }
@@ -206,7 +207,7 @@ func (e *Encoder) lookup(ctx context.Context, t target) (cached, error) {
 	if err != nil {
 		return cached{}, &RegistryError{Subject: t.subject, Err: err}
 	}
-	c = cached{id: ss.ID, typ: ss.Type, codec: codec, fetched: e.now(), text: ss.Schema.Schema, references: len(ss.References)}
+	c = cached{id: ss.ID, version: ss.Version, typ: ss.Type, codec: codec, fetched: e.now(), text: ss.Schema.Schema, references: len(ss.References)}
 	e.mu.Lock()
 	e.cache[key] = c
 	e.mu.Unlock()

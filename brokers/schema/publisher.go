@@ -30,6 +30,11 @@ type errorClassifier interface {
 	Retriable(err error) bool
 }
 
+// outageClassifier is forwarder.OutageClassifier, repeated for the same reason.
+type outageClassifier interface {
+	Unavailable(err error) bool
+}
+
 // NewPublisher returns a publisher that encodes every message's payload (but a dead letter's,
 // see needsEncoding) with enc (JSON to the Confluent wire format, with the schema of the
 // subject its topic and event_type metadata name) and publishes a copy of it through
@@ -37,8 +42,14 @@ type errorClassifier interface {
 // NativePublisher (brokers/pulsar's), each event is published instead as its bare Avro body
 // with the subject's Avro schema, which the broker's own registry records. Its Retriable
 // (forwarder.ErrorClassifier) makes a *MismatchError permanent and ErrEarlierMessageNotEncoded and
-// registry failures retriable, and leaves every other error to pub's Retriable. Close closes pub.
-// Not yet passed through: pub's Connect and its exactly-once transactions.
+// registry failures retriable, and leaves every other error to pub's Retriable; its Unavailable
+// (forwarder.OutageClassifier) reports a registry that does not answer (RegistryError.Unavailable),
+// so that the forwarder retries such events without counting attempts, and leaves every other
+// error to pub's Unavailable. Close closes pub.
+//
+// The result keeps pub's optional capabilities (see withCapabilities): Connect when pub has it,
+// and the transactions of exactly-once delivery (forwarder.TransactionalPublisher) when pub has
+// them (brokers/kafka), with every event of a transaction encoded.
 func NewPublisher(pub message.Publisher, enc *Encoder, opts ...PublisherOption) (message.Publisher, error) {
 	if pub == nil || enc == nil {
 		return nil, errors.New("schema: NewPublisher needs a publisher and an encoder")
@@ -57,7 +68,7 @@ func NewPublisher(pub message.Publisher, enc *Encoder, opts ...PublisherOption) 
 	if p.native != nil && p.cloudEvents != nil {
 		return nil, errNativeCloudEvents
 	}
-	return p, nil
+	return withCapabilities(p), nil
 }
 
 type publisher struct {
@@ -230,6 +241,20 @@ func (p *publisher) Retriable(err error) bool {
 		return c.Retriable(err)
 	}
 	return err != nil
+}
+
+// Unavailable reports whether err says that the registry did not answer (a *RegistryError whose
+// Unavailable is true), or, for any other error, what pub's Unavailable says (false when pub
+// has none): forwarder.OutageClassifier.
+func (p *publisher) Unavailable(err error) bool {
+	var registry *RegistryError
+	if errors.As(err, &registry) {
+		return registry.Unavailable()
+	}
+	if c, ok := p.pub.(outageClassifier); ok {
+		return c.Unavailable(err)
+	}
+	return false
 }
 
 // Close closes the wrapped publisher.

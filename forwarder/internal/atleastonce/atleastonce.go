@@ -65,7 +65,12 @@ func (d *Deliverer) Deliver(ctx context.Context, worker int, leases []relay.Leas
 	acked, failed := Publish(publishCtx, d.pub, d.core.Metrics, d.core.Log, records)
 	d.core.Metrics.PublishSeconds.Observe(time.Since(started).Seconds())
 	settled := make([]relay.Settlement, 0, len(failed)+len(spent))
+	var unavailable []relay.Failure
 	for _, fl := range failed {
+		if d.core.Retry.Unblamed(fl.Err) {
+			unavailable = append(unavailable, fl)
+			continue
+		}
 		settled = append(settled, d.settler.Settle(publishCtx, fl.Record, fl.Err))
 	}
 	for _, r := range spent {
@@ -74,6 +79,9 @@ func (d *Deliverer) Deliver(ctx context.Context, worker int, leases []relay.Leas
 	cancelPublish()
 
 	o, _, err := d.acker.Acknowledge(ctx, worker, leases, acked, settled)
+	if err == nil && len(unavailable) > 0 {
+		err = relay.NotTried(d.core.Metrics, unavailable)
+	}
 	return o, err
 }
 

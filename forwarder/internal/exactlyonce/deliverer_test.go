@@ -6,12 +6,14 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outboxkit/outboxkit/forwarder/internal/bookkeeping"
 	"github.com/outboxkit/outboxkit/forwarder/internal/deadletter"
@@ -351,5 +353,34 @@ func TestReadyOpensTheUnitsLeasedWholeAndStopClosesThem(t *testing.T) {
 	d.Stop()
 	if txp.openSessions() != 0 {
 		t.Fatalf("%d sessions open after Stop", txp.openSessions())
+	}
+}
+
+// TestDeliverLeavesAnUnavailableFailureUnblamed: an event whose failure is an outage (the
+// policy's Unavailable: its schema registry did not answer) is neither settled nor counted: it
+// stays pending with its key's later event, the other keys commit, and the delivery fails (the
+// source backs off, the stall warning counts it), with outboxkit_forwarder_unavailable_total
+// counting the event.
+func TestDeliverLeavesAnUnavailableFailureUnblamed(t *testing.T) {
+	errDown := errors.New("registry down")
+	records := []relay.Record{rec(1, "a", 0), rec(2, "b", 2), rec(3, "a", 0)}
+	txp, acker := &fakeTx{refuse: refuseOn("orders", errDown, records[0])}, &fakeAcker{}
+	d := newTestDeliverer(t, 2, txp, acker, nil)
+	d.core.Retry.Unavailable = func(err error) bool { return errors.Is(err, errDown) }
+	_, err := d.Deliver(context.Background(), 0, allLeases(), records)
+	if err == nil || !strings.Contains(err.Error(), "no attempt counted") || !strings.Contains(err.Error(), errDown.Error()) {
+		t.Fatalf("Deliver returned %v, want the outage's error", err)
+	}
+	if got := seqs(acker.acked, recordSeq); !slices.Equal(got, []int64{2}) {
+		t.Fatalf("acknowledged %v, want [2]", got)
+	}
+	if len(acker.settled) != 0 {
+		t.Fatalf("settled %+v, want none: an outage spends no attempt", acker.settled)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(d.core.Metrics.Unavailable)
+	families, err := reg.Gather()
+	if err != nil || len(families) != 1 || len(families[0].GetMetric()) != 1 || families[0].GetMetric()[0].GetCounter().GetValue() != 1 {
+		t.Fatalf("unavailable_total %v (%v), want one series at 1", families, err)
 	}
 }

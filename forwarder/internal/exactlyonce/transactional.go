@@ -29,7 +29,10 @@ type unitOutcome struct {
 	settled []relay.Settlement
 	// checkpoint is the checkpoint of the committed transaction, nil if none committed.
 	checkpoint []byte
-	err        error
+	// notTried are the records whose failure was an outage (relay.RetryPolicy.Unblamed): left
+	// pending, untouched, with their keys' later records, and no attempt counted.
+	notTried []relay.Failure
+	err      error
 }
 
 // deliverTransactional is Deliver's work: a transaction per unit of the batch, units
@@ -65,6 +68,9 @@ func (d *Deliverer) deliverTransactional(ctx context.Context, worker int, leases
 		settled = append(settled, o.settled...)
 		if o.err != nil {
 			errs = append(errs, fmt.Errorf("unit %d: %w", jobs[i].unit, o.err))
+		}
+		if len(o.notTried) > 0 {
+			errs = append(errs, fmt.Errorf("unit %d: %w", jobs[i].unit, relay.NotTried(d.core.Metrics, o.notTried)))
 		}
 		if o.checkpoint != nil {
 			marks = append(marks, relay.UnitMark{Unit: jobs[i].unit, Name: d.unitName(jobs[i].unit), Digest: relay.CheckpointDigest(o.checkpoint)})
@@ -223,21 +229,26 @@ func (d *Deliverer) commitUnit(ctx context.Context, n int, leases []relay.Lease,
 			out.err = fmt.Errorf("transaction of unit %s: %w", unit, err)
 			return out
 		}
-		pending, dead, out.settled = d.afterAbort(pending, dead, errs, out.settled)
+		pending, dead, out.settled, out.notTried = d.afterAbort(pending, dead, errs, out.settled, out.notTried)
 	}
 }
 
 // afterAbort sorts the outcome of an aborted transaction: the first failed record of each key
-// is settled (a retry later, parking its key, or a dead letter in the next transaction), the
-// key's later records wait for the next batch; failed dead letters are handled by
-// afterDeadLetterAbort.
-func (d *Deliverer) afterAbort(pending []relay.Record, dead []pendingDead, errs []error, settled []relay.Settlement) ([]relay.Record, []pendingDead, []relay.Settlement) {
+// is settled (a retry later, parking its key, or a dead letter in the next transaction), or,
+// when its failure is an outage (relay.RetryPolicy.Unblamed), left pending untouched in
+// notTried; the key's later records wait for the next batch; failed dead letters are handled
+// by afterDeadLetterAbort.
+func (d *Deliverer) afterAbort(pending []relay.Record, dead []pendingDead, errs []error, settled []relay.Settlement,
+	notTried []relay.Failure) ([]relay.Record, []pendingDead, []relay.Settlement, []relay.Failure) {
 	blocked := map[int64]bool{}
 	var next []relay.Record
 	var nextDead []pendingDead
 	for i, r := range pending {
 		switch {
 		case blocked[r.KeyHash]:
+		case errs[i] != nil && d.core.Retry.Unblamed(errs[i]):
+			blocked[r.KeyHash] = true
+			notTried = append(notTried, relay.Failure{Record: r, Err: errs[i]})
 		case errs[i] != nil:
 			blocked[r.KeyHash] = true
 			attempts, reason, dead := d.settler.Failed(r, errs[i])
@@ -263,7 +274,7 @@ func (d *Deliverer) afterAbort(pending []relay.Record, dead []pendingDead, errs 
 			settled = append(settled, *st)
 		}
 	}
-	return next, nextDead, settled
+	return next, nextDead, settled, notTried
 }
 
 // afterDeadLetterAbort sorts one dead letter of an aborted transaction by the dead-letter

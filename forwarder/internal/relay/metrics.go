@@ -11,7 +11,7 @@ import (
 // events without one).
 type Metrics struct {
 	Relayed, Failed, DeadLettered   *prometheus.CounterVec
-	DeadLetterRefused               *prometheus.CounterVec
+	DeadLetterRefused, Unavailable  *prometheus.CounterVec
 	BatchSize, PublishSeconds       prometheus.Histogram
 	CommitToAck                     *prometheus.HistogramVec
 	Pending, OldestAge, Dead        *prometheus.GaugeVec
@@ -42,6 +42,8 @@ func NewMetrics(reg prometheus.Registerer, table string) (*Metrics, error) {
 		DeadLettered: counter("dead_lettered_total", "Events dead-lettered after their last attempt or a permanent error."),
 		DeadLetterRefused: counter("dead_letter_refused_total",
 			"Events marked dead in the table without a dead letter: the broker refused the dead letter, even reduced to the ids and the reason."),
+		Unavailable: counter("unavailable_total",
+			"Events not tried because the publisher reported an outage of what they need (a schema registry not answering): they stay pending, no attempt counted."),
 		BatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "outboxkit", Subsystem: "forwarder",
 			Name: "batch_size", Help: "Rows claimed per non-empty batch.", ConstLabels: labels,
 			Buckets: prometheus.ExponentialBuckets(1, 4, 7)}),
@@ -79,7 +81,7 @@ func NewMetrics(reg prometheus.Registerer, table string) (*Metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.Relayed, m.Failed, m.DeadLettered, m.DeadLetterRefused, m.BatchSize, m.PublishSeconds,
+	for _, c := range []prometheus.Collector{m.Relayed, m.Failed, m.DeadLettered, m.DeadLetterRefused, m.Unavailable, m.BatchSize, m.PublishSeconds,
 		m.CommitToAck, m.Pending, m.OldestAge, m.Dead, m.OwnedPartitions, m.PublishStalled, m.FencedRows, m.GapViolations,
 		m.TxCommitted, m.TxAborted, m.UnitsOpened, m.RecoveredRows, m.ForeignCheckpoints, m.Blocked.Keys, m.Blocked.Oldest} {
 		if err := reg.Register(c); err != nil {

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -31,4 +32,15 @@ type Settlement struct {
 type Failure struct {
 	Record Record
 	Err    error
+}
+
+// NotTried counts the failures the publisher reported as an outage (RetryPolicy.Unblamed)
+// and returns the delivery's error for them: the events stay pending, untouched, with no
+// attempt counted; the error makes the source back off and the stall warning count the
+// delivery as failed.
+func NotTried(m *Metrics, unavailable []Failure) error {
+	for _, fl := range unavailable {
+		m.Unavailable.WithLabelValues(fl.Record.Event.Topic, fl.Record.Event.TenantID).Inc()
+	}
+	return fmt.Errorf("%d events not tried, no attempt counted: the publisher reports an outage: %w", len(unavailable), unavailable[0].Err)
 }

@@ -13,6 +13,9 @@ type RetryPolicy struct {
 	MaxAttempts int
 	Unlimited   bool
 	Retriable   func(error) bool
+	// Unavailable reports a failure that says nothing about the event (the publisher's
+	// OutageClassifier); nil: none does.
+	Unavailable func(error) bool
 	Initial     time.Duration
 	MaxInterval time.Duration
 	Multiplier  float64
@@ -24,6 +27,12 @@ type RetryPolicy struct {
 func (p RetryPolicy) Dead(attempts int, err error) bool {
 	return !p.Retriable(err) || (!p.Unlimited && attempts >= p.MaxAttempts)
 }
+
+// Unblamed reports whether a failure with err is not the event's: the publisher could not try
+// it at all (its schema registry did not answer). Such an event spends no attempt and is not
+// settled: it stays pending, untouched, with its key's later events behind it, and the delivery
+// fails, so that the source backs off and the stall warning counts it.
+func (p RetryPolicy) Unblamed(err error) bool { return p.Unavailable != nil && p.Unavailable(err) }
 
 // Spent reports whether an event whose publish failed attempts times has used its last attempt
 // (MaxAttempts, unless Unlimited). Such an event is never published again: a dead letter that
