@@ -24,17 +24,37 @@ var fingerprintRules = []struct {
 	{regexp.MustCompile(`\s+`), " "},
 }
 
+// keptWhole is the part of an error text NormaliseError keeps whole: the subject and version of
+// the schema a payload does not fit, as brokers/schema.MismatchError writes them.
+var keptWhole = regexp.MustCompile(`schema of subject "[^"]*" version \d+`)
+
+// normaliseValues replaces the variable parts of text with placeholders (fingerprintRules).
+func normaliseValues(text string) string {
+	for _, r := range fingerprintRules {
+		text = r.re.ReplaceAllString(text, r.with)
+	}
+	return text
+}
+
 // maxNormalisedError bounds the normalised error text kept with a failure group.
 const maxNormalisedError = 300
 
 // NormaliseError returns the error text with its variable parts (UUIDs, addresses, hexadecimal
 // ids, numbers) replaced by placeholders and its white space collapsed: two failures with the
 // same cause normalise to the same text.
+//
+// The subject and version of a schema an event does not fit are kept as they are (keptWhole), so
+// that the events each schema version refuses form a group of their own.
 func NormaliseError(text string) string {
-	for _, r := range fingerprintRules {
-		text = r.re.ReplaceAllString(text, r.with)
+	var b strings.Builder
+	last := 0
+	for _, span := range keptWhole.FindAllStringIndex(text, -1) {
+		b.WriteString(normaliseValues(text[last:span[0]]))
+		b.WriteString(text[span[0]:span[1]])
+		last = span[1]
 	}
-	text = strings.TrimSpace(text)
+	b.WriteString(normaliseValues(text[last:]))
+	text = strings.TrimSpace(b.String())
 	if len(text) > maxNormalisedError {
 		cut := maxNormalisedError
 		for cut > 0 && !utf8.RuneStart(text[cut]) {

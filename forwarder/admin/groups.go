@@ -14,6 +14,9 @@ type FailureGroup struct {
 	// stored.
 	Normalised string
 	Example    string
+	// Schema names the subject version, field path and reason when the group's events do not
+	// fit their schema (SchemaFailureOf); nil otherwise.
+	Schema *SchemaFailure
 	// DeadLetters counts the group's dead letters, Skipped its skipped events, and BlockedKeys
 	// the keys whose head (dead or retrying) is in the group.
 	DeadLetters int
@@ -40,8 +43,9 @@ func (a *Admin) FailureGroups(ctx context.Context, f EventFilter) ([]FailureGrou
 	group := func(e DeadLetterEntry) *FailureGroup {
 		g := groups[e.Fingerprint]
 		if g == nil {
-			g = &FailureGroup{Fingerprint: e.Fingerprint, Normalised: NormaliseError(e.LastError), Example: e.LastError,
-				Oldest: e.CreatedAt, Newest: e.CreatedAt}
+			normalised := NormaliseError(e.LastError)
+			g = &FailureGroup{Fingerprint: e.Fingerprint, Normalised: normalised, Example: e.LastError,
+				Schema: SchemaFailureOf(normalised), Oldest: e.CreatedAt, Newest: e.CreatedAt}
 			groups[e.Fingerprint] = g
 		}
 		if !slices.Contains(g.Topics, e.Topic) {

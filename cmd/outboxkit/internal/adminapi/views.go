@@ -56,15 +56,25 @@ type BlockedKeyView struct {
 
 // GroupView is a failure group.
 type GroupView struct {
-	Fingerprint string    `json:"fingerprint"`
-	Normalised  string    `json:"normalised_error"`
-	Example     string    `json:"example_error"`
-	DeadLetters int       `json:"dead_letters"`
-	Skipped     int       `json:"skipped"`
-	BlockedKeys int       `json:"blocked_keys"`
-	Topics      []string  `json:"topics"`
-	Oldest      time.Time `json:"oldest"`
-	Newest      time.Time `json:"newest"`
+	Fingerprint string `json:"fingerprint"`
+	Normalised  string `json:"normalised_error"`
+	Example     string `json:"example_error"`
+	// Schema is set for a group of events that do not fit their schema.
+	Schema      *SchemaFailureView `json:"schema,omitempty"`
+	DeadLetters int                `json:"dead_letters"`
+	Skipped     int                `json:"skipped"`
+	BlockedKeys int                `json:"blocked_keys"`
+	Topics      []string           `json:"topics"`
+	Oldest      time.Time          `json:"oldest"`
+	Newest      time.Time          `json:"newest"`
+}
+
+// SchemaFailureView is the schema a failure group's events do not fit, and where and why.
+type SchemaFailureView struct {
+	Subject string `json:"subject"`
+	Version int    `json:"version"`
+	Path    string `json:"path"`
+	Reason  string `json:"reason"`
 }
 
 // ActionView is what an action touched, or would touch on a dry run.
@@ -139,7 +149,11 @@ func BlockedKeys(keys []admin.BlockedKey) []BlockedKeyView {
 func Groups(groups []admin.FailureGroup) []GroupView {
 	out := make([]GroupView, 0, len(groups))
 	for _, g := range groups {
-		out = append(out, GroupView{Fingerprint: g.Fingerprint, Normalised: g.Normalised, Example: g.Example,
+		var sf *SchemaFailureView
+		if g.Schema != nil {
+			sf = &SchemaFailureView{Subject: g.Schema.Subject, Version: g.Schema.Version, Path: g.Schema.Path, Reason: g.Schema.Reason}
+		}
+		out = append(out, GroupView{Fingerprint: g.Fingerprint, Normalised: g.Normalised, Example: g.Example, Schema: sf,
 			DeadLetters: g.DeadLetters, Skipped: g.Skipped, BlockedKeys: g.BlockedKeys, Topics: g.Topics,
 			Oldest: g.Oldest.UTC(), Newest: g.Newest.UTC()})
 	}
