@@ -161,15 +161,16 @@ func TestStoreReleaseHeldWhileCancelRuns(t *testing.T) {
 	}
 }
 
-// The release and the next-due look-up find their rows by an index range on deliver_at, not by
-// reading every scheduled row: with a million events scheduled for later, a volatile
-// clock_timestamp() in the condition (which PostgreSQL keeps out of index conditions) made each
-// polling step take a second (BenchmarkClaimBesideScheduled).
+// The release (the polling source's and the cdc source's) and the next-due look-up find their rows
+// by an index range on deliver_at, not by reading every scheduled row: with a million events
+// scheduled for later, a volatile clock_timestamp() in the condition (which PostgreSQL keeps out
+// of index conditions) made each polling step take a second (BenchmarkClaimBesideScheduled).
 func TestStoreReleaseUsesTheDeliverAtRange(t *testing.T) {
 	fx := newStoreFixture(t, outbox.Postgres)
 	for name, q := range map[string]sqlstore.Query{
-		"release":  fx.store.SQL().ReleaseDue(allPartitions(), 100),
-		"next due": fx.store.SQL().NextDue(allPartitions(), time.Second),
+		"release":     fx.store.SQL().ReleaseDue(allPartitions(), 100),
+		"next due":    fx.store.SQL().NextDue(allPartitions(), time.Second),
+		"cdc release": fx.store.SQL().CDC().ReleaseDue(100),
 	} {
 		var plan []string
 		err := relay.InTx(fx.ctx, fx.db, func(tx *sql.Tx) error {

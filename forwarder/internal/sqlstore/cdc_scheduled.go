@@ -21,7 +21,10 @@ package sqlstore
 // otherwise make them scheduled again.
 func (c CDC) ReleaseDue(limit int) Query {
 	events := c.s.table.Events()
-	due := "SELECT seq FROM " + events + " WHERE status = 4 AND deliver_at <= clock_timestamp()"
+	// The time in a subquery, evaluated once, so that the index range on deliver_at can use it
+	// (as in Statements.ReleaseDue: PostgreSQL keeps a volatile clock_timestamp() out of index
+	// conditions and would read every scheduled row).
+	due := "SELECT seq FROM " + events + " WHERE status = 4 AND deliver_at <= (SELECT clock_timestamp())"
 	args := []any{limit}
 	if len(c.s.tenants) > 0 {
 		due += " AND tenant_id = ANY($2)"
