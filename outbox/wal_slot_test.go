@@ -61,6 +61,8 @@ func newWALSlot(t *testing.T, db *sql.DB, serves ...walTarget) *walSlot {
 		if _, err := db.Exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", s.name); err != nil {
 			t.Errorf("drop slot %s: %v", s.name, err)
 		}
+		// ResetWALSlot creates the publication of the slot's name.
+		_, _ = db.Exec("DROP PUBLICATION IF EXISTS " + s.name)
 	})
 	for _, tg := range serves {
 		if _, err := outbox.CreateWALSlot(ctx, db, tg.writer.Table(), s.name); err != nil {

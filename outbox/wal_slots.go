@@ -127,10 +127,12 @@ func ReadWALSlot(ctx context.Context, db *sql.DB, table Table, slot string) (WAL
 // pgoutput) unless it exists, and registers it, so that [ModeWAL] writers and <table>_emit may
 // emit. It is idempotent. It never re-creates a registered slot that is gone: that is an error
 // wrapping [ErrWALSlotLost] ([ResetWALSlot] is the operator's way out). An existing slot not yet
-// registered is registered as it is (nothing could be written for it before: writes need a
-// registered slot), unless it is invalidated, uses another plugin or belongs elsewhere. It must
-// not run inside a transaction that has written (PostgreSQL creates slots only outside one); it
-// waits for the transactions running meanwhile to end. It reports whether it created the slot.
+// registered is registered as it is, keeping what it holds (a Go [ModeWAL] writer may already
+// have emitted for it: its guard checks only that the slot exists, not that it is registered),
+// unless it is invalidated, uses another plugin or belongs elsewhere. When it creates the
+// slot, it first creates the empty publication of the slot's name the wal source streams with. It must not
+// run inside a transaction that has written (PostgreSQL creates slots only outside one); it waits
+// for the transactions running meanwhile to end. It reports whether it created the slot.
 func CreateWALSlot(ctx context.Context, db *sql.DB, table Table, slot string) (created bool, err error) {
 	for attempt := 0; ; attempt++ {
 		st, err := ReadWALSlot(ctx, db, table, slot)
@@ -175,10 +177,16 @@ func registerExisting(ctx context.Context, db *sql.DB, table Table, st WALSlotSt
 	return nil
 }
 
-// createAndRegister creates the slot, then writes its register row (inserted, or with reset the
-// existing row updated). A process dying between the two leaves an unregistered slot, which the
-// next CreateWALSlot registers.
+// createAndRegister creates the empty publication of the slot's name that the wal source
+// streams with, then the slot, then writes its register row (inserted, or with reset the
+// existing row updated). The publication comes first: pgoutput looks it up as of the WAL it
+// decodes, and on PostgreSQL < 18 a transaction that changed a table between the slot's creation
+// and the publication's fails the stream with `publication "<slot>" does not exist`. A process
+// dying between the steps leaves an unregistered slot, which the next CreateWALSlot registers.
 func createAndRegister(ctx context.Context, db *sql.DB, table Table, slot string, reset bool) error {
+	if err := createPublication(ctx, db, table, slot); err != nil {
+		return err
+	}
 	var lsn string
 	if err := db.QueryRowContext(ctx, "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')", slot).Scan(&lsn); err != nil {
 		return fmt.Errorf("outbox %s: create replication slot %s: %w", table, slot, err)
@@ -189,6 +197,17 @@ func createAndRegister(ctx context.Context, db *sql.DB, table Table, slot string
 	}
 	if _, err := db.ExecContext(ctx, q, slot, lsn); err != nil {
 		return fmt.Errorf("outbox %s: register replication slot %s: %w", table, slot, err)
+	}
+	return nil
+}
+
+// createPublication creates the empty publication named slot unless it exists (the name is a
+// valid slot name: lower-case letters, digits and underscores).
+func createPublication(ctx context.Context, db *sql.DB, table Table, slot string) error {
+	_, err := db.ExecContext(ctx, `CREATE PUBLICATION "`+slot+`"`)
+	var pgErr *pgconn.PgError
+	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42710") {
+		return fmt.Errorf("outbox %s: create the publication %s of replication slot %s: %w", table, slot, slot, err)
 	}
 	return nil
 }

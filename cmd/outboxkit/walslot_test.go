@@ -23,6 +23,7 @@ func TestWALSlotCommands(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		_, _ = db.Exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", slot)
+		_, _ = db.Exec("DROP PUBLICATION IF EXISTS " + slot)
 		for _, name := range tbl.Tables() {
 			_, _ = db.Exec("DROP TABLE IF EXISTS " + name + " CASCADE")
 		}
