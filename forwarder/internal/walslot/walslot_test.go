@@ -38,6 +38,7 @@ func newFixture(t *testing.T, db *sql.DB, name string) fixture {
 		if _, err := db.Exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", f.slot); err != nil {
 			t.Errorf("drop slot %s: %v", f.slot, err)
 		}
+		_, _ = db.Exec("DROP PUBLICATION IF EXISTS " + f.slot) // created by Start with the slot
 		for _, tbl := range w.Table().Tables() {
 			_, _ = db.Exec("DROP TABLE IF EXISTS " + tbl)
 		}
