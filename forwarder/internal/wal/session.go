@@ -102,13 +102,22 @@ func (s *Source) awaitAllLeases(ctx context.Context, readErr chan error) ([]rela
 }
 
 // streamLoop delivers the reader's batches one after the other (a key's events in stream
-// order) and confirms each batch's position once it is delivered; the drain runs beside it.
+// order) and confirms each batch's position once it is delivered; the drain runs beside it and
+// has ended when streamLoop returns, so no drain of this session publishes, acknowledges or uses
+// the table deliverer once the session stops it or the next session starts.
 func (s *Source) streamLoop(ctx context.Context, reader *streamReader, p *parked, leases []relay.Lease, batches <-chan batch, readErr chan error) error {
 	loopCtx, stop := context.WithCancel(ctx)
-	defer stop()
 	barrier := make(chan struct{})
-	drainErr := make(chan error, 1)
-	go s.drainLoop(loopCtx, p, barrier, drainErr)
+	drainErr := make(chan error, 1) // drainLoop sends at most once, so it never blocks on it
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		s.drainLoop(loopCtx, p, barrier, drainErr)
+	}()
+	defer func() {
+		stop()
+		<-drained
+	}()
 	run(s.hooks().Streaming)
 	passed := false
 	for {
