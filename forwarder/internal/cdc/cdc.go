@@ -59,6 +59,9 @@ type Source struct {
 	activity          activity
 	// used says the slot existed while this relay ran: finding it missing later means lost.
 	used bool
+	// releaseWarn keeps a release of due scheduled events that fails at every retry pass (a
+	// table not migrated yet) to one warning a minute.
+	releaseWarn relay.EveryMinute
 }
 
 // activity is what the stall check (stall.go) reads of the stream's delivering side.

@@ -54,28 +54,11 @@ type Source struct {
 	cfg     Config
 	// releaseWarn keeps a release that fails at every batch (a table not migrated yet) to one
 	// warning a minute.
-	releaseWarn everyMinute
+	releaseWarn relay.EveryMinute
 	// dueIn is, per worker, how long until the next scheduled event of its partitions is due
 	// after a claim that found nothing (0: none scheduled); only the worker's goroutine uses
 	// its slot.
 	dueIn []time.Duration
-}
-
-// everyMinute allows one call a minute; its zero value allows the first.
-type everyMinute struct {
-	mu   sync.Mutex
-	last time.Time
-}
-
-// Allow reports whether a minute has passed since it last returned true.
-func (e *everyMinute) Allow() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if now := time.Now(); e.last.IsZero() || now.Sub(e.last) >= time.Minute {
-		e.last = now
-		return true
-	}
-	return false
 }
 
 // New returns the polling source over core, handing its claims to d.
