@@ -198,7 +198,8 @@ func (f *Forwarder) start(ctx context.Context) (relay.Holding, error) {
 		if err == nil {
 			err = f.source.Start(ctx)
 		}
-		if errors.Is(err, outbox.ErrNoInstallation) || errors.Is(err, outbox.ErrInstallationBinding) || errors.Is(err, ErrUnitCountMismatch) {
+		if errors.Is(err, outbox.ErrNoInstallation) || errors.Is(err, outbox.ErrInstallationBinding) || errors.Is(err, ErrUnitCountMismatch) ||
+			errors.Is(err, outbox.ErrWALSlotLost) {
 			return relay.Holding{}, fmt.Errorf("forwarder: start on table %s: %w", f.store.Table, err) // waiting cannot help
 		}
 		if isMissingTable(err) {

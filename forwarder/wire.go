@@ -12,6 +12,7 @@ import (
 	"github.com/outboxkit/outboxkit/forwarder/internal/polling"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 	"github.com/outboxkit/outboxkit/forwarder/internal/wal"
+	"github.com/outboxkit/outboxkit/forwarder/internal/walslot"
 )
 
 // The wiring: the one place that reads Config.Source and Config.Delivery (beside validation)
@@ -69,7 +70,7 @@ func sharePolicy(f *Forwarder, units int) relay.SharePolicy {
 // share policy aims at the source's Target).
 func newSource(f *Forwarder) (relay.Source, error) {
 	if f.cfg.Source == SourceWAL {
-		return newWALSource(f), nil
+		return newWALSource(f)
 	}
 	if f.cfg.Source == SourceCDC {
 		heartbeat := func(ctx context.Context) (relay.Holding, error) { return f.leases.Heartbeat(ctx) }
@@ -88,11 +89,17 @@ func newSource(f *Forwarder) (relay.Source, error) {
 
 // newWALSource returns the wal source: the streamed events go through an at-least-once
 // deliverer whose acknowledger writes nothing (they have no row), the parked ones through the
-// forwarder's deliverer.
-func newWALSource(f *Forwarder) *wal.Source {
+// forwarder's deliverer. With Config.Metrics, it registers the slot's collector there
+// (outboxkit_wal_slot_*, which the wal slot alerts read).
+func newWALSource(f *Forwarder) (*wal.Source, error) {
+	if f.cfg.Metrics != nil {
+		if err := f.cfg.Metrics.Register(walslot.NewCollector(f.cfg.DB, f.store.Table, f.cfg.WAL.Slot)); err != nil {
+			return nil, fmt.Errorf("forwarder: register the metrics of wal slot %s (table %s): %w", f.cfg.WAL.Slot, f.store.Table, err)
+		}
+	}
 	heartbeat := func(ctx context.Context) (relay.Holding, error) { return f.leases.Heartbeat(ctx) }
 	stream := atleastonce.New(f.core, f.publisher, wal.NewStreamAcknowledger(f.core))
 	return wal.New(f.core, stream, f.deliverer.Deliverer, heartbeat, wal.Config{DSN: f.cfg.WAL.DSN, Slot: f.cfg.WAL.Slot,
 		Publication: f.cfg.WAL.Slot, Prefix: f.store.Table.WALPrefix(), StatusInterval: f.cfg.WAL.StatusInterval,
-		RetryInterval: f.cfg.WAL.RetryInterval, HeartbeatInterval: f.cfg.HeartbeatInterval, Hooks: f.cfg.walHooks})
+		RetryInterval: f.cfg.WAL.RetryInterval, HeartbeatInterval: f.cfg.HeartbeatInterval, Hooks: f.cfg.walHooks}), nil
 }

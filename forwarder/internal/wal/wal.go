@@ -93,8 +93,10 @@ func (s *Source) Target(int) int {
 	return 0
 }
 
-// Start does nothing: the slot and the publication are made sure of at every session.
-func (s *Source) Start(context.Context) error { return nil }
+// Start makes sure of the publication and the slot before the relay takes its first lease, so
+// that a lost slot (an error wrapping outbox.ErrWALSlotLost) stops the relay's start; every
+// session makes sure of them again.
+func (s *Source) Start(ctx context.Context) error { return s.acquireSlot(ctx) }
 
 // errSlotBusy: another walsender streams the slot.
 type errSlotBusy struct{ err error }
