@@ -9,6 +9,7 @@ package walslot
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/outboxkit/outboxkit/outbox"
@@ -22,12 +23,34 @@ import (
 // the events between its last confirmed position and the refusal of writes are lost and only an
 // operator can decide what to do about them (outboxkit wal-slot reset). Writers are refused
 // meanwhile, so nothing more is lost while the relay is down.
+//
+// It refuses, naming both, when the register holds another slot than slot: the writers emit for
+// that one (their Config.WALSlot), and a second slot would be created and streamed while
+// nothing relays the first one's events.
 func Start(ctx context.Context, db *sql.DB, table outbox.Table, slot string) (created bool, err error) {
+	if err := checkOneSlot(ctx, db, table, slot); err != nil {
+		return false, err
+	}
 	created, err = outbox.CreateWALSlot(ctx, db, table, slot)
 	if err != nil {
 		return false, fmt.Errorf("wal source: refusing to start on replication slot %s: %w", slot, err)
 	}
 	return created, nil
+}
+
+// checkOneSlot fails when the register of table holds a slot other than slot.
+func checkOneSlot(ctx context.Context, db *sql.DB, table outbox.Table, slot string) error {
+	var other string
+	err := db.QueryRowContext(ctx, "SELECT slot_name FROM "+table.WALSlots()+" WHERE slot_name <> $1 ORDER BY slot_name LIMIT 1", slot).Scan(&other)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("wal source: read the register %s of the outbox %s: %w", table.WALSlots(), table, err)
+	}
+	return fmt.Errorf("wal source: refusing to start on replication slot %q: the outbox %s already has replication slot %q registered "+
+		"(its writers emit for it; a second slot would leave its events unrelayed): set the relay's wal slot to %q, "+
+		"or retire %q (outboxkit wal-slot drop) once the writers use %q", slot, table, other, other, other, slot)
 }
 
 // Check reports whether slot is still usable, for a running wal source whose stream failed: nil

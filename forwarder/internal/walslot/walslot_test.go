@@ -183,3 +183,30 @@ func gauge(t *testing.T, c prometheus.Collector, name string) float64 {
 	t.Fatalf("no metric %s among %d families", name, len(families))
 	return 0
 }
+
+// TestStartRefusesASecondSlot: the register already holds the writers' slot (created by the
+// deployment step under another name than the relay's default). Start with the relay's slot
+// refuses, naming both slots, and creates no second slot, which would never relay the first
+// one's events.
+func TestStartRefusesASecondSlot(t *testing.T) {
+	ctx := context.Background()
+	db := testsupport.OpenPostgres(t)
+	f := newFixture(t, db, testsupport.UniqueName("walslot"))
+	if _, err := outbox.CreateWALSlot(ctx, db, f.writer.Table(), f.slot); err != nil {
+		t.Fatal(err)
+	}
+	relaySlot := testsupport.UniqueName("obk_walslot_relay")
+	t.Cleanup(func() {
+		_, _ = db.Exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", relaySlot)
+		_, _ = db.Exec("DROP PUBLICATION IF EXISTS " + relaySlot)
+	})
+	created, err := walslot.Start(ctx, db, f.writer.Table(), relaySlot)
+	if err == nil || !strings.Contains(err.Error(), `"`+f.slot+`"`) || !strings.Contains(err.Error(), `"`+relaySlot+`"`) {
+		t.Fatalf("Start(%s) with %s registered: created %v, %v; want a refusal naming both slots", relaySlot, f.slot, created, err)
+	}
+	var n int
+	if err := db.QueryRow("SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", relaySlot).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("Start created the second slot %s (%d, %v)", relaySlot, n, err)
+	}
+	t.Logf("refused: %v", err)
+}
