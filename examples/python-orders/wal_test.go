@@ -13,9 +13,10 @@ import (
 
 // TestPythonOrdersWAL: the Python service emits its events with <outbox>_emit (--shape wal, no
 // row; docs/wal.md), concurrently on few orders, rolling back about a fifth of its transactions.
-// The wal source's relay is not built yet, so the test reads a pgoutput slot itself (protocol 2,
-// messages on, decoded with pglogrepl): every committed event arrives once under the table's
-// prefix, with its order's versions in increasing order, and no rolled-back event arrives.
+// The test checks the emitted messages themselves, without the wal source's relay
+// (forwarder.source: wal): it reads a pgoutput slot itself (protocol 2, messages on, decoded
+// with pglogrepl): every committed event arrives once under the table's prefix, with its
+// order's versions in increasing order, and no rolled-back event arrives.
 func TestPythonOrdersWAL(t *testing.T) {
 	python := pythonEnv(t)
 	dsn := testsupport.PostgresDSN(t)
