@@ -18,6 +18,7 @@ import (
 	"github.com/outboxkit/outboxkit/forwarder/internal/deadletter"
 	"github.com/outboxkit/outboxkit/forwarder/internal/lease"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
+	"github.com/outboxkit/outboxkit/forwarder/internal/walslot"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -199,7 +200,7 @@ func (f *Forwarder) start(ctx context.Context) (relay.Holding, error) {
 			err = f.source.Start(ctx)
 		}
 		if errors.Is(err, outbox.ErrNoInstallation) || errors.Is(err, outbox.ErrInstallationBinding) || errors.Is(err, ErrUnitCountMismatch) ||
-			errors.Is(err, outbox.ErrWALSlotLost) {
+			errors.Is(err, outbox.ErrWALSlotLost) || errors.Is(err, walslot.ErrOtherSlotRegistered) {
 			return relay.Holding{}, fmt.Errorf("forwarder: start on table %s: %w", f.store.Table, err) // waiting cannot help
 		}
 		if isMissingTable(err) {

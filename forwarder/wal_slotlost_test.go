@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -91,5 +92,35 @@ func TestWALRelayExportsItsSlotMetrics(t *testing.T) {
 	}
 	if got := usable(); got != "0" {
 		t.Fatalf("outboxkit_wal_slot_usable{slot=%q} = %s with the slot dropped; want 0", slot, got)
+	}
+}
+
+// TestWALRelayRefusesASecondSlot: the writers' slot (created by the deployment step) is not the
+// relay's. Run returns an error naming both at once, without retrying as if the database were
+// not ready, and creates no second slot.
+func TestWALRelayRefusesASecondSlot(t *testing.T) {
+	h := newWALHarness(t, testsupport.KafkaBrokers(t))
+	ctx := context.Background()
+	writers := testsupport.UniqueName("orders_wal")
+	if _, err := outbox.CreateWALSlot(ctx, h.db, h.writer.Table(), writers); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dropWALSlot(t, h, writers) })
+	var logs syncBuffer
+	cfg := h.walConfig(h.publisher())
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	f, err := forwarder.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithTimeout(ctx, 60*time.Second) // a bound against a hang
+	defer cancel()
+	err = f.Run(runCtx)
+	relay := forwarder.WALSlotName(h.writer.Table().Events(), "default")
+	if err == nil || !strings.Contains(err.Error(), `"`+writers+`"`) || !strings.Contains(err.Error(), `"`+relay+`"`) {
+		t.Fatalf("Run with slot %s registered and the relay on %s: %v; want an error naming both", writers, relay, err)
+	}
+	if strings.Contains(logs.String(), "database not ready") {
+		t.Errorf("Run retried the second slot as a database not ready:\n%s", logs.String())
 	}
 }

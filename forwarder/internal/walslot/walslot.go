@@ -38,6 +38,10 @@ func Start(ctx context.Context, db *sql.DB, table outbox.Table, slot string) (cr
 	return created, nil
 }
 
+// ErrOtherSlotRegistered is wrapped by Start's error when the outbox's register holds another
+// slot than the relay's: a configuration error that waiting cannot fix.
+var ErrOtherSlotRegistered = errors.New("another replication slot is registered for the outbox")
+
 // checkOneSlot fails when the register of table holds a slot other than slot.
 func checkOneSlot(ctx context.Context, db *sql.DB, table outbox.Table, slot string) error {
 	var other string
@@ -48,9 +52,9 @@ func checkOneSlot(ctx context.Context, db *sql.DB, table outbox.Table, slot stri
 	case err != nil:
 		return fmt.Errorf("wal source: read the register %s of the outbox %s: %w", table.WALSlots(), table, err)
 	}
-	return fmt.Errorf("wal source: refusing to start on replication slot %q: the outbox %s already has replication slot %q registered "+
+	return fmt.Errorf("wal source: refusing to start on replication slot %q: %w: the outbox %s already has replication slot %q registered "+
 		"(its writers emit for it; a second slot would leave its events unrelayed): set the relay's wal slot to %q, "+
-		"or retire %q (outboxkit wal-slot drop) once the writers use %q", slot, table, other, other, other, slot)
+		"or retire %q (outboxkit wal-slot drop) once the writers use %q", slot, ErrOtherSlotRegistered, table, other, other, other, slot)
 }
 
 // Check reports whether slot is still usable, for a running wal source whose stream failed: nil
