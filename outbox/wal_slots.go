@@ -238,8 +238,8 @@ func ResetWALSlot(ctx context.Context, db *sql.DB, table Table, slot string) err
 	return createAndRegister(ctx, db, table, slot, true)
 }
 
-// DropWALSlot retires slot: it drops the replication slot if it exists and removes its register
-// row. Once no slot is registered, [ModeWAL] writers and <table>_emit are refused; switch the
+// DropWALSlot retires slot: it drops the replication slot if it exists, removes its register
+// row and drops the publication of its name that CreateWALSlot made. Once no slot is registered, [ModeWAL] writers and <table>_emit are refused; switch the
 // writers to ModeTable first. Events the slot had not delivered are lost.
 func DropWALSlot(ctx context.Context, db *sql.DB, table Table, slot string) error {
 	st, err := ReadWALSlot(ctx, db, table, slot)
@@ -253,6 +253,9 @@ func DropWALSlot(ctx context.Context, db *sql.DB, table Table, slot string) erro
 	}
 	if _, err := db.ExecContext(ctx, "DELETE FROM "+table.WALSlots()+" WHERE slot_name = $1", slot); err != nil {
 		return fmt.Errorf("outbox %s: unregister replication slot %s: %w", table, slot, err)
+	}
+	if _, err := db.ExecContext(ctx, `DROP PUBLICATION IF EXISTS "`+slot+`"`); err != nil {
+		return fmt.Errorf("outbox %s: drop the publication %s of replication slot %s: %w", table, slot, slot, err)
 	}
 	return nil
 }

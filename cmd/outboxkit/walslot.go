@@ -165,7 +165,8 @@ func (a *app) walSlotDropCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "drop SLOT",
 		Short: "Drop the wal slot and unregister it (asks first)",
-		Long: `drop retires SLOT: it drops the replication slot if it exists and removes it from the register.
+		Long: `drop retires SLOT: it drops the replication slot if it exists, removes it from the register and
+drops the publication of its name (which create made for the relay).
 Writers configured with it (outbox.Config.WALSlot) and <table>_emit, once no slot is registered,
 are refused from then on: switch them to ModeTable first. Events the slot had not delivered are
 lost.`,

@@ -45,6 +45,17 @@ func TestWALSlotCommands(t *testing.T) {
 		}
 	}
 	expect(run("", "migrate", "--wal-slot", slot), 0, "replication slot "+slot+" created and registered for outbox "+table)
+	publication := func() bool {
+		t.Helper()
+		var n int
+		if err := db.QueryRow("SELECT count(*) FROM pg_publication WHERE pubname = $1", slot).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	if !publication() {
+		t.Fatalf("migrate --wal-slot %s created no publication %s, which the relay streams with", slot, slot)
+	}
 	expect(run("", "wal-slot", "create", slot), 0, "replication slot "+slot+" is registered")
 	expect(run("", "wal-slot", "show", slot), 0, "registered true, exists true")
 	expect(run("", "wal-slot", "reset", slot, "--yes"), 1, "is usable")
@@ -59,6 +70,9 @@ func TestWALSlotCommands(t *testing.T) {
 	expect(run("y\n", "wal-slot", "reset", slot), 0, "replaced; writers may emit again")
 	expect(run("", "wal-slot", "show", slot), 0, "registered true, exists true")
 	expect(run("", "wal-slot", "drop", slot, "--yes"), 0, "dropped and unregistered")
+	if publication() {
+		t.Errorf("wal-slot drop %s left the publication %s that create made", slot, slot)
+	}
 	expect(run("", "wal-slot", "show", slot), 0, "registered false, exists false")
 	expect(run("", "wal-slot", "show", "Bad-Name"), 2, `replication slot name "Bad-Name"`)
 }
