@@ -139,13 +139,21 @@ func (w *Writer) changeChunk(ctx context.Context, tx wsql.ContextExecutor, ids [
 
 // released returns which of ids are pending or dead rows: events the relay released (or that
 // were never scheduled). The condition is written per status so that PostgreSQL can use its
-// partial indexes of pending and dead rows instead of reading the whole table.
+// partial indexes of pending and dead rows instead of reading the whole table. On MySQL it is a
+// locking read (LOCK IN SHARE MODE): under REPEATABLE READ a plain SELECT reads the snapshot of
+// the transaction's first read, which may predate the release the cancel's own locking read has
+// just seen, and would report a released event NotFound. The shared lock makes the relay's
+// acknowledgement of such a row wait for the business transaction to end.
 func (w *Writer) released(ctx context.Context, tx wsql.ContextExecutor, ids []uuid.UUID) (map[uuid.UUID]bool, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
+	lock := ""
+	if w.table.dialect == MySQL {
+		lock = " LOCK IN SHARE MODE"
+	}
 	return queryIDs(ctx, tx, w.table.dialect.Rebind("SELECT "+w.idText()+" FROM "+w.table.Events()+
-		" WHERE (status = 0 OR status = 2) AND event_id IN "+placeholders(len(ids))), idArgs(ids))
+		" WHERE (status = 0 OR status = 2) AND event_id IN "+placeholders(len(ids))+lock), idArgs(ids))
 }
 
 // idText is the event id as text in a select list (PostgreSQL's is a uuid).
