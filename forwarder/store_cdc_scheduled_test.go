@@ -210,3 +210,35 @@ func (fx *storeFixture) waitForLockWait(pid int) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// The cdc stall check ages a released scheduled row from its delivery time, not from its write:
+// an event written an hour ago for delivery a second ago has waited a second in the stream's
+// view, and counting it stranded would report a stall each time a long-scheduled event comes due
+// on a quiet stream. An ordinary row written an hour ago is counted.
+func TestStoreStrandedRowsAgeAReleasedRowFromItsDueTime(t *testing.T) {
+	fx := newStoreFixture(t, outbox.Postgres)
+	released := fx.writeAt("k", time.Now().Add(time.Hour))
+	ordinary := fx.writeAt("o", time.Time{})
+	for _, set := range []struct {
+		id  uuid.UUID
+		sql string
+	}{
+		{released, "created_at = now() - interval '1 hour', deliver_at = clock_timestamp() - interval '1 second'"},
+		{ordinary, "created_at = now() - interval '1 hour'"},
+	} {
+		if _, err := fx.db.ExecContext(fx.ctx, "UPDATE "+fx.writer.Table().Events()+" SET "+set.sql+" WHERE event_id = $1", set.id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fx.releaseByWrite(); n != 1 {
+		t.Fatalf("released %d rows, want 1", n)
+	}
+	n, oldest, err := fx.store.StrandedRows(fx.ctx, fx.db, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || oldest < 59*time.Minute {
+		t.Fatalf("stranded rows older than a minute: %d, the oldest %s; want 1 (the ordinary row written an hour ago), "+
+			"not the scheduled one due a second ago", n, oldest)
+	}
+}

@@ -36,7 +36,7 @@ type SlotStatus struct {
 	Drained bool
 	// Waiting counts the table's pending rows that are not on the retry path (no next attempt
 	// time): the rows the stream has yet to deliver. OldestWaiting is the age of the oldest (by
-	// the database's clock against created_at). A row waiting longer than forwarder.Config.CDC.StallAfter
+	// the database's clock against created_at, or deliver_at for a released scheduled event). A row waiting longer than forwarder.Config.CDC.StallAfter
 	// (forwarder.DefaultCDCStallAfter) is stranded if the stream is not behind: see docs/cdc.md, Stalls.
 	// The same for every slot of the table (all tenants).
 	Waiting       int64

@@ -139,7 +139,7 @@ SELECT COALESCE((SELECT drained_at IS NOT NULL FROM golden_outbox_cdc_slots WHER
 WITH owned AS (SELECT l.partition_no FROM golden_outbox_leases l WHERE l.lease_group = $1 AND l.owner = $2 AND l.partition_no = ANY((SELECT $3::int[])::int[]) AND l.epoch = ((SELECT $4::bigint[])::bigint[])[array_position((SELECT $3::int[])::int[], l.partition_no)] ORDER BY l.partition_no FOR UPDATE OF l), acked AS (DELETE FROM golden_outbox WHERE seq = ANY((SELECT $5::bigint[])::bigint[]) AND partition_no = ANY(ARRAY(SELECT partition_no FROM owned)) RETURNING 1) SELECT partition_no FROM owned;
 
 -- cdc strandedRows
-SELECT COUNT(*), COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - MIN(created_at)), 0)::float8 FROM golden_outbox WHERE status = 0 AND next_attempt_at IS NULL AND created_at < clock_timestamp() - make_interval(secs => $1);
+SELECT COUNT(*), COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - MIN(GREATEST(created_at, deliver_at))), 0)::float8 FROM golden_outbox WHERE status = 0 AND next_attempt_at IS NULL AND created_at < clock_timestamp() - make_interval(secs => $1) AND (deliver_at IS NULL OR deliver_at < clock_timestamp() - make_interval(secs => $1));
 
 -- admin Status
 SELECT topic, SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 3 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN created_at END) FROM golden_outbox WHERE status IN (0, 2, 3) GROUP BY topic ORDER BY topic;

@@ -190,10 +190,13 @@ func (c CDC) ForgetSlot(slot string) Query {
 }
 
 // StrandedRows counts the pending rows of the tenants that are not on the retry path and older
-// than age, and selects the age in seconds of the oldest (by the database's clock).
+// than age, and selects the age in seconds of the oldest (by the database's clock). A released
+// scheduled row is aged from its delivery time (the later of created_at and deliver_at;
+// GREATEST ignores a NULL deliver_at): until then it was not the stream's to deliver.
 func (c CDC) StrandedRows(age time.Duration) Query {
-	query := "SELECT COUNT(*), COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - MIN(created_at)), 0)::float8 FROM " + c.s.table.Events() +
-		" WHERE status = 0 AND next_attempt_at IS NULL AND created_at < clock_timestamp() - make_interval(secs => $1)"
+	query := "SELECT COUNT(*), COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - MIN(GREATEST(created_at, deliver_at))), 0)::float8 FROM " +
+		c.s.table.Events() + " WHERE status = 0 AND next_attempt_at IS NULL AND created_at < clock_timestamp() - make_interval(secs => $1)" +
+		" AND (deliver_at IS NULL OR deliver_at < clock_timestamp() - make_interval(secs => $1))"
 	args := []any{age.Seconds()}
 	if len(c.s.tenants) > 0 {
 		query += " AND tenant_id = ANY($2)"
