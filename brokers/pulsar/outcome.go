@@ -78,11 +78,12 @@ const frameOverhead = 512
 // connection, or written before the producer was retired): at-least-once, deduplicated by
 // the consumer on the message UUID.
 func (p *Publisher) PublishEach(ctx context.Context, topic string, msgs []*message.Message) []error {
-	return p.publishEach(ctx, topic, msgs, nil)
+	return p.publishEach(ctx, topic, msgs, nil, nil)
 }
 
-// publishEach is PublishEach where msgs[i] is sent with schemas[i] when schemas is not nil.
-func (p *Publisher) publishEach(ctx context.Context, topic string, msgs []*message.Message, schemas []apulsar.Schema) []error {
+// publishEach is PublishEach where msgs[i] is sent with schemas[i] when schemas is not nil, and
+// fails with refused[i] when refused is not nil and refused[i] is not (its schema is unusable).
+func (p *Publisher) publishEach(ctx context.Context, topic string, msgs []*message.Message, schemas []apulsar.Schema, refused []error) []error {
 	errs := make([]error, len(msgs))
 	if ctx == nil {
 		ctx = context.Background()
@@ -119,6 +120,8 @@ func (p *Publisher) publishEach(ctx context.Context, topic string, msgs []*messa
 		}
 		if err := p.check(full, i, msgs); err != nil {
 			call.fail(i, err)
+		} else if refused != nil && refused[i] != nil {
+			call.fail(i, refused[i])
 		}
 	}
 	if call.remaining() == 0 {

@@ -35,6 +35,8 @@ type Publisher struct {
 
 	mu        sync.Mutex
 	producers map[string]*producerSlot
+	// schemas caches the client's schema of each schema PublishEachWithSchema is handed.
+	schemas clientSchemas
 
 	// retiring counts the producers being closed in the background by retire; Close waits
 	// for them.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/hamba/avro/v2"
 
 	"github.com/outboxkit/outboxkit/brokers/pulsar"
+	"github.com/outboxkit/outboxkit/brokers/schema/nativeschema"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
 )
 
@@ -39,7 +41,7 @@ func TestPublishEachWithSchemaRegistersTheTopicSchema(t *testing.T) {
 	pub := newTestPublisher(t, nil)
 
 	parsed := avro.MustParse(countedV1)
-	v1 := apulsar.NewAvroSchema(countedV1, nil)
+	v1 := &nativeschema.Schema{Type: nativeschema.Avro, Definition: countedV1, ID: 1}
 	var msgs []*message.Message
 	for i, n := range []int64{1, 9007199254740993} {
 		body, err := avro.Marshal(parsed, map[string]any{"n": n})
@@ -49,7 +51,7 @@ func TestPublishEachWithSchemaRegistersTheTopicSchema(t *testing.T) {
 		msgs = append(msgs, message.NewMessage(watermill.NewUUID(), body))
 		msgs[i].Metadata.Set("aggregate_id", "k")
 	}
-	for i, err := range pub.PublishEachWithSchema(ctx, topic, msgs, []apulsar.Schema{v1, v1}) {
+	for i, err := range pub.PublishEachWithSchema(ctx, topic, msgs, []*nativeschema.Schema{v1, v1}) {
 		if err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}
@@ -99,8 +101,8 @@ func TestPublishEachWithSchemaRegistersTheTopicSchema(t *testing.T) {
 	refused[0].Metadata.Set("aggregate_id", "k")
 	refused[1].Metadata.Set("aggregate_id", "k")
 	refused[2].Metadata.Set("aggregate_id", "other")
-	other := apulsar.NewAvroSchema(countedOther, nil)
-	errs := pub.PublishEachWithSchema(ctx, topic, refused, []apulsar.Schema{other, other, v1})
+	other := &nativeschema.Schema{Type: nativeschema.Avro, Definition: countedOther, ID: 2}
+	errs := pub.PublishEachWithSchema(ctx, topic, refused, []*nativeschema.Schema{other, other, v1})
 	if !errors.Is(errs[0], pulsar.ErrSchemaRefused) || !pulsar.Retriable(errs[0]) {
 		t.Errorf("message with a refused schema: %v (retriable %v), want ErrSchemaRefused, retriable", errs[0], pulsar.Retriable(errs[0]))
 	}
@@ -112,6 +114,20 @@ func TestPublishEachWithSchemaRegistersTheTopicSchema(t *testing.T) {
 	}
 	if errs := pub.PublishEachWithSchema(ctx, topic, refused[:1], nil); !errors.Is(errs[0], apulsar.ErrInvalidMessage) {
 		t.Errorf("no schemas for one message: %v, want ErrInvalidMessage", errs[0])
+	}
+
+	// A schema the client cannot use (a type Pulsar's registry is not sent) fails its message
+	// before anything is sent, retriably, and holds the rest of its key; the other key goes.
+	unusable := &nativeschema.Schema{Type: "PROTOBUF", Definition: `syntax = "proto3";`, ID: 3}
+	errs = pub.PublishEachWithSchema(ctx, topic, refused, []*nativeschema.Schema{unusable, v1, v1})
+	if !errors.Is(errs[0], pulsar.ErrSchemaRefused) || !pulsar.Retriable(errs[0]) || !strings.Contains(errs[0].Error(), `"PROTOBUF"`) {
+		t.Errorf("message with an unusable schema: %v (retriable %v), want ErrSchemaRefused naming PROTOBUF, retriable", errs[0], pulsar.Retriable(errs[0]))
+	}
+	if !errors.Is(errs[1], pulsar.ErrEarlierMessageFailed) {
+		t.Errorf("later message of the key: %v, want ErrEarlierMessageFailed", errs[1])
+	}
+	if errs[2] != nil {
+		t.Errorf("other key's message: %v, want sent", errs[2])
 	}
 }
 

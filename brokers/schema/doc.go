@@ -16,7 +16,9 @@
 //
 // Around a publisher whose broker has a schema registry of its own (the NativePublisher
 // capability: brokers/pulsar's), the decorator publishes the bare Avro body instead, with the
-// subject's Avro schema, which Pulsar records with the topic for its typed consumers.
+// subject's Avro schema, which Pulsar records with the topic for its typed consumers. The schema
+// is handed over as a nativeschema.Schema, which names no broker: this package links no broker's
+// client.
 //
 // The subject is named by a Strategy: the topic (<topic>-value, the default), the record (the
 // event's event_type metadata) or both (<topic>-<event_type>).

@@ -7,8 +7,9 @@ import (
 	"sync"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	apulsar "github.com/apache/pulsar-client-go/pulsar"
 	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/outboxkit/outboxkit/brokers/schema/nativeschema"
 )
 
 // NativePublisher is the capability of a publisher whose broker has a schema registry of its
@@ -16,28 +17,26 @@ import (
 // decorator then publishes each event's bare Avro body (no Confluent header) with the Avro
 // schema of its subject, which the broker records with the topic, so that a consumer with a
 // typed Avro schema reads the events. The schema still comes from the configured registry, by
-// the same subjects and versions as on Kafka: one configuration for both brokers.
-type NativePublisher interface {
-	// PublishEachWithSchema is PublishEach where msgs[i] is sent as a message of schemas[i]
-	// (nil: as bytes).
-	PublishEachWithSchema(ctx context.Context, topic string, msgs []*message.Message, schemas []apulsar.Schema) []error
-}
+// the same subjects and versions as on Kafka: one configuration for both brokers. The schemas
+// it is handed (nativeschema.Schema) name no broker, so this package does not link any
+// broker's client.
+type NativePublisher = nativeschema.Publisher
 
 // nativeSchemas caches the broker-side schema of each registry schema id.
 type nativeSchemas struct {
 	mu   sync.Mutex
-	byID map[int]apulsar.Schema
+	byID map[int]*nativeschema.Schema
 }
 
 // of returns the broker-side schema of s, the schema of subject: Avro only, self-contained
 // (without references), since the broker's registry takes one Avro definition per schema.
 // Anything else is a *RegistryError: the registry's schema or the configuration is to fix, not
 // the event.
-func (n *nativeSchemas) of(subject string, s cached) (apulsar.Schema, error) {
+func (n *nativeSchemas) of(subject string, s cached) (*nativeschema.Schema, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if ps, ok := n.byID[s.id]; ok {
-		return ps, nil
+	if ns, ok := n.byID[s.id]; ok {
+		return ns, nil
 	}
 	if s.typ != sr.TypeAvro {
 		return nil, &RegistryError{Subject: subject, Err: fmt.Errorf(
@@ -47,21 +46,18 @@ func (n *nativeSchemas) of(subject string, s cached) (apulsar.Schema, error) {
 		return nil, &RegistryError{Subject: subject, Err: fmt.Errorf(
 			"schema %d references %d other schemas: a broker with its own schema registry (Pulsar) takes a self-contained Avro schema", s.id, s.references)}
 	}
-	ps, err := apulsar.NewAvroSchemaWithValidation(s.text, nil)
-	if err != nil {
-		return nil, &RegistryError{Subject: subject, Err: fmt.Errorf("schema %d: %w", s.id, err)}
-	}
 	if n.byID == nil {
-		n.byID = map[int]apulsar.Schema{}
+		n.byID = map[int]*nativeschema.Schema{}
 	}
-	n.byID[s.id] = ps
-	return ps, nil
+	ns := &nativeschema.Schema{Type: nativeschema.Avro, Definition: s.text, ID: s.id}
+	n.byID[s.id] = ns
+	return ns, nil
 }
 
 // encodeNative returns a copy of msg whose payload is the bare Avro body of its JSON payload,
 // and the broker-side schema to send it with. An event its writer encoded in the Confluent wire
 // format is refused permanently: the broker's consumers read bare bodies of the topic's schema.
-func (p *publisher) encodeNative(ctx context.Context, topic string, msg *message.Message) (*message.Message, apulsar.Schema, error) {
+func (p *publisher) encodeNative(ctx context.Context, topic string, msg *message.Message) (*message.Message, *nativeschema.Schema, error) {
 	eventType := msg.Metadata.Get(eventTypeKey)
 	if preEncoded(msg) {
 		t, _ := p.enc.target(topic, eventType)

@@ -8,8 +8,8 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
-	apulsar "github.com/apache/pulsar-client-go/pulsar"
 
+	"github.com/outboxkit/outboxkit/brokers/schema/nativeschema"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -87,7 +87,7 @@ type publisher struct {
 // Publish encodes every message before sending any, and sends none when one fails.
 func (p *publisher) Publish(topic string, msgs ...*message.Message) error {
 	ctx := context.Background()
-	out, schemas := make([]*message.Message, len(msgs)), make([]apulsar.Schema, len(msgs))
+	out, schemas := make([]*message.Message, len(msgs)), make([]*nativeschema.Schema, len(msgs))
 	for i, msg := range msgs {
 		enc, ps, err := p.encode(ctx, topic, msg)
 		if err != nil {
@@ -118,7 +118,7 @@ func (p *publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 		return errs
 	}
 	out := make([]*message.Message, 0, len(msgs))
-	schemas := make([]apulsar.Schema, 0, len(msgs))
+	schemas := make([]*nativeschema.Schema, 0, len(msgs))
 	sent := make([]int, 0, len(msgs))
 	refused := map[string]bool{}
 	holdAll := false // after a nil message, whose key is unknown
@@ -199,7 +199,7 @@ func needsEncoding(msg *message.Message) bool {
 // encode returns a copy of msg (UUID, metadata, context kept) with its payload encoded and,
 // for a NativePublisher, the broker-side schema to send it with (else nil); a dead letter as
 // it is, and an event its writer encoded as it is once its framing is checked.
-func (p *publisher) encode(ctx context.Context, topic string, msg *message.Message) (*message.Message, apulsar.Schema, error) {
+func (p *publisher) encode(ctx context.Context, topic string, msg *message.Message) (*message.Message, *nativeschema.Schema, error) {
 	if msg == nil {
 		return nil, nil, &MismatchError{Subject: Subject(topic), Path: "$", Reason: "nil message"}
 	}
