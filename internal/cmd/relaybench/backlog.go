@@ -80,8 +80,8 @@ func setup(db *sql.DB, d database, relay string) (name, topic string, write writ
 	topic = testsupport.UniqueName("bench_events")
 	role, _ := baseOf(relay)
 	switch role {
-	case relayWALCeiling:
-		write, err := walCeilingSetup(ctx, db, d, name)
+	case relayWALCeiling, relayWAL, relayWALExactlyOnce:
+		write, err := walSetup(ctx, db, d, relay, name)
 		return name, topic, write, err
 	case relayOutboxkit, relayExactlyOnce, relayCeiling, relayCDC, relayCDCExactlyOnce, relayCDCCeiling, relayPulsar, relayNATS, relayRabbitMQ,
 		relaySQLWriters, relayAvro, relayProtobuf:
@@ -178,7 +178,7 @@ func cleanup(db *sql.DB, d database, relay, name string) {
 			dropCDC(db, table)
 		}
 	}
-	if relay == relayWALCeiling && d.dialect == outbox.Postgres {
+	if isWAL(relay) && d.dialect == outbox.Postgres {
 		dropWALCeiling(db, name)
 	}
 	for _, suffix := range []string{"", "_leases", "_relays", "_migrations", "_key_locks"} {

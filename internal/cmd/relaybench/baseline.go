@@ -25,7 +25,7 @@ func baseOf(relay string) (string, bool) { return strings.CutSuffix(relay, baseS
 
 // forwarderRelays are the relays that are the outboxkit forwarder on Kafka: those -baseline
 // measures twice.
-var forwarderRelays = []string{relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce}
+var forwarderRelays = []string{relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce, relayWAL, relayWALExactlyOnce}
 
 // withBaseline returns relays with <relay>@base after each forwarder relay.
 func withBaseline(relays []string) []string {

@@ -39,7 +39,7 @@ func isCDC(relay string) bool {
 // isExactlyOnce reports whether relay runs with Delivery exactly_once.
 func isExactlyOnce(relay string) bool {
 	relay, _ = baseOf(relay)
-	return relay == relayExactlyOnce || relay == relayCDCExactlyOnce
+	return relay == relayExactlyOnce || relay == relayCDCExactlyOnce || relay == relayWALExactlyOnce
 }
 
 // cdcNames returns the relay's slot of the default lease group and its publication, both named
@@ -138,6 +138,9 @@ type writeCost struct {
 	base, vsSettings int
 	// target is the most overhead over the base row the setting may cost (issue 22), 0 for none.
 	target float64
+	// role names the rows the target tables read (waltargets.go): "<source>:<path>", path
+	// "sql" or "pgx"; "" for the others.
+	role string
 	// guard pairs the wal writer's row with the same write as a bare emit, without the slot
 	// guard ("guarded:<path>" and "bare:<path>"), to show what the guard costs.
 	guard string
@@ -187,16 +190,16 @@ func measureWriteSide(db *sql.DB, d database, n int) ([]writeCost, error) {
 	const polling, cdc = "polling settings (key lock, notify trigger, a relay listening)", "cdc settings (no key lock, no trigger)"
 	const wal = "wal settings (ModeWAL: a logical decoding message, no row)"
 	settings := []writeSetting{
-		{writeCost: writeCost{label: "database/sql: business row only", base: -1, vsSettings: -1}},
-		{writeCost: writeCost{label: "database/sql: business row + SELECT 1 (the round-trip floor)", base: 0, vsSettings: -1}, floor: true},
-		{writeCost: writeCost{label: "database/sql: + 1 event (WriteTx), " + polling, base: 0, vsSettings: -1, target: 0.30}, w: tables.polling},
-		{writeCost: writeCost{label: "database/sql: + 1 event (WriteTx), " + cdc, base: 0, vsSettings: 2}, w: tables.cdc},
-		{writeCost: writeCost{label: "database/sql: + 1 event (WriteTx), " + wal + "; overhead over the SELECT 1 row", base: 1, vsSettings: 2, target: 0.05, guard: "guarded:database/sql"}, w: tables.wal},
+		{writeCost: writeCost{label: "database/sql: business row only", base: -1, vsSettings: -1, role: "base:sql"}},
+		{writeCost: writeCost{label: "database/sql: business row + SELECT 1 (the round-trip floor)", base: 0, vsSettings: -1, role: "floor:sql"}, floor: true},
+		{writeCost: writeCost{label: "database/sql: + 1 event (WriteTx), " + polling, base: 0, vsSettings: -1, target: 0.30, role: "polling:sql"}, w: tables.polling},
+		{writeCost: writeCost{label: "database/sql: + 1 event (WriteTx), " + cdc, base: 0, vsSettings: 2, role: "cdc:sql"}, w: tables.cdc},
+		{writeCost: writeCost{label: "database/sql: + 1 event (WriteTx), " + wal + "; overhead over the SELECT 1 row", base: 1, vsSettings: 2, target: 0.05, guard: "guarded:database/sql", role: "wal:sql"}, w: tables.wal},
 		{writeCost: writeCost{label: "database/sql: + 1 event (SELECT <table>_emit(...), a plain-SQL writer), " + wal + "; overhead over the SELECT 1 row", base: 1, vsSettings: 2}, w: tables.wal, emit: true},
-		{writeCost: writeCost{label: "pgx batch: business row only", base: -1, vsSettings: -1}, pgx: true},
-		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + polling, base: 6, vsSettings: -1, target: 0.15}, w: tables.polling, pgx: true},
-		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + cdc, base: 6, vsSettings: 7}, w: tables.cdc, pgx: true},
-		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + wal, base: 6, vsSettings: 7, target: 0.10, guard: "guarded:pgx batch"}, w: tables.wal, pgx: true},
+		{writeCost: writeCost{label: "pgx batch: business row only", base: -1, vsSettings: -1, role: "base:pgx"}, pgx: true},
+		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + polling, base: 6, vsSettings: -1, target: 0.15, role: "polling:pgx"}, w: tables.polling, pgx: true},
+		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + cdc, base: 6, vsSettings: 7, role: "cdc:pgx"}, w: tables.cdc, pgx: true},
+		{writeCost: writeCost{label: "pgx batch: + 1 event (QueuePgx, same batch), " + wal, base: 6, vsSettings: 7, target: 0.10, guard: "guarded:pgx batch", role: "wal:pgx"}, w: tables.wal, pgx: true},
 		{writeCost: writeCost{label: "database/sql: + 1 bare emit (pg_logical_emit_message without the slot guard); overhead over the SELECT 1 row", base: 1, vsSettings: 2, guard: "bare:database/sql"}, w: tables.wal, bare: true},
 		{writeCost: writeCost{label: "pgx batch: + 1 bare emit (pg_logical_emit_message without the slot guard, same batch)", base: 6, vsSettings: 7, guard: "bare:pgx batch"}, w: tables.wal, pgx: true, bare: true},
 	}

@@ -224,7 +224,7 @@ func runRelay(role string, d database, name string, o options) error {
 	defer pub.Close()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	switch role {
-	case relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce, relayPulsar, relayNATS, relayRabbitMQ, relaySQLWriters,
+	case relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce, relayWAL, relayWALExactlyOnce, relayPulsar, relayNATS, relayRabbitMQ, relaySQLWriters,
 		relayAvro, relayProtobuf:
 		cfg := forwarder.Config{DB: db, Dialect: d.dialect, Table: name, Publisher: pub,
 			Workers: o.workers, BatchSize: o.batch, MaxBatchBytes: int64(o.batchMiB * (1 << 20)), Logger: logger, IsRetriable: retriable}
@@ -234,10 +234,13 @@ func runRelay(role string, d database, name string, o options) error {
 			reg = prometheus.NewRegistry()
 			cfg.Metrics = reg
 		}
+		if isWAL(role) {
+			walForwarderConfig(&cfg, d, name)
+		}
 		if isExactlyOnce(role) {
 			cfg.Delivery, cfg.CheckpointTopic, cfg.TransactionalUnits = forwarder.ExactlyOnce, "relaybench.checkpoints", o.units
 		}
-		if d.dialect == outbox.Postgres && !isCDC(role) {
+		if d.dialect == outbox.Postgres && !isCDC(role) && !isWAL(role) {
 			table, err := outbox.NewTable(outbox.Postgres, name)
 			if err != nil {
 				return fmt.Errorf("outbox table %q: %w", name, err)

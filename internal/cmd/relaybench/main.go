@@ -9,6 +9,7 @@
 //	go run ./internal/cmd/relaybench -events 20000
 //	go run ./internal/cmd/relaybench -events 20000 -keys 1,10,1000 -dbs postgres,mysql -repeat 3 -svg docs/benchmarks-keys.svg
 //	go run ./internal/cmd/relaybench -only write -repeat 3   # the write-side table alone (PostgreSQL)
+//	go run ./internal/cmd/relaybench -dbs postgres -payloads 256 -events 100000 -keys 1,1000 -relays outboxkit -source cdc,wal -repeat 3   # issue 39's target table (waltargets.go)
 //	go run ./internal/cmd/relaybench -only scheduled -dbs postgres -repeat 3   # scheduled events (sched.go)
 //
 // With RELAYBENCH_CPUPROFILE=<dir>, every relay child writes a CPU profile of its run to
@@ -122,7 +123,7 @@ func main() {
 	steadyRelays := flag.String("steady-relays", "1", "numbers of relay processes sharing the outbox in the latency run, one run each (e.g. 1,3)")
 	flag.IntVar(&o.writers, "writers", 1, "concurrent writers sharing the latency run's rate")
 	relays := flag.String("relays", "outboxkit,stock,ceiling", "relays to measure (outboxkit, outboxkit-sql: outboxkit draining events written by plain SQL, with the write cost beside outbox.Writer; stock, ceiling, cdc-ceiling, outboxkit-pulsar, outboxkit-nats, outboxkit-rabbitmq, outboxkit-avro, outboxkit-protobuf: the forwarder encoding with the registry, every drain's payloads then JSON; -source cdc adds outboxkit-cdc, and cdc-ceiling when ceiling is measured; cdc-ceiling needs -source cdc; wal-ceiling: a relay that only decodes the wal source's messages (written by outbox.Writer in ModeWAL) and produces them, PostgreSQL)")
-	source := flag.String("source", "polling", "polling, or cdc to measure the outboxkit relay with the cdc source too (relay outboxkit-cdc, PostgreSQL), beside polling, with pg_recvlogical's decode ceiling on the same rows and the write-side cost")
+	source := flag.String("source", "polling", "sources measured beside polling, a list: cdc measures the outboxkit relay with the cdc source too (relay outboxkit-cdc, PostgreSQL), with pg_recvlogical's decode ceiling on the same rows and the write-side cost; wal the wal source (relays outboxkit-wal, wal-ceiling and outboxkit-wal-eo, PostgreSQL) and prints issue 39's target table; e.g. -source cdc,wal")
 	delivery := flag.String("delivery", "at_least_once", "at_least_once, or exactly_once to measure the outboxkit relay with exactly-once delivery too (relay outboxkit-eo; with -source cdc also outboxkit-cdc-eo), beside at-least-once")
 	flag.IntVar(&o.repeat, "repeat", 1, "measure every drain this many times (interleaved) and print the median and spread")
 	flag.IntVar(&o.workers, "workers", 0, "outboxkit forwarder Workers (0: its default)")
@@ -184,18 +185,24 @@ func withModeRelays(relays, delivery, source string) (string, error) {
 	default:
 		return "", fmt.Errorf("-delivery: %q is not at_least_once or exactly_once", delivery)
 	}
-	switch source {
-	case "polling":
-	case "cdc":
-		relays += "," + relayCDC
-		if strings.Contains(","+relays+",", ","+relayCeiling+",") {
-			relays += "," + relayCDCCeiling
+	for _, src := range splitList(source) {
+		switch src {
+		case "polling":
+		case "cdc":
+			relays += "," + relayCDC
+			if strings.Contains(","+relays+",", ","+relayCeiling+",") {
+				relays += "," + relayCDCCeiling
+			}
+			if delivery == "exactly_once" {
+				relays += "," + relayCDCExactlyOnce
+			}
+		case "wal":
+			// The wal source's target table (waltargets.go) sets its drain beside the wal
+			// ceiling and its exactly-once drain beside at-least-once.
+			relays += "," + relayWAL + "," + relayWALCeiling + "," + relayWALExactlyOnce
+		default:
+			return "", fmt.Errorf("-source: %q is not polling, cdc or wal", src)
 		}
-		if delivery == "exactly_once" {
-			relays += "," + relayCDCExactlyOnce
-		}
-	default:
-		return "", fmt.Errorf("-source: %q is not polling or cdc", source)
 	}
 	return relays, nil
 }
@@ -232,7 +239,7 @@ func (o *options) parse(brokers, keys, dbs, payloads, relays string) error {
 	}
 	for _, r := range splitList(relays) {
 		switch r {
-		case relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce, relayStock, relayCeiling, relayCDCCeiling, relayWALCeiling,
+		case relayOutboxkit, relayExactlyOnce, relayCDC, relayCDCExactlyOnce, relayWAL, relayWALExactlyOnce, relayStock, relayCeiling, relayCDCCeiling, relayWALCeiling,
 			relayPulsar, relayNATS, relayRabbitMQ, relaySQLWriters, relayAvro, relayProtobuf:
 			if !contains(o.relays, r) {
 				o.relays = append(o.relays, r)

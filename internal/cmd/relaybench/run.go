@@ -79,7 +79,7 @@ func runSteady(conns connections, o options, noise *noise, res *results) ([]stea
 	var rows []steadyResult
 	for _, db := range o.dbs {
 		for _, relay := range o.relays {
-			if relay == relayCeiling || relay == relayWALCeiling {
+			if relay == relayCeiling || relay == relayWALCeiling || relay == relayWALExactlyOnce {
 				continue // the ceilings are drain floors; the wal ceiling's latency would need stamps it does not read
 			}
 			if _, isBase := baseOf(relay); isBase {
@@ -92,12 +92,18 @@ func runSteady(conns connections, o options, noise *noise, res *results) ([]stea
 			if reason := res.unavailableRelay(db.name, relay); reason != "" {
 				continue
 			}
-			for _, n := range o.steadyRelays {
-				r, err := steady(conns.get(db.name), db, o, relay, n, o.payloads[0], maxInt(o.keys))
-				if err != nil {
-					return nil, fmt.Errorf("%s steady rate on %s, %d relays: %w", relay, db.label, n, err)
+			reps := 1
+			if relay == relayWAL {
+				reps = o.repeat // its target's spread (waltargets.go)
+			}
+			for range reps {
+				for _, n := range o.steadyRelays {
+					r, err := steady(conns.get(db.name), db, o, relay, n, o.payloads[0], maxInt(o.keys))
+					if err != nil {
+						return nil, fmt.Errorf("%s steady rate on %s, %d relays: %w", relay, db.label, n, err)
+					}
+					rows = append(rows, r)
 				}
-				rows = append(rows, r)
 			}
 		}
 	}
@@ -105,29 +111,39 @@ func runSteady(conns connections, o options, noise *noise, res *results) ([]stea
 }
 
 // writeResults are the write-side measurements: the cost of an event in a transaction, alone and
-// under concurrency (with the cdc relay on PostgreSQL), and of plain-SQL writers.
+// under concurrency (with the cdc or wal relay on PostgreSQL), and of plain-SQL writers. With the
+// wal relay they are measured o.repeat times, for the spread of its targets.
 type writeResults struct {
-	single     []writeCost
-	concurrent []concurrentCost
-	sql        []sqlWriteCost
+	singleReps     [][]writeCost
+	concurrentReps [][]concurrentCost
+	sql            []sqlWriteCost
 }
 
 // runWrites measures the write side the relays of o ask for.
 func runWrites(conns connections, o options, noise *noise) (writeResults, error) {
 	var w writeResults
-	var err error
 	if o.skipWrites {
 		return w, nil
 	}
-	if contains(o.relays, relayCDC) && containsDB(o.dbs, "postgres") {
-		noise.sample()
-		pg, _ := o.database("postgres")
-		if w.single, err = measureWriteSide(conns.get("postgres"), pg, 2000); err != nil {
-			return w, fmt.Errorf("write-side cost: %w", err)
+	if (contains(o.relays, relayCDC) || contains(o.relays, relayWAL)) && containsDB(o.dbs, "postgres") {
+		reps := 1
+		if contains(o.relays, relayWAL) {
+			reps = o.repeat
 		}
-		noise.sample()
-		if w.concurrent, err = measureConcurrentWrites(conns.get("postgres"), pg); err != nil {
-			return w, fmt.Errorf("write side under concurrency: %w", err)
+		pg, _ := o.database("postgres")
+		for rep := 1; rep <= reps; rep++ {
+			noise.sample()
+			single, err := measureWriteSide(conns.get("postgres"), pg, 2000)
+			if err != nil {
+				return w, fmt.Errorf("write-side cost: %w", err)
+			}
+			noise.sample()
+			concurrent, err := measureConcurrentWrites(conns.get("postgres"), pg)
+			if err != nil {
+				return w, fmt.Errorf("write side under concurrency: %w", err)
+			}
+			w.singleReps, w.concurrentReps = append(w.singleReps, single), append(w.concurrentReps, concurrent)
+			fmt.Fprintf(os.Stderr, "[%d/%d] write side measured, load average %s\n", rep, reps, loadavg())
 		}
 	}
 	if contains(o.relays, relaySQLWriters) {
@@ -154,8 +170,14 @@ func report(o options, res *results, steadyRows []steadyResult, w writeResults, 
 	printSteadyTable(os.Stdout, steadyRows, o)
 	printCDCTargets(os.Stdout, res, steadyRows, o)
 	printExactlyOnceTargets(os.Stdout, res, steadyRows, o)
-	printWriteTable(os.Stdout, w.single)
-	printConcurrentTable(os.Stdout, w.concurrent)
+	for i, single := range w.singleReps {
+		if len(w.singleReps) > 1 {
+			fmt.Fprintf(os.Stdout, "\nwrite side, repetition %d of %d:\n", i+1, len(w.singleReps))
+		}
+		printWriteTable(os.Stdout, single)
+		printConcurrentTable(os.Stdout, w.concurrentReps[i])
+	}
+	printWALTargets(os.Stdout, res, steadyRows, w, o)
 	noise.print(os.Stdout, res)
 	if o.svg != "" {
 		if err := writePlot(o.svg, res, o); err != nil {
@@ -196,8 +218,8 @@ func runWriteSide(conns connections, o options, noise *noise, began time.Time) e
 	return nil
 }
 
-// drainCase is one relay at one number of keys; the ceiling, which ignores keys, is measured
-// once per (db, payload), at the largest number of keys.
+// drainCase is one relay at one number of keys; the ceiling and the wal ceiling, which ignore
+// keys, are measured once per (db, payload), at the largest number of keys.
 type drainCase struct {
 	relay string
 	keys  int
@@ -210,9 +232,12 @@ func drainCases(o options) []drainCase {
 	if contains(o.relays, relayCeiling) {
 		cases = append(cases, drainCase{relayCeiling, maxInt(o.keys)})
 	}
+	if contains(o.relays, relayWALCeiling) {
+		cases = append(cases, drainCase{relayWALCeiling, maxInt(o.keys)})
+	}
 	for _, k := range o.keys {
 		for _, r := range o.relays {
-			if r != relayCeiling {
+			if r != relayCeiling && r != relayWALCeiling {
 				cases = append(cases, drainCase{r, k})
 			}
 		}

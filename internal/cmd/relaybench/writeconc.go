@@ -52,6 +52,8 @@ type concurrentCost struct {
 	base int
 	// keep is the share the setting must keep (0: concurrentKeep; negative: no target).
 	keep float64
+	// role names the rows the target tables read, as writeCost.role.
+	role string
 }
 
 // writeTables are the tables of a write-side measurement: a business table, and an outbox table
@@ -166,8 +168,8 @@ func measureConcurrentWrites(db *sql.DB, d database) ([]concurrentCost, error) {
 		{concurrentCost: concurrentCost{label: "pgx batch: + 1 event (QueuePgx), " + polling, base: 3}, w: tables.polling, pgx: true},
 		{concurrentCost: concurrentCost{label: "pgx batch: + 1 event (QueuePgx), " + cdc, base: 3}, w: tables.cdc, pgx: true},
 		{concurrentCost: concurrentCost{label: "database/sql: business row + SELECT 1 (the round-trip floor)", base: 0, keep: -1}, floor: true},
-		{concurrentCost: concurrentCost{label: "database/sql: + 1 event (WriteTx), " + wal, base: 0, keep: walKeep}, w: tables.wal},
-		{concurrentCost: concurrentCost{label: "pgx batch: + 1 event (QueuePgx), " + wal, base: 3, keep: walKeep}, w: tables.wal, pgx: true},
+		{concurrentCost: concurrentCost{label: "database/sql: + 1 event (WriteTx), " + wal, base: 0, keep: walKeep, role: "wal:sql"}, w: tables.wal},
+		{concurrentCost: concurrentCost{label: "pgx batch: + 1 event (QueuePgx), " + wal, base: 3, keep: walKeep, role: "wal:pgx"}, w: tables.wal, pgx: true},
 	}
 	insert := "INSERT INTO " + tables.business + " (note) VALUES ($1)"
 	order := make([]int, len(settings))
