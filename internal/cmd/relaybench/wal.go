@@ -34,14 +34,24 @@ func isWAL(relay string) bool {
 	return relay == relayWAL || relay == relayWALExactlyOnce || relay == relayWALCeiling
 }
 
+// walEORefusal is how the forwarder's configuration check refuses Delivery exactly_once with
+// Source wal while it does not have it (forwarder/wal_config.go).
+const walEORefusal = "Source wal with Delivery exactly_once is not supported"
+
 // walExactlyOnceBuilt reports whether this build's forwarder accepts Delivery exactly_once with
-// Source wal: its configuration check is asked, nothing connects.
+// Source wal: its configuration check is asked whether it refuses the combination; nothing
+// connects.
 func walExactlyOnceBuilt() bool {
-	cfg := forwarder.Config{Source: forwarder.SourceWAL, Delivery: forwarder.ExactlyOnce, Dialect: outbox.Postgres,
-		Table: "relaybench_probe", DB: &sql.DB{}, Publisher: noPublisher{}, CheckpointTopic: "relaybench.checkpoints"}
-	cfg.WAL.DSN = "postgres://probe@localhost/probe"
-	err := cfg.Validate()
-	return err == nil || !strings.Contains(err.Error(), "exactly_once is not supported")
+	err := walProbeConfig(forwarder.ExactlyOnce).Validate()
+	return err == nil || !strings.Contains(err.Error(), walEORefusal)
+}
+
+// walProbeConfig is a wal relay configuration with delivery for walExactlyOnceBuilt.
+func walProbeConfig(delivery forwarder.Delivery) forwarder.Config {
+	cfg := forwarder.Config{Dialect: outbox.Postgres, Table: "relaybench_probe", DB: &sql.DB{}, Publisher: noPublisher{},
+		Delivery: delivery, CheckpointTopic: "relaybench.checkpoints"}
+	walForwarderConfig(&cfg, database{dsn: "postgres://probe@localhost/probe"}, cfg.Table)
+	return cfg
 }
 
 // noPublisher is the publisher of walExactlyOnceBuilt's configuration, never used.
