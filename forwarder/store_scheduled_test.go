@@ -3,6 +3,7 @@ package forwarder
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -252,4 +253,38 @@ func TestStoreReleasedEventRetriesAndWaitsBehindItsParkedKey(t *testing.T) {
 			t.Fatalf("cancel of the dead-lettered scheduled event: %+v, want it Released", res)
 		}
 	})
+}
+
+// On MySQL/MariaDB an open release transaction holds up no writer: a scheduled event inserted
+// among the due rows it has locked commits at once. The release's locking read took gap locks
+// under REPEATABLE READ, where such an insert waited for the release, and the release's update
+// deadlocked with other workers' releases and claims (Error 1213 in relaybench -only scheduled
+// on MariaDB). The bound is a hang bound: the insert either goes through at once or waits for
+// the release, which this test holds open until the insert returned.
+func TestStoreOpenReleaseHoldsUpNoWriter(t *testing.T) {
+	fx := newStoreFixture(t, outbox.MySQL)
+	now := time.Now()
+	fx.writeAt("a", now.Add(-2*time.Hour))
+	fx.writeAt("b", now.Add(-30*time.Minute))
+	err := fx.store.ReleaseTx(fx.ctx, fx.db, func(tx *sql.Tx) error {
+		if n, err := fx.store.ReleaseDueIn(fx.ctx, tx, allPartitions(), 100); err != nil || n != 2 {
+			return fmt.Errorf("release in an open transaction: %d rows, %v; want 2", n, err)
+		}
+		ctx, cancel := context.WithTimeout(fx.ctx, 10*time.Second)
+		defer cancel()
+		w, err := fx.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = w.Rollback() }()
+		e := outbox.Event{Topic: "t", AggregateType: "order", AggregateID: "c", EventType: "Happened", Payload: []byte("c"),
+			DeliverAt: now.Add(-time.Hour)}
+		if err := fx.writer.WriteTx(ctx, w, e); err != nil {
+			return fmt.Errorf("a writer's insert of an event due between the released ones, while the release is open: %w", err)
+		}
+		return w.Commit()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/outboxkit/outboxkit/forwarder/internal/sqlstore"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -21,11 +20,20 @@ func (s *Store) ReleaseDue(ctx context.Context, db *sql.DB, partitions []int, li
 	var err error
 	if s.Dialect == outbox.MySQL {
 		// Two statements: they need a transaction. Elsewhere the release is one statement.
-		err = sqlstore.InTx(ctx, db, func(tx *sql.Tx) error { _, err := s.ReleaseDueIn(ctx, tx, partitions, limit); return err })
+		err = s.ReleaseTx(ctx, db, func(tx *sql.Tx) error { _, err := s.ReleaseDueIn(ctx, tx, partitions, limit); return err })
 	} else {
 		_, err = s.ReleaseDueIn(ctx, db, partitions, limit)
 	}
 	return err
+}
+
+// ReleaseTx runs fn in the transaction of a MySQL release: the lease transaction's READ
+// COMMITTED (sqlstore.MySQL.LeaseTx). Under REPEATABLE READ the release's locking read took
+// gap locks on the scheduled index, so a writer inserting an event due in that range waited for
+// the release, and the release's update of those rows could deadlock with the other workers'
+// releases and claims (Error 1213).
+func (s *Store) ReleaseTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	return s.InLeaseTx(ctx, db, fn)
 }
 
 // ReleaseDueIn is ReleaseDue through q (on MySQL, a transaction) and returns the number of rows
