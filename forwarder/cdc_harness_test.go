@@ -49,12 +49,18 @@ func (h *harness) waitForStreamBy(notPID int) int {
 // TestCDCBacklogOnlyInTheTable covers). It returns the forwarder's stop function.
 func (h *harness) writeAndStart(cfg forwarder.Config, write func()) (stop func()) {
 	h.t.Helper()
-	if cfg.Source != forwarder.SourceCDC {
+	switch cfg.Source {
+	case forwarder.SourceCDC:
+		stop = h.start(cfg)
+		h.waitForStream()
+	case forwarder.SourceWAL:
+		// The slot exists from the relay's first start: messages emitted before are refused.
+		stop = h.start(cfg)
+		h.waitForWALStream(forwarder.WALSlotName(h.writer.Table().Events(), "default"))
+	default:
 		write()
 		return h.start(cfg)
 	}
-	stop = h.start(cfg)
-	h.waitForStream()
 	write()
 	return stop
 }

@@ -88,7 +88,19 @@ func (h *harness) publisher() message.Publisher {
 func (h *harness) config(pub message.Publisher) forwarder.Config {
 	cfg := forwardertest.Config(h.db, h.dialect, h.writer.Table().Events(), pub)
 	cfg.Source, cfg.CDC = h.source, h.cdcConfig()
+	if h.source == forwarder.SourceWAL {
+		cfg.WAL = forwarder.WALConfig{DSN: testsupport.PostgresDSN(h.t), StatusInterval: 200 * time.Millisecond, RetryInterval: 50 * time.Millisecond}
+	}
 	return cfg
+}
+
+// scheduler is the writer that cancels and reschedules the harness's scheduled events: the one
+// that writes them (the wal source's ModeWAL writer), or writer.
+func (h *harness) scheduler() *outbox.Writer {
+	if w, ok := h.txWriter.(*outbox.Writer); ok {
+		return w
+	}
+	return h.writer
 }
 
 // start runs a forwarder until the returned stop function is called (or the test ends); stop

@@ -92,6 +92,9 @@ func TestScheduledEventsRelayed(t *testing.T) {
 	// until they are due (docs/cdc.md, scheduled events). The relay streams before the events
 	// are written, so the stream, not the drain of a fresh slot, carries them.
 	t.Run("cdc", func(t *testing.T) { testScheduledEventsRelayed(t, newCDCHarness(t, brokers)) })
+	// The wal source: the ModeWAL writer stores a scheduled event as a row and emits the
+	// others; the relay's drain releases the row when it is due.
+	t.Run("wal", func(t *testing.T) { testScheduledEventsRelayed(t, newWALHarness(t, brokers)) })
 }
 
 func testScheduledEventsRelayed(t *testing.T, h *harness) {
@@ -124,7 +127,7 @@ func testScheduledEventsRelayed(t *testing.T, h *harness) {
 			t.Fatal(err)
 		}
 		defer func() { _ = tx.Rollback() }()
-		res, err := h.writer.Cancel(ctx, wsql.TxFromStdSQL(tx), id)
+		res, err := h.scheduler().Cancel(ctx, wsql.TxFromStdSQL(tx), id)
 		if err != nil || !slices.Equal(res.Changed, []uuid.UUID{id}) {
 			t.Fatalf("cancel %s: %+v, %v", id, res, err)
 		}
@@ -141,7 +144,7 @@ func testScheduledEventsRelayed(t *testing.T, h *harness) {
 			ids[i] = e.ID
 			e.DeliverAt = at
 		}
-		if res, err := h.writer.Reschedule(ctx, wsql.TxFromStdSQL(tx), at, ids...); err != nil || len(res.Changed) != len(ids) {
+		if res, err := h.scheduler().Reschedule(ctx, wsql.TxFromStdSQL(tx), at, ids...); err != nil || len(res.Changed) != len(ids) {
 			t.Fatalf("reschedule %v: %+v, %v", ids, res, err)
 		}
 	}
@@ -185,7 +188,7 @@ func testScheduledEventsRelayed(t *testing.T, h *harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := h.writer.Reschedule(ctx, wsql.TxFromStdSQL(tx), time.Time{}, held[1].ID); err != nil || len(res.Changed) != 1 {
+	if res, err := h.scheduler().Reschedule(ctx, wsql.TxFromStdSQL(tx), time.Time{}, held[1].ID); err != nil || len(res.Changed) != 1 {
 		t.Fatalf("reschedule: %+v, %v", res, err)
 	}
 	if err := tx.Commit(); err != nil {

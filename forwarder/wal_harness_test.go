@@ -7,7 +7,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/outboxkit/outboxkit/forwarder"
-	"github.com/outboxkit/outboxkit/internal/testsupport"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
@@ -55,9 +54,7 @@ func dropWALSlot(t testing.TB, h *harness, slot string) {
 
 // walConfig is h.config with the wal source's settings: quick test timings on the test database.
 func (h *harness) walConfig(pub message.Publisher) forwarder.Config {
-	cfg := h.config(pub)
-	cfg.WAL = forwarder.WALConfig{DSN: testsupport.PostgresDSN(h.t), StatusInterval: 200 * time.Millisecond, RetryInterval: 50 * time.Millisecond}
-	return cfg
+	return h.config(pub)
 }
 
 // waitForWALStream waits until a walsender streams the slot (created by the relay at its first

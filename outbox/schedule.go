@@ -74,9 +74,6 @@ const scheduledText = "4"
 // list of the ids.
 func (w *Writer) changeScheduled(ctx context.Context, tx wsql.ContextExecutor, what string, ids []uuid.UUID,
 	statement func(in string) (string, []any)) (ScheduleResult, error) {
-	if w.config.Mode == ModeWAL {
-		return ScheduleResult{}, fmt.Errorf("outbox: %s: scheduled events need a table (ModeTable), the writer is in %s", what, w.config.Mode)
-	}
 	if tx == nil {
 		return ScheduleResult{}, fmt.Errorf("outbox: %s: the transaction is nil", what)
 	}

@@ -94,10 +94,6 @@ func (e Event) validateWAL() error {
 			return bad(f.name, f.value)
 		}
 	}
-	if !e.DeliverAt.IsZero() {
-		return fmt.Errorf("%w %s (type %q, aggregate %q): deliver at %s: scheduled events need a table (ModeTable), ModeWAL has none to keep them in",
-			ErrInvalidEvent, e.ID, e.EventType, e.AggregateID, e.DeliverAt.UTC().Format(time.RFC3339Nano))
-	}
 	if len(e.Headers) > 0xffff {
 		return fmt.Errorf("%w %s: %d headers, the limit is 65535", ErrInvalidEvent, e.ID, len(e.Headers))
 	}

@@ -23,7 +23,9 @@ const (
 	// pg_logical_emit_message(true, [Table.WALPrefix], envelope), that commits or rolls back with
 	// the caller's transaction: no row, no index, no trigger, and no key lock (the wal source
 	// orders a key's events by commit order from the WAL). The envelope is documented in
-	// docs/wal.md. The table is still migrated: the wal source parks failing keys' events in it.
+	// docs/wal.md. The table is still migrated: the wal source parks failing keys' events in it,
+	// and a scheduled event (Event.DeliverAt) is written into it as a row, in the same
+	// transaction, which the relay releases when it is due.
 	ModeWAL Mode = "wal"
 )
 
@@ -54,17 +56,62 @@ func (w *Writer) emit(ctx context.Context, tx wsql.ContextExecutor, events []Eve
 	return nil
 }
 
-// queueEmit validates events and queues their envelopes' emits into batch.
-func (w *Writer) queueEmit(batch *pgx.Batch, events []Event) error {
+// splitScheduled separates the scheduled events (a DeliverAt) from the others, each in write
+// order. In [ModeWAL] a scheduled event is a row of the table (status scheduled) rather than a
+// message: the wal relay releases it from there when it is due (docs/scheduled.md), and
+// Writer.Cancel and Reschedule find it there.
+func splitScheduled(events []Event) (streamed, scheduled []Event) {
+	for _, e := range events {
+		if e.DeliverAt.IsZero() {
+			streamed = append(streamed, e)
+		} else {
+			scheduled = append(scheduled, e)
+		}
+	}
+	return streamed, scheduled
+}
+
+// writeWAL writes events (prepared) in [ModeWAL]: the scheduled ones as rows, the others as
+// logical decoding messages. A write of scheduled events only emits nothing, so it does not
+// check the slot: the table keeps them.
+func (w *Writer) writeWAL(ctx context.Context, tx wsql.ContextExecutor, events []Event) error {
+	streamed, scheduled := splitScheduled(events)
+	if len(streamed) > 0 {
+		if err := w.emit(ctx, tx, withTraceContext(ctx, streamed)); err != nil {
+			return err
+		}
+	}
+	if len(scheduled) > 0 {
+		return w.insert(ctx, tx, scheduled)
+	}
+	return nil
+}
+
+// queueWAL validates events and queues, into batch, their envelopes' emits and the INSERT of
+// the scheduled ones.
+func (w *Writer) queueWAL(batch *pgx.Batch, events []Event) error {
 	if err := w.prepare(events); err != nil {
 		return err
 	}
-	envelopes, err := walEnvelopes(events)
-	if err != nil {
-		return err
+	streamed, scheduled := splitScheduled(events)
+	if len(scheduled) > maxRowsPerInsert {
+		return fmt.Errorf("outbox: %d scheduled events in one queued INSERT, the limit is %d", len(scheduled), maxRowsPerInsert)
 	}
-	for _, env := range envelopes {
-		batch.Queue(w.emitSQL, env)
+	if len(streamed) > 0 {
+		envelopes, err := walEnvelopes(streamed)
+		if err != nil {
+			return err
+		}
+		for _, env := range envelopes {
+			batch.Queue(w.emitSQL, env)
+		}
+	}
+	if len(scheduled) > 0 {
+		q, err := w.adapter.insertQuery(scheduled)
+		if err != nil {
+			return err
+		}
+		batch.Queue(q.Query, q.Args...)
 	}
 	return nil
 }
@@ -112,7 +159,18 @@ func (p *walPublisher) Publish(topic string, msgs ...*message.Message) error {
 	if err := p.writer.prepare(events); err != nil {
 		return err
 	}
-	return p.writer.emit(msgs[0].Context(), p.tx, events)
+	streamed, scheduled := splitScheduled(events)
+	if len(streamed) > 0 {
+		if err := p.writer.emit(msgs[0].Context(), p.tx, streamed); err != nil {
+			return err
+		}
+	}
+	if len(scheduled) > 0 {
+		// Each message's trace context is in its event's headers already: the insert must not
+		// put the first message's over the others'.
+		return p.writer.insert(trace.ContextWithSpanContext(msgs[0].Context(), trace.SpanContext{}), p.tx, scheduled)
+	}
+	return nil
 }
 
 // Close does nothing: the publisher holds nothing but the caller's transaction.

@@ -146,8 +146,13 @@ func (w *Writer) Write(ctx context.Context, tx wsql.ContextExecutor, events ...E
 		return errors.New("outbox: Write: the transaction is nil")
 	}
 	if w.config.Mode == ModeWAL {
-		return w.emit(ctx, tx, withTraceContext(ctx, events))
+		return w.writeWAL(ctx, tx, events)
 	}
+	return w.insert(ctx, tx, events)
+}
+
+// insert stores events (prepared) as rows of the table through tx.
+func (w *Writer) insert(ctx context.Context, tx wsql.ContextExecutor, events []Event) error {
 	msgs := make(message.Messages, len(events))
 	for i := range events {
 		e := &events[i]
@@ -156,7 +161,7 @@ func (w *Writer) Write(ctx context.Context, tx wsql.ContextExecutor, events ...E
 		msg.SetContext(ctx)
 		msgs[i] = msg
 	}
-	pub, err := w.Publisher(tx)
+	pub, err := w.tablePublisher(tx)
 	if err != nil {
 		return err
 	}
@@ -190,7 +195,7 @@ func (w *Writer) QueuePgx(batch *pgx.Batch, events ...Event) error {
 		return nil
 	}
 	if w.config.Mode == ModeWAL {
-		return w.queueEmit(batch, events)
+		return w.queueWAL(batch, events)
 	}
 	if len(events) > maxRowsPerInsert {
 		return fmt.Errorf("outbox: %d events in one queued INSERT, the limit is %d", len(events), maxRowsPerInsert)
@@ -253,6 +258,11 @@ func (w *Writer) Publisher(tx wsql.ContextExecutor) (message.Publisher, error) {
 		}
 		return &walPublisher{writer: w, tx: tx}, nil
 	}
+	return w.tablePublisher(tx)
+}
+
+// tablePublisher is [Writer.Publisher] in [ModeTable]: it inserts rows.
+func (w *Writer) tablePublisher(tx wsql.ContextExecutor) (message.Publisher, error) {
 	pub, err := wsql.NewPublisher(tx, wsql.PublisherConfig{SchemaAdapter: w.adapter}, w.config.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: create watermill-sql publisher: %w", err)

@@ -53,13 +53,23 @@ func (s *Source) drainLoop(ctx context.Context, p *parked, barrier <-chan struct
 	}
 }
 
-// drainPass publishes the due parked rows, in seq order, until none is left, then refreshes
-// the parked set. It reads nothing while no key is parked.
+// drainPass releases the due scheduled rows, publishes the due parked and released rows, in
+// seq order, until none is left, then refreshes the parked set. It claims nothing while no key
+// is parked and no scheduled row came due.
+//
+// A scheduled row (status scheduled) does not park its key: ParkedKeys leaves it out, so the
+// key's other events keep streaming while it waits (docs/scheduled.md, the ordering rule: a
+// scheduled event leaves its key's order). Once released it is a pending row, published by
+// the poll that follows; should it fail, the refresh parks its key like any failing row's.
 func (s *Source) drainPass(ctx context.Context, p *parked) error {
+	released, err := s.releaseDue(ctx)
+	if err != nil {
+		return err
+	}
 	p.lock()
 	idle := p.empty()
 	p.unlock()
-	if idle {
+	if idle && released == 0 {
 		return nil
 	}
 	total := 0
@@ -110,4 +120,27 @@ func (s *Source) poll(ctx context.Context) (int, error) {
 	o, err := s.table.Deliver(ctx, 0, held, records)
 	s.core.Progress.Delivered(token, o, err)
 	return len(records), err
+}
+
+// releaseDue releases the due scheduled rows of every partition, earliest first, up to a batch
+// at a time until fewer than a batch came due (relay.Store.ReleaseDueIn: the release takes the
+// same row locks as Writer.Cancel, so a committed cancel never lets its event out). It returns
+// how many it released.
+func (s *Source) releaseDue(ctx context.Context) (int64, error) {
+	parts := make([]int, outbox.Partitions)
+	for i := range parts {
+		parts[i] = i
+	}
+	var total int64
+	for ctx.Err() == nil {
+		n, err := s.core.Store.ReleaseDueIn(ctx, s.core.DB, parts, s.core.BatchSize)
+		if err != nil {
+			return total, fmt.Errorf("wal: %w", err)
+		}
+		total += n
+		if n < int64(s.core.BatchSize) {
+			break
+		}
+	}
+	return total, nil
 }

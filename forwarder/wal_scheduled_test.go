@@ -1,0 +1,98 @@
+package forwarder_test
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/google/uuid"
+
+	"github.com/outboxkit/outboxkit/forwarder"
+	"github.com/outboxkit/outboxkit/forwarder/internal/wal"
+	"github.com/outboxkit/outboxkit/internal/testsupport"
+)
+
+// TestWALScheduledRowDoesNotParkItsKey: on the wal source a scheduled event is a row of the
+// table (status scheduled) that does not park its key (docs/scheduled.md, the ordering rule): a
+// relay that starts with a key's scheduled rows in the table streams that key's events
+// directly, writing none of them into the table; an event cancelled with Writer.Cancel in ModeWAL,
+// in the transaction that emits the key's ordinary events, never arrives; one rescheduled to a
+// second from now is published by the drain, not before its time by the database's clock.
+func TestWALScheduledRowDoesNotParkItsKey(t *testing.T) {
+	h := newWALHarness(t, testsupport.KafkaBrokers(t))
+	testsupport.CreateKafkaTopic(t, h.brokers, h.topic)
+	ctx := context.Background()
+	w := h.scheduler()
+
+	// Written before the relay starts: its session reads the parked keys from the table at its
+	// start, where these two rows are. A write of scheduled events only needs no slot.
+	far := dbClock(t, h.db, h.dialect).Add(time.Hour)
+	later, doomed := h.event("k", 1), h.event("k", 2)
+	later.DeliverAt, doomed.DeliverAt = far, far
+	h.write(later, doomed)
+
+	var parkings atomic.Int64
+	kafkaPub := h.publisher()
+	pub := &clockedPublisher{OutcomePublisher: kafkaPub.(forwarder.OutcomePublisher), Publisher: kafkaPub, t: t, db: h.db, dialect: h.dialect, at: map[string]time.Time{}}
+	h.start(forwarder.WithWALHooks(h.walConfig(pub), &wal.Hooks{Parked: func() { parkings.Add(1) }}))
+	h.waitForWALStream(forwarder.WALSlotName(h.writer.Table().Events(), "default"))
+
+	// The key's ordinary events and the cancel of one of its scheduled events, in one transaction.
+	first, second := h.event("k", 0), h.event("k", 3)
+	tx, err := h.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := w.WriteTx(ctx, tx, first); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := w.Cancel(ctx, wsql.TxFromStdSQL(tx), doomed.ID); err != nil || !slices.Equal(res.Changed, []uuid.UUID{doomed.ID}) {
+		t.Fatalf("cancel %s in ModeWAL: %+v, %v", doomed.ID, res, err)
+	}
+	if err := w.WriteTx(ctx, tx, second); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	got := consumeDistinct(t, h.brokers, h.topic, 2, 30*time.Second)
+	if ids := eventIDs(got); !slices.Equal(ids[:2], []string{first.ID.String(), second.ID.String()}) {
+		t.Fatalf("key k: %v, want its ordinary events %s then %s while %s waits", ids, first.ID, second.ID, later.ID)
+	}
+
+	// Moved to a second from now: the drain releases and publishes it.
+	tx, err = h.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	later.DeliverAt = dbClock(t, h.db, h.dialect).Add(time.Second).Truncate(time.Microsecond)
+	if res, err := w.Reschedule(ctx, wsql.TxFromStdSQL(tx), later.DeliverAt, later.ID); err != nil || len(res.Changed) != 1 {
+		t.Fatalf("reschedule %s in ModeWAL: %+v, %v", later.ID, res, err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	got = consumeDistinct(t, h.brokers, h.topic, 3, 30*time.Second)
+	for _, r := range got {
+		if r.eventID == doomed.ID.String() {
+			t.Errorf("the cancelled event %s was published", doomed.ID)
+		}
+	}
+	if ids := eventIDs(got); !slices.Contains(ids, later.ID.String()) {
+		t.Fatalf("published %v, want the rescheduled %s among them", ids, later.ID)
+	}
+	if at := pub.publishedAt(later.ID); at.Before(later.DeliverAt) {
+		t.Errorf("event %s was published at %s by the database's clock, before its time %s", later.ID, at, later.DeliverAt)
+	}
+	if n := parkings.Load(); n != 0 {
+		t.Errorf("the stream parked events %d times; want 0: a scheduled row must not park its key", n)
+	}
+	if n := h.rowsWithStatus(4); n != 0 {
+		t.Errorf("%d rows still scheduled, want 0", n)
+	}
+}
