@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"os"
@@ -76,7 +77,7 @@ func writeRelaysPlot(path string, r *results, steadyRows []steadyResult, o optio
 		}
 	}
 	var curves []relayCurve
-	for _, s := range steadyRows {
+	for _, s := range medianSteadyRuns(steadyRows) {
 		if len(s.quantiles) > 0 && s.relays == 1 {
 			curves = append(curves, relayCurve{relay: s.relay, quantiles: s.quantiles, p50: s.p50, p99: s.p99})
 		}
@@ -220,3 +221,28 @@ func renderLatencyCurves(b *strings.Builder, curves []relayCurve, o options, x0,
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// medianSteadyRuns keeps one steady run per (relay, number of relays): of a relay measured
+// several times (-source wal repeats its own), the run of the median p99, so that the plot
+// draws one curve per relay.
+func medianSteadyRuns(rows []steadyResult) []steadyResult {
+	type key struct {
+		relay  string
+		relays int
+	}
+	runs := map[key][]steadyResult{}
+	var order []key
+	for _, s := range rows {
+		k := key{s.relay, s.relays}
+		if _, seen := runs[k]; !seen {
+			order = append(order, k)
+		}
+		runs[k] = append(runs[k], s)
+	}
+	out := make([]steadyResult, 0, len(order))
+	for _, k := range order {
+		rs := slices.SortedFunc(slices.Values(runs[k]), func(a, b steadyResult) int { return cmp.Compare(a.p99, b.p99) })
+		out = append(out, rs[(len(rs)-1)/2])
+	}
+	return out
+}

@@ -244,7 +244,7 @@ func (t *drainTable) keysRows(d database, size, keys, topKeys int) {
 	t.row(d, size, wk, fmt.Sprintf("| %s | %s of polling |", ratio(r.rate(wk), ceiling), ratio(r.rate(wk), okRate)))
 	wlk := key(relayWAL)
 	t.row(d, size, wlk, fmt.Sprintf("%s | %s | %s of polling, %s of wal-ceiling |", ratio(r.rate(wlk), r.rate(sk)), ratio(r.rate(wlk), ceiling),
-		ratio(r.rate(wlk), okRate), ratio(r.rate(wlk), r.rate(wk))))
+		ratio(r.rate(wlk), okRate), ratio(r.rate(wlk), r.rate(drainKey{db: d.name, size: size, keys: topKeys, relay: relayWALCeiling}))))
 	wek := key(relayWALExactlyOnce)
 	t.row(d, size, wek, fmt.Sprintf("| %s | %s of wal at-least-once |", ratio(r.rate(wek), ceiling), ratio(r.rate(wek), r.rate(wlk))))
 	cek := key(relayCDCExactlyOnce)

@@ -78,3 +78,16 @@ func TestWALExactlyOnceProbeTurnsOnTheRefusal(t *testing.T) {
 	}
 	t.Logf("exactly-once on the wal source built: %v", walExactlyOnceBuilt())
 }
+
+// TestMedianSteadyRunsKeepsOneCurvePerRelay: the relays plot draws one curve per relay, the
+// repeated wal steady run's of the median p99.
+func TestMedianSteadyRunsKeepsOneCurvePerRelay(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	got := medianSteadyRuns([]steadyResult{
+		{relay: relayOutboxkit, relays: 1, p99: ms(60)},
+		{relay: relayWAL, relays: 1, p99: ms(50)}, {relay: relayWAL, relays: 1, p99: ms(200)}, {relay: relayWAL, relays: 1, p99: ms(96)},
+	})
+	if len(got) != 2 || got[0].relay != relayOutboxkit || got[1].relay != relayWAL || got[1].p99 != ms(96) {
+		t.Fatalf("medianSteadyRuns = %+v, want outboxkit's run and the wal run of p99 96ms", got)
+	}
+}
