@@ -219,7 +219,9 @@ func runWriteSide(conns connections, o options, noise *noise, began time.Time) e
 }
 
 // drainCase is one relay at one number of keys; the ceiling and the wal ceiling, which ignore
-// keys, are measured once per (db, payload), at the largest number of keys.
+// keys, and the wal source's exactly-once relay, whose target is set at the largest number of
+// keys (waltargets.go; it keeps -source wal's run short), are measured once per (db, payload),
+// at the largest number of keys.
 type drainCase struct {
 	relay string
 	keys  int
@@ -237,7 +239,10 @@ func drainCases(o options) []drainCase {
 	}
 	for _, k := range o.keys {
 		for _, r := range o.relays {
-			if r != relayCeiling && r != relayWALCeiling {
+			switch {
+			case r == relayCeiling || r == relayWALCeiling:
+			case r == relayWALExactlyOnce && k != maxInt(o.keys):
+			default:
 				cases = append(cases, drainCase{r, k})
 			}
 		}

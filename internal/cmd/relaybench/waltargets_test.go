@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,5 +90,15 @@ func TestMedianSteadyRunsKeepsOneCurvePerRelay(t *testing.T) {
 	})
 	if len(got) != 2 || got[0].relay != relayOutboxkit || got[1].relay != relayWAL || got[1].p99 != ms(96) {
 		t.Fatalf("medianSteadyRuns = %+v, want outboxkit's run and the wal run of p99 96ms", got)
+	}
+}
+
+// TestWALDrainCases: -source wal drains the wal ceiling and the exactly-once wal relay once, at
+// the largest number of keys, and every other relay at every number of keys.
+func TestWALDrainCases(t *testing.T) {
+	o := options{keys: []int{1, 1000}, relays: []string{relayOutboxkit, relayWAL, relayWALCeiling, relayWALExactlyOnce}}
+	want := []drainCase{{relayWALCeiling, 1000}, {relayOutboxkit, 1}, {relayWAL, 1}, {relayOutboxkit, 1000}, {relayWAL, 1000}, {relayWALExactlyOnce, 1000}}
+	if got := drainCases(o); !slices.Equal(got, want) {
+		t.Fatalf("drainCases = %v, want %v", got, want)
 	}
 }
