@@ -68,23 +68,7 @@ func runScenario(t *testing.T, prefix string, shape outboxShape) {
 	dropPrefixed(t, db, prefix)
 	bin := buildCLI(t)
 
-	dir := t.TempDir()
-	config := fmt.Sprintf(`database:
-  dialect: postgres
-  dsn: %s
-  table: %s
-forwarder:
-  initial_interval: 50ms
-  max_poll_interval: 200ms
-http:
-  listen: 127.0.0.1:0
-broker: kafka
-kafka:
-  brokers: [%s]
-`, dsn, shape.relayTable(), strings.Join(brokers, ", "))
-	if err := os.WriteFile(filepath.Join(dir, "outboxkit.yaml"), []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir := writeRelayConfig(t, dsn, shape.relayTable(), brokers)
 	runPython(t, python, nil, append([]string{"service.py", "schema", "--dsn", dsn, "--prefix", prefix}, shape.serviceArgs()...)...)
 	shape.prepare(t, bin, dir)
 	testsupport.CreateKafkaTopic(t, brokers, shape.topic())
@@ -117,4 +101,27 @@ kafka:
 	checkProcessed(t, db, prefix, w)
 	shape.check(t, db, w)
 	r.stop(t)
+}
+
+// writeRelayConfig writes the relay's outboxkit.yaml for table into a new directory and returns it.
+func writeRelayConfig(t *testing.T, dsn, table string, brokers []string) string {
+	t.Helper()
+	dir := t.TempDir()
+	config := fmt.Sprintf(`database:
+  dialect: postgres
+  dsn: %s
+  table: %s
+forwarder:
+  initial_interval: 50ms
+  max_poll_interval: 200ms
+http:
+  listen: 127.0.0.1:0
+broker: kafka
+kafka:
+  brokers: [%s]
+`, dsn, table, strings.Join(brokers, ", "))
+	if err := os.WriteFile(filepath.Join(dir, "outboxkit.yaml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -17,8 +17,13 @@ check the order of an order's events. Three ways to write the event, --shape:
     python service.py schema --dsn postgres://... --shape seed004   # and seed 004's outbox_events
     python service.py write --dsn postgres://... --orders 20 --changes 200 --threads 4 \
         --rollback 0.1 --topic orders.events --outbox outbox_events
+    python service.py schedule --dsn postgres://... --orders 3 --delay 2 --topic orders.events \
+        --outbox outbox_events
 
-`write` prints one JSON object: the committed and the rolled-back events.
+`write` prints one JSON object: the committed and the rolled-back events. `schedule` (shape
+outboxkit) places --orders orders, each with a PaymentDeadline event due --delay seconds later
+(the deliver_at column, docs/scheduled.md), pays the first one and cancels its deadline in the
+payment's transaction, and prints the scheduled and the cancelled events.
 """
 
 import argparse
@@ -63,6 +68,36 @@ class OutboxkitTable:
                 "headers": json.dumps({"source": "order-service"}),
             },
         )
+
+
+    def add_scheduled(self, session, event_id: str, order_id: str, event_type: str, payload: dict, delay: float) -> str:
+        """Writes a scheduled event: deliver_at, here the database's now() + delay seconds. The
+        table's trigger marks the row scheduled (status 4); the relay publishes it at or after
+        deliver_at. Returns deliver_at as the database stored it (ISO 8601)."""
+        return session.execute(
+            text(f"""INSERT INTO {self.table}
+                     (event_id, topic, aggregate_type, aggregate_id, event_type, payload, headers, deliver_at)
+                     VALUES (:id, :topic, 'Order', :aid, :etype, :payload, CAST(:headers AS jsonb),
+                             now() + make_interval(secs => :delay))
+                     RETURNING to_char(deliver_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')"""),
+            {
+                "id": event_id,
+                "topic": self.topic,
+                "aid": order_id,
+                "etype": event_type,
+                "payload": json.dumps(payload).encode("utf-8"),
+                "headers": json.dumps({"source": "order-service"}),
+                "delay": delay,
+            },
+        ).scalar_one()
+
+    def cancel(self, session, event_ids: list) -> list:
+        """Cancels scheduled events (docs/scheduled.md): returns the ids cancelled; the others
+        were not scheduled any more (already released or published, or unknown)."""
+        return [str(r) for r in session.execute(
+            text(f"DELETE FROM {self.table} WHERE status = 4 AND event_id = ANY(CAST(:ids AS uuid[])) RETURNING event_id"),
+            {"ids": event_ids},
+        ).scalars()]
 
 
 class WalEmit:
@@ -175,6 +210,36 @@ class OrderService:
             session.close()
 
 
+def schedule(args) -> int:
+    """Places orders with a PaymentDeadline each, pays the first and cancels its deadline."""
+    outbox = outbox_for(args)
+    if not isinstance(outbox, OutboxkitTable):
+        raise SystemExit("schedule needs --shape outboxkit")
+    engine = engine_for(args.dsn)
+    Session = sessionmaker(bind=engine)
+    orders = table_name(args.prefix, "orders")
+    scheduled = []
+    for i in range(args.orders):
+        order_id, event_id = f"order-{args.run}-{i}", str(uuid.uuid4())
+        with Session.begin() as session:  # the order and its deadline: one transaction
+            session.execute(
+                text(f"""INSERT INTO {orders} (id, customer_id, total, status, version)
+                         VALUES (:id, 'customer-1', 100, 'PENDING', 1)"""),
+                {"id": order_id},
+            )
+            due = outbox.add_scheduled(session, event_id, order_id, "PaymentDeadline",
+                                       {"orderId": order_id, "version": 1}, args.delay)
+        scheduled.append({"event_id": event_id, "order_id": order_id, "deliver_at": due})
+    paid = scheduled[0]
+    with Session.begin() as session:  # the payment and the cancel of its deadline: one transaction
+        session.execute(text(f"UPDATE {orders} SET status = 'PAID', version = version + 1 WHERE id = :id"),
+                        {"id": paid["order_id"]})
+        cancelled = outbox.cancel(session, [paid["event_id"]])
+    json.dump({"scheduled": scheduled, "cancelled": cancelled}, sys.stdout)
+    print()
+    return 0
+
+
 def create_schema(engine, orders: str, outbox) -> None:
     with engine.begin() as conn:
         conn.execute(text(f"""CREATE TABLE IF NOT EXISTS {orders} (
@@ -235,7 +300,7 @@ def write(args) -> int:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("command", choices=["schema", "write"])
+    p.add_argument("command", choices=["schema", "write", "schedule"])
     p.add_argument("--dsn", required=True, help="PostgreSQL URL, postgres://user:pass@host:port/db")
     p.add_argument("--prefix", default="", help="prefix of the example's own tables")
     p.add_argument("--shape", choices=["outboxkit", "wal", "seed004"], default="outboxkit", help="the outbox table's shape")
@@ -247,10 +312,13 @@ def main() -> int:
     p.add_argument("--rollback", type=float, default=0.1, help="share of transactions rolled back")
     p.add_argument("--run", default=uuid.uuid4().hex[:8], help="run id, part of the order ids")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--delay", type=float, default=2.0, help="schedule: seconds from now to each deadline")
     args = p.parse_args()
     if args.command == "schema":
         create_schema(engine_for(args.dsn), table_name(args.prefix, "orders"), outbox_for(args))
         return 0
+    if args.command == "schedule":
+        return schedule(args)
     return write(args)
 
 
