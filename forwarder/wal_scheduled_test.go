@@ -13,6 +13,7 @@ import (
 	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/forwarder/internal/wal"
 	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // TestWALScheduledRowDoesNotParkItsKey: on the wal source a scheduled event is a row of the
@@ -20,7 +21,8 @@ import (
 // relay that starts with a key's scheduled rows in the table streams that key's events
 // directly, writing none of them into the table; an event cancelled with Writer.Cancel in ModeWAL,
 // in the transaction that emits the key's ordinary events, never arrives; one rescheduled to a
-// second from now is published by the drain, not before its time by the database's clock.
+// second from now is published by the drain, not before its time by the database's clock, and so
+// is one a plain-SQL INSERT scheduled with deliver_at.
 func TestWALScheduledRowDoesNotParkItsKey(t *testing.T) {
 	h := newWALHarness(t, testsupport.KafkaBrokers(t))
 	testsupport.CreateKafkaTopic(t, h.brokers, h.topic)
@@ -74,20 +76,30 @@ func TestWALScheduledRowDoesNotParkItsKey(t *testing.T) {
 	if res, err := w.Reschedule(ctx, wsql.TxFromStdSQL(tx), later.DeliverAt, later.ID); err != nil || len(res.Changed) != 1 {
 		t.Fatalf("reschedule %s in ModeWAL: %+v, %v", later.ID, res, err)
 	}
+	// A plain-SQL writer schedules with the INSERT of docs/writers.md in ModeWAL too: the
+	// table's trigger makes the row scheduled.
+	bySQL := h.event("sql", 0)
+	if err := tx.QueryRowContext(ctx, "INSERT INTO "+h.writer.Table().Events()+
+		" (event_id, topic, aggregate_type, aggregate_id, event_type, payload, deliver_at)"+
+		" VALUES ($1, $2, $3, $4, $5, $6, clock_timestamp() + interval '1 second') RETURNING deliver_at",
+		bySQL.ID, bySQL.Topic, bySQL.AggregateType, bySQL.AggregateID, bySQL.EventType, bySQL.Payload).Scan(&bySQL.DeliverAt); err != nil {
+		t.Fatal(err)
+	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	got = consumeDistinct(t, h.brokers, h.topic, 3, 30*time.Second)
+	got = consumeDistinct(t, h.brokers, h.topic, 4, 30*time.Second)
 	for _, r := range got {
 		if r.eventID == doomed.ID.String() {
 			t.Errorf("the cancelled event %s was published", doomed.ID)
 		}
 	}
-	if ids := eventIDs(got); !slices.Contains(ids, later.ID.String()) {
-		t.Fatalf("published %v, want the rescheduled %s among them", ids, later.ID)
-	}
-	if at := pub.publishedAt(later.ID); at.Before(later.DeliverAt) {
-		t.Errorf("event %s was published at %s by the database's clock, before its time %s", later.ID, at, later.DeliverAt)
+	for _, e := range []outbox.Event{later, bySQL} {
+		if !slices.Contains(eventIDs(got), e.ID.String()) {
+			t.Errorf("the scheduled event %s (key %s) was not published", e.ID, e.AggregateID)
+		} else if at := pub.publishedAt(e.ID); at.Before(e.DeliverAt) {
+			t.Errorf("event %s was published at %s by the database's clock, before its time %s", e.ID, at, e.DeliverAt)
+		}
 	}
 	if n := parkings.Load(); n != 0 {
 		t.Errorf("the stream parked events %d times; want 0: a scheduled row must not park its key", n)
