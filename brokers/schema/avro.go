@@ -8,9 +8,14 @@ import (
 	"github.com/hamba/avro/v2"
 )
 
-// avroCodec encodes with a registered Avro schema (github.com/hamba/avro/v2), the JSON payload
-// converted guided by the schema (avrojson.go).
-type avroCodec struct{ schema avro.Schema }
+// avroCodec encodes with a registered Avro schema: straight from the JSON to Avro's binary
+// encoding (avrodirect.go) and, for a payload that path leaves alone (one that does not fit, or
+// holds what it does not take), with github.com/hamba/avro/v2, the JSON payload converted guided
+// by the schema (avrojson.go), which words the errors.
+type avroCodec struct {
+	schema avro.Schema
+	direct avroDirect
+}
 
 // newAvroCodec parses text after the schemas it references, in one cache, so that it can name
 // their types.
@@ -25,10 +30,18 @@ func newAvroCodec(text string, refs []reference) (codec, error) {
 	if err != nil {
 		return nil, err
 	}
-	return avroCodec{schema: parsed}, nil
+	return avroCodec{schema: parsed, direct: newAvroDirect(parsed)}, nil
 }
 
 func (c avroCodec) encode(payload []byte, _ string) ([]int, []byte, *mismatch) {
+	if body, ok := c.direct.encode(payload); ok {
+		return nil, body, nil
+	}
+	return c.encodeGeneric(payload)
+}
+
+// encodeGeneric encodes through a generic value and hamba/avro.
+func (c avroCodec) encodeGeneric(payload []byte) ([]int, []byte, *mismatch) {
 	decoded, m := decodeJSON(payload)
 	if m == nil {
 		decoded, m = toAvro(c.schema, decoded, "$")

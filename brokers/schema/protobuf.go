@@ -23,8 +23,13 @@ const protoFileName = "registered.proto"
 // protoCodec encodes with a registered Protobuf schema: the .proto text compiled into descriptors
 // with github.com/bufbuild/protocompile, the JSON payload converted guided by the message's
 // descriptor into a dynamicpb message (protojson.go) and marshalled by google.golang.org/protobuf.
+//
+// A payload is first encoded straight from the JSON to the wire format (protodirect.go); the
+// path through dynamicpb runs for the payloads that one leaves alone (one that does not fit, or
+// holds what it does not take), and words the errors.
 type protoCodec struct {
-	file protoreflect.FileDescriptor
+	file   protoreflect.FileDescriptor
+	direct protoDirect
 	// first is the message encoded when the event's type names no message of the file.
 	first protoreflect.MessageDescriptor
 }
@@ -52,7 +57,7 @@ func newProtoCodec(ctx context.Context, text string, refs []reference) (codec, e
 	if file.Messages().Len() == 0 {
 		return nil, errors.New("it declares no message")
 	}
-	return protoCodec{file: file, first: file.Messages().Get(0)}, nil
+	return protoCodec{file: file, direct: newProtoDirect(file), first: file.Messages().Get(0)}, nil
 }
 
 // encode encodes payload as the message the event's type names by its full name (for example
@@ -60,6 +65,14 @@ func newProtoCodec(ctx context.Context, text string, refs []reference) (codec, e
 // in the file, as the wire format's message indexes say it.
 func (c protoCodec) encode(payload []byte, record string) ([]int, []byte, *mismatch) {
 	md := c.message(record)
+	if body, ok := c.direct.encode(md, payload); ok {
+		return messageIndex(md), body, nil
+	}
+	return c.encodeGeneric(md, payload)
+}
+
+// encodeGeneric encodes payload as md through a dynamicpb message.
+func (c protoCodec) encodeGeneric(md protoreflect.MessageDescriptor, payload []byte) ([]int, []byte, *mismatch) {
 	decoded, m := decodeJSON(payload)
 	if m != nil {
 		return nil, nil, m
