@@ -26,8 +26,20 @@ type Config struct {
 	// either way.
 	Delivery string
 	// Source is the relays' forwarder.source: "" or polling, or cdc (PostgreSQL only: one relay
-	// streams the slot, the others stand by).
+	// streams the slot, the others stand by), or wal (PostgreSQL only: the writers emit logical
+	// decoding messages, docs/wal.md; see walrun.go).
 	Source string
+	// WALSlot is the wal source's replication slot (Source wal): created before the writers
+	// start with `outboxkit wal-slot create`, given to the relays as forwarder.wal_slot, and
+	// dropped with its publication at the end. Default: a name of the run's own.
+	WALSlot string
+	// DiscardAt (with PoisonEvents) is the share of Events at which the run discards, as an
+	// operator does, the poison events that are dead by then, while the writers go on: the
+	// writers keep writing past Events until that discard is done, so the keys it releases
+	// always drain under load. It first waits until every poison event committed so far is
+	// dead (at most DrainTimeout). Default 0: the dead poison events are discarded once, after
+	// the writes.
+	DiscardAt float64
 	// Binary is the outboxkit CLI; empty builds ./cmd/outboxkit into a temporary directory.
 	Binary string
 
@@ -215,6 +227,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("faultinject: Table %q: with several installations the table is unqualified (each resolves it in its schema)", c.Table)
 	}
 	if err := c.validateScheduled(); err != nil {
+		return err
+	}
+	if err := c.validateWAL(); err != nil {
 		return err
 	}
 	return c.validateSchema()

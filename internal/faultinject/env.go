@@ -54,13 +54,16 @@ type env struct {
 	outMu                                    sync.Mutex
 	out                                      outcome
 	stopWrites                               atomic.Bool
-	writersWG                                sync.WaitGroup
-	writersLeft                              atomic.Int64
-	writeErrs                                chan error
-	writeStart                               time.Time
-	writeDuration                            time.Duration
-	stopWriterCtx                            context.CancelFunc
-	cleanups                                 []func()
+	// holdWriters keeps the writers writing past Config.Events until the discard under load
+	// (Config.DiscardAt) is done.
+	holdWriters   atomic.Bool
+	writersWG     sync.WaitGroup
+	writersLeft   atomic.Int64
+	writeErrs     chan error
+	writeStart    time.Time
+	writeDuration time.Duration
+	stopWriterCtx context.CancelFunc
+	cleanups      []func()
 }
 
 func (e *env) defer_(f func()) { e.cleanups = append(e.cleanups, f) }
@@ -121,6 +124,9 @@ func newEnv(ctx context.Context, cfg Config) (*env, error) {
 	e.name = fmt.Sprintf("fault_%s_%s_%d", cfg.Dialect, strings.ReplaceAll(cfg.Broker.Kind, "-", "_"), time.Now().UnixNano()%1e9)
 	e.topic = strings.ReplaceAll(e.name, "_", "-")
 	e.effectsTable, e.inboxTable = e.name+"_effects", e.name+"_inbox"
+	if e.cfg.source() == "wal" && e.cfg.WALSlot == "" {
+		e.cfg.WALSlot = e.name + "_wal"
+	}
 	if err := e.newInstallations(ctx); err != nil {
 		return e, err
 	}

@@ -24,7 +24,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 )
 
-// fault is one scheduled fault: its kind ("kill", "broker", "dbcut", "pause") at a point of the
+// fault is one scheduled fault: its kind ("kill", "broker", "dbcut", "pause", "discard") at a point of the
 // writers' progress (a share of Config.Events), the length of a pause, and its number among the
 // faults of its kind (which installation it hits).
 type fault struct {
@@ -53,6 +53,9 @@ func schedule(cfg Config, rng *rand.Rand) []fault {
 	}
 	if !cfg.NoDBCut {
 		faults = append(faults, fault{at: 0.65, kind: "dbcut"})
+	}
+	if cfg.DiscardAt > 0 && cfg.PoisonEvents > 0 {
+		faults = append(faults, fault{at: cfg.DiscardAt, kind: "discard"})
 	}
 	if !cfg.NoPauses {
 		for i := range cfg.Pauses {
@@ -120,6 +123,10 @@ func (in *injector) inject(ctx context.Context, f fault) {
 	target := e.insts[f.nth%len(e.insts)] // kills and pauses take the installations in turn
 	switch f.kind {
 	case "kill":
+		if e.cfg.source() == "wal" && f.nth%2 == 0 {
+			in.killStreamer(ctx, target, f)
+			return
+		}
 		if target.rl.kill() {
 			e.logf("SIGKILLed a relay of installation %d at %.0f%%", target.index, 100*f.at)
 		} else {
@@ -134,6 +141,8 @@ func (in *injector) inject(ctx context.Context, f fault) {
 		}
 		in.res.BrokerRestarts++
 		e.logf("broker back (cluster node %d; 0 for a single broker)", node)
+	case "discard":
+		in.discardUnderLoad(ctx, f)
 	case "dbcut":
 		n, err := e.cutRelayConnections(ctx)
 		if err != nil {
@@ -193,6 +202,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 		inj.inject(ctx, f)
 	}
+	e.holdWriters.Store(false) // the discard under load released them, unless it failed
 	if err := e.waitWriters(); err != nil {
 		return res, err
 	}

@@ -142,11 +142,16 @@ func (e *env) createTables(ctx context.Context, in *installation) error {
 	if err := e.createKeys(ctx, in); err != nil {
 		return err
 	}
+	if e.cfg.source() == "wal" {
+		if err := e.createWALSlot(ctx, in); err != nil {
+			return err
+		}
+	}
 	maxPayload := 0 // the writer's default limit
 	if e.cfg.PoisonEvents > 0 {
 		maxPayload = -1 // poison events are over the broker's limit on purpose
 	}
-	in.writers, err = e.newEventWriters(in, maxPayload)
+	in.writers, err = e.newEventWriters(ctx, in, maxPayload)
 	return err
 }
 
@@ -201,7 +206,7 @@ func (e *env) startRelays() error {
 		}
 		writeConfig := func(path, relayID string) error {
 			return writeRelayConfig(path, e.cfg, relaySettings{dsn: dsn, table: in.configured, dlq: e.topic + "-dlq",
-				relayID: relayID, checkpoints: e.checkpointTopic()})
+				relayID: relayID, checkpoints: e.checkpointTopic(), walSlot: e.cfg.WALSlot})
 		}
 		e.logf("starting %d relays (%s) on %s for installation %d (table %s), configs and logs in %s",
 			e.cfg.Relays, e.bin, e.cfg.Dialect, in.index, in.table, dir)

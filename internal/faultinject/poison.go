@@ -62,7 +62,7 @@ func (e *env) poisonRowOf(ctx context.Context, id string) (poisonRow, error) {
 // the drain goes on).
 func (e *env) poisonSettled(ctx context.Context) bool {
 	for _, id := range e.poisonIDs() {
-		if e.rec.missing(map[string]bool{id: true}) == 0 {
+		if _, gone := e.discarded[id]; gone || e.rec.missing(map[string]bool{id: true}) == 0 {
 			continue
 		}
 		r, err := e.poisonRowOf(ctx, id)
@@ -95,6 +95,7 @@ func (e *env) checkPoison(ctx context.Context, res *Result, seen map[string]bool
 		switch {
 		case r.found && r.status == statusDead:
 			res.PoisonDead++
+			res.PoisonMaxAttempts = max(res.PoisonMaxAttempts, r.attempts)
 			if e.reg != nil {
 				e.checkDeadLetter(res, id)
 			}
@@ -182,7 +183,7 @@ func (e *env) discardPoison(ctx context.Context) (int, error) {
 			if err != nil {
 				return len(held), err
 			}
-			if r.found && r.status == statusDead && e.out.installation[id] == in.index {
+			if r.found && r.status == statusDead && e.installationOf(id) == in.index {
 				e.discarded[id] = r // what the table said before the discard deleted the row
 				ids = append(ids, id)
 			}
@@ -199,4 +200,11 @@ func (e *env) discardPoison(ctx context.Context) (int, error) {
 		e.logf("discarded %d dead poison events of installation %d (outboxkit dead-letters discard)", len(ids), in.index)
 	}
 	return len(held), nil
+}
+
+// installationOf is the installation that wrote event id.
+func (e *env) installationOf(id string) int {
+	e.outMu.Lock()
+	defer e.outMu.Unlock()
+	return e.out.installation[id]
 }

@@ -14,6 +14,7 @@ type relaySettings struct {
 	dlq         string // forwarder.dead_letter_topic
 	relayID     string // forwarder.relay_id
 	checkpoints string // forwarder.checkpoint_topic (exactly-once delivery only)
+	walSlot     string // forwarder.wal_slot (the wal source only)
 }
 
 // writeRelayConfig writes the YAML configuration of one `outboxkit relay` start to path.
@@ -49,6 +50,9 @@ func writeRelayConfig(path string, cfg Config, s relaySettings) error {
 	}
 	if cfg.Source != "" {
 		fwd["source"] = cfg.Source
+	}
+	if s.walSlot != "" {
+		fwd["wal_slot"] = s.walSlot
 	}
 	if cfg.Delivery != "" {
 		fwd["delivery"] = cfg.Delivery

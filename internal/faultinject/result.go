@@ -96,6 +96,13 @@ type Result struct {
 	// HeldBehindDead counts the events that waited behind a dead poison event of their key
 	// until the run discarded it (then they must arrive like any other).
 	HeldBehindDead int
+	// The discard under load (Config.DiscardAt): DiscardedUnderLoad counts the dead poison
+	// events discarded while the writers went on; ParkedKeysAtDiscard the keys with rows in
+	// the outbox table just before (the wal source's parked keys), DeadKeysAtDiscard those of
+	// them with a dead row, HeldAtDiscard the events held behind the dead rows.
+	DiscardedUnderLoad, ParkedKeysAtDiscard, DeadKeysAtDiscard, HeldAtDiscard int
+	// PoisonMaxAttempts is the most attempts any dead poison event took.
+	PoisonMaxAttempts int
 	// MaxAttempts is the relays' retry budget (forwarder.max_attempts).
 	MaxAttempts int
 
@@ -107,7 +114,10 @@ type Result struct {
 	DeadlocksLogged int
 	DeadlockSamples []string
 
-	Kills          int
+	Kills int
+	// StreamerKills counts the kills aimed at the relay holding the leases (the wal source's
+	// streaming relay).
+	StreamerKills  int
 	RelaySelfExits int // relay exits not caused by a kill (e.g. broker down at start)
 	BrokerRestarts int
 	DBCuts         int // relay connections terminated
@@ -222,7 +232,12 @@ func (r Result) Table() string {
 		if r.Schema != "" {
 			row("poison dead letters naming the field path / not", fmt.Sprintf("%d / %d", r.PoisonDeadLetters, r.PoisonPathMissing))
 		}
+		row("poison dead: most attempts", r.PoisonMaxAttempts)
 		row("events held behind them until discarded", r.HeldBehindDead)
+		if r.DiscardedUnderLoad > 0 {
+			row("discarded under load: poison / parked keys / dead keys / held events", fmt.Sprintf("%d / %d / %d / %d",
+				r.DiscardedUnderLoad, r.ParkedKeysAtDiscard, r.DeadKeysAtDiscard, r.HeldAtDiscard))
+		}
 	}
 	if r.Scheduled > 0 {
 		row("scheduled events committed", r.Scheduled)
@@ -235,6 +250,9 @@ func (r Result) Table() string {
 	}
 	row("deadlocks logged (relays)", r.DeadlocksLogged)
 	row("relay SIGKILLs", r.Kills)
+	if r.StreamerKills > 0 {
+		row("  of the streaming relay", r.StreamerKills)
+	}
 	row("relay self-exits (restarted)", r.RelaySelfExits)
 	row("broker restarts", r.BrokerRestarts)
 	row("relay DB connections cut", r.DBCuts)

@@ -62,8 +62,12 @@ func (w *plainSQLWriter) WriteTx(ctx context.Context, tx *sql.Tx, events ...outb
 
 // newEventWriters returns the installation's writers, taken in turn by the writer goroutines:
 // outbox.Writer; or plain SQL (Config.SQLWriters); or both (Config.MixedWriters), so that SQL
-// and Go writers commit events of the same keys concurrently.
-func (e *env) newEventWriters(in *installation, maxPayload int) ([]eventWriter, error) {
+// and Go writers commit events of the same keys concurrently; or, with the wal source, the
+// three wal writers (newWALWriters).
+func (e *env) newEventWriters(ctx context.Context, in *installation, maxPayload int) ([]eventWriter, error) {
+	if e.cfg.source() == "wal" {
+		return e.newWALWriters(ctx, in, maxPayload)
+	}
 	goWriter, err := outbox.NewWriter(outbox.Config{Dialect: e.cfg.Dialect, Table: in.configured, MaxPayloadBytes: maxPayload})
 	if err != nil {
 		return nil, err

@@ -23,6 +23,7 @@ func (e *env) startWriters() {
 	e.stopWriterCtx = stop
 	e.defer_(stop)
 	e.writeStart = time.Now()
+	e.holdWriters.Store(e.cfg.DiscardAt > 0 && e.cfg.PoisonEvents > 0)
 	e.writersLeft.Store(int64(e.cfg.Writers))
 	for w := range e.cfg.Writers {
 		wrng := mrand.New(mrand.NewPCG(e.cfg.Seed, uint64(100+w)))
@@ -40,7 +41,7 @@ func (e *env) startWriters() {
 // the writer's number: it picks the installation's writer (installation.writerFor).
 func (e *env) writeLoop(ctx context.Context, rng *mrand.Rand, slot int) {
 	consecutive := 0
-	for ctx.Err() == nil && !e.stopWrites.Load() && e.committedCount.Load() < int64(e.cfg.Events) {
+	for ctx.Err() == nil && !e.stopWrites.Load() && (e.committedCount.Load() < int64(e.cfg.Events) || e.holdWriters.Load()) {
 		if e.cfg.Rate > 0 {
 			due := e.writeStart.Add(time.Duration(float64(e.committedCount.Load()) / float64(e.cfg.Rate) * float64(time.Second)))
 			if d := time.Until(due); d > 0 {
@@ -185,11 +186,14 @@ func (e *env) writeTx(ctx context.Context, in *installation, w eventWriter, rng 
 		}
 	}
 	slices.Sort(keys) // one lock order for every transaction: no deadlocks among writers
+	if pw, ok := w.(*pgxWALWriter); ok {
+		return e.writePgxTx(ctx, in, pw, keys, rollback, poison)
+	}
 	tx, err := in.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, false, err
 	}
-	events, err := e.events(ctx, tx, in, keys, poison)
+	events, err := e.events(func(k string) (int64, error) { return e.advance(ctx, tx, in, k) }, in, keys, poison)
 	if err == nil && st != nil && st.schedule {
 		last := len(events) - 1
 		err = e.scheduleEvent(ctx, tx, rng, &events[last])
@@ -221,11 +225,12 @@ func (e *env) writeTx(ctx context.Context, in *installation, w eventWriter, rng 
 	return ids, true, nil
 }
 
-// events advances the counters of keys in tx and returns one event per key.
-func (e *env) events(ctx context.Context, tx *sql.Tx, in *installation, keys []string, poison bool) ([]outbox.Event, error) {
+// events advances the counters of keys (advance, in the writer's transaction) and returns one
+// event per key.
+func (e *env) events(advance func(k string) (int64, error), in *installation, keys []string, poison bool) ([]outbox.Event, error) {
 	events := make([]outbox.Event, 0, len(keys))
 	for _, k := range keys {
-		seq, err := e.advance(ctx, tx, in, k)
+		seq, err := advance(k)
 		if err != nil {
 			return nil, fmt.Errorf("advance %s: %w", k, err)
 		}
