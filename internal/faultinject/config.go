@@ -36,7 +36,8 @@ type Config struct {
 	// DiscardAt (with PoisonEvents) is the share of Events at which the run discards, as an
 	// operator does, the poison events that are dead by then, while the writers go on: the
 	// writers keep writing past Events until that discard is done, so the keys it releases
-	// always drain under load. It first waits until every poison event committed so far is
+	// always drain under load (past Events, each writer commits a transaction every 250 ms
+	// until then). It first waits until every poison event committed so far is
 	// dead (at most DrainTimeout). Default 0: the dead poison events are discarded once, after
 	// the writes.
 	DiscardAt float64

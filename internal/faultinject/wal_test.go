@@ -35,9 +35,9 @@ func walRun(t *testing.T, delivery string, seed uint64) Result {
 	const poison = 4
 	res := runFaultsWith(t, Kafka, outbox.Postgres, true, delivery, seed, func(c *Config) {
 		c.Source, c.WALSlot = "wal", slot
-		c.Writers, c.Events, c.Keys, c.Kills, c.Pauses = 3, 2400, 150, 6, 2
+		c.Writers, c.Events, c.Keys, c.Kills, c.Pauses = 3, 1500, 100, 6, 2
 		c.PoisonEvents, c.DiscardAt = poison, 0.7
-		c.DrainTimeout = 90 * time.Second
+		c.DrainTimeout = 2 * time.Minute
 	})
 	if res.StreamerKills < 3 || res.Kills < 6 {
 		t.Errorf("%d kills, %d of the streaming relay; want 6 and 3", res.Kills, res.StreamerKills)

@@ -42,7 +42,12 @@ func (e *env) startWriters() {
 func (e *env) writeLoop(ctx context.Context, rng *mrand.Rand, slot int) {
 	consecutive := 0
 	for ctx.Err() == nil && !e.stopWrites.Load() && (e.committedCount.Load() < int64(e.cfg.Events) || e.holdWriters.Load()) {
-		if e.cfg.Rate > 0 {
+		if e.committedCount.Load() >= int64(e.cfg.Events) {
+			// Held past Events for the discard under load: a steady trickle, whatever the
+			// rate, so that a slow fault before the discard (a broker restart on a loaded
+			// machine) does not multiply the run's events.
+			time.Sleep(250 * time.Millisecond)
+		} else if e.cfg.Rate > 0 {
 			due := e.writeStart.Add(time.Duration(float64(e.committedCount.Load()) / float64(e.cfg.Rate) * float64(time.Second)))
 			if d := time.Until(due); d > 0 {
 				time.Sleep(d)
