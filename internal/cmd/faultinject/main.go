@@ -15,6 +15,7 @@
 //	go run ./internal/cmd/faultinject -broker pulsar -poison 5 -no-broker-restart
 //	go run ./internal/cmd/faultinject -schema avro -poison 4 -events 1200
 //	go run ./internal/cmd/faultinject -scheduled 0.33 -events 1200
+//	go run ./internal/cmd/faultinject -source wal -poison 4 -discard-at 0.7 -events 1500 -keys 100 -writers 3
 //
 // The dedicated broker is started through scripts/services.sh (start-kafka, start-pulsar, start-nats, start-rabbitmq) with
 // its own ports and state directory, and stopped at the end unless -keep-broker is given.
@@ -44,9 +45,9 @@ type flags struct {
 	events, keys, writers, rate, relays, kills, pauses, restarts     int
 	noPauses, noRestart, noCut, keep, keepBroker                     bool
 	leaseTTL, downtime, drain                                        time.Duration
-	rollback, scheduled                                              float64
+	rollback, scheduled, discardAt                                   float64
 	seed                                                             uint64
-	stateDir, binary, table, schema, registry                        string
+	stateDir, binary, table, schema, registry, walSlot               string
 	insts, poison, poisonSize, calm, attempts, pulsarPort, kafkaPort int
 }
 
@@ -57,7 +58,9 @@ func parseFlags() flags {
 	flag.StringVar(&f.broker, "broker", faultinject.Kafka, "kafka, kafka-cluster (three nodes, one restarted at a time), pulsar, nats or rabbitmq (a dedicated one, started by scripts/services.sh)")
 	flag.StringVar(&f.scenario, "scenario", "faults", "faults (every fault, by the writers' progress) or pause (one relay SIGSTOPped for 3 x lease TTL)")
 	flag.StringVar(&f.database, "db", "postgres", "database: postgres or mysql (MariaDB)")
-	flag.StringVar(&f.source, "source", "polling", "the relays' forwarder.source: polling or cdc (PostgreSQL logical replication; -db postgres)")
+	flag.StringVar(&f.source, "source", "polling", "the relays' forwarder.source: polling, cdc (PostgreSQL logical replication; -db postgres) or wal (events as logical decoding messages from Go, pgx and <table>_emit writers; -db postgres)")
+	flag.StringVar(&f.walSlot, "wal-slot", "", "the wal source's slot, created with outboxkit wal-slot create and dropped at the end (default: a name of the run's own)")
+	flag.Float64Var(&f.discardAt, "discard-at", 0, "with -poison: at this share of the writes, discard the poison events dead by then while the writers go on (0: after the writes)")
 	flag.StringVar(&f.delivery, "delivery", "at_least_once", "the relays' forwarder.delivery: at_least_once or exactly_once (kafka only; duplicates then fail the run)")
 	flag.StringVar(&f.dsn, "dsn", "", "database DSN (default $OUTBOXKIT_TEST_PG_DSN or $OUTBOXKIT_TEST_MYSQL_DSN)")
 	flag.IntVar(&f.events, "events", 0, "events to commit")
@@ -88,7 +91,7 @@ func parseFlags() flags {
 	flag.IntVar(&f.poisonSize, "poison-bytes", 0, "payload size of a poison event (default 2 MiB for kafka, 8 MiB for pulsar)")
 	flag.IntVar(&f.calm, "calm-events", 0, "events committed after every fault is over, the relays left alone (their steady path must carry them)")
 	flag.DurationVar(&f.drain, "drain-timeout", 0, "bound of the wait for the last events after the writes (default 3m, 10m with -size large)")
-	flag.IntVar(&f.attempts, "max-attempts", 0, "the relays' forwarder.max_attempts (default 1000; 3 with -poison)")
+	flag.IntVar(&f.attempts, "max-attempts", 0, "the relays' forwarder.max_attempts (default 1000; 3 with -poison, unless -source wal)")
 	flag.IntVar(&f.pulsarPort, "pulsar-port", faultinject.DefaultPulsarPort, "port of the dedicated Pulsar (its HTTP and bookie ports: -pulsar-port+1, +2, unless it is the default)")
 	flag.IntVar(&f.kafkaPort, "kafka-port", faultinject.DefaultKafkaPort, "port of the dedicated Kafka (with -kafka-port+1 for its controller); another one than the tests' lets a run go on beside them")
 	flag.Parse()
@@ -114,13 +117,14 @@ func (f flags) config() (faultinject.Config, error) {
 		NoBrokerRestart: f.noRestart, BrokerRestarts: f.restarts, NoDBCut: f.noCut, NoPauses: f.noPauses, Pauses: f.pauses, LeaseTTL: f.leaseTTL,
 		Seed: f.seed, Keep: f.keep, BrokerDowntime: f.downtime, Logf: log.Printf,
 		CalmEvents: f.calm, Installations: f.insts, Table: f.table, PoisonEvents: f.poison, PoisonBytes: f.poisonSize, MaxAttempts: f.attempts,
-		Scheduled: f.scheduled}
+		Scheduled: f.scheduled, WALSlot: f.walSlot, DiscardAt: f.discardAt}
 	if f.schema != "" {
 		cfg.Schema, cfg.RegistryURL = f.schema, f.registry
 	}
 	// Oversized events may take a few attempts; a schema mismatch is permanent at the first, and
 	// a low budget would dead-letter innocent events on a registry hiccup.
-	if f.poison > 0 && f.attempts == 0 && f.schema == "" {
+	// Not with wal: a broker outage parks every key, and the parked events spend attempts.
+	if f.poison > 0 && f.attempts == 0 && f.schema == "" && f.source != "wal" {
 		cfg.MaxAttempts = 3
 	}
 	switch f.size {
