@@ -51,6 +51,7 @@ type env struct {
 	committedCount, aborted, writerDeadlocks atomic.Int64
 	poisonClaimed                            atomic.Int64
 	discarded                                map[string]poisonRow // poison rows as they were when the run discarded them
+	poisonKeys                               map[string]bool      // the keys poison events took (guarded by outMu)
 	outMu                                    sync.Mutex
 	out                                      outcome
 	stopWrites                               atomic.Bool

@@ -12,11 +12,11 @@ import (
 // writers go on.
 
 // killStreamer SIGKILLs the relay of installation target that owns the most partitions: the
-// streaming relay, which holds every lease (waiting up to 10 s for one to hold them after a
-// takeover); without one, a random running relay.
+// streaming relay, which holds every lease (waiting up to 30 s for one to hold them after a
+// takeover on a loaded machine); without one, a random running relay.
 func (in *injector) killStreamer(ctx context.Context, target *installation, f fault) {
 	e := in.e
-	for range 100 {
+	for range 300 {
 		owners, err := e.leaseOwners(ctx, target)
 		if err != nil {
 			in.fail(err)
@@ -63,14 +63,16 @@ func (r *relays) killSlot(i int) bool {
 	return true
 }
 
-// discardUnderLoad (Config.DiscardAt) waits until every poison event committed so far is dead
-// (at most DrainTimeout), notes how many keys are parked, dead and held behind them, then
+// discardUnderLoad (Config.DiscardAt) waits until the poison events due by then (those the
+// writers place before DiscardAt) and every other one committed so far are dead (at most
+// DrainTimeout; the writers go on meanwhile, so the due ones are written), notes how many keys are parked, dead and held behind them, then
 // discards the dead ones as an operator does, and releases the writers that kept writing past
 // Config.Events meanwhile: the released keys drain while new events of theirs are written.
 func (in *injector) discardUnderLoad(ctx context.Context, f fault) {
 	e := in.e
 	defer e.holdWriters.Store(false)
 	deadline := time.Now().Add(e.cfg.DrainTimeout)
+	due := min(e.cfg.PoisonEvents, int(float64(e.cfg.PoisonEvents+1)*e.cfg.DiscardAt)) // claimPoison's spread
 	for {
 		ids := e.poisonIDs()
 		dead := 0
@@ -84,7 +86,7 @@ func (in *injector) discardUnderLoad(ctx context.Context, f fault) {
 				dead++
 			}
 		}
-		if (dead > 0 && dead == len(ids)) || time.Now().After(deadline) {
+		if (dead >= max(due, 1) && dead == len(ids)) || time.Now().After(deadline) {
 			break
 		}
 		select {

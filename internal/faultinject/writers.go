@@ -186,6 +186,9 @@ func (e *env) writeTx(ctx context.Context, in *installation, w eventWriter, rng 
 	keys := make([]string, 0, n)
 	for len(keys) < n {
 		k := in.key(1 + rng.IntN(e.cfg.Keys))
+		if poison && !e.newPoisonKey(k) {
+			continue // each poison event parks a key of its own
+		}
 		if !slices.Contains(keys, k) {
 			keys = append(keys, k)
 		}
@@ -297,3 +300,18 @@ type commitError struct{ err error }
 
 func (e *commitError) Error() string { return "commit: " + e.err.Error() }
 func (e *commitError) Unwrap() error { return e.err }
+
+// newPoisonKey reports whether no poison event took key k yet (while there are keys left for
+// the remaining ones), and then reserves it: the poison events park distinct keys.
+func (e *env) newPoisonKey(k string) bool {
+	e.outMu.Lock()
+	defer e.outMu.Unlock()
+	if e.poisonKeys == nil {
+		e.poisonKeys = map[string]bool{}
+	}
+	if e.poisonKeys[k] && len(e.poisonKeys) < e.cfg.Keys {
+		return false
+	}
+	e.poisonKeys[k] = true
+	return true
+}
