@@ -2,6 +2,7 @@ package forwarder_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -107,4 +108,37 @@ func TestWALScheduledRowDoesNotParkItsKey(t *testing.T) {
 	if n := h.rowsWithStatus(4); n != 0 {
 		t.Errorf("%d rows still scheduled, want 0", n)
 	}
+}
+
+// TestWALReleasedEventThatFailsParksItsKey: once released, a scheduled event is an ordinary
+// pending row; when the broker refuses it, it stays in the table with its attempt counted, and
+// the drain's next look at the table parks its key: the key's later streamed events are written
+// behind it, and go out after it, in order, once the broker takes it (docs/wal.md, Parking).
+func TestWALReleasedEventThatFailsParksItsKey(t *testing.T) {
+	h := newWALHarness(t, testsupport.KafkaBrokers(t))
+	testsupport.CreateKafkaTopic(t, h.brokers, h.topic)
+	pub := &faultyPublisher{Publisher: h.publisher(), topic: h.topic, poisoned: map[string]error{}}
+	var passes atomic.Int64
+	h.start(forwarder.WithWALHooks(h.walConfig(pub), &wal.Hooks{Drained: func(int) { passes.Add(1) }}))
+	h.waitForWALStream(forwarder.WALSlotName(h.writer.Table().Events(), "default"))
+
+	released := h.event("r", 0)
+	released.DeliverAt = dbClock(t, h.db, h.dialect).Add(300 * time.Millisecond)
+	pub.poison(released.ID.String(), errors.New("broker refuses this one"))
+	h.write(released)
+	waitFor(t, time.Minute, "the released event's failed attempt", func() bool {
+		var attempts int
+		err := h.db.QueryRow("SELECT COALESCE(MAX(attempts), 0) FROM " + h.writer.Table().Events() + " WHERE status = 0").Scan(&attempts)
+		return err == nil && attempts > 0
+	})
+	// Two more passes: the second one's refresh began after the attempt was recorded.
+	after := passes.Load()
+	waitFor(t, time.Minute, "two drain passes", func() bool { return passes.Load() >= after+2 })
+
+	h.write(h.event("r", 1), h.event("r", 2))
+	waitFor(t, time.Minute, "r's later events parked behind it", func() bool { return h.parkedRowsByKey()["r"] == 3 })
+	pub.poison(released.ID.String(), nil)
+	got := consumeDistinct(t, h.brokers, h.topic, 3, 60*time.Second)
+	checkDelivery(t, got, []string{"r"}, 3)
+	waitFor(t, time.Minute, "the table emptied", func() bool { return len(h.parkedRowsByKey()) == 0 })
 }
