@@ -58,6 +58,12 @@ func runDrains(conns connections, o options, noise *noise, res *results) error {
 							fmt.Fprintf(os.Stderr, "%s on %s: n/a: %s\n", c.relay, db.label, na.reason)
 							continue
 						}
+						if c.relay == relayWALExactlyOnce {
+							// New in the forwarder: its failure is its row's, not the whole run's.
+							res.markUnavailable(k, "failed: "+err.Error())
+							fmt.Fprintf(os.Stderr, "%s on %s: failed: %v\n", c.relay, db.label, err)
+							continue
+						}
 						return fmt.Errorf("%s drain on %s, %d B, %d keys: %w", c.relay, db.label, size, c.keys, err)
 					}
 					res.add(k, s)
