@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math/big"
@@ -38,6 +39,14 @@ func (c avroCodec) encode(payload []byte, _ string) ([]int, []byte, *mismatch) {
 		return nil, body, nil
 	}
 	return c.encodeGeneric(payload)
+}
+
+// appendFramed writes the wire format's header (magic byte, schema id) and the payload's
+// encoding by the direct path in one buffer.
+func (c avroCodec) appendFramed(id int, payload []byte, _ string) ([]byte, bool) {
+	buf := make([]byte, 5, 5+len(payload)+16)
+	binary.BigEndian.PutUint32(buf[1:], uint32(id))
+	return c.direct.appendEncode(buf, payload)
 }
 
 // encodeGeneric encodes through a generic value and hamba/avro.

@@ -166,8 +166,13 @@ func newAvroDirect(s avro.Schema) avroDirect {
 
 // encode returns payload's Avro encoding, or false when the generic path must decide.
 func (d avroDirect) encode(payload []byte) ([]byte, bool) {
+	return d.appendEncode(make([]byte, 0, len(payload)+16), payload)
+}
+
+// appendEncode appends payload's Avro encoding to buf.
+func (d avroDirect) appendEncode(buf, payload []byte) ([]byte, bool) {
 	s := jsonScanner{data: payload}
-	buf, err := avroValue(&s, d.root, make([]byte, 0, len(payload)+16))
+	buf, err := avroValue(&s, d.root, buf)
 	if err != nil || !s.atEnd() {
 		return nil, false
 	}
@@ -345,51 +350,4 @@ func avroMapValue(s *jsonScanner, n *avroNode, buf []byte) ([]byte, error) {
 		buf = closeBlock(buf, block, count)
 	}
 	return append(buf, 0), nil
-}
-
-// closeBlock puts the header of the block of count items written from start in front of them:
-// the negated count and the block's size in bytes, as hamba/avro writes it (just the count when
-// the items take no bytes).
-func closeBlock(buf []byte, start, count int) []byte {
-	var header [20]byte
-	size := len(buf) - start
-	h := header[:0]
-	if size > 0 {
-		h = appendAvroLong(appendAvroLong(h, -int64(count)), int64(size))
-	} else {
-		h = appendAvroLong(h, int64(count))
-	}
-	buf = append(buf, h...)
-	copy(buf[start+len(h):], buf[start:start+size])
-	copy(buf[start:], h)
-	return buf
-}
-
-// avroUnionValue writes the index of the first branch the value fits and the value in it: the
-// null branch for null, else the first other branch that takes it, as unionToAvro chooses.
-func avroUnionValue(s *jsonScanner, n *avroNode, buf []byte) ([]byte, error) {
-	if s.ws() == 'n' {
-		if !s.literal("null") {
-			return buf, errGiveUp
-		}
-		if n.null < 0 {
-			return buf, errNoFit
-		}
-		return appendAvroLong(buf, int64(n.null)), nil
-	}
-	start, bufStart := s.pos, len(buf)
-	for i, b := range n.branches {
-		if b == nil {
-			continue
-		}
-		s.pos = start
-		out, err := avroValue(s, b, appendAvroLong(buf[:bufStart], int64(i)))
-		if err == nil {
-			return out, nil
-		}
-		if !errors.Is(err, errNoFit) {
-			return out, err
-		}
-	}
-	return buf[:bufStart], errNoFit
 }

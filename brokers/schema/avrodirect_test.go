@@ -82,6 +82,9 @@ func TestAvroDirectMatchesTheGenericPath(t *testing.T) {
 				t.Fatalf("%.80s: generic path: %s: %s", p, m.path, m.reason)
 			}
 			sameAvro(t, c.schema, p, direct, generic)
+			if framed, ok := c.appendFramed(0x01020304, []byte(p), ""); !ok || !bytes.Equal(framed, append([]byte{0, 1, 2, 3, 4}, direct...)) {
+				t.Errorf("%.80s: framed %x, want the header 0001020304 and %x", p, framed, direct)
+			}
 			checked++
 		}
 	}

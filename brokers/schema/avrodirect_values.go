@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"math"
 	"strconv"
 
@@ -224,4 +225,51 @@ func (k *keySet) add(key []byte) bool {
 	}
 	k.large[string(key)] = struct{}{}
 	return true
+}
+
+// closeBlock puts the header of the block of count items written from start in front of them:
+// the negated count and the block's size in bytes, as hamba/avro writes it (just the count when
+// the items take no bytes).
+func closeBlock(buf []byte, start, count int) []byte {
+	var header [20]byte
+	size := len(buf) - start
+	h := header[:0]
+	if size > 0 {
+		h = appendAvroLong(appendAvroLong(h, -int64(count)), int64(size))
+	} else {
+		h = appendAvroLong(h, int64(count))
+	}
+	buf = append(buf, h...)
+	copy(buf[start+len(h):], buf[start:start+size])
+	copy(buf[start:], h)
+	return buf
+}
+
+// avroUnionValue writes the index of the first branch the value fits and the value in it: the
+// null branch for null, else the first other branch that takes it, as unionToAvro chooses.
+func avroUnionValue(s *jsonScanner, n *avroNode, buf []byte) ([]byte, error) {
+	if s.ws() == 'n' {
+		if !s.literal("null") {
+			return buf, errGiveUp
+		}
+		if n.null < 0 {
+			return buf, errNoFit
+		}
+		return appendAvroLong(buf, int64(n.null)), nil
+	}
+	start, bufStart := s.pos, len(buf)
+	for i, b := range n.branches {
+		if b == nil {
+			continue
+		}
+		s.pos = start
+		out, err := avroValue(s, b, appendAvroLong(buf[:bufStart], int64(i)))
+		if err == nil {
+			return out, nil
+		}
+		if !errors.Is(err, errNoFit) {
+			return out, err
+		}
+	}
+	return buf[:bufStart], errNoFit
 }

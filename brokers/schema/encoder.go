@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -55,8 +54,16 @@ type Encoder struct {
 	now    func() time.Time
 
 	mu    sync.Mutex
-	cache map[string]cached
+	cache map[target]cached
+	// targets memoizes target: the subject and version of a topic and event type.
+	targets map[eventKind]target
 }
+
+// eventKind is what names an event's subject: its topic and its type.
+type eventKind struct{ topic, eventType string }
+
+// maxTargets bounds Encoder.targets; past it, targets are computed without being remembered.
+const maxTargets = 10_000
 
 // cached is a subject's schema, ready to encode with.
 type cached struct {
@@ -94,7 +101,7 @@ func NewEncoder(client *sr.Client, config Config) (*Encoder, error) {
 	if config.Strategy == "" {
 		config.Strategy = StrategyTopic
 	}
-	return &Encoder{client: client, config: config, now: time.Now, cache: map[string]cached{}}, nil
+	return &Encoder{client: client, config: config, now: time.Now, cache: map[target]cached{}, targets: map[eventKind]target{}}, nil
 }
 
 // Subject is the subject of topic's values under the topic naming strategy.
@@ -121,6 +128,11 @@ func (e *Encoder) encodeEvent(ctx context.Context, topic, eventType string, payl
 	t, s, err := e.schemaOf(ctx, topic, eventType)
 	if err != nil {
 		return nil, cached{}, err
+	}
+	if f, ok := s.codec.(framer); ok {
+		if out, ok := f.appendFramed(s.id, payload, eventType); ok {
+			return out, s, nil
+		}
 	}
 	index, body, err := encodeWith(t, s, eventType, payload)
 	if err != nil {
@@ -163,9 +175,36 @@ type target struct {
 	version int
 }
 
-// target names the subject and version of an event: its topic's TopicConfig where there is one,
-// else the configured strategy and version.
+// framer is a codec that can write a payload's encoding straight after the wire format's header,
+// in one buffer; false leaves the payload to encode (a mismatch, or what only encode takes).
+type framer interface {
+	appendFramed(id int, payload []byte, record string) ([]byte, bool)
+}
+
+// target names the subject and version of an event, remembered per topic and event type.
 func (e *Encoder) target(topic, eventType string) (target, error) {
+	k := eventKind{topic, eventType}
+	e.mu.Lock()
+	t, ok := e.targets[k]
+	e.mu.Unlock()
+	if ok {
+		return t, nil
+	}
+	t, err := e.targetOf(topic, eventType)
+	if err != nil {
+		return t, err
+	}
+	e.mu.Lock()
+	if len(e.targets) < maxTargets {
+		e.targets[k] = t
+	}
+	e.mu.Unlock()
+	return t, nil
+}
+
+// targetOf names the subject and version of an event: its topic's TopicConfig where there is
+// one, else the configured strategy and version.
+func (e *Encoder) targetOf(topic, eventType string) (target, error) {
 	tc, perTopic := e.config.Topics[topic]
 	if perTopic && tc.Subject != "" {
 		return target{tc.Subject, tc.Version}, nil
@@ -188,9 +227,8 @@ func (e *Encoder) target(topic, eventType string) (target, error) {
 // lookup returns the cached schema of t, fetching it when missing (or, for the latest version,
 // older than LatestTTL).
 func (e *Encoder) lookup(ctx context.Context, t target) (cached, error) {
-	key := t.subject + "\x00" + strconv.Itoa(t.version)
 	e.mu.Lock()
-	c, ok := e.cache[key]
+	c, ok := e.cache[t]
 	e.mu.Unlock()
 	if ok && (t.version != 0 || e.now().Sub(c.fetched) < e.config.LatestTTL) {
 		return c, nil
@@ -209,7 +247,7 @@ func (e *Encoder) lookup(ctx context.Context, t target) (cached, error) {
 	}
 	c = cached{id: ss.ID, version: ss.Version, typ: ss.Type, codec: codec, fetched: e.now(), text: ss.Schema.Schema, references: len(ss.References)}
 	e.mu.Lock()
-	e.cache[key] = c
+	e.cache[t] = c
 	e.mu.Unlock()
 	return c, nil
 }

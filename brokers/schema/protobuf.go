@@ -71,6 +71,18 @@ func (c protoCodec) encode(payload []byte, record string) ([]int, []byte, *misma
 	return c.encodeGeneric(md, payload)
 }
 
+// appendFramed writes the wire format's header (magic byte, schema id, message indexes) and the
+// payload's encoding by the direct path in one buffer.
+func (c protoCodec) appendFramed(id int, payload []byte, record string) ([]byte, bool) {
+	md := c.message(record)
+	var header sr.ConfluentHeader
+	buf, err := header.AppendEncode(make([]byte, 0, 8+len(payload)), id, c.direct.index(md))
+	if err != nil {
+		return nil, false
+	}
+	return c.direct.appendEncode(buf, md, payload)
+}
+
 // encodeGeneric encodes payload as md through a dynamicpb message.
 func (c protoCodec) encodeGeneric(md protoreflect.MessageDescriptor, payload []byte) ([]int, []byte, *mismatch) {
 	decoded, m := decodeJSON(payload)

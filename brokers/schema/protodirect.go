@@ -32,6 +32,8 @@ type protoMsg struct {
 	// position of each field index in order.
 	order []int
 	rank  []int
+	// index is the message's indexes in its file (messageIndex).
+	index []int
 }
 
 // protoField is a compiled field.
@@ -56,7 +58,7 @@ func compileProto(md protoreflect.MessageDescriptor, done map[protoreflect.FullN
 	if m, ok := done[md.FullName()]; ok {
 		return m
 	}
-	m := &protoMsg{md: md, wellKnown: wellKnown(md), byName: map[string]int{}}
+	m := &protoMsg{md: md, wellKnown: wellKnown(md), byName: map[string]int{}, index: messageIndex(md)}
 	done[md.FullName()] = m
 	if m.wellKnown {
 		return m
@@ -148,14 +150,27 @@ func newProtoDirect(file protoreflect.FileDescriptor) protoDirect {
 	return d
 }
 
+// index returns md's message indexes.
+func (d protoDirect) index(md protoreflect.MessageDescriptor) []int {
+	if m, ok := d.messages[md.FullName()]; ok {
+		return m.index
+	}
+	return messageIndex(md)
+}
+
 // encode returns payload encoded as md, or false when the generic path must decide.
 func (d protoDirect) encode(md protoreflect.MessageDescriptor, payload []byte) ([]byte, bool) {
+	return d.appendEncode(make([]byte, 0, len(payload)), md, payload)
+}
+
+// appendEncode appends payload encoded as md to buf.
+func (d protoDirect) appendEncode(buf []byte, md protoreflect.MessageDescriptor, payload []byte) ([]byte, bool) {
 	m, ok := d.messages[md.FullName()]
 	if !ok || m.wellKnown {
 		return nil, false
 	}
 	s := jsonScanner{data: payload}
-	buf, err := protoMessage(&s, m, make([]byte, 0, len(payload)))
+	buf, err := protoMessage(&s, m, buf)
 	if err != nil || !s.atEnd() {
 		return nil, false
 	}

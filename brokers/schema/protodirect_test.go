@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/sr"
+
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
@@ -83,6 +85,12 @@ func TestProtobufDirectMatchesTheGenericPath(t *testing.T) {
 			t.Fatalf("%.80s: generic path: %s: %s", tc.payload, m.path, m.reason)
 		}
 		sameProto(t, md, tc.payload, direct, generic)
+		index, _, _ := c.encode([]byte(tc.payload), tc.record)
+		var header sr.ConfluentHeader
+		want, _ := header.AppendEncode(nil, 7, index)
+		if framed, ok := c.appendFramed(7, []byte(tc.payload), tc.record); !ok || !bytes.Equal(framed, append(want, direct...)) {
+			t.Errorf("%.80s: framed %x, want %x then %x", tc.payload, framed, want, direct)
+		}
 	}
 }
 
