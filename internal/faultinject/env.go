@@ -51,6 +51,7 @@ type env struct {
 	committedCount, aborted, writerDeadlocks atomic.Int64
 	poisonClaimed                            atomic.Int64
 	discarded                                map[string]poisonRow // poison rows as they were when the run discarded them
+	rediscarded                              int                  // discarded poison events found dead again later (parked anew)
 	poisonKeys                               map[string]bool      // the keys poison events took (guarded by outMu)
 	outMu                                    sync.Mutex
 	out                                      outcome
@@ -231,6 +232,7 @@ func (e *env) finish(ctx context.Context, res *Result) error {
 			return err
 		}
 		res.HeldBehindDead = held
+		res.PoisonDeadAgain = e.rediscarded
 		allArrived := func(context.Context) bool { return e.rec.missing(e.out.committed) == 0 }
 		if err := e.waitUntil(ctx, deadline, allArrived); err != nil {
 			return err

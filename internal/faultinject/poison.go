@@ -184,6 +184,10 @@ func (e *env) discardPoison(ctx context.Context) (int, error) {
 				return len(held), err
 			}
 			if r.found && r.status == statusDead && e.installationOf(id) == in.index {
+				if _, again := e.discarded[id]; again {
+					e.rediscarded++
+					e.logf("poison %s is dead in the table again after its discard", id)
+				}
 				e.discarded[id] = r // what the table said before the discard deleted the row
 				ids = append(ids, id)
 			}

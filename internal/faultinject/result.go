@@ -103,6 +103,9 @@ type Result struct {
 	DiscardedUnderLoad, ParkedKeysAtDiscard, DeadKeysAtDiscard, HeldAtDiscard int
 	// PoisonMaxAttempts is the most attempts any dead poison event took.
 	PoisonMaxAttempts int
+	// PoisonDeadAgain counts the poison events discarded under load that were dead in the
+	// table again at the end (parked anew after their discard) and were discarded again.
+	PoisonDeadAgain int
 	// MaxAttempts is the relays' retry budget (forwarder.max_attempts).
 	MaxAttempts int
 
@@ -237,6 +240,7 @@ func (r Result) Table() string {
 		if r.DiscardedUnderLoad > 0 {
 			row("discarded under load: poison / parked keys / dead keys / held events", fmt.Sprintf("%d / %d / %d / %d",
 				r.DiscardedUnderLoad, r.ParkedKeysAtDiscard, r.DeadKeysAtDiscard, r.HeldAtDiscard))
+			row("  of them dead again at the end (discarded again)", r.PoisonDeadAgain)
 		}
 	}
 	if r.Scheduled > 0 {
