@@ -122,7 +122,10 @@ func runSteady(conns connections, o options, noise *noise, res *results) ([]stea
 type writeResults struct {
 	singleReps     [][]writeCost
 	concurrentReps [][]concurrentCost
-	sql            []sqlWriteCost
+	// slots are the replication slots on the server at each repetition's start: the wal
+	// writer's guard reads every one of them.
+	slots []int
+	sql   []sqlWriteCost
 }
 
 // runWrites measures the write side the relays of o ask for.
@@ -139,6 +142,11 @@ func runWrites(conns connections, o options, noise *noise) (writeResults, error)
 		pg, _ := o.database("postgres")
 		for rep := 1; rep <= reps; rep++ {
 			noise.sample()
+			var slots int
+			if err := conns.get("postgres").QueryRow("SELECT count(*) FROM pg_replication_slots").Scan(&slots); err != nil {
+				return w, fmt.Errorf("count the replication slots: %w", err)
+			}
+			w.slots = append(w.slots, slots)
 			single, err := measureWriteSide(conns.get("postgres"), pg, 2000)
 			if err != nil {
 				return w, fmt.Errorf("write-side cost: %w", err)

@@ -55,6 +55,9 @@ func printWALTargets(w io.Writer, r *results, steady []steadyResult, writes writ
 	for _, t := range targets {
 		fmt.Fprintln(w, t.line())
 	}
+	if len(writes.slots) > 0 {
+		fmt.Fprintf(w, "\nreplication slots on the server when each write-side repetition began: %v (the wal writer's slot guard reads every one)", writes.slots)
+	}
 	fmt.Fprintf(w, "\ncommand: %s\n", o.command)
 	fmt.Fprintf(w, "drain ratios pair the two drains of each repetition; CPU per event is the relay process's user+system time over the events drained; load average now %s.\n", orUnknown(loadavg()))
 }
@@ -168,9 +171,14 @@ func pairedRatios(r *results, a, b drainKey) ([]float64, string) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Sprintf("not measured: no %s beside %s in this run", b.relay, a.relay)
+		return nil, notPaired(a, b)
 	}
 	return out, ""
+}
+
+// notPaired says that the drains of a target's two rows were not both measured.
+func notPaired(a, b drainKey) string {
+	return fmt.Sprintf("not measured: this run has not both %s at %s and %s at %s", a.relay, keysLabel(a.keys), b.relay, keysLabel(b.keys))
 }
 
 // walDrainTargets are the drain targets, ratios of two drains of the same repetition.
@@ -184,10 +192,14 @@ func walDrainTargets(r *results, size, top int) []walTarget {
 		return t
 	}
 	wal := key(relayWAL, top)
+	hot := ratioTarget(fmt.Sprintf("hot key: outboxkit-wal 1 key / %s", keysLabel(top)), walHotKey, key(relayWAL, 1), wal)
+	if top == 1 {
+		hot.values, hot.missing = nil, "not measured: -keys has no number of keys above 1"
+	}
 	return []walTarget{
 		ratioTarget("drain: outboxkit-wal / wal-ceiling", walOfCeiling, wal, key(relayWALCeiling, top)),
 		ratioTarget("drain: outboxkit-wal / polling (outboxkit)", walOfPolling, wal, key(relayOutboxkit, top)),
-		ratioTarget(fmt.Sprintf("hot key: outboxkit-wal 1 key / %s", keysLabel(top)), walHotKey, key(relayWAL, 1), wal),
+		hot,
 		ratioTarget("exactly-once drain: outboxkit-wal-eo / outboxkit-wal", walEOOfALO, key(relayWALExactlyOnce, top), wal),
 	}
 }
@@ -232,7 +244,7 @@ func walCPUTargets(r *results, size, top int) []walTarget {
 			}
 		}
 		if len(t.values) == 0 {
-			t.missing = fmt.Sprintf("not measured: no %s beside %s in this run", b.relay, a.relay)
+			t.missing = notPaired(a, b)
 		}
 		return t
 	}

@@ -102,3 +102,28 @@ func TestWALDrainCases(t *testing.T) {
 		t.Fatalf("drainCases = %v, want %v", got, want)
 	}
 }
+
+// TestWALTargetsSayWhichDrainIsMissing: a target whose two drains were not both measured names
+// them; one key alone measures no hot-key ratio.
+func TestWALTargetsSayWhichDrainIsMissing(t *testing.T) {
+	o := options{keys: []int{100}, payloads: []int{256}, relays: []string{relayOutboxkit, relayWAL}, repeat: 1,
+		dbs: []database{{name: "postgres", label: "PostgreSQL"}}}
+	r := newResults(o)
+	r.add(drainKey{db: "postgres", size: 256, keys: 100, relay: relayWAL}, sample{events: 100, seconds: 1})
+	var b strings.Builder
+	printWALTargets(&b, r, nil, writeResults{}, o)
+	for _, want := range []string{
+		"not measured: this run has not both outboxkit-wal at 100 keys and wal-ceiling at 100 keys",
+		"not measured: this run has not both outboxkit-cdc at 100 keys and outboxkit at 100 keys",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("target table lacks %q:\n%s", want, b.String())
+		}
+	}
+	o.keys = []int{1}
+	b.Reset()
+	printWALTargets(&b, newResults(o), nil, writeResults{}, o)
+	if !strings.Contains(b.String(), "not measured: -keys has no number of keys above 1") {
+		t.Errorf("one key alone measured a hot-key ratio:\n%s", b.String())
+	}
+}
