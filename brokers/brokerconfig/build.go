@@ -59,7 +59,7 @@ func Build(ctx context.Context, cfg Config, logger watermill.LoggerAdapter) (*Br
 		b.publisher = pub
 	}
 	if cfg.SchemaRegistry.On() {
-		var opts []schema.PublisherOption
+		opts := []schema.PublisherOption{schema.ServerErrorBound(cfg.SchemaRegistry.ServerErrorBound)}
 		if cfg.Format == FormatCloudEvents {
 			opts = append(opts, schema.CloudEventsAttributes(cfg.SchemaRegistry.URL))
 		}

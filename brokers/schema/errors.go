@@ -43,6 +43,10 @@ type RegistryError struct {
 	Subject string
 	ID      int
 	Err     error
+	// subjectFault marks a server error the registry has answered for this subject for longer
+	// than the publisher's ServerErrorBound while it answered its health check: the subject's
+	// failure, not an outage.
+	subjectFault bool
 }
 
 func (e *RegistryError) Error() string {
@@ -59,8 +63,14 @@ func (e *RegistryError) Unwrap() error { return e.Err }
 // 408 or 429). Such a failure says nothing about the event: the forwarder retries it without
 // counting an attempt (Publisher.Unavailable). A registry that answers but has no such subject
 // or version, or a schema that does not parse, is not unavailable: the event's attempts count,
-// so that an event waiting for a schema nobody registers ends in the dead-letter topic.
+// so that an event waiting for a schema nobody registers ends in the dead-letter topic. Nor is
+// a server error (500, or another 5xx but 502, 503 and 504) that the registry has answered for
+// one subject for longer than the publisher's ServerErrorBound while it answered its health
+// check: the publisher marks such an error as the subject's failure.
 func (e *RegistryError) Unavailable() bool {
+	if e.subjectFault {
+		return false
+	}
 	var resp *sr.ResponseError
 	if errors.As(e.Err, &resp) {
 		return resp.StatusCode >= http.StatusInternalServerError || resp.StatusCode == http.StatusTooManyRequests ||

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
@@ -58,7 +59,8 @@ func NewPublisher(pub message.Publisher, enc *Encoder, opts ...PublisherOption) 
 	if !ok {
 		return nil, fmt.Errorf("schema: publisher %T has no PublishEach (per-message outcomes)", pub)
 	}
-	p := &publisher{pub: pub, each: each, enc: enc}
+	p := &publisher{pub: pub, each: each, enc: enc,
+		serverErrors: &serverErrors{bound: DefaultServerErrorBound, client: enc.client, now: time.Now}}
 	if native, ok := pub.(NativePublisher); ok {
 		p.native, p.natives = native, &nativeSchemas{}
 	}
@@ -82,6 +84,8 @@ type publisher struct {
 	// cloudEvents, when set, adds the CloudEvents attributes of the encoding (content-type,
 	// ce_dataschema under this registry URL) to every encoded message.
 	cloudEvents *cloudEventsAttributes
+	// serverErrors bounds how long a server error of one subject counts as an outage.
+	serverErrors *serverErrors
 }
 
 // Publish encodes every message before sending any, and sends none when one fails.
@@ -111,7 +115,8 @@ func (p *publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 	if !slices.ContainsFunc(msgs, func(msg *message.Message) bool { return !isDeadLetter(msg) }) {
 		return p.each.PublishEach(ctx, topic, msgs)
 	}
-	if err := p.lookupAll(ctx, topic, msgs); err != nil {
+	faults, err := p.lookupAll(ctx, topic, msgs)
+	if err != nil {
 		for i := range errs {
 			errs[i] = fmt.Errorf("schema: topic %q: %w", topic, err)
 		}
@@ -131,7 +136,7 @@ func (p *publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 			errs[i] = fmt.Errorf("schema: topic %q: message %d: %w", topic, i, ErrEarlierMessageNotEncoded)
 			continue
 		}
-		enc, ps, err := p.encode(ctx, topic, msg)
+		enc, ps, err := p.encodeOr(ctx, faults, topic, msg)
 		if err != nil {
 			errs[i] = fmt.Errorf("schema: topic %q: message %d: %w", topic, i, err)
 			if msg == nil {
@@ -163,9 +168,11 @@ func (p *publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 }
 
 // lookupAll looks up the subject of every message to encode, so that a registry that does not
-// answer fails the whole call before anything is sent (an event whose subject cannot be named
-// fails alone, in encode).
-func (p *publisher) lookupAll(ctx context.Context, topic string, msgs []*message.Message) error {
+// answer fails the whole call before anything is sent (the returned error). A lookup that failed
+// otherwise (the registry answers without the subject or version, a schema it cannot use, a
+// subject's lasting server error) is returned by target in faults: the events of that subject
+// fail alone (encodeOr), and an event whose subject cannot be named fails alone in encode.
+func (p *publisher) lookupAll(ctx context.Context, topic string, msgs []*message.Message) (faults map[target]error, err error) {
 	seen := map[target]bool{}
 	for _, msg := range msgs {
 		if !needsEncoding(msg) || msg == nil {
@@ -177,10 +184,30 @@ func (p *publisher) lookupAll(ctx context.Context, topic string, msgs []*message
 		}
 		seen[t] = true
 		if _, err := p.enc.lookup(ctx, t); err != nil {
-			return err
+			err = p.serverErrors.classify(ctx, err)
+			if p.Unavailable(err) {
+				return nil, err
+			}
+			if faults == nil {
+				faults = map[target]error{}
+			}
+			faults[t] = err
+			continue
+		}
+		p.serverErrors.ok(t.subject)
+	}
+	return faults, nil
+}
+
+// encodeOr is encode, but for a message to encode whose subject's lookup failed in lookupAll
+// (faults), that failure, without asking the registry again.
+func (p *publisher) encodeOr(ctx context.Context, faults map[target]error, topic string, msg *message.Message) (*message.Message, *nativeschema.Schema, error) {
+	if len(faults) > 0 && msg != nil && needsEncoding(msg) {
+		if t, err := p.enc.target(topic, msg.Metadata.Get(eventTypeKey)); err == nil && faults[t] != nil {
+			return nil, nil, faults[t]
 		}
 	}
-	return nil
+	return p.encode(ctx, topic, msg)
 }
 
 // isDeadLetter reports a message with Watermill's poison reason header, as the forwarder

@@ -36,6 +36,11 @@ type RegistryConfig struct {
 	// Topics overrides the subject (outright or by strategy) and the version for the topics it
 	// names.
 	Topics map[string]TopicConfig `yaml:"topics"`
+	// ServerErrorBound is how long the registry may answer a server error (500 and the other
+	// 5xx but 502, 503 and 504) for one subject while it answers its health check before the
+	// error counts as the subject's failure, which spends the events' attempts, instead of an
+	// outage, which does not. Default: 5m (see ServerErrorBound).
+	ServerErrorBound time.Duration `yaml:"server_error_bound"`
 }
 
 // On reports whether encoding is configured.
@@ -58,6 +63,9 @@ func (c RegistryConfig) Validate() error {
 		default:
 			return fmt.Errorf("latest_ttl: %s is negative", c.LatestTTL)
 		}
+	}
+	if c.ServerErrorBound < 0 {
+		return fmt.Errorf("server_error_bound: %s is negative", c.ServerErrorBound)
 	}
 	if err := c.SubjectStrategy.Validate(); err != nil {
 		return fmt.Errorf("subject_strategy: %q: want %s, %s or %s", string(c.SubjectStrategy), StrategyTopic, StrategyRecord, StrategyTopicRecord)
@@ -119,6 +127,7 @@ func (c RegistryConfig) LogValue() slog.Value {
 		slog.String("password", redact(c.Password)),
 		slog.String("bearer_token", redact(c.BearerToken)),
 		slog.Any("topics", c.Topics),
+		slog.Duration("server_error_bound", c.ServerErrorBound),
 		slog.Group("tls", slog.String("ca_file", c.TLS.CAFile), slog.String("cert_file", c.TLS.CertFile),
 			slog.String("key_file", c.TLS.KeyFile), slog.Bool("insecure_skip_verify", c.TLS.InsecureSkipVerify)),
 	)
