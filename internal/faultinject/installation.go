@@ -156,10 +156,46 @@ func (e *env) createTables(ctx context.Context, in *installation) error {
 }
 
 // dropTables drops the tables of a single installation (a run with several drops their
-// schemas): every table the migrations create (outbox.Table.Tables) and the business table.
+// schemas): every table the migrations create (outbox.Table.Tables) and the business table,
+// and on PostgreSQL the functions the migrations create beside them, which a dropped table
+// leaves behind.
 func (e *env) dropTables(in *installation) {
 	for _, t := range append(in.table.Tables(), in.keysTable) {
 		_, _ = e.db.Exec("DROP TABLE IF EXISTS " + t)
+	}
+	if e.cfg.Dialect == outbox.Postgres {
+		e.dropFunctions(in.table.Events())
+	}
+}
+
+// pgFunctionSuffixes are the names, after the outbox table's, of the functions the PostgreSQL
+// migrations create (outbox/migrations/postgres).
+var pgFunctionSuffixes = []string{"_emit", "_key_hash", "_notify", "_prepare", "_schedule", "_wal_guard", "_wal_refuse"}
+
+// dropFunctions drops the migrations' functions of the outbox table events (every overload);
+// a schema-qualified table's schema is dropped whole instead.
+func (e *env) dropFunctions(events string) {
+	if strings.Contains(events, ".") {
+		return
+	}
+	names := make([]string, len(pgFunctionSuffixes))
+	for i, s := range pgFunctionSuffixes {
+		names[i] = strings.ToLower(events) + s
+	}
+	rows, err := e.db.Query("SELECT oid::regprocedure::text FROM pg_proc WHERE proname = ANY($1) AND pg_function_is_visible(oid)", names)
+	if err != nil {
+		return
+	}
+	var sigs []string
+	for rows.Next() {
+		var sig string
+		if rows.Scan(&sig) == nil {
+			sigs = append(sigs, sig)
+		}
+	}
+	_ = rows.Close()
+	for _, sig := range sigs {
+		_, _ = e.db.Exec("DROP FUNCTION IF EXISTS " + sig) // a signature read from the catalog
 	}
 }
 
