@@ -21,6 +21,29 @@ gofmt_clean() {
   fi
 }
 step "gofmt" gofmt_clean
+
+# No build output in the repository: no executable (ELF or Mach-O), jar, tarball or file over 5 MB
+# among the tracked files.
+tracked_files_clean() {
+  git ls-files -z | python3 -c '
+import os, sys
+bad = []
+for f in sys.stdin.buffer.read().decode().split("\0"):
+    if not f or not os.path.isfile(f):
+        continue
+    if f.endswith((".jar", ".war", ".tar", ".tar.gz", ".tgz")):
+        bad.append(f + " (archive)")
+    elif os.path.getsize(f) > 5 << 20:
+        bad.append(f + " (over 5 MB)")
+    else:
+        with open(f, "rb") as fh:
+            if fh.read(4) in (b"\x7fELF", b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe"):
+                bad.append(f + " (executable)")
+if bad:
+    sys.exit("tracked files that are build output or too large:\n" + "\n".join(bad))
+'
+}
+step "tracked files" tracked_files_clean
 step "go vet" go vet ./...
 step "go test" go test -count=1 -timeout 40m -p 2 "$@" ./...
 
