@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"unicode/utf8"
@@ -60,6 +61,7 @@ func (s *jsonScanner) str() (raw []byte, escaped bool, err error) {
 	}
 	start := s.pos
 	ascii := true
+	s.pos = plainRun(s.data, s.pos)
 	for s.pos < len(s.data) {
 		c := s.data[s.pos]
 		switch {
@@ -84,6 +86,22 @@ func (s *jsonScanner) str() (raw []byte, escaped bool, err error) {
 		s.pos++
 	}
 	return nil, false, errSyntax
+}
+
+// plainRun returns the position of the first byte from i on that is a quote, a backslash, a
+// control character or not ASCII, reading eight bytes at a time (the body of a string is mostly
+// plain text).
+func plainRun(d []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(d); i += 8 {
+		x := binary.LittleEndian.Uint64(d[i:])
+		quote, backslash := x^(ones*'"'), x^(ones*'\\')
+		special := (x - ones*0x20) | (quote-ones)&^quote | (backslash-ones)&^backslash | x
+		if special&highs != 0 {
+			break
+		}
+	}
+	return i
 }
 
 // escape checks the escape sequence at the current position (a backslash) and skips it.
