@@ -88,6 +88,13 @@ type Config struct {
 	// or one committed earlier. The checker holds the scheduled events' rules (scheduled.go).
 	// Kafka, the polling source (not yet tried with cdc) and outbox.Writer only. Default 0: none.
 	Scheduled float64
+	// DueGrid, in the scheduled variant, rounds every scheduled event's delivery time up to a
+	// multiple of DueGrid (by the database's clock), so that batches of events, some of one key,
+	// come due at the same instant; and each SIGKILL is timed to land around such an instant
+	// (between DueGrid/10 before and DueGrid/5 after one at which written events come due).
+	// What the checker verifies does not depend on where a kill lands. Default 0: delivery
+	// times to the microsecond, kills at random points.
+	DueGrid time.Duration
 	// MaxAttempts is the relays' forwarder.max_attempts. Default 1000 (no event of the plain
 	// run may be dead-lettered by the faults); set it low (3) with PoisonEvents.
 	MaxAttempts int

@@ -78,6 +78,7 @@ func schedule(cfg Config, rng *rand.Rand) []fault {
 // injector carries out the faults of one run and collects what they did.
 type injector struct {
 	e         *env
+	rng       *rand.Rand // the draws of the faults' timing (Config.DueGrid)
 	res       *Result
 	lastFault time.Time
 	pauseMu   sync.Mutex // one pause at a time
@@ -123,6 +124,10 @@ func (in *injector) inject(ctx context.Context, f fault) {
 	target := e.insts[f.nth%len(e.insts)] // kills and pauses take the installations in turn
 	switch f.kind {
 	case "kill":
+		if e.sched != nil && e.cfg.DueGrid > 0 {
+			due, offset := e.awaitDueMoment(ctx, in.rng)
+			e.logf("killing a relay %+dms from %s, when scheduled events come due", offset.Milliseconds(), due.UTC().Format("15:04:05.000"))
+		}
 		if e.cfg.source() == "wal" && f.nth%2 == 0 {
 			in.killStreamer(ctx, target, f)
 			return
@@ -195,7 +200,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, err
 	}
 	e.startWriters()
-	inj := &injector{e: e, res: &res}
+	inj := &injector{e: e, res: &res, rng: rand.New(rand.NewPCG(cfg.Seed, 11))}
 	for _, f := range schedule(cfg, rng) {
 		if err := inj.await(ctx, f); err != nil {
 			return res, err

@@ -93,6 +93,10 @@ type Result struct {
 	// reported it NotFound) and ScheduledLeft (rows still scheduled at the end).
 	Scheduled, CancelledOwn, CancelledLater, CancelReleased, CancelNotFound int
 	OwnCancelMissed, Early, CancelledArrived, NotFoundLate, ScheduledLeft   int
+	// DueTogether counts the scheduled events checked for the rule "events of one key that come
+	// due together go out in sequence order" (those sharing their key and deliver_at with
+	// another); DueOrderViolations the events that arrived after a later one of their group.
+	DueTogether, DueOrderViolations int
 	// HeldBehindDead counts the events that waited behind a dead poison event of their key
 	// until the run discarded it (then they must arrive like any other).
 	HeldBehindDead int
@@ -251,6 +255,7 @@ func (r Result) Table() string {
 		row("cancelled but arrived", r.CancelledArrived)
 		row("NotFound but produced after the cancel", r.NotFoundLate)
 		row("own-tx cancels not Changed / rows left scheduled", fmt.Sprintf("%d / %d", r.OwnCancelMissed, r.ScheduledLeft))
+		row("due together with one of their key: checked / out of seq order", fmt.Sprintf("%d / %d", r.DueTogether, r.DueOrderViolations))
 	}
 	row("deadlocks logged (relays)", r.DeadlocksLogged)
 	row("relay SIGKILLs", r.Kills)
@@ -300,6 +305,9 @@ func (r Result) scheduledErrs() []string {
 	}
 	if r.ScheduledLeft > 0 {
 		errs = append(errs, fmt.Sprintf("%d rows left scheduled", r.ScheduledLeft))
+	}
+	if r.DueOrderViolations > 0 {
+		errs = append(errs, fmt.Sprintf("%d scheduled events due together with one of their key arrived out of sequence order", r.DueOrderViolations))
 	}
 	return errs
 }

@@ -44,6 +44,8 @@ const (
 // validateScheduled checks the scheduled variant's settings.
 func (c Config) validateScheduled() error {
 	switch {
+	case c.Scheduled == 0 && c.DueGrid != 0:
+		return fmt.Errorf("faultinject: DueGrid %s without Scheduled: the grid is the scheduled variant's", c.DueGrid)
 	case c.Scheduled == 0:
 		return nil
 	case c.Scheduled < 0 || c.Scheduled > 1:
@@ -56,6 +58,8 @@ func (c Config) validateScheduled() error {
 		return fmt.Errorf("faultinject: Scheduled with SQLWriters: the variant cancels through outbox.Writer")
 	case c.Schema != "":
 		return fmt.Errorf("faultinject: Scheduled with Schema %q: the Avro schema has no deliver_at field", c.Schema)
+	case c.DueGrid < 0 || (c.DueGrid > 0 && c.DueGrid < 100*time.Millisecond):
+		return fmt.Errorf("faultinject: DueGrid %s: want 0 or at least 100ms", c.DueGrid)
 	}
 	return nil
 }
@@ -71,14 +75,18 @@ type scheduleLedger struct {
 	cancelled map[string]bool
 	// notFoundAt is when a committed cancel that reported the event NotFound returned: the
 	// event was published before then.
-	notFoundAt                                                  map[string]time.Time
+	notFoundAt map[string]time.Time
+	// contested are the events a later cancel locked in a transaction that did not commit:
+	// the release skips such a row while the cancel holds it, so it may go out after a later
+	// event of its key due at the same time (docs/scheduled.md, the ordering rule's exception).
+	contested                                                   map[string]bool
 	scheduled                                                   int // committed scheduled events
 	ownChanged, laterChanged, released, notFound, ownNotChanged int
 }
 
 func newScheduleLedger() *scheduleLedger {
 	return &scheduleLedger{deliverAt: map[string]time.Time{}, pool: map[int][]string{},
-		cancelled: map[string]bool{}, notFoundAt: map[string]time.Time{}}
+		cancelled: map[string]bool{}, notFoundAt: map[string]time.Time{}, contested: map[string]bool{}}
 }
 
 // schedTx is what one transaction of the scheduled variant does about scheduled events.
@@ -138,6 +146,11 @@ func (e *env) scheduleEvent(ctx context.Context, tx *sql.Tx, rng *mrand.Rand, ev
 	}
 	ahead := minScheduleAhead + time.Duration(rng.Int64N(int64(maxScheduleAhead-minScheduleAhead)))
 	ev.DeliverAt = now.Add(ahead).Truncate(time.Microsecond).UTC()
+	if g := e.cfg.DueGrid; g > 0 {
+		if t := ev.DeliverAt.Truncate(g); !t.Equal(ev.DeliverAt) {
+			ev.DeliverAt = t.Add(g)
+		}
+	}
 	p.DeliverAt = ev.DeliverAt.Format(time.RFC3339Nano)
 	body, err := outbox.NewJSONEvent(ev.Topic, ev.AggregateType, ev.AggregateID, ev.EventType, p)
 	if err != nil {
@@ -201,6 +214,9 @@ func (e *env) settle(st *schedTx, inst int, ok bool, err error) {
 	if !committed {
 		if st.later != "" && err == nil {
 			l.pool[inst] = append(l.pool[inst], st.later) // rolled back: still scheduled
+		}
+		for _, id := range changedIDs(st.laterRes) {
+			l.contested[id] = true
 		}
 		if err != nil { // the commit's outcome is unknown
 			for _, id := range append(changedIDs(st.laterRes), changedIDs(st.ownRes)...) {
@@ -311,9 +327,82 @@ func (e *env) checkScheduled(ctx context.Context, res *Result) error {
 				t.UTC().Format("15:04:05.000"), ts.UTC().Format("15:04:05.000"))
 		}
 	}
+	e.checkDueTogether(res)
 	n, err := e.scheduledLeft(ctx)
 	res.ScheduledLeft = n
 	return err
+}
+
+// checkDueTogether holds the rule "events of one key that come due together go out in sequence
+// order" (docs/scheduled.md): among the scheduled events of one key with the same deliver_at, the
+// first copies arrive in the order of the key's sequence numbers (commit order). Events a
+// cancel held in a transaction that did not commit are left out: the release skips a row while
+// a cancel holds it, the documented exception. Called with l.mu held.
+func (e *env) checkDueTogether(res *Result) {
+	l := e.sched
+	type group struct {
+		key string
+		at  time.Time
+	}
+	seen := map[string]bool{}
+	last := map[group]delivery{}
+	size := map[group]int{}
+	for _, d := range e.rec.deliveries {
+		at, ok := l.deliverAt[d.id]
+		if !ok || d.bad != "" || seen[d.id] || l.contested[d.id] || l.cancelled[d.id] {
+			continue
+		}
+		seen[d.id] = true
+		g := group{d.key, at}
+		size[g]++
+		if prev, ok := last[g]; ok && d.seq < prev.seq {
+			res.DueOrderViolations++
+			e.sample(res, "key %s, due together at %s: seq %d (%s) arrived after seq %d (%s)", d.key,
+				at.UTC().Format("15:04:05.000000"), d.seq, d.where, prev.seq, prev.where)
+			continue
+		}
+		last[g] = d
+	}
+	for _, n := range size {
+		if n > 1 {
+			res.DueTogether += n
+		}
+	}
+}
+
+// dueInstant returns the next instant, at least lead from now, at which a written scheduled
+// event comes due (a multiple of Config.DueGrid), or the next multiple if none is known yet.
+func (l *scheduleLedger) dueInstant(grid, lead time.Duration) time.Time {
+	from := time.Now().Add(lead)
+	next := from.Truncate(grid).Add(grid)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var best time.Time
+	for _, at := range l.deliverAt {
+		if at.After(from) && (best.IsZero() || at.Before(best)) {
+			best = at
+		}
+	}
+	if best.IsZero() {
+		return next
+	}
+	return best
+}
+
+// awaitDueMoment sleeps until a moment around an instant at which scheduled events come due:
+// between DueGrid/10 before and DueGrid/5 after it, drawn by rng, and returns the instant and
+// the offset. The local clock stands in for the database's: the test services run on this
+// machine. Nothing the checker verifies depends on where in that window the kill lands.
+func (e *env) awaitDueMoment(ctx context.Context, rng *mrand.Rand) (time.Time, time.Duration) {
+	g := e.cfg.DueGrid
+	before, after := g/10, g/5
+	offset := time.Duration(rng.Int64N(int64(before+after))) - before
+	due := e.sched.dueInstant(g, before+10*time.Millisecond)
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Until(due.Add(offset))):
+	}
+	return due, offset
 }
 
 // isCancelled reports whether a committed cancel withdrew event id.

@@ -16,6 +16,7 @@
 //	go run ./internal/cmd/faultinject -schema avro -poison 4 -events 1200
 //	go run ./internal/cmd/faultinject -scheduled 0.33 -events 1200
 //	go run ./internal/cmd/faultinject -source wal -poison 4 -discard-at 0.7 -events 1500 -keys 100 -writers 3
+//	go run ./internal/cmd/faultinject -scheduled 0.33 -due-grid 1s -delivery exactly_once -events 1200 -keys 50 -no-pauses
 //
 // The dedicated broker is started through scripts/services.sh (start-kafka, start-pulsar, start-nats, start-rabbitmq) with
 // its own ports and state directory, and stopped at the end unless -keep-broker is given.
@@ -44,7 +45,7 @@ type flags struct {
 	size, broker, scenario, database, source, delivery, dsn          string
 	events, keys, writers, rate, relays, kills, pauses, restarts     int
 	noPauses, noRestart, noCut, keep, keepBroker                     bool
-	leaseTTL, downtime, drain                                        time.Duration
+	leaseTTL, downtime, drain, dueGrid                               time.Duration
 	rollback, scheduled, discardAt                                   float64
 	seed                                                             uint64
 	stateDir, binary, table, schema, registry, walSlot               string
@@ -88,6 +89,7 @@ func parseFlags() flags {
 	flag.StringVar(&f.schema, "schema", "", "avro: the relays encode every event with an Avro schema registered in -registry, the consumer decodes them, and -poison events break the schema instead (kafka, at least once)")
 	flag.StringVar(&f.registry, "registry", envOr("OUTBOXKIT_TEST_SCHEMA_REGISTRY_URL", "http://127.0.0.1:18081/apis/ccompat/v7"), "the Confluent-compatible schema registry of -schema")
 	flag.Float64Var(&f.scheduled, "scheduled", 0, "share of the transactions that also write an event scheduled 2-5 s ahead, some of them cancelled; the run then checks none arrives early or cancelled (kafka, polling)")
+	flag.DurationVar(&f.dueGrid, "due-grid", 0, "with -scheduled: round every delivery time up to a multiple of this (events of one key come due together) and time each relay kill around such an instant")
 	flag.IntVar(&f.poisonSize, "poison-bytes", 0, "payload size of a poison event (default 2 MiB for kafka, 8 MiB for pulsar)")
 	flag.IntVar(&f.calm, "calm-events", 0, "events committed after every fault is over, the relays left alone (their steady path must carry them)")
 	flag.DurationVar(&f.drain, "drain-timeout", 0, "bound of the wait for the last events after the writes (default 3m, 10m with -size large)")
@@ -117,7 +119,7 @@ func (f flags) config() (faultinject.Config, error) {
 		NoBrokerRestart: f.noRestart, BrokerRestarts: f.restarts, NoDBCut: f.noCut, NoPauses: f.noPauses, Pauses: f.pauses, LeaseTTL: f.leaseTTL,
 		Seed: f.seed, Keep: f.keep, BrokerDowntime: f.downtime, Logf: log.Printf,
 		CalmEvents: f.calm, Installations: f.insts, Table: f.table, PoisonEvents: f.poison, PoisonBytes: f.poisonSize, MaxAttempts: f.attempts,
-		Scheduled: f.scheduled, WALSlot: f.walSlot, DiscardAt: f.discardAt}
+		Scheduled: f.scheduled, DueGrid: f.dueGrid, WALSlot: f.walSlot, DiscardAt: f.discardAt}
 	if f.schema != "" {
 		cfg.Schema, cfg.RegistryURL = f.schema, f.registry
 	}
