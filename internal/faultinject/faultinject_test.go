@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,13 @@ import (
 // Set OUTBOXKIT_TEST_FAULT_PULSAR=0 to skip the fault-injection run against a dedicated Pulsar (it
 // adds about a minute; `go run ./internal/cmd/faultinject -broker pulsar` does the same run).
 const envPulsar = "OUTBOXKIT_TEST_FAULT_PULSAR"
+
+// Set OUTBOXKIT_TEST_FAULT_STATE_DIR and OUTBOXKIT_TEST_FAULT_KAFKA_PORT (its controller on the
+// next port) to run the tests' dedicated Kafka beside another one on the default ports.
+const (
+	envStateDir  = "OUTBOXKIT_TEST_FAULT_STATE_DIR"
+	envKafkaPort = "OUTBOXKIT_TEST_FAULT_KAFKA_PORT"
+)
 
 // started records the dedicated brokers this test binary started, to stop them at the end.
 var (
@@ -43,7 +51,13 @@ func dedicatedBroker(t *testing.T, kind string) Broker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := Broker{Kind: kind, RepoRoot: root}
+	b := Broker{Kind: kind, RepoRoot: root, StateDir: os.Getenv(envStateDir)}
+	if p := os.Getenv(envKafkaPort); p != "" && kind == Kafka {
+		if b.KafkaPort, err = strconv.Atoi(p); err != nil {
+			t.Fatalf("%s=%q: %v", envKafkaPort, p, err)
+		}
+		b.KafkaControllerPort = b.KafkaPort + 1
+	}
 	startedMu.Lock()
 	defer startedMu.Unlock()
 	if _, ok := started[kind]; !ok {
@@ -483,22 +497,27 @@ func TestFaultInjectionScheduled(t *testing.T) {
 // the release and the claim, mid-transaction or after it, wherever it lands. A read_committed
 // consumer sees every committed event exactly once (0 lost, 0 duplicates), none produced before
 // its deliver_at, no cancelled one, and the events of one key due together in sequence order.
+// Once with the polling source, once with cdc (whose release writes the due rows again).
 func TestFaultInjectionScheduledExactlyOnce(t *testing.T) {
-	res := runFaultsWith(t, Kafka, outbox.Postgres, false, "exactly_once", 0, func(c *Config) {
-		c.Scheduled, c.Events, c.Kills, c.Rate, c.Keys = 1.0/3, 1200, 4, 150, 50
-		c.DueGrid, c.NoPauses = time.Second, true
-		c.DrainTimeout = 90 * time.Second
-	})
-	if res.Duplicates != 0 || res.Lost != 0 {
-		t.Fatalf("exactly-once with relays killed at due moments: %d lost, %d duplicates; want 0 and 0", res.Lost, res.Duplicates)
-	}
-	if res.Scheduled == 0 || res.DueTogether == 0 {
-		t.Fatalf("%d scheduled events committed, %d checked as due together with one of their key; want some of each",
-			res.Scheduled, res.DueTogether)
-	}
-	if res.Early != 0 || res.CancelledArrived != 0 || res.DueOrderViolations != 0 || res.ScheduledLeft != 0 {
-		t.Fatalf("scheduled rules broken: %d early, %d cancelled arrived, %d due together out of sequence order, %d rows left scheduled",
-			res.Early, res.CancelledArrived, res.DueOrderViolations, res.ScheduledLeft)
+	for _, source := range []string{"polling", "cdc"} {
+		t.Run(source, func(t *testing.T) {
+			res := runFaultsWith(t, Kafka, outbox.Postgres, false, "exactly_once", 0, func(c *Config) {
+				c.Source, c.Scheduled, c.Events, c.Kills, c.Rate, c.Keys = source, 1.0/3, 1200, 4, 150, 50
+				c.DueGrid, c.NoPauses = time.Second, true
+				c.DrainTimeout = 2 * time.Minute
+			})
+			if res.Duplicates != 0 || res.Lost != 0 {
+				t.Fatalf("exactly-once with relays killed at due moments: %d lost, %d duplicates; want 0 and 0", res.Lost, res.Duplicates)
+			}
+			if res.Scheduled == 0 || res.DueTogether == 0 {
+				t.Fatalf("%d scheduled events committed, %d checked as due together with one of their key; want some of each",
+					res.Scheduled, res.DueTogether)
+			}
+			if res.Early != 0 || res.CancelledArrived != 0 || res.DueOrderViolations != 0 || res.ScheduledLeft != 0 {
+				t.Fatalf("scheduled rules broken: %d early, %d cancelled arrived, %d due together out of sequence order, %d rows left scheduled",
+					res.Early, res.CancelledArrived, res.DueOrderViolations, res.ScheduledLeft)
+			}
+		})
 	}
 }
 
@@ -511,7 +530,7 @@ func TestScheduledVariantSettingsAreChecked(t *testing.T) {
 	}{
 		{func(c *Config) { c.Scheduled = 1.5 }, "Scheduled 1.5"},
 		{func(c *Config) { c.Broker.Kind = Pulsar }, "broker pulsar"},
-		{func(c *Config) { c.Source = "cdc" }, "source cdc"},
+		{func(c *Config) { c.Source = "wal" }, "source wal"},
 		{func(c *Config) { c.SQLWriters = true }, "SQLWriters"},
 		{func(c *Config) { c.DueGrid = time.Millisecond }, "DueGrid 1ms"},
 		{func(c *Config) { c.Scheduled, c.DueGrid = 0, time.Second }, "DueGrid 1s without Scheduled"},

@@ -52,8 +52,8 @@ func (c Config) validateScheduled() error {
 		return fmt.Errorf("faultinject: Scheduled %v: want a share between 0 and 1", c.Scheduled)
 	case c.Broker.Kind != Kafka && c.Broker.Kind != KafkaCluster:
 		return fmt.Errorf("faultinject: Scheduled with broker %s: the check reads Kafka's record timestamps", c.Broker.Kind)
-	case c.source() != "polling":
-		return fmt.Errorf("faultinject: Scheduled with source %s: the variant runs the polling source only (not yet tried with cdc)", c.source())
+	case c.source() != "polling" && c.source() != "cdc":
+		return fmt.Errorf("faultinject: Scheduled with source %s: the variant runs the polling and cdc sources (the wal source keeps no scheduled event)", c.source())
 	case c.SQLWriters:
 		return fmt.Errorf("faultinject: Scheduled with SQLWriters: the variant cancels through outbox.Writer")
 	case c.Schema != "":
