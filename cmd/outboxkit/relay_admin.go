@@ -43,7 +43,7 @@ func adminRoutes(cfg relayconfig.Config, db *sql.DB, publisher func() message.Pu
 	// The API and console show and act on the relay's tenants only, as it relays them.
 	adm := all.ForTenants(cfg.Forwarder.Tenants...)
 	acfg := adminapi.Config{Admin: adm, Tokens: tokens, Logger: logger.With("component", "admin"), SlotGroups: streamedGroups(cfg),
-		Scrub: cfg.Scrubber()}
+		WALSlot: walSlotOf(cfg), Scrub: cfg.Scrubber()}
 	if forwarder.Delivery(cfg.Forwarder.Delivery) == forwarder.ExactlyOnce {
 		f := cfg.Forwarder
 		group := f.LeaseGroup

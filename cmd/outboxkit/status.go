@@ -80,6 +80,11 @@ configured lease group is listed as MISSING when forwarder.source is cdc and it 
 exist): whether a relay streams it, its wal_status ("lost": invalidated by
 max_slot_wal_keep_size), the WAL it pins (LAG) and whether the table was drained into it.
 
+With forwarder.source wal, the wal source's section follows: its slot (streaming or idle, usable
+or lost), the server's position, the slot's confirmed one and the WAL between them (lag), the
+position the streaming relay last reported as published, and the parked keys (keys whose events
+wait in the table) with their rows, the oldest 20.
+
 With forwarder.delivery exactly_once, the transactional units follow (read from the broker):
 each unit's owner and its last committed checkpoint (transaction, relay, time, rows).
 --json prints the topics only (outboxkit cdc slots --json prints the slots).`,
@@ -140,6 +145,15 @@ func (a *app) status(ctx context.Context, asJSON bool) error {
 	fmt.Fprintln(a.stdout, scheduledLine(sum, now))
 	if err := printSlots(a.stdout, slots); err != nil {
 		return err
+	}
+	if slot := walSlotOf(cfg); slot != "" {
+		st, err := adm.WAL(ctx, slot, walParkedShown)
+		if err != nil {
+			return withMigrateHint(fmt.Errorf("status: %w", err))
+		}
+		if err := printWAL(a.stdout, st, now); err != nil {
+			return err
+		}
 	}
 	if exactlyOnce {
 		return a.printUnits(ctx, adm, cfg)

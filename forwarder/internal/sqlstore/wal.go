@@ -69,3 +69,13 @@ func (w WALStatements) Park(row ParkedRow) (Query, error) {
 func (w WALStatements) ParkedKeys() Query {
 	return w.s.q("SELECT DISTINCT key_hash FROM " + w.s.table.Events() + " WHERE status IN (0, 2)")
 }
+
+// ParkedKeyRows counts, per parked key (a key with a pending or dead row), its rows in the
+// table and the dead ones among them, with the oldest row's created_at and the total of parked
+// keys, oldest first, at most limit keys (the admin's view of the wal source).
+func (w WALStatements) ParkedKeyRows(limit int) Query {
+	scope, args := w.s.tenantScope()
+	return w.s.q("SELECT tenant_id, aggregate_type, aggregate_id, count(*), count(*) FILTER (WHERE status = 2),"+
+		" min(created_at), count(*) OVER () FROM "+w.s.table.Events()+" WHERE status IN (0, 2)"+scope+
+		" GROUP BY tenant_id, aggregate_type, aggregate_id ORDER BY min(seq) LIMIT ?", append(args, limit)...)
+}

@@ -23,6 +23,9 @@ type Config struct {
 	// SlotGroups are the lease groups whose cdc slot the slots view lists even when it is missing
 	// (the relay's group when its source is cdc).
 	SlotGroups []string
+	// WALSlot is the slot the relay streams when its source is wal ("" otherwise: GET
+	// /api/v1/wal answers 404).
+	WALSlot string
 	// Units reads the exactly-once units; nil when the relay does not deliver exactly once.
 	Units func(ctx context.Context) ([]admin.UnitStatus, error)
 	// Scrub removes the configuration's secrets from an error's text before a client sees it
@@ -83,6 +86,7 @@ func (a *API) Register(mux *http.ServeMux) {
 		slots, err := a.cfg.Admin.Slots(r.Context(), a.cfg.SlotGroups...)
 		return Slots(slots), err
 	})
+	read("wal", a.wal)
 	read("units", a.units)
 	read("keys", a.keys)
 	read("dead-letters", a.deadLetters)
@@ -259,6 +263,9 @@ func (a *API) Act(ctx context.Context, tok Token, action string, s Selection, vi
 
 // Admin returns the admin.Admin the API serves (the console reads through it).
 func (a *API) Admin() *admin.Admin { return a.cfg.Admin }
+
+// WALSlot returns the slot the relay streams when its source is wal ("" otherwise).
+func (a *API) WALSlot() string { return a.cfg.WALSlot }
 
 // describe prints the selection for the audit log.
 func (s Selection) describe() string {

@@ -16,12 +16,17 @@ type backlogData struct {
 	Topics []adminapi.TopicView
 	Leases []adminapi.LeaseGroups
 	Slots  []adminapi.SlotView
-	Keys   int
+	// WAL is the wal source's slot and parked keys (nil unless the relay's source is wal).
+	WAL  *adminapi.WALView
+	Keys int
 	// Scheduled is how many events are scheduled and when the next is due (not in Topics: they
 	// are not pending).
 	Scheduled adminapi.ScheduledView
 	At        time.Time
 }
+
+// walParkedShown bounds the parked keys the backlog page lists.
+const walParkedShown = 20
 
 func (c *Console) backlog(_ adminapi.Token, r *http.Request) (string, view, error) {
 	ctx := r.Context()
@@ -47,6 +52,14 @@ func (c *Console) backlog(_ adminapi.Token, r *http.Request) (string, view, erro
 	}
 	d := backlogData{Topics: adminapi.Topics(topics, time.Now()), Leases: adminapi.Relays(nil, leases).Leases,
 		Slots: adminapi.Slots(slots), Keys: len(keys), Scheduled: adminapi.Scheduled(scheduled, nil, time.Now()), At: time.Now()}
+	if slot := c.api.WALSlot(); slot != "" {
+		st, err := c.adm.WAL(ctx, slot, walParkedShown)
+		if err != nil {
+			return "", view{}, err
+		}
+		v := adminapi.WAL(st)
+		d.WAL = &v
+	}
 	return "backlog", view{Title: "Backlog", Nav: "backlog", Live: true, Data: d}, nil
 }
 
