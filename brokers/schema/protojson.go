@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -92,7 +93,8 @@ func setField(msg protoreflect.Message, fd protoreflect.FieldDescriptor, raw any
 			return &mismatch{path, "want an object (map field), got " + jsonKind(raw)}
 		}
 		mp := msg.Mutable(fd).Map()
-		for k, item := range obj {
+		for _, k := range slices.Sorted(maps.Keys(obj)) { // a key written two ways: the same one kept every time
+			item := obj[k]
 			itemPath := path + "." + k
 			key, m := protoValue(fd.MapKey(), nil, mapKeyJSON(fd.MapKey(), k), itemPath)
 			if m != nil {
