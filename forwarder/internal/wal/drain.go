@@ -2,6 +2,7 @@ package wal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -26,7 +27,10 @@ import (
 // drain published and deleted it, the stream would write it again behind its key's later rows.
 
 // drainLoop runs drainPass every RetryInterval, once the barrier is passed, until ctx ends or a
-// pass fails (reported on errs).
+// pass finds the leases lost (reported on errs: the session stops). Any other failed pass (a
+// dropped pool connection, a database restarting) is logged, at most once a minute, and retried
+// at the next tick: the stream needs no database, and a restarted session would stream again
+// from the slot's confirmed position.
 func (s *Source) drainLoop(ctx context.Context, p *parked, barrier <-chan struct{}, errs chan<- error) {
 	if !s.hooks().NoBarrier {
 		run(s.hooks().BarrierWait)
@@ -39,11 +43,15 @@ func (s *Source) drainLoop(ctx context.Context, p *parked, barrier <-chan struct
 	t := time.NewTicker(s.cfg.RetryInterval)
 	defer t.Stop()
 	for {
-		if err := s.drainPass(ctx, p); err != nil {
-			if ctx.Err() == nil {
+		if err := s.drainPass(ctx, p); err != nil && ctx.Err() == nil {
+			if errors.Is(err, errLeasesLost) {
 				errs <- err
+				return
 			}
-			return
+			if s.drainWarn.Allow() {
+				s.core.Log.Warn("wal: a pass over the parked and scheduled events failed; retrying at the next pass",
+					"slot", s.cfg.Slot, "error", err, "in", s.cfg.RetryInterval)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -76,6 +76,7 @@ type Source struct {
 	heartbeat     Heartbeat
 	cfg           Config
 	streaming     atomic.Bool
+	drainWarn     relay.EveryMinute // a failing drain pass is logged once a minute
 }
 
 // New returns the wal source over core: stream delivers the streamed events (an at-least-once
