@@ -288,3 +288,55 @@ func TestStoreOpenReleaseHoldsUpNoWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A relay limited to some tenants (Config.Tenants) releases only their due scheduled events, as
+// it claims only theirs: another tenant's due events are left to that tenant's relays, so a burst
+// of them cannot spend this relay's release budget nor turn them pending when no relay of their
+// tenant runs. Its idle wake-up (the next due event) looks at its tenants' events only, too.
+func TestStoreReleaseKeepsToTheRelaysTenants(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, fx *storeFixture) {
+		write := func(tenant string) uuid.UUID {
+			e := outbox.Event{Topic: "t", AggregateType: "order", AggregateID: "k-" + tenant, EventType: "Happened",
+				Payload: []byte(tenant), TenantID: tenant, DeliverAt: time.Now().Add(-time.Minute)}
+			tx, err := fx.db.BeginTx(fx.ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback() }()
+			events := []outbox.Event{e}
+			if err := fx.writer.WriteTx(fx.ctx, tx, events...); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			return events[0].ID
+		}
+		mine, theirs := write("a"), write("b")
+		fx.store.Tenants = []string{"a"}
+		if err := fx.store.ReleaseDue(fx.ctx, fx.db, allPartitions(), 100); err != nil {
+			t.Fatal(err)
+		}
+		if got := fx.scheduledStatus(mine); got != 0 {
+			t.Errorf("the relay's own tenant's due event has status %d, want 0 (released)", got)
+		}
+		if got := fx.scheduledStatus(theirs); got != 4 {
+			t.Errorf("another tenant's due event has status %d after this relay's release, want 4 (left to its own relays)", got)
+		}
+	})
+}
+
+// scheduledStatus is the status of event id's row (any dialect).
+func (fx *storeFixture) scheduledStatus(id uuid.UUID) int {
+	fx.t.Helper()
+	col, ph := "event_id", "?"
+	switch fx.store.Dialect {
+	case outbox.Postgres:
+		col, ph = "event_id::text", "$1"
+	}
+	var status int
+	if err := fx.db.QueryRowContext(fx.ctx, "SELECT status FROM "+fx.writer.Table().Events()+" WHERE "+col+" = "+ph, id.String()).Scan(&status); err != nil {
+		fx.t.Fatalf("status of %s: %v", id, err)
+	}
+	return status
+}

@@ -9,8 +9,8 @@ import (
 // The statements of scheduled events (docs/scheduled.md): rows with a delivery time and status
 // StatusScheduled, left out of every claim until the relay releases them.
 
-// ReleaseDue releases up to limit due scheduled rows of the partitions, earliest due first (then
-// seq): status StatusScheduled becomes StatusPending once deliver_at has passed by the
+// ReleaseDue releases up to limit due scheduled rows of the partitions (and of the Statements'
+// tenants, when set), earliest due first (then seq): status StatusScheduled becomes StatusPending once deliver_at has passed by the
 // database's clock, and the next claim takes them in its sequence order. It locks the rows it
 // releases, skipping those another transaction holds (a Writer.Cancel or Reschedule not yet
 // ended: they wait for the next claim, and a cancelled one is gone by then), so a cancel and a
@@ -20,12 +20,14 @@ import (
 func (s Statements) ReleaseDue(partitions []int, limit int) Query {
 	now, nowArg := s.d.Now(0)
 	args := append([]any{nowArg}, intArgs(partitions)...)
-	args = append(args, limit)
 	// The time in a subquery: evaluated once, so the index range can use it (PostgreSQL does
 	// not put a volatile expression such as clock_timestamp() in an index condition, and would
 	// read every scheduled row instead).
 	due := "SELECT seq FROM " + s.table.Events() + " WHERE status = 4 AND deliver_at <= (SELECT " + now + ")" +
-		" AND partition_no IN " + in(len(partitions)) + " ORDER BY deliver_at, seq LIMIT ?" + s.d.LockSuffix(true)
+		" AND partition_no IN " + in(len(partitions))
+	due, args = s.tenantFilter(due, args)
+	args = append(args, limit)
+	due += " ORDER BY deliver_at, seq LIMIT ?" + s.d.LockSuffix(true)
 	if s.d.Name() == outbox.MySQL {
 		return s.q(due, args...)
 	}
@@ -47,6 +49,17 @@ func (s Statements) NextDue(partitions []int, horizon time.Duration) Query {
 	now, nowArg := s.d.Now(0)
 	until, untilArg := s.d.Now(horizon)
 	args := append([]any{untilArg}, intArgs(partitions)...)
-	return s.q("SELECT (SELECT deliver_at FROM "+s.table.Events()+" WHERE status = 4 AND deliver_at <= (SELECT "+until+")"+
-		" AND partition_no IN "+in(len(partitions))+" ORDER BY deliver_at LIMIT 1), "+now, append(args, nowArg)...)
+	next, args := s.tenantFilter("SELECT deliver_at FROM "+s.table.Events()+" WHERE status = 4 AND deliver_at <= (SELECT "+until+")"+
+		" AND partition_no IN "+in(len(partitions)), args)
+	return s.q("SELECT ("+next+" ORDER BY deliver_at LIMIT 1), "+now, append(args, nowArg)...)
+}
+
+// tenantFilter adds the Statements' tenants (when set) to a scheduled-rows condition, as the
+// claim has them: a relay of some tenants releases and waits for their scheduled events only,
+// and leaves the others' to their own relays.
+func (s Statements) tenantFilter(query string, args []any) (string, []any) {
+	if len(s.tenants) == 0 {
+		return query, args
+	}
+	return query + " AND tenant_id IN " + in(len(s.tenants)), append(args, stringArgs(s.tenants)...)
 }
