@@ -110,13 +110,27 @@ func (w *Writer) changeScheduled(ctx context.Context, tx wsql.ContextExecutor, w
 
 // changeChunk changes the scheduled rows of ids and returns the ids it changed: in one
 // statement with RETURNING on PostgreSQL and SQLite; on MySQL, which has no UPDATE ... RETURNING,
-// by locking the scheduled rows first (SELECT ... FOR UPDATE), then changing those.
+// by locking the scheduled rows first (SELECT ... FOR UPDATE), then changing those. On MySQL an
+// id is looked for in the transaction's snapshot first (REPEATABLE READ): an event committed
+// after the transaction's first read is not seen, and is reported NotFound.
 func (w *Writer) changeChunk(ctx context.Context, tx wsql.ContextExecutor, ids []uuid.UUID,
 	statement func(in string) (string, []any)) (map[uuid.UUID]bool, error) {
 	d := w.table.dialect
 	if d != MySQL {
 		query, args := statement(placeholders(len(ids)))
 		return queryIDs(ctx, tx, d.Rebind(query+" RETURNING "+w.idText()), append(args, idArgs(ids)...))
+	}
+	// Only the ids scheduled in the transaction's snapshot are locked: a locking read of an id
+	// that is not scheduled would lock the index gap where it would be, and so hold up the
+	// writers of new events (and, in the gap of a released row, the relay) until tx ends.
+	snapshot, err := queryIDs(ctx, tx, "SELECT event_id FROM "+w.table.Events()+" WHERE status = "+scheduledText+
+		" AND event_id IN "+placeholders(len(ids)), idArgs(ids))
+	if err != nil || len(snapshot) == 0 {
+		return nil, err
+	}
+	ids = ids[:0:0]
+	for id := range snapshot {
+		ids = append(ids, id)
 	}
 	locked, err := queryIDs(ctx, tx, "SELECT event_id FROM "+w.table.Events()+" WHERE status = "+scheduledText+
 		" AND event_id IN "+placeholders(len(ids))+" FOR UPDATE", idArgs(ids))
@@ -134,23 +148,26 @@ func (w *Writer) changeChunk(ctx context.Context, tx wsql.ContextExecutor, ids [
 	return locked, nil
 }
 
-// released returns which of ids are pending or dead rows: events the relay released (or that
-// were never scheduled). The condition is written per status so that PostgreSQL can use its
-// partial indexes of pending and dead rows instead of reading the whole table. On MySQL it is a
-// locking read (LOCK IN SHARE MODE): under REPEATABLE READ a plain SELECT reads the snapshot of
-// the transaction's first read, which may predate the release the cancel's own locking read has
-// just seen, and would report a released event NotFound. The shared lock makes the relay's
-// acknowledgement of such a row wait for the business transaction to end.
+// released returns which of ids the relay released: pending or dead rows (or rows never
+// scheduled). The condition is written per status so that PostgreSQL can use its partial
+// indexes of pending and dead rows instead of reading the whole table.
+//
+// On MySQL it takes no lock: a shared lock on a released row would make the relay's
+// acknowledgement of that row (and so of its whole batch) wait for the business transaction to
+// end. Its plain SELECT reads the transaction's snapshot (REPEATABLE READ), which may predate a
+// release the cancel's locking read has just seen: a row still scheduled there, but not scheduled
+// any more in the locking read, left the scheduled status after the snapshot, and only the relay's
+// release or another transaction's cancel or reschedule does that. It is reported Released.
 func (w *Writer) released(ctx context.Context, tx wsql.ContextExecutor, ids []uuid.UUID) (map[uuid.UUID]bool, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	lock := ""
+	statuses := "status = 0 OR status = 2"
 	if w.table.dialect == MySQL {
-		lock = " LOCK IN SHARE MODE"
+		statuses += " OR status = " + scheduledText
 	}
 	return queryIDs(ctx, tx, w.table.dialect.Rebind("SELECT "+w.idText()+" FROM "+w.table.Events()+
-		" WHERE (status = 0 OR status = 2) AND event_id IN "+placeholders(len(ids))+lock), idArgs(ids))
+		" WHERE ("+statuses+") AND event_id IN "+placeholders(len(ids))), idArgs(ids))
 }
 
 // idText is the event id as text in a select list (PostgreSQL's is a uuid).
