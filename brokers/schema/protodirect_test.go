@@ -118,15 +118,27 @@ func TestProtobufDirectLeavesBadPayloadsToTheGenericPath(t *testing.T) {
 	}
 }
 
-// FuzzProtobufDirect: whatever the payload, the codec returns what the generic path returns.
+// FuzzProtobufDirect: whatever the payload, the codec returns what the generic path returns. It
+// fuzzes each schema and message of protoDirectCases (which picks one).
 func FuzzProtobufDirect(f *testing.F) {
-	for _, tc := range protoDirectCases {
-		if tc.text == scalarsProto {
-			f.Add(tc.payload)
-		}
+	type target struct {
+		codec  protoCodec
+		record string
 	}
-	c := mustProtoCodec(f, scalarsProto)
-	f.Fuzz(func(t *testing.T, p string) { compareProtoPaths(t, c, "", []byte(p)) })
+	var targets []target
+	index := map[[2]string]uint8{}
+	for _, tc := range protoDirectCases {
+		key := [2]string{tc.text, tc.record}
+		if _, ok := index[key]; !ok {
+			index[key] = uint8(len(targets))
+			targets = append(targets, target{mustProtoCodec(f, tc.text), tc.record})
+		}
+		f.Add(index[key], tc.payload)
+	}
+	f.Fuzz(func(t *testing.T, which uint8, p string) {
+		tg := targets[int(which)%len(targets)]
+		compareProtoPaths(t, tg.codec, tg.record, []byte(p))
+	})
 }
 
 // compareProtoPaths checks that the codec's result for p equals the generic path's.
