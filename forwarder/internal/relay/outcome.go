@@ -1,9 +1,14 @@
 package relay
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
+
+// ErrOutage is wrapped by the error of a delivery some of whose events were not tried because
+// the publisher reports an outage (NotTried).
+var ErrOutage = errors.New("the publisher reports an outage")
 
 // Outcome is what a delivery did to its records, handed from the deliverer to the
 // acknowledgement and on to the source: the records acknowledged (their rows deleted or marked
@@ -42,5 +47,5 @@ func NotTried(m *Metrics, unavailable []Failure) error {
 	for _, fl := range unavailable {
 		m.Unavailable.WithLabelValues(fl.Record.Event.Topic, fl.Record.Event.TenantID).Inc()
 	}
-	return fmt.Errorf("%d events not tried, no attempt counted: the publisher reports an outage: %w", len(unavailable), unavailable[0].Err)
+	return fmt.Errorf("%d events not tried, no attempt counted: %w: %w", len(unavailable), ErrOutage, unavailable[0].Err)
 }

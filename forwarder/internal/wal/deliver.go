@@ -2,15 +2,21 @@ package wal
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 )
 
 // deliverBatch publishes a batch of streamed events: those of parked keys go into the table
 // behind the key's rows, the others to the broker, and what the broker did not take (a key's
-// failed event and its later events of the batch) into the table too. The batch is done, and
-// its position may be confirmed, once deliverBatch returns nil.
+// failed event and its later events of the batch) into the table too. Events the publisher
+// could not try because it reports an outage (relay.ErrOutage: its schema registry does not
+// answer) are neither parked nor a reason to end the session: they are tried again, with their
+// keys' later events of the batch, after a pause that doubles up to the heartbeat interval,
+// spending no attempt, until the outage ends or the session stops. The batch is done, and its
+// position may be confirmed, once deliverBatch returns nil.
 func (s *Source) deliverBatch(ctx context.Context, p *parked, leases []relay.Lease, b batch) error {
 	if len(b.records) == 0 {
 		return nil
@@ -19,18 +25,52 @@ func (s *Source) deliverBatch(ctx context.Context, p *parked, leases []relay.Lea
 	if err != nil || len(direct) == 0 {
 		return err
 	}
-	s.core.Metrics.BatchSize.Observe(float64(len(direct)))
+	for attempt := 0; ; attempt++ {
+		rest, settled, err := s.deliverDirect(ctx, leases, direct)
+		outage := errors.Is(err, relay.ErrOutage)
+		if err != nil && !outage {
+			return fmt.Errorf("wal: deliver %d streamed events: %w", len(direct), err)
+		}
+		toPark, again := rest, []relay.Record(nil)
+		if outage {
+			toPark, again = splitSettledKeys(rest, settled)
+		}
+		if len(toPark) > 0 {
+			if err := s.park(ctx, p, toPark, settled); err != nil {
+				return err
+			}
+		}
+		if len(again) == 0 {
+			return nil
+		}
+		pause := outagePause(s.core.Retry.Initial, s.cfg.HeartbeatInterval, attempt)
+		if attempt == 0 {
+			s.core.Log.Warn("wal: the publisher reports an outage; trying the same events again, spending no attempt",
+				"slot", s.cfg.Slot, "events", len(again), "error", err)
+		}
+		if !relay.Sleep(ctx, pause) {
+			return ctx.Err()
+		}
+		direct = again
+	}
+}
+
+// deliverDirect publishes records through the stream's deliverer and returns those the broker
+// did not take, in stream order, with the settlements of the failed ones; its error wraps
+// relay.ErrOutage when some were not tried.
+func (s *Source) deliverDirect(ctx context.Context, leases []relay.Lease, records []relay.Record) ([]relay.Record, map[int64]relay.Settlement, error) {
+	s.core.Metrics.BatchSize.Observe(float64(len(records)))
 	s.core.Inflight.Read(0)
-	held := s.core.Inflight.Hold(0, relay.LeasesOf(leases, direct, 0))
+	held := s.core.Inflight.Hold(0, relay.LeasesOf(leases, records, 0))
 	defer s.core.Inflight.End(held)
 	token := s.core.Progress.Begin()
-	o, err := s.stream.Deliver(ctx, 0, held, direct)
+	o, err := s.stream.Deliver(ctx, 0, held, records)
 	s.core.Progress.Delivered(token, o, err)
-	if err != nil {
-		return fmt.Errorf("wal: deliver %d streamed events: %w", len(direct), err)
+	if err != nil && !errors.Is(err, relay.ErrOutage) {
+		return nil, nil, err
 	}
-	if len(o.Acked) == len(direct) {
-		return nil
+	if len(o.Acked) == len(records) {
+		return nil, nil, err
 	}
 	acked := make(map[int64]bool, len(o.Acked))
 	for _, r := range o.Acked {
@@ -41,12 +81,46 @@ func (s *Source) deliverBatch(ctx context.Context, p *parked, leases []relay.Lea
 		settled[st.Record.Seq] = st
 	}
 	var rest []relay.Record
-	for _, r := range direct {
+	for _, r := range records {
 		if !acked[r.Seq] {
 			rest = append(rest, r)
 		}
 	}
-	return s.park(ctx, p, rest, settled)
+	return rest, settled, err
+}
+
+// splitSettledKeys splits the records the broker did not take into those of keys with a settled
+// failure (parked) and those of keys whose events were not tried (tried again), keeping the
+// stream order in each. A key's failures are gapless, so a key is in one of them only.
+func splitSettledKeys(rest []relay.Record, settled map[int64]relay.Settlement) (park, again []relay.Record) {
+	failed := map[int64]bool{}
+	for _, st := range settled {
+		failed[st.Record.KeyHash] = true
+	}
+	for _, r := range rest {
+		if failed[r.KeyHash] {
+			park = append(park, r)
+		} else {
+			again = append(again, r)
+		}
+	}
+	return park, again
+}
+
+// outagePause is the pause before the attempt-th retry of events not tried during an outage:
+// initial (100ms when unset) doubled per attempt, at most limit.
+func outagePause(initial, limit time.Duration, attempt int) time.Duration {
+	if initial <= 0 {
+		initial = 100 * time.Millisecond
+	}
+	d := initial
+	for range min(attempt, 30) {
+		if d >= limit {
+			break
+		}
+		d *= 2
+	}
+	return min(d, max(limit, initial))
 }
 
 // parkParkedKeys parks the records of keys in the parked set and returns the others, deciding
