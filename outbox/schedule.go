@@ -33,7 +33,8 @@ type ScheduleResult struct {
 	// NotFound are the ids of no scheduled, pending or dead row: published already (the
 	// relay deletes a row once the broker acknowledged it, or marks it published with
 	// retention), skipped by an operator, never written, or written by a transaction that has
-	// not committed or rolled back.
+	// not committed or rolled back (on MySQL/MariaDB also one committed after the business
+	// transaction's first read: docs/scheduled.md).
 	NotFound []uuid.UUID
 }
 
