@@ -42,6 +42,9 @@ type schedRep struct {
 	beside0, besideFuture, burst float64 // events/s
 	p50, p99                     time.Duration
 	early, lateEvents            int
+	// The lateness case through the cdc source (-source cdc, PostgreSQL); cdcEvents 0 when not run.
+	cdcP50, cdcP99      time.Duration
+	cdcEarly, cdcEvents int
 }
 
 // runScheduled measures and prints the scheduled-events table (-only scheduled).
@@ -68,6 +71,9 @@ func runScheduled(conns connections, o options, noise *noise, began time.Time) e
 			}
 			fmt.Printf("[%d/%d] %s load average %s: due beside 0 %.0f/s, beside %d %.0f/s, burst %.0f/s, lateness p50 %s p99 %s (%d events, %d early)\n",
 				rep, o.repeat, d.label, loadavg(), r.beside0, o.future, r.besideFuture, r.burst, r.p50, r.p99, r.lateEvents, r.early)
+			if r.cdcEvents > 0 {
+				fmt.Printf("[%d/%d] %s cdc source: lateness p50 %s p99 %s (%d events, %d early)\n", rep, o.repeat, d.label, r.cdcP50, r.cdcP99, r.cdcEvents, r.cdcEarly)
+			}
 			reps = append(reps, r)
 		}
 		printSchedTable(os.Stdout, d.label, o, reps)
@@ -97,19 +103,43 @@ func scheduledRep(db *sql.DB, d database, o options, future schedTable) (schedRe
 	if r.burst, err = dueDrain(db, d, o, empty, true); err != nil {
 		return r, fmt.Errorf("burst: %w", err)
 	}
-	lat, err := lateness(db, d, o, empty)
+	lat, err := lateness(relayOutboxkit, db, d, o, empty)
 	if err != nil {
 		return r, fmt.Errorf("lateness: %w", err)
 	}
-	r.lateEvents = len(lat)
+	r.lateEvents, r.early, r.p50, r.p99 = summarizeLateness(lat)
+	if contains(o.relays, relayCDC) && d.dialect == outbox.Postgres {
+		if lat, err = cdcLateness(db, d, o); err != nil {
+			return r, fmt.Errorf("lateness through the cdc source: %w", err)
+		}
+		r.cdcEvents, r.cdcEarly, r.cdcP50, r.cdcP99 = summarizeLateness(lat)
+	}
+	return r, nil
+}
+
+// summarizeLateness returns the number of events, those that arrived early, the p50 and the p99.
+func summarizeLateness(lat []time.Duration) (n, early int, p50, p99 time.Duration) {
 	for _, l := range lat {
 		if l < 0 {
-			r.early++
+			early++
 		}
 	}
 	slices.Sort(lat)
-	r.p50, r.p99 = lat[len(lat)/2], lat[len(lat)*99/100]
-	return r, nil
+	return len(lat), early, lat[len(lat)/2], lat[len(lat)*99/100]
+}
+
+// cdcLateness runs the lateness case with the outboxkit relay child on the cdc source, on a
+// table of its own set up for it (its slot dropped at the end).
+func cdcLateness(db *sql.DB, d database, o options) ([]time.Duration, error) {
+	t, err := newSchedTable(db, d)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup(db, d, relayCDC, t.name)
+	if err := cdcSettings(context.Background(), db, t.w.Table()); err != nil {
+		return nil, fmt.Errorf("cdc settings of %s: %w", t.name, err)
+	}
+	return lateness(relayCDC, db, d, o, t)
 }
 
 // schedTable is an outbox table of the run and its writer.
@@ -159,14 +189,19 @@ func fillFuture(db *sql.DB, d database, table string, n int) (time.Duration, err
 // relayOn starts the outboxkit relay child on table t with a consumer of a new topic, and
 // returns once a probe event went through (the relay is up and idle).
 func relayOn(d database, o options, t schedTable, db *sql.DB) (topic string, src source, c *child, err error) {
+	return relayOnWith(relayOutboxkit, d, o, t, db)
+}
+
+// relayOnWith is relayOn with the relay child relay (outboxkit, or outboxkit-cdc).
+func relayOnWith(relay string, d database, o options, t schedTable, db *sql.DB) (topic string, src source, c *child, err error) {
 	topic = testsupport.UniqueName("bench_sched_events")
 	if err := createTopic(o.brokers, topic); err != nil {
 		return "", nil, nil, err
 	}
-	if src, err = newSource(relayOutboxkit, o, topic); err != nil {
+	if src, err = newSource(relay, o, topic); err != nil {
 		return "", nil, nil, err
 	}
-	if c, err = startChild(relayOutboxkit, d, t.name, o); err != nil {
+	if c, err = startChild(relay, d, t.name, o); err != nil {
 		src.close()
 		return "", nil, nil, err
 	}
@@ -277,8 +312,8 @@ func stopChild(c *child) error {
 // lateness writes o.rate events per second for o.seconds, in transactions every 20 ms, each
 // due scheduleAhead after its write, and returns each one's receive time minus its deliver_at
 // (stamped into its payload's first 8 bytes).
-func lateness(db *sql.DB, d database, o options, t schedTable) ([]time.Duration, error) {
-	topic, src, c, err := relayOn(d, o, t, db)
+func lateness(relay string, db *sql.DB, d database, o options, t schedTable) ([]time.Duration, error) {
+	topic, src, c, err := relayOnWith(relay, d, o, t, db)
 	if err != nil {
 		return nil, err
 	}

@@ -46,4 +46,14 @@ func printSchedTable(w io.Writer, db string, o options, reps []schedRep) {
 		early += r.early
 	}
 	fmt.Fprintf(w, "| %s | received before deliver_at (all repetitions) | %d | |\n", db, early)
+	if reps[0].cdcEvents == 0 {
+		return
+	}
+	dur(fmt.Sprintf("cdc source: lateness p50 at %d scheduled events/s", o.rate), func(r schedRep) time.Duration { return r.cdcP50 })
+	dur(fmt.Sprintf("cdc source: lateness p99 at %d scheduled events/s", o.rate), func(r schedRep) time.Duration { return r.cdcP99 })
+	early = 0
+	for _, r := range reps {
+		early += r.cdcEarly
+	}
+	fmt.Fprintf(w, "| %s | cdc source: received before deliver_at (all repetitions) | %d | |\n", db, early)
 }
