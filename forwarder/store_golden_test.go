@@ -199,6 +199,7 @@ func renderStoreStatements(t *testing.T, d outbox.Dialect) string {
 	renderUnitStatements(g, s, db, records)
 	if d == outbox.Postgres {
 		renderCDCStatements(g, s, db, owner, leases, records)
+		renderWALStatements(g, s, db, owner, leases)
 	}
 	renderAdminStatements(g, db, d, records)
 	renderAdminActionStatements(g, db, d)
@@ -247,6 +248,27 @@ func renderCDCStatements(g *goldenRun, s *relay.Store, db *sql.DB, owner string,
 		return err
 	})
 	g.step("cdc strandedRows", func() error { _, _, err := s.StrandedRows(ctx, db, time.Minute); return err })
+}
+
+// renderWALStatements runs the wal source's statements (PostgreSQL only): parking an event of a
+// key, fenced by the leases, the parked keys, and the Admin's view of the source.
+func renderWALStatements(g *goldenRun, s *relay.Store, db *sql.DB, owner string, leases []relay.Lease) {
+	ctx := context.Background()
+	e := outbox.Event{ID: uuid.NewSHA1(uuid.Nil, []byte("wal")), Topic: "golden", AggregateType: "order", AggregateID: "k7",
+		EventType: "Happened", Payload: []byte("x"), CreatedAt: time.Unix(1700000000, 0).UTC()}
+	hash := outbox.KeyHash(e.TenantID, e.AggregateType, e.AggregateID)
+	row := sqlstore.ParkedRow{Event: e, KeyHash: hash, Partition: outbox.PartitionOf(hash), Attempts: 1,
+		Next: time.Unix(1700000060, 0).UTC(), Reason: "golden failure"}
+	g.step("wal parkFenced", func() error {
+		_, err := s.ParkFenced(ctx, db, owner, leases, []sqlstore.ParkedRow{row})
+		return err
+	})
+	g.step("wal parkedKeys", func() error { _, err := s.ParkedKeys(ctx, db); return err })
+	adm, err := admin.New(db, outbox.Postgres, goldenTable)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	g.step("admin WAL", func() error { _, err := adm.WAL(ctx, "golden_wal_slot", 10); return err })
 }
 
 // renderAdminStatements runs the Admin's statements.

@@ -141,6 +141,20 @@ WITH owned AS (SELECT l.partition_no FROM golden_outbox_leases l WHERE l.lease_g
 -- cdc strandedRows
 SELECT COUNT(*), COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - MIN(GREATEST(created_at, deliver_at))), 0)::float8 FROM golden_outbox WHERE status = 0 AND next_attempt_at IS NULL AND created_at < clock_timestamp() - make_interval(secs => $1) AND (deliver_at IS NULL OR deliver_at < clock_timestamp() - make_interval(secs => $1));
 
+-- wal parkFenced
+SET LOCAL idle_in_transaction_session_timeout = 5000;
+SELECT partition_no, owner, epoch FROM golden_outbox_leases WHERE lease_group = $1 AND partition_no IN ($2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40, $41, $42, $43, $44, $45, $46, $47, $48, $49, $50, $51, $52, $53, $54, $55, $56, $57, $58, $59, $60, $61, $62, $63, $64, $65) ORDER BY partition_no FOR UPDATE;
+INSERT INTO golden_outbox (event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, payload, headers, key_hash, partition_no, created_at, status, attempts, next_attempt_at, last_error) SELECT $1::uuid, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14::timestamptz, $15 WHERE NOT EXISTS (SELECT 1 FROM golden_outbox WHERE partition_no = $16 AND key_hash = $17 AND event_id = $18::uuid);
+
+-- wal parkedKeys
+SELECT DISTINCT key_hash FROM golden_outbox WHERE status IN (0, 2);
+
+-- admin WAL
+SELECT created_at, created_lsn::text FROM golden_outbox_wal_slots WHERE slot_name = $1;
+SELECT database IS NOT DISTINCT FROM current_database() AND slot_type = 'logical', plugin, wal_status, active, confirmed_flush_lsn::text, pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint, safe_wal_size FROM pg_catalog.pg_replication_slots WHERE slot_name = $1;
+SELECT pg_catalog.pg_current_wal_lsn()::text, s.active_pid, r.sent_lsn::text, r.flush_lsn::text, r.reply_time FROM (SELECT 1) AS one LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name = $1 LEFT JOIN pg_catalog.pg_stat_replication r ON r.pid = s.active_pid;
+SELECT tenant_id, aggregate_type, aggregate_id, count(*), count(*) FILTER (WHERE status = 2), min(created_at), count(*) OVER () FROM golden_outbox WHERE status IN (0, 2) GROUP BY tenant_id, aggregate_type, aggregate_id ORDER BY min(seq) LIMIT $1;
+
 -- admin Status
 SELECT topic, SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 3 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN created_at END) FROM golden_outbox WHERE status IN (0, 2, 3) GROUP BY topic ORDER BY topic;
 
