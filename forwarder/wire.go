@@ -56,13 +56,16 @@ func sharePolicy(f *Forwarder, units int) relay.SharePolicy {
 	if f.cfg.Delivery == ExactlyOnce {
 		share = lease.Units(units)
 	}
-	switch f.cfg.Source {
-	case SourceCDC:
-		share = lease.Target{SharePolicy: share, Partitions: f.source.(*cdc.Source).Target} // newSource's
-	case SourceWAL:
-		share = lease.Target{SharePolicy: share, Partitions: f.source.(*wal.Source).Target}
+	if t, ok := f.source.(targeting); ok {
+		share = lease.Target{SharePolicy: share, Partitions: t.Target}
 	}
 	return share
+}
+
+// targeting is a source that says how many partitions the relay aims at (lease.Target): the
+// cdc and wal sources, every partition while this relay streams the slot and none otherwise.
+type targeting interface {
+	Target(partitions int) int
 }
 
 // newSource returns the source of the configured Config.Source. The cdc source takes the
