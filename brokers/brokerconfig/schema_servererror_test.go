@@ -24,12 +24,13 @@ import (
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
-// faultProxy is an HTTP proxy in front of the real registry that answers 500 (as a registry's
+// faultProxy is an HTTP proxy in front of the real registry that answers 500 or status (as a registry's
 // own failure, in the Confluent error form) for the requests its mode selects.
 type faultProxy struct {
 	url      string       // the registry's API through the proxy
 	mode     atomic.Int32 // proxyPass, proxySubject or proxyAll
 	subject  string       // the subject proxySubject fails
+	status   int          // the status answered (set before use); 0: 500
 	injected atomic.Int64 // 500s answered
 }
 
@@ -52,7 +53,11 @@ func newFaultProxy(t *testing.T, registryURL, subject string) *faultProxy {
 		if mode == proxyAll || mode == proxySubject && strings.Contains(r.URL.Path, "/subjects/"+p.subject+"/") {
 			p.injected.Add(1)
 			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusInternalServerError)
+			status := p.status
+			if status == 0 {
+				status = http.StatusInternalServerError
+			}
+			w.WriteHeader(status)
 			_, _ = fmt.Fprint(w, `{"error_code":50001,"message":"injected server error"}`)
 			return
 		}
@@ -175,4 +180,66 @@ func writeKeyed(ctx context.Context, t *testing.T, db *sql.DB, w *outbox.Writer,
 		events = append(events, e)
 	}
 	writeEvents(ctx, t, db, w, events...)
+}
+
+// On polling, an outage that holds one subject's events does not slow the worker's other keys:
+// with one worker, batches of 10 and a max_poll_interval of a minute, the registry answers 503
+// (an outage, no attempts) for one subject whose event is the oldest in every claim, and the
+// worker still relays 200 events of another subject one full batch after another instead of
+// backing off towards the minute; the held event stays pending with no attempt counted.
+func TestRegistryOutageOfOneSubjectKeepsTheWorkerFlowing(t *testing.T) {
+	registryURL := testsupport.SchemaRegistryURL(t)
+	brokers := testsupport.KafkaBrokers(t)
+	db := testsupport.OpenPostgres(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	held, flowing := testsupport.UniqueName("schema_503"), testsupport.UniqueName("schema_flow")
+	for _, topic := range []string{held, flowing} {
+		testsupport.CreateKafkaTopic(t, brokers, topic)
+	}
+	client, err := sr.NewClient(sr.URLs(registryURL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const avroSchema = `{"type":"record","name":"E","fields":[{"name":"n","type":"long"}]}`
+	for _, topic := range []string{held, flowing} {
+		if _, err := client.CreateSchema(ctx, schema.Subject(topic), sr.Schema{Type: sr.TypeAvro, Schema: avroSchema}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proxy := newFaultProxy(t, registryURL, schema.Subject(held))
+	proxy.status = http.StatusServiceUnavailable
+	proxy.mode.Store(proxySubject)
+	cfg, err := brokerconfig.Parse([]byte(fmt.Sprintf("broker: kafka\nkafka:\n  brokers: [%s]\nschema_registry:\n  url: %s\n",
+		strings.Join(brokers, ", "), proxy.url)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := brokerconfig.Build(ctx, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	table := newSchemaOutbox(ctx, t, db)
+	events := table.Table().Events()
+	writeKeyed(ctx, t, db, table, held, "held", 0, 1)
+	const n = 200
+	writeKeyed(ctx, t, db, table, flowing, "flow", 0, n)
+	metrics := prometheus.NewRegistry()
+	stopRelay := runRelay(ctx, t, forwarder.Config{
+		DB: db, Dialect: outbox.Postgres, Table: events, Publisher: b.Publisher(), DeadLetterTopic: held + "_dlq",
+		MaxAttempts: 1, Metrics: metrics, Workers: 1, BatchSize: 10,
+		MinPollInterval: 10 * time.Millisecond, MaxPollInterval: time.Minute, InitialInterval: 50 * time.Millisecond, MaxInterval: time.Second,
+	})
+	defer stopRelay()
+
+	flow, stop := context.WithTimeout(ctx, 45*time.Second)
+	defer stop()
+	consumeN(flow, t, brokers, flowing, n)
+	if got := countRows(ctx, t, db, "SELECT COUNT(*) FROM "+events+" WHERE topic = '"+held+"' AND status = 0 AND attempts = 0"); got != 1 {
+		t.Fatalf("the held event: %d pending with no attempt, want 1", got)
+	}
+	if v := gauge(t, metrics, "outboxkit_forwarder_unavailable_total"); v < 2 {
+		t.Fatalf("unavailable_total %v: the held event was not tried again with the batches", v)
+	}
 }

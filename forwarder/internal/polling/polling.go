@@ -55,15 +55,21 @@ type Source struct {
 	// releaseWarn keeps a release that fails at every batch (a table not migrated yet) to one
 	// warning a minute.
 	releaseWarn relay.EveryMinute
+	// outageWarn keeps the warning of full batches with events waiting for an outage to one a
+	// minute.
+	outageWarn relay.EveryMinute
 	// dueIn is, per worker, how long until the next scheduled event of its partitions is due
 	// after a claim that found nothing (0: none scheduled); only the worker's goroutine uses
 	// its slot.
 	dueIn []time.Duration
+	// delivered is, per worker, whether its last batch acknowledged or settled any record.
+	delivered []bool
 }
 
 // New returns the polling source over core, handing its claims to d.
 func New(core relay.Core, d relay.Deliverer, cfg Config) *Source {
-	return &Source{core: core, store: core.Store, deliver: d, cfg: cfg, dueIn: make([]time.Duration, core.Workers)}
+	return &Source{core: core, store: core.Store, deliver: d, cfg: cfg, dueIn: make([]time.Duration, core.Workers),
+		delivered: make([]bool, core.Workers)}
 }
 
 // Start does nothing: the polling source needs nothing before the first lease.
@@ -98,6 +104,17 @@ func (s *Source) workerLoop(ctx context.Context, worker int, wake <-chan struct{
 		n, err := s.relayBatch(ctx, worker)
 		wakeable := false
 		switch {
+		case err != nil && n >= s.core.BatchSize && s.delivered[worker] && relay.OnlyNotTried(err):
+			// A full batch that delivered other keys and whose only failure is events not
+			// tried for an outage (a schema registry not answering: no attempt counted): more
+			// may wait, so the worker goes on at once instead of backing off; the outage's
+			// events are tried again with the next batch, once per batch. A batch of nothing
+			// but such events backs off below, sparing what is down.
+			if ctx.Err() == nil && s.outageWarn.Allow() {
+				s.core.Log.Warn("events wait for an outage; the other keys of the worker keep flowing", "worker", worker, "error", err)
+			}
+			interval = s.cfg.MinPollInterval
+			continue
 		case err != nil:
 			if ctx.Err() == nil {
 				s.core.Log.Warn("relaying a batch failed; its rows stay pending", "worker", worker, "error", err)
@@ -147,6 +164,7 @@ func (s *Source) relayBatch(ctx context.Context, worker int) (int, error) {
 	}
 	db := s.core.DB
 	s.dueIn[worker] = 0
+	s.delivered[worker] = false
 	s.core.Inflight.Read(worker)
 	leases, err := s.store.LiveLeases(ctx, db, s.core.RelayID, worker, s.core.Workers)
 	leases = s.core.Inflight.Hold(worker, leases)
@@ -182,6 +200,7 @@ func (s *Source) relayBatch(ctx context.Context, worker int) (int, error) {
 	s.core.Metrics.BatchSize.Observe(float64(len(records)))
 	token := s.core.Progress.Begin()
 	o, err := s.deliver.Deliver(ctx, worker, leases, records)
+	s.delivered[worker] = len(o.Acked) > 0 || len(o.Settled) > 0
 	s.core.Progress.Delivered(token, o, err)
 	return len(records), err
 }

@@ -49,3 +49,28 @@ func NotTried(m *Metrics, unavailable []Failure) error {
 	}
 	return fmt.Errorf("%d events not tried, no attempt counted: %w: %w", len(unavailable), ErrOutage, unavailable[0].Err)
 }
+
+// OnlyNotTried reports whether err says only that events were not tried for an outage (NotTried's
+// error, possibly wrapped, or several such errors joined) and nothing else failed.
+func OnlyNotTried(err error) bool {
+	switch e := err.(type) {
+	case nil:
+		return false
+	case interface{ Unwrap() []error }:
+		children := e.Unwrap()
+		for _, c := range children {
+			if c == ErrOutage { // NotTried's own error
+				return true
+			}
+		}
+		for _, c := range children {
+			if !OnlyNotTried(c) {
+				return false
+			}
+		}
+		return len(children) > 0
+	case interface{ Unwrap() error }:
+		return OnlyNotTried(e.Unwrap())
+	}
+	return err == ErrOutage
+}
