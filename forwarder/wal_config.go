@@ -66,10 +66,6 @@ func (c Config) validateWAL() []error {
 		errs = append(errs, fmt.Errorf("WAL.StatusInterval %v and WAL.RetryInterval %v must be positive",
 			c.WAL.StatusInterval, c.WAL.RetryInterval))
 	}
-	if c.Delivery == ExactlyOnce {
-		errs = append(errs, errors.New("Source wal with Delivery exactly_once is not supported yet: "+
-			"use Delivery at_least_once with the wal source, or the polling or cdc source for exactly-once"))
-	}
 	if len(c.Tenants) > 0 {
 		errs = append(errs, fmt.Errorf("Source wal streams every tenant of the table; Tenants %q is not supported with it", c.Tenants))
 	}

@@ -24,7 +24,7 @@ func TestWALConfigErrorsNameTheValue(t *testing.T) {
 		{func(c *forwarder.Config) { c.WAL.Slot = "Bad-Slot" }, `WAL.Slot: outbox: replication slot name "Bad-Slot"`},
 		{func(c *forwarder.Config) { c.WAL.Slot = strings.Repeat("s", 64) }, "want 1 to 63 lower-case letters"},
 		{func(c *forwarder.Config) { c.Delivery = forwarder.ExactlyOnce },
-			"Source wal with Delivery exactly_once is not supported yet"},
+			`Delivery "exactly_once" needs a publisher with transactions`},
 		{func(c *forwarder.Config) { c.Tenants = []string{"t1"} }, `Tenants ["t1"] is not supported with it`},
 	} {
 		cfg := base

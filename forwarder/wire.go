@@ -91,8 +91,8 @@ func newSource(f *Forwarder) (relay.Source, error) {
 }
 
 // newWALSource returns the wal source: the streamed events go through an at-least-once
-// deliverer whose acknowledger writes nothing (they have no row), the parked ones through the
-// forwarder's deliverer. With Config.Metrics, it registers the slot's collector there
+// deliverer whose acknowledger writes nothing (they have no row), or with ExactlyOnce in
+// transactions of the stream's own unit, the parked ones through the forwarder's deliverer. With Config.Metrics, it registers the slot's collector there
 // (outboxkit_wal_slot_*, which the wal slot alerts read).
 func newWALSource(f *Forwarder) (*wal.Source, error) {
 	if f.cfg.Metrics != nil {
@@ -101,8 +101,13 @@ func newWALSource(f *Forwarder) (*wal.Source, error) {
 		}
 	}
 	heartbeat := func(ctx context.Context) (relay.Holding, error) { return f.leases.Heartbeat(ctx) }
-	stream := atleastonce.New(f.core, f.publisher, wal.NewStreamAcknowledger(f.core))
+	stream := wal.AtLeastOnce(atleastonce.New(f.core, f.publisher, wal.NewStreamAcknowledger(f.core)))
+	if table, ok := f.deliverer.Deliverer.(*exactlyonce.Deliverer); ok {
+		stream = wal.ExactlyOnce(wal.ExactlyOnceConfig{Publisher: f.cfg.Publisher.(TransactionalPublisher), Table: table,
+			CheckpointTopic: f.cfg.CheckpointTopic, Settler: deadletter.NewSettler(f.core, nil)})
+	}
 	return wal.New(f.core, stream, f.deliverer.Deliverer, heartbeat, wal.Config{DSN: f.cfg.WAL.DSN, Slot: f.cfg.WAL.Slot,
 		Publication: f.cfg.WAL.Slot, Prefix: f.store.Table.WALPrefix(), StatusInterval: f.cfg.WAL.StatusInterval,
-		RetryInterval: f.cfg.WAL.RetryInterval, HeartbeatInterval: f.cfg.HeartbeatInterval, Hooks: f.cfg.walHooks}), nil
+		RetryInterval: f.cfg.WAL.RetryInterval, HeartbeatInterval: f.cfg.HeartbeatInterval, Scope: f.deliverer.scope,
+		Hooks: f.cfg.walHooks}), nil
 }

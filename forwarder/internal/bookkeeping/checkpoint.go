@@ -26,6 +26,18 @@ type Checkpoint struct {
 	Published []int64   `json:"published,omitempty"`
 	Rows      []RowRef  `json:"rows,omitempty"`
 	Dead      []DeadRow `json:"dead,omitempty"`
+	// WAL is the position a checkpoint of the wal source's stream covers (its unit's only).
+	WAL *WALPosition `json:"wal,omitempty"`
+}
+
+// WALPosition is the position of the wal source's stream that a checkpoint of its unit covers:
+// every event of a transaction that committed at or before Commit (a commit LSN) is published
+// by this or an earlier transaction of the unit, or parked in the table; End (the end of that
+// commit record) is where the slot may be confirmed.
+type WALPosition struct {
+	Slot   string `json:"slot"`
+	Commit uint64 `json:"commit"`
+	End    uint64 `json:"end"`
 }
 
 // RowRef names a published row of a checkpoint.

@@ -114,6 +114,9 @@ func (d *Deliverer) Units() int { return d.units }
 // Prefix is the units' transactional-id prefix (derived by Start unless configured).
 func (d *Deliverer) Prefix() string { return d.prefix }
 
+// Installation is the table's installation identity (read by Start).
+func (d *Deliverer) Installation() string { return d.installation }
+
 // Ready opens the units the worker leases whole and returns their leases: the rows of a unit
 // leased in part wait until the heartbeat has settled its owner, and so do those of a unit whose
 // last checkpoint is another installation's (refused: claiming them would only open the unit

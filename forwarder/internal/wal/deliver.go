@@ -6,18 +6,52 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/outboxkit/outboxkit/forwarder/internal/pgrepl"
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 )
 
-// deliverBatch publishes a batch of streamed events: those of parked keys go into the table
+// Stream is how the source delivers the streamed events: AtLeastOnce or ExactlyOnce (eo.go).
+// Its methods are the source's own.
+type Stream interface {
+	// open readies the mode for a session of s that owns every lease and returns a position
+	// the session may confirm at once (0: none).
+	open(ctx context.Context, s *Source, leases []relay.Lease) (pgrepl.LSN, error)
+	// deliver publishes or parks a batch's records. The batch is done, and its position may be
+	// confirmed, once deliver returns nil.
+	deliver(ctx context.Context, s *Source, p *parked, leases []relay.Lease, b batch) error
+	// drainTurn is taken by the drain around each claim and delivery of parked rows; it
+	// returns its release.
+	drainTurn() (release func(), err error)
+	// stop ends the session's use of the broker.
+	stop()
+}
+
+// atLeastOnce is the at-least-once Stream: the events go through an at-least-once deliverer
+// whose acknowledger writes nothing (StreamAcknowledger).
+type atLeastOnce struct{ d relay.Deliverer }
+
+// AtLeastOnce returns the at-least-once Stream over d, an at-least-once deliverer over
+// StreamAcknowledger.
+func AtLeastOnce(d relay.Deliverer) Stream { return atLeastOnce{d: d} }
+
+func (a atLeastOnce) open(ctx context.Context, _ *Source, leases []relay.Lease) (pgrepl.LSN, error) {
+	_, err := a.d.Ready(ctx, 0, leases)
+	return 0, err
+}
+
+func (atLeastOnce) drainTurn() (func(), error) { return func() {}, nil }
+
+func (a atLeastOnce) stop() { a.d.Stop() }
+
+// deliver publishes a batch of streamed events: those of parked keys go into the table
 // behind the key's rows, the others to the broker, and what the broker did not take (a key's
 // failed event and its later events of the batch) into the table too. Events the publisher
 // could not try because it reports an outage (relay.ErrOutage: its schema registry does not
 // answer) are neither parked nor a reason to end the session: they are tried again, with their
 // keys' later events of the batch, after a pause that doubles up to the heartbeat interval,
 // spending no attempt, until the outage ends or the session stops. The batch is done, and its
-// position may be confirmed, once deliverBatch returns nil.
-func (s *Source) deliverBatch(ctx context.Context, p *parked, leases []relay.Lease, b batch) error {
+// position may be confirmed, once deliver returns nil.
+func (a atLeastOnce) deliver(ctx context.Context, s *Source, p *parked, leases []relay.Lease, b batch) error {
 	if len(b.records) == 0 {
 		return nil
 	}
@@ -26,7 +60,7 @@ func (s *Source) deliverBatch(ctx context.Context, p *parked, leases []relay.Lea
 		return err
 	}
 	for attempt := 0; ; attempt++ {
-		rest, settled, err := s.deliverDirect(ctx, leases, direct)
+		rest, settled, err := a.deliverDirect(ctx, s, leases, direct)
 		outage := errors.Is(err, relay.ErrOutage)
 		if err != nil && !outage {
 			return fmt.Errorf("wal: deliver %d streamed events: %w", len(direct), err)
@@ -58,13 +92,13 @@ func (s *Source) deliverBatch(ctx context.Context, p *parked, leases []relay.Lea
 // deliverDirect publishes records through the stream's deliverer and returns those the broker
 // did not take, in stream order, with the settlements of the failed ones; its error wraps
 // relay.ErrOutage when some were not tried.
-func (s *Source) deliverDirect(ctx context.Context, leases []relay.Lease, records []relay.Record) ([]relay.Record, map[int64]relay.Settlement, error) {
+func (a atLeastOnce) deliverDirect(ctx context.Context, s *Source, leases []relay.Lease, records []relay.Record) ([]relay.Record, map[int64]relay.Settlement, error) {
 	s.core.Metrics.BatchSize.Observe(float64(len(records)))
 	s.core.Inflight.Read(0)
 	held := s.core.Inflight.Hold(0, relay.LeasesOf(leases, records, 0))
 	defer s.core.Inflight.End(held)
 	token := s.core.Progress.Begin()
-	o, err := s.stream.Deliver(ctx, 0, held, records)
+	o, err := a.d.Deliver(ctx, 0, held, records)
 	s.core.Progress.Delivered(token, o, err)
 	if err != nil && !errors.Is(err, relay.ErrOutage) {
 		return nil, nil, err

@@ -103,6 +103,11 @@ func (s *Source) drainPass(ctx context.Context, p *parked) error {
 // poll claims one batch of parked rows over every partition and has the table's deliverer
 // deliver it; it returns the number of rows claimed.
 func (s *Source) poll(ctx context.Context) (int, error) {
+	release, err := s.stream.drainTurn()
+	if err != nil {
+		return 0, err
+	}
+	defer release()
 	s.core.Inflight.Read(0)
 	leases, err := s.core.Store.LiveLeases(ctx, s.core.DB, s.core.RelayID, 0, 1)
 	if err != nil || len(leases) != outbox.Partitions {
@@ -121,7 +126,7 @@ func (s *Source) poll(ctx context.Context) (int, error) {
 		s.core.Inflight.Hold(0, nil)
 		return 0, err
 	}
-	held := s.core.Inflight.Hold(0, relay.LeasesOf(leases, records, 0))
+	held := s.core.Inflight.Hold(0, s.scope(leases, records))
 	defer s.core.Inflight.End(held)
 	s.core.Metrics.BatchSize.Observe(float64(len(records)))
 	token := s.core.Progress.Begin()
@@ -151,4 +156,13 @@ func (s *Source) releaseDue(ctx context.Context) (int64, error) {
 		}
 	}
 	return total, nil
+}
+
+// scope returns the leases the table's deliverer holds and fences for a delivery of records
+// (Config.Scope): those of their whole transactional units with exactly-once delivery.
+func (s *Source) scope(leases []relay.Lease, records []relay.Record) []relay.Lease {
+	if s.cfg.Scope == nil {
+		return relay.LeasesOf(leases, records, 0)
+	}
+	return s.cfg.Scope(leases, records)
 }

@@ -18,7 +18,7 @@ func (s *Source) session(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	defer s.stream.Stop()
+	defer s.stream.stop()
 	defer s.table.Stop()
 	if err := s.acquireSlot(ctx); err != nil {
 		return err
@@ -60,10 +60,15 @@ func (s *Source) session(ctx context.Context) error {
 // start readies the deliverers, reads the parked keys (the previous streamer can no longer park:
 // this relay owns every lease) and sets the session's barrier position (drain.go).
 func (s *Source) start(ctx context.Context, leases []relay.Lease, reader *streamReader) (*parked, error) {
-	for _, d := range []relay.Deliverer{s.stream, s.table} {
-		if _, err := d.Ready(ctx, 0, leases); err != nil {
-			return nil, fmt.Errorf("wal: ready the leases before streaming: %w", err)
-		}
+	if _, err := s.table.Ready(ctx, 0, leases); err != nil {
+		return nil, fmt.Errorf("wal: ready the leases before streaming: %w", err)
+	}
+	resume, err := s.stream.open(ctx, s, leases)
+	if err != nil {
+		return nil, fmt.Errorf("wal: ready the stream's delivery: %w", err)
+	}
+	if resume != 0 {
+		reader.confirmed.Store(uint64(resume))
 	}
 	keys, err := s.core.Store.ParkedKeys(ctx, s.core.DB)
 	if err != nil {
@@ -132,7 +137,7 @@ func (s *Source) streamLoop(ctx context.Context, reader *streamReader, p *parked
 			return err
 		case b = <-batches:
 		}
-		if err := s.deliverBatch(ctx, p, leases, b); err != nil {
+		if err := s.stream.deliver(ctx, s, p, leases, b); err != nil {
 			return err
 		}
 		if b.confirm != 0 {

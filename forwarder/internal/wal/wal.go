@@ -34,6 +34,9 @@ type Config struct {
 	StatusInterval, RetryInterval time.Duration
 	// HeartbeatInterval paces the reconnects, the standby's checks and the wait for the leases.
 	HeartbeatInterval time.Duration
+	// Scope returns the leases the table's deliverer holds and fences for a delivery of records
+	// (the delivery mode's; nil: those of the records' partitions).
+	Scope func(leases []relay.Lease, records []relay.Record) []relay.Lease
 	// Hooks are the tests' (nil in production).
 	Hooks *Hooks
 }
@@ -53,8 +56,12 @@ type Hooks struct {
 	// session's barrier; Drained after each pass of the drain (rows it claimed).
 	Streaming, BarrierWait func()
 	Batch, Drained         func(n int)
-	// NoKeyFence and NoBarrier turn the two fences off.
-	NoKeyFence, NoBarrier bool
+	// Committing runs before each transaction of the exactly-once stream, Committed after its
+	// commit, before the batch counts as done.
+	Committing, Committed func()
+	// NoKeyFence and NoBarrier turn the two fences off; NoCheckpointSkip has the exactly-once
+	// stream publish again what its last checkpoint covers.
+	NoKeyFence, NoBarrier, NoCheckpointSkip bool
 }
 
 func run(f func()) {
@@ -70,18 +77,19 @@ type Heartbeat func(ctx context.Context) (relay.Holding, error)
 // Source is the wal source: a relay.Source streaming the table's logical decoding messages.
 type Source struct {
 	core relay.Core
-	// stream delivers streamed events (its acknowledger writes nothing); table delivers the
+	// stream delivers the streamed events (at least or exactly once); table delivers the
 	// parked rows with the forwarder's acknowledger.
-	stream, table relay.Deliverer
-	heartbeat     Heartbeat
-	cfg           Config
-	streaming     atomic.Bool
-	drainWarn     relay.EveryMinute // a failing drain pass is logged once a minute
+	stream    Stream
+	table     relay.Deliverer
+	heartbeat Heartbeat
+	cfg       Config
+	streaming atomic.Bool
+	drainWarn relay.EveryMinute // a failing drain pass is logged once a minute
 }
 
-// New returns the wal source over core: stream delivers the streamed events (an at-least-once
-// deliverer over StreamAcknowledger), table the parked rows (the forwarder's deliverer).
-func New(core relay.Core, stream, table relay.Deliverer, heartbeat Heartbeat, cfg Config) *Source {
+// New returns the wal source over core: stream delivers the streamed events (AtLeastOnce or
+// ExactlyOnce), table the parked rows (the forwarder's deliverer).
+func New(core relay.Core, stream Stream, table relay.Deliverer, heartbeat Heartbeat, cfg Config) *Source {
 	return &Source{core: core, stream: stream, table: table, heartbeat: heartbeat, cfg: cfg}
 }
 
