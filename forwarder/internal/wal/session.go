@@ -140,7 +140,7 @@ func (s *Source) streamLoop(ctx context.Context, reader *streamReader, p *parked
 		if err := s.stream.deliver(ctx, s, p, leases, b); err != nil {
 			return err
 		}
-		if b.confirm != 0 {
+		if uint64(b.confirm) > reader.confirmed.Load() { // a session may start past a re-streamed batch (eo.go)
 			reader.confirmed.Store(uint64(b.confirm))
 		}
 		if h := s.hooks().Batch; h != nil {
