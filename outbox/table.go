@@ -65,10 +65,10 @@ func (t Table) Installation() string { return t.name + "_installation" }
 func (t Table) Units() string { return t.name + "_units" }
 
 // Tables lists every table the migrations create for the outbox: the events, the relay tables
-// and the migrations table (KeyLocks on MySQL, CDCSlots and WALSlots on PostgreSQL only). Tests
+// and the migrations table (KeyLocks on MySQL, CDCSlots, WALSlots and WALDiscarded on PostgreSQL only). Tests
 // and tools that drop an outbox drop these.
 func (t Table) Tables() []string {
-	return []string{t.Events(), t.Leases(), t.Relays(), t.KeyLocks(), t.CDCSlots(), t.WALSlots(), t.Installation(), t.Units(), t.Migrations()}
+	return []string{t.Events(), t.Leases(), t.Relays(), t.KeyLocks(), t.CDCSlots(), t.WALSlots(), t.WALDiscarded(), t.Installation(), t.Units(), t.Migrations()}
 }
 
 // Channel is the PostgreSQL LISTEN/NOTIFY channel a commit into the table notifies.

@@ -62,6 +62,11 @@ func (t Table) WALEmitFunction() string { return t.name + "_emit" }
 // check the slot of their configuration ([Config.WALSlot]).
 func (t Table) WALSlots() string { return t.name + "_wal_slots" }
 
+// WALDiscarded (PostgreSQL, schema v13) holds a tombstone of each event an operator discarded
+// on a wal table, until the slot's confirmed position passed it: the wal relay does not park a
+// tombstoned event again when a restarted session streams it again.
+func (t Table) WALDiscarded() string { return t.name + "_wal_discarded" }
+
 // walRefuseFunction raises the error of a refused emit (schema v12).
 func (t Table) walRefuseFunction() string { return t.name + "_wal_refuse" }
 

@@ -67,3 +67,13 @@ func (s *Store) ParkedKeys(ctx context.Context, q Querier) (map[int64]bool, erro
 	}
 	return keys, rows.Err()
 }
+
+// PruneDiscarded deletes the tombstones of discarded events that the slot's confirmed position
+// passed, and returns how many it deleted.
+func (s *Store) PruneDiscarded(ctx context.Context, q Querier, slot string) (int64, error) {
+	res, err := s.SQL().WAL().PruneDiscarded(slot).Exec(ctx, q)
+	if err != nil {
+		return 0, fmt.Errorf("prune the tombstones of discarded events: %w", err)
+	}
+	return res.RowsAffected()
+}

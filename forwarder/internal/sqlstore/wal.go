@@ -32,7 +32,8 @@ type ParkedRow struct {
 }
 
 // Park inserts row unless a row of its key with its event id is in the table already (a
-// re-streamed event parked before a crash). key_hash is set, so the plain-SQL writers' trigger
+// re-streamed event parked before a crash) or an operator discarded the event (its tombstone,
+// schema v13: a re-streamed event whose dead row was discarded). key_hash is set, so the plain-SQL writers' trigger
 // (migration 7) leaves the row alone; its seq is drawn at insert, so a key's rows parked in
 // stream order are claimed in that order.
 func (w WALStatements) Park(row ParkedRow) (Query, error) {
@@ -58,10 +59,11 @@ func (w WALStatements) Park(row ParkedRow) (Query, error) {
 	return w.s.q("INSERT INTO "+t+" (event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, payload, headers,"+
 		" key_hash, partition_no, created_at, status, attempts, next_attempt_at, last_error)"+
 		" SELECT ?::uuid, ?, ?, ?, ?, ?, ?, ?::jsonb, ?, ?, ?, ?, ?, ?::timestamptz, ?"+
-		" WHERE NOT EXISTS (SELECT 1 FROM "+t+" WHERE partition_no = ? AND key_hash = ? AND event_id = ?::uuid)",
+		" WHERE NOT EXISTS (SELECT 1 FROM "+t+" WHERE partition_no = ? AND key_hash = ? AND event_id = ?::uuid)"+
+		" AND NOT EXISTS (SELECT 1 FROM "+w.s.table.WALDiscarded()+" WHERE event_id = ?::uuid)",
 		e.ID.String(), e.Topic, e.AggregateType, e.AggregateID, e.EventType, e.TenantID, e.Payload, string(headers),
 		row.KeyHash, row.Partition, w.s.d.TimeArg(e.CreatedAt), status, row.Attempts, next, reason,
-		row.Partition, row.KeyHash, e.ID.String()), nil
+		row.Partition, row.KeyHash, e.ID.String(), e.ID.String()), nil
 }
 
 // ParkedKeys returns the key hashes with a row in the table that holds their key back: pending
@@ -78,4 +80,11 @@ func (w WALStatements) ParkedKeyRows(limit int) Query {
 	return w.s.q("SELECT tenant_id, aggregate_type, aggregate_id, count(*), count(*) FILTER (WHERE status = 2),"+
 		" min(created_at), count(*) OVER () FROM "+w.s.table.Events()+" WHERE status IN (0, 2)"+scope+
 		" GROUP BY tenant_id, aggregate_type, aggregate_id ORDER BY min(seq) LIMIT ?", append(args, limit)...)
+}
+
+// PruneDiscarded deletes the tombstones of discarded events that the slot's confirmed position
+// passed: no session of the slot can stream those events again.
+func (w WALStatements) PruneDiscarded(slot string) Query {
+	return w.s.q("DELETE FROM "+w.s.table.WALDiscarded()+" WHERE discarded_lsn <="+
+		" (SELECT confirmed_flush_lsn FROM pg_catalog.pg_replication_slots WHERE slot_name = ?)", slot)
 }

@@ -94,6 +94,10 @@ func (s *Source) drainPass(ctx context.Context, p *parked) error {
 	if err := s.refresh(ctx, p); err != nil {
 		return err
 	}
+	// Parked keys are where an operator discards: prune the tombstones the slot has passed.
+	if _, err := s.core.Store.PruneDiscarded(ctx, s.core.DB, s.cfg.Slot); err != nil {
+		return err
+	}
 	if h := s.hooks().Drained; h != nil {
 		h(total)
 	}
