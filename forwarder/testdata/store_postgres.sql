@@ -144,7 +144,7 @@ SELECT COUNT(*), COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - MIN(GREATEST(cr
 -- wal parkFenced
 SET LOCAL idle_in_transaction_session_timeout = 5000;
 SELECT partition_no, owner, epoch FROM golden_outbox_leases WHERE lease_group = $1 AND partition_no IN ($2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37, $38, $39, $40, $41, $42, $43, $44, $45, $46, $47, $48, $49, $50, $51, $52, $53, $54, $55, $56, $57, $58, $59, $60, $61, $62, $63, $64, $65) ORDER BY partition_no FOR UPDATE;
-INSERT INTO golden_outbox (event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, payload, headers, key_hash, partition_no, created_at, status, attempts, next_attempt_at, last_error) SELECT $1::uuid, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14::timestamptz, $15 WHERE NOT EXISTS (SELECT 1 FROM golden_outbox WHERE partition_no = $16 AND key_hash = $17 AND event_id = $18::uuid);
+INSERT INTO golden_outbox (event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, payload, headers, key_hash, partition_no, created_at, status, attempts, next_attempt_at, last_error) SELECT $1::uuid, $2, $3, $4, $5, $6, $7, $8::jsonb, $9, $10, $11, $12, $13, $14::timestamptz, $15 WHERE NOT EXISTS (SELECT 1 FROM golden_outbox WHERE partition_no = $16 AND key_hash = $17 AND event_id = $18::uuid) AND NOT EXISTS (SELECT 1 FROM golden_outbox_wal_discarded WHERE event_id = $19::uuid);
 
 -- wal parkedKeys
 SELECT DISTINCT key_hash FROM golden_outbox WHERE status IN (0, 2);
