@@ -282,11 +282,13 @@ func TestResultErrNamesEveryBrokenGuarantee(t *testing.T) {
 		t.Fatalf("duplicates alone are allowed, got %v", err)
 	}
 	err := Result{Lost: 1, Phantoms: 2, OrderViolations: 3, EffectViolations: 4, DeadlocksLogged: 5,
-		SlowTakeovers: 6, Stalled: 7, PoisonStuck: 8, PoisonPending: 2, PoisonOverBudget: 9, MaxAttempts: 3, PoisonPathMissing: 10}.Err()
+		SlowTakeovers: 6, Stalled: 7, PoisonStuck: 8, PoisonPending: 2, PoisonOverBudget: 9, MaxAttempts: 3, PoisonPathMissing: 10,
+		PoisonDeadAgain: 11}.Err()
 	for _, want := range []string{"1 committed events lost", "2 phantom", "3 per-key order", "4 events without exactly one effect",
 		"5 deadlocks", "6 paused relays kept their partitions", "7 events stalled",
 		"8 poison events neither published nor dead-lettered (2 still pending)", "9 poison events dead-lettered after more than 3 attempts",
-		"10 schema-breaking poison events not dead-lettered with their field path"} {
+		"10 schema-breaking poison events not dead-lettered with their field path",
+		"11 discarded poison events dead again"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Err() = %v, want it to mention %q", err, want)
 		}

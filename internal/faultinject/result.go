@@ -108,7 +108,8 @@ type Result struct {
 	// PoisonMaxAttempts is the most attempts any dead poison event took.
 	PoisonMaxAttempts int
 	// PoisonDeadAgain counts the poison events discarded under load that were dead in the
-	// table again at the end (parked anew after their discard) and were discarded again.
+	// table again at the end (parked anew after their discard) and were discarded again; the
+	// wal source's tombstones (schema v13) rule it out, so any fails the run.
 	PoisonDeadAgain int
 	// MaxAttempts is the relays' retry budget (forwarder.max_attempts).
 	MaxAttempts int
@@ -172,6 +173,9 @@ func (r Result) Err() error {
 	}
 	if r.PoisonPathMissing > 0 {
 		errs = append(errs, fmt.Sprintf("%d schema-breaking poison events not dead-lettered with their field path", r.PoisonPathMissing))
+	}
+	if r.PoisonDeadAgain > 0 {
+		errs = append(errs, fmt.Sprintf("%d discarded poison events dead again (parked anew after their discard)", r.PoisonDeadAgain))
 	}
 	errs = append(errs, r.scheduledErrs()...)
 	if r.Undecodable > 0 {
