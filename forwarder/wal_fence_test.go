@@ -45,8 +45,10 @@ func TestWALParkedKeyDrainedWhileStreaming(t *testing.T) {
 				return
 			}
 			once.Do(func() {
-				fired.Store(true)
 				h.write(h.event("p", 2))
+				// Only now may the test write n=3: per-key order is commit order, so n=3
+				// committed before n=2 would rightly be delivered first.
+				fired.Store(true)
 				if noFence {
 					<-parked // the stream parked n=2 behind the row the drain just removed
 				} else {
@@ -65,7 +67,7 @@ func TestWALParkedKeyDrainedWhileStreaming(t *testing.T) {
 	waitFor(t, time.Minute, "p's n=1 parked", func() bool { return h.parkedRowsByKey()["p"] == 1 })
 	armed.Store(true)
 	pub.poison(first.ID.String(), nil) // the drain publishes it now, then reads p has no row
-	waitFor(t, time.Minute, "the drain's read of no row of p", fired.Load)
+	waitFor(t, time.Minute, "the drain's read of no row of p and n=2 committed", fired.Load)
 	h.write(h.event("p", 3))
 	got := consumeDistinct(t, h.brokers, h.topic, 4, 30*time.Second)
 	checkDelivery(t, got, []string{"p"}, 4)
