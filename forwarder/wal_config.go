@@ -67,7 +67,7 @@ func (c Config) validateWAL() []error {
 			c.WAL.StatusInterval, c.WAL.RetryInterval))
 	}
 	if len(c.Tenants) > 0 {
-		errs = append(errs, fmt.Errorf("Source wal streams every tenant of the table; Tenants %q is not supported with it", c.Tenants))
+		errs = append(errs, fmt.Errorf("Source wal streams every tenant of the table; Tenants %q is %w", c.Tenants, ErrUnsupported))
 	}
 	return errs
 }

@@ -2,6 +2,7 @@ package forwarder_test
 
 import (
 	"database/sql"
+	"errors"
 	"strings"
 	"testing"
 
@@ -25,7 +26,7 @@ func TestWALConfigErrorsNameTheValue(t *testing.T) {
 		{func(c *forwarder.Config) { c.WAL.Slot = strings.Repeat("s", 64) }, "want 1 to 63 lower-case letters"},
 		{func(c *forwarder.Config) { c.Delivery = forwarder.ExactlyOnce },
 			`Delivery "exactly_once" needs a publisher with transactions`},
-		{func(c *forwarder.Config) { c.Tenants = []string{"t1"} }, `Tenants ["t1"] is not supported with it`},
+		{func(c *forwarder.Config) { c.Tenants = []string{"t1"} }, `Tenants ["t1"] is not supported on this source`},
 	} {
 		cfg := base
 		c.edit(&cfg)
@@ -36,6 +37,11 @@ func TestWALConfigErrorsNameTheValue(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "secret") {
 			t.Errorf("the error shows the DSN's password: %v", err)
 		}
+	}
+	unsupported := base
+	unsupported.Tenants = []string{"t1"}
+	if err := unsupported.Validate(); !errors.Is(err, forwarder.ErrUnsupported) {
+		t.Errorf("Source wal with Tenants: %v, want an error wrapping forwarder.ErrUnsupported", err)
 	}
 	if _, err := forwarder.New(base); err != nil {
 		t.Fatalf("a valid wal config: %v", err)

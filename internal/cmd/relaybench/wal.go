@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
-	"strings"
+	"errors"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -34,16 +34,11 @@ func isWAL(relay string) bool {
 	return relay == relayWAL || relay == relayWALExactlyOnce || relay == relayWALCeiling
 }
 
-// walEORefusal is how the forwarder's configuration check refuses Delivery exactly_once with
-// Source wal while it does not have it (forwarder/wal_config.go).
-const walEORefusal = "Source wal with Delivery exactly_once is not supported"
-
 // walExactlyOnceBuilt reports whether this build's forwarder accepts Delivery exactly_once with
-// Source wal: its configuration check is asked whether it refuses the combination; nothing
-// connects.
+// Source wal: its configuration check is asked whether it refuses the combination as
+// unsupported (forwarder.ErrUnsupported); nothing connects.
 func walExactlyOnceBuilt() bool {
-	err := walProbeConfig(forwarder.ExactlyOnce).Validate()
-	return err == nil || !strings.Contains(err.Error(), walEORefusal)
+	return !errors.Is(walProbeConfig(forwarder.ExactlyOnce).Validate(), forwarder.ErrUnsupported)
 }
 
 // walProbeConfig is a wal relay configuration with delivery for walExactlyOnceBuilt.

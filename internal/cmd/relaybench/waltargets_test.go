@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -65,16 +66,15 @@ func TestPrintWALTargetsSaysMetMissedAndNotBuilt(t *testing.T) {
 	}
 }
 
-// TestWALExactlyOnceProbeTurnsOnTheRefusal: the probe's refusal is the exactly-once one alone
-// (the at-least-once probe is not refused so), and the probe says not built exactly when the
-// forwarder refuses exactly_once with Source wal.
+// TestWALExactlyOnceProbeTurnsOnTheRefusal: the at-least-once probe is not refused as
+// unsupported, and the probe says not built exactly when the forwarder refuses exactly_once with
+// Source wal as unsupported (forwarder.ErrUnsupported, whatever its wording).
 func TestWALExactlyOnceProbeTurnsOnTheRefusal(t *testing.T) {
-	if err := walProbeConfig(forwarder.AtLeastOnce).Validate(); err != nil && strings.Contains(err.Error(), walEORefusal) {
-		t.Fatalf("the at-least-once probe is refused as exactly-once: %v", err)
+	if err := walProbeConfig(forwarder.AtLeastOnce).Validate(); errors.Is(err, forwarder.ErrUnsupported) {
+		t.Fatalf("the at-least-once probe is refused as unsupported: %v", err)
 	}
 	err := walProbeConfig(forwarder.ExactlyOnce).Validate()
-	refused := err != nil && strings.Contains(err.Error(), walEORefusal)
-	if walExactlyOnceBuilt() == refused {
+	if refused := errors.Is(err, forwarder.ErrUnsupported); walExactlyOnceBuilt() == refused {
 		t.Fatalf("walExactlyOnceBuilt() = %v, but the forwarder's check says %v", walExactlyOnceBuilt(), err)
 	}
 	t.Logf("exactly-once on the wal source built: %v", walExactlyOnceBuilt())
