@@ -80,14 +80,20 @@ func drainDue(b *testing.B, h *harness, scheduled bool) float64 {
 
 // BenchmarkScheduledLateness writes 1,000 scheduled events a second for 10 s (100 keys, each due
 // one second after it is written) while a polling relay with the default poll intervals runs
-// (PostgreSQL, the real Kafka), and reports how late each was handed to the broker after its
-// deliver_at, both read on the database's clock: p50, p99 and max in ms.
+// (on PostgreSQL, MariaDB and SQLite, the real Kafka), and reports how late each was handed to
+// the broker after its deliver_at, both read on the database's clock: p50, p99 and max in ms.
 //
 //	CI=true go test ./forwarder -run '^$' -bench ScheduledLateness -benchtime 1x
 func BenchmarkScheduledLateness(b *testing.B) {
 	brokers := testsupport.KafkaBrokers(b)
+	for _, d := range []outbox.Dialect{outbox.Postgres, outbox.MySQL, outbox.SQLite} {
+		b.Run(string(d), func(b *testing.B) { benchScheduledLateness(b, d, brokers) })
+	}
+}
+
+func benchScheduledLateness(b *testing.B, dialect outbox.Dialect, brokers []string) {
 	for range b.N {
-		h := newHarness(b, outbox.Postgres, brokers)
+		h := newHarness(b, dialect, brokers)
 		kafkaPub := h.publisher()
 		pub := &clockedPublisher{OutcomePublisher: kafkaPub.(forwarder.OutcomePublisher), Publisher: kafkaPub,
 			t: b, db: h.db, dialect: h.dialect, at: map[string]time.Time{}}
