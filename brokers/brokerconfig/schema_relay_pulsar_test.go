@@ -43,7 +43,7 @@ func TestRelayWithSchemaRegistryOnPulsar(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer client.Close()
-	typed, err := client.Subscribe(apulsar.ConsumerOptions{
+	typed, err := subscribeTyped(ctx, client, apulsar.ConsumerOptions{
 		Topic: "persistent://public/default/" + topic, SubscriptionName: "typed",
 		Schema: apulsar.NewAvroSchema(counted, nil), SubscriptionInitialPosition: apulsar.SubscriptionPositionEarliest,
 	})
@@ -82,5 +82,24 @@ func TestRelayWithSchemaRegistryOnPulsar(t *testing.T) {
 	reason := dead.Properties()[middleware.ReasonForPoisonedKey]
 	if !strings.Contains(reason, "at $.n: want an integer, got a string") || string(dead.Payload()) != `{"n":"three"}` {
 		t.Fatalf("dead letter %q with reason %q, want the JSON payload and the path $.n", dead.Payload(), reason)
+	}
+}
+
+// subscribeTyped subscribes a consumer with a schema, waiting while the topic is still without
+// one: the relay's producer carries its schema on each message (PublishEachWithSchema), so the
+// broker registers the Avro schema at the first send, and until then a typed consumer of the
+// active topic is refused ("Failed to add schema to an active topic with empty(BYTES) schema").
+// It waits for that send, not for a time: any other error, or the context's end, is returned.
+func subscribeTyped(ctx context.Context, client apulsar.Client, opts apulsar.ConsumerOptions) (apulsar.Consumer, error) {
+	for {
+		c, err := client.Subscribe(opts)
+		if err == nil || !strings.Contains(err.Error(), "empty(BYTES) schema") {
+			return c, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (the topic has no schema yet: %w)", ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
