@@ -3,6 +3,7 @@ package forwarder_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -153,9 +154,19 @@ func checkStrandedStatus(t *testing.T, h *harness, slot string, want int64, age 
 	t.Fatalf("Admin.Slots does not list slot %s: %+v", slot, slots)
 }
 
-// TestCDCBacklogBeingStreamedIsNotAStall: rows waiting longer than StallAfter while the stream
-// delivers a backlog, through a slow broker, are not reported: the stream makes progress.
-func TestCDCBacklogBeingStreamedIsNotAStall(t *testing.T) {
+// TestSoakCDCBacklogBeingStreamedIsNotAStall (soak only): rows waiting longer than StallAfter
+// while the stream delivers a backlog, through a slow broker, are not reported: the stream makes
+// progress. Its verdict depends on timing (a loaded machine can leave the stream without a
+// delivery for longer than the 300 ms StallAfter, which is then a stall by definition; it failed
+// so once in a clean-clone CI run), so it runs from scripts/soak.sh, repeated.
+func TestSoakCDCBacklogBeingStreamedIsNotAStall(t *testing.T) {
+	runs := testsupport.Soak(t, 5)
+	for i := range runs {
+		t.Run(fmt.Sprint(i), backlogBeingStreamedIsNotAStall)
+	}
+}
+
+func backlogBeingStreamedIsNotAStall(t *testing.T) {
 	h := newCDCHarness(t, kfakeBrokers(t))
 	var logs logSink
 	reg := prometheus.NewRegistry()
