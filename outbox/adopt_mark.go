@@ -189,5 +189,5 @@ func UnadoptStatements(relay Table, cfg AdoptConfig, dropRelayTable bool) ([]str
 			stmts = append(stmts, "DROP TABLE IF EXISTS "+t)
 		}
 	}
-	return append(stmts, fmt.Sprintf("DROP FUNCTION IF EXISTS %s_key_hash(text, text, text), %s_prepare(), %s_notify() CASCADE", ev, ev, ev)), nil
+	return append(stmts, "DROP FUNCTION IF EXISTS "+strings.Join(relay.Functions(), ", ")+" CASCADE"), nil
 }

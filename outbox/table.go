@@ -71,6 +71,26 @@ func (t Table) Tables() []string {
 	return []string{t.Events(), t.Leases(), t.Relays(), t.KeyLocks(), t.CDCSlots(), t.WALSlots(), t.WALDiscarded(), t.Installation(), t.Units(), t.Migrations()}
 }
 
+// Functions lists the signatures of the functions the PostgreSQL migrations create beside the
+// outbox table (none on MySQL/MariaDB and SQLite). Dropping the tables keeps them: tools that
+// drop an outbox drop these too.
+func (t Table) Functions() []string {
+	if t.dialect != Postgres {
+		return nil
+	}
+	ev := t.name
+	return []string{
+		ev + "_notify()",
+		ev + "_key_hash(text, text, text)",
+		ev + "_prepare()",
+		ev + "_schedule()",
+		ev + "_emit(text, text, text, text, bytea, jsonb, text, uuid, timestamptz)",
+		ev + "_wal_guard()",
+		ev + "_wal_refuse(text)",
+		ev + "_wal_discard()",
+	}
+}
+
 // Channel is the PostgreSQL LISTEN/NOTIFY channel a commit into the table notifies.
 func (t Table) Channel() string { return "outboxkit_" + strings.ReplaceAll(t.name, ".", "_") }
 

@@ -164,39 +164,17 @@ func (e *env) dropTables(in *installation) {
 		_, _ = e.db.Exec("DROP TABLE IF EXISTS " + t)
 	}
 	if e.cfg.Dialect == outbox.Postgres {
-		e.dropFunctions(in.table.Events())
+		e.dropFunctions(in.table)
 	}
 }
 
-// pgFunctionSuffixes are the names, after the outbox table's, of the functions the PostgreSQL
-// migrations create (outbox/migrations/postgres).
-var pgFunctionSuffixes = []string{"_emit", "_key_hash", "_notify", "_prepare", "_schedule", "_wal_guard", "_wal_refuse"}
-
-// dropFunctions drops the migrations' functions of the outbox table events (every overload);
-// a schema-qualified table's schema is dropped whole instead.
-func (e *env) dropFunctions(events string) {
-	if strings.Contains(events, ".") {
+// dropFunctions drops the migrations' functions of the outbox table (outbox.Table.Functions); a
+// schema-qualified table's schema is dropped whole instead.
+func (e *env) dropFunctions(table outbox.Table) {
+	if strings.Contains(table.Events(), ".") {
 		return
 	}
-	names := make([]string, len(pgFunctionSuffixes))
-	for i, s := range pgFunctionSuffixes {
-		names[i] = strings.ToLower(events) + s
-	}
-	rows, err := e.db.Query("SELECT oid::regprocedure::text FROM pg_proc WHERE proname = ANY($1) AND pg_function_is_visible(oid)", names)
-	if err != nil {
-		return
-	}
-	var sigs []string
-	for rows.Next() {
-		var sig string
-		if rows.Scan(&sig) == nil {
-			sigs = append(sigs, sig)
-		}
-	}
-	_ = rows.Close()
-	for _, sig := range sigs {
-		_, _ = e.db.Exec("DROP FUNCTION IF EXISTS " + sig) // a signature read from the catalog
-	}
+	_, _ = e.db.Exec("DROP FUNCTION IF EXISTS " + strings.Join(table.Functions(), ", "))
 }
 
 // createKeys creates the installation's business table of per-key counters, one row per key.

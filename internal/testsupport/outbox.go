@@ -4,14 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // NewOutbox creates a writer for cfg (cfg.Table is the outbox's name, usually a UniqueName),
-// migrates its tables on db and drops every one of them (outbox.Table.Tables) when the test
-// ends. The migration fails the test.
+// migrates its tables on db and drops every one of them (outbox.Table.Tables) and their
+// functions (outbox.Table.Functions) when the test ends. The migration fails the test.
 func NewOutbox(t testing.TB, db *sql.DB, cfg outbox.Config) *outbox.Writer {
 	t.Helper()
 	w, err := outbox.NewWriter(cfg)
@@ -24,6 +25,9 @@ func NewOutbox(t testing.TB, db *sql.DB, cfg outbox.Config) *outbox.Writer {
 	t.Cleanup(func() {
 		for _, n := range w.Table().Tables() {
 			_, _ = db.Exec("DROP TABLE IF EXISTS " + n)
+		}
+		if fns := w.Table().Functions(); len(fns) > 0 {
+			_, _ = db.Exec("DROP FUNCTION IF EXISTS " + strings.Join(fns, ", "))
 		}
 	})
 	return w

@@ -69,6 +69,7 @@ DROP TABLE IF EXISTS golden_adopt_team.golden_relay_relays;
 DROP TABLE IF EXISTS golden_adopt_team.golden_relay_key_locks;
 DROP TABLE IF EXISTS golden_adopt_team.golden_relay_cdc_slots;
 DROP TABLE IF EXISTS golden_adopt_team.golden_relay_wal_slots;
+DROP TABLE IF EXISTS golden_adopt_team.golden_relay_wal_discarded;
 DROP TABLE IF EXISTS golden_adopt_team.golden_relay_installation;
 DROP TABLE IF EXISTS golden_adopt_team.golden_relay_units;
 DROP TABLE IF EXISTS golden_adopt_team.golden_relay_migrations;
