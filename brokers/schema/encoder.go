@@ -22,8 +22,14 @@ type Config struct {
 	// Strategy names the subject of an event (Confluent's subject name strategies). Default:
 	// StrategyTopic.
 	Strategy Strategy
-	// Topics overrides Strategy and Version for the topics it names.
+	// Topics overrides Strategy, Version and Register for the topics it names.
 	Topics map[string]TopicConfig
+	// Register lets the Encoder register a subject's schema from Schemas when the registry has
+	// no version of the subject (CreateSchema); off, such a subject is a *RegistryError, as
+	// any failed lookup. Default: false.
+	Register bool
+	// Schemas are the schemas the Encoder may register, by subject (without references).
+	Schemas map[string]sr.Schema
 }
 
 // Validate reports a configuration that cannot work, naming the bad value.
@@ -41,6 +47,9 @@ func (c Config) Validate() error {
 		if err := c.Topics[topic].validate(); err != nil {
 			return fmt.Errorf("schema: topic %q: %w", topic, err)
 		}
+	}
+	if err := validateRegistration(c.Register, c.Topics, c.Schemas); err != nil {
+		return fmt.Errorf("schema: %w", err)
 	}
 	return nil
 }
@@ -169,10 +178,12 @@ func encodeWith(t target, s cached, eventType string, payload []byte) ([]int, []
 	return index, body, nil
 }
 
-// target is a subject and the version to encode with (0: the latest).
+// target is a subject and the version to encode with (0: the latest), and whether the Encoder
+// may register the subject's configured schema.
 type target struct {
-	subject string
-	version int
+	subject  string
+	version  int
+	register bool
 }
 
 // framer is a codec that can write a payload's encoding straight after the wire format's header,
@@ -206,8 +217,12 @@ func (e *Encoder) target(topic, eventType string) (target, error) {
 // one, else the configured strategy and version.
 func (e *Encoder) targetOf(topic, eventType string) (target, error) {
 	tc, perTopic := e.config.Topics[topic]
+	register := e.config.Register
+	if perTopic && tc.Register != nil {
+		register = *tc.Register
+	}
 	if perTopic && tc.Subject != "" {
-		return target{tc.Subject, tc.Version}, nil
+		return target{tc.Subject, tc.Version, register}, nil
 	}
 	strategy, version := e.config.Strategy, e.config.Version
 	if perTopic {
@@ -221,7 +236,7 @@ func (e *Encoder) targetOf(topic, eventType string) (target, error) {
 		return target{}, &MismatchError{Subject: "(none)", Path: "$",
 			Reason: fmt.Sprintf("the event has no %s metadata, which the %s subject name strategy needs", eventTypeKey, strategy)}
 	}
-	return target{subject, version}, nil
+	return target{subject, version, register}, nil
 }
 
 // lookup returns the cached schema of t, fetching it when missing (or, for the latest version,
@@ -238,6 +253,9 @@ func (e *Encoder) lookup(ctx context.Context, t target) (cached, error) {
 		version = -1 // latest, in pkg/sr
 	}
 	ss, err := e.client.SchemaByVersion(ctx, t.subject, version)
+	if err != nil && t.register {
+		ss, err = e.registerMissing(ctx, t, err)
+	}
 	if err != nil {
 		return cached{}, &RegistryError{Subject: t.subject, Err: err}
 	}
@@ -259,19 +277,30 @@ func newCodec(ctx context.Context, client *sr.Client, ss sr.SubjectSchema) (code
 	if err != nil {
 		return nil, fmt.Errorf("schema %d: %w", ss.ID, err)
 	}
+	c, err := compile(ctx, ss.Type, ss.Schema.Schema, refs)
+	if err != nil {
+		return nil, fmt.Errorf("schema %d %w", ss.ID, err)
+	}
+	return c, nil
+}
+
+// compile parses a schema's text of type typ, with the schemas it references; the error
+// completes "schema ...".
+func compile(ctx context.Context, typ sr.SchemaType, text string, refs []reference) (codec, error) {
 	var c codec
-	switch ss.Type {
+	var err error
+	switch typ {
 	case sr.TypeAvro:
-		c, err = newAvroCodec(ss.Schema.Schema, refs)
+		c, err = newAvroCodec(text, refs)
 	case sr.TypeProtobuf:
-		c, err = newProtoCodec(ctx, ss.Schema.Schema, refs)
+		c, err = newProtoCodec(ctx, text, refs)
 	case sr.TypeJSON:
-		c, err = newJSONSchemaCodec(ss.Schema.Schema, refs)
+		c, err = newJSONSchemaCodec(text, refs)
 	default:
-		return nil, fmt.Errorf("schema %d is of type %s, which is not supported", ss.ID, ss.Type)
+		return nil, fmt.Errorf("is of type %s, which is not supported", typ)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("schema %d does not parse as %s: %w", ss.ID, ss.Type, err)
+		return nil, fmt.Errorf("does not parse as %s: %w", typ, err)
 	}
 	return c, nil
 }

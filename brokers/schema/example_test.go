@@ -79,3 +79,27 @@ func ExampleDecoder_Middleware() {
 	// })
 	_ = router
 }
+
+// With Register, the encoder registers the schema given for a subject the registry has no
+// version of (here orders-value, on its first event) and encodes with it; a subject with
+// versions is used as it is. Off by default: a missing subject is a retriable RegistryError.
+func ExampleConfig_register() {
+	client, err := sr.NewClient(sr.URLs("http://127.0.0.1:18081/apis/ccompat/v7"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	enc, err := schema.NewEncoder(client, schema.Config{
+		Register: true,
+		Schemas: map[string]sr.Schema{"orders-value": {Type: sr.TypeAvro,
+			Schema: `{"type":"record","name":"Order","fields":[{"name":"id","type":"string"},{"name":"amount","type":"long"}]}`}},
+	})
+	if err != nil {
+		log.Fatal(err) // a schema that does not parse is refused here
+	}
+	framed, err := enc.Encode(context.Background(), "orders", []byte(`{"id":"o-1","amount":42}`))
+	if err != nil {
+		fmt.Println(err, "retriable:", schema.Retriable(err))
+		return
+	}
+	fmt.Printf("% x...\n", framed[:5])
+}

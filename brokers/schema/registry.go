@@ -33,9 +33,14 @@ type RegistryConfig struct {
 	// TLS sets the certificate authorities, a client certificate or, for tests, no
 	// verification; an https URL needs it only for those.
 	TLS RegistryTLS `yaml:"tls"`
-	// Topics overrides the subject (outright or by strategy) and the version for the topics it
-	// names.
+	// Topics overrides the subject (outright or by strategy), the version and register for the
+	// topics it names.
 	Topics map[string]TopicConfig `yaml:"topics"`
+	// Register lets the relay register a subject's schema from Schemas when the registry has no
+	// version of the subject. Default: false (such a subject fails its lookup).
+	Register bool `yaml:"register"`
+	// Schemas are the schemas the relay may register, by subject.
+	Schemas map[string]SchemaSource `yaml:"schemas"`
 	// ServerErrorBound is how long the registry may answer a server error (500 and the other
 	// 5xx but 502, 503 and 504) for one subject while it answers its health check before the
 	// error counts as the subject's failure, which spends the events' attempts, instead of an
@@ -75,6 +80,13 @@ func (c RegistryConfig) Validate() error {
 			return fmt.Errorf("topics.%s: %w", topic, err)
 		}
 	}
+	schemas, err := loadSchemas(c.Schemas)
+	if err != nil {
+		return err
+	}
+	if err := validateRegistration(c.Register, c.Topics, schemas); err != nil {
+		return err
+	}
 	if c.TLS.set() && u.Scheme != "https" {
 		return fmt.Errorf("%s: set, but url %q is not https", c.TLS.firstSet(), c.URL)
 	}
@@ -113,7 +125,12 @@ func NewEncoderFromConfig(c RegistryConfig) (*Encoder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema_registry: %w", err)
 	}
-	return NewEncoder(client, Config{Version: c.Version, LatestTTL: c.LatestTTL, Strategy: c.SubjectStrategy, Topics: c.Topics})
+	schemas, err := loadSchemas(c.Schemas)
+	if err != nil {
+		return nil, fmt.Errorf("schema_registry.%w", err)
+	}
+	return NewEncoder(client, Config{Version: c.Version, LatestTTL: c.LatestTTL, Strategy: c.SubjectStrategy, Topics: c.Topics,
+		Register: c.Register, Schemas: schemas})
 }
 
 // LogValue implements slog.LogValuer with the secrets redacted.
@@ -127,6 +144,8 @@ func (c RegistryConfig) LogValue() slog.Value {
 		slog.String("password", redact(c.Password)),
 		slog.String("bearer_token", redact(c.BearerToken)),
 		slog.Any("topics", c.Topics),
+		slog.Bool("register", c.Register),
+		slog.Any("schemas", slices.Sorted(maps.Keys(c.Schemas))),
 		slog.Duration("server_error_bound", c.ServerErrorBound),
 		slog.Group("tls", slog.String("ca_file", c.TLS.CAFile), slog.String("cert_file", c.TLS.CertFile),
 			slog.String("key_file", c.TLS.KeyFile), slog.Bool("insecure_skip_verify", c.TLS.InsecureSkipVerify)),

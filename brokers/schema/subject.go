@@ -58,6 +58,9 @@ type TopicConfig struct {
 	// Version is the subject version to encode with; 0 means the latest (not the default's
 	// version: a topic entry says its own).
 	Version int `yaml:"version"`
+	// Register overrides the default of whether the relay may register the subject's
+	// configured schema when the registry has none (nil: the default's).
+	Register *bool `yaml:"register"`
 }
 
 func (t TopicConfig) validate() error {
@@ -68,4 +71,13 @@ func (t TopicConfig) validate() error {
 		return fmt.Errorf("version: %d: want 0 (latest) or a version number from 1", t.Version)
 	}
 	return t.Strategy.Validate()
+}
+
+// String prints the entry with register's value (not its pointer).
+func (t TopicConfig) String() string {
+	register := "default"
+	if t.Register != nil {
+		register = fmt.Sprint(*t.Register)
+	}
+	return fmt.Sprintf("{subject:%q subject_strategy:%q version:%d register:%s}", t.Subject, string(t.Strategy), t.Version, register)
 }
