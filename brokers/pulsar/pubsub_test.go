@@ -69,19 +69,33 @@ func suiteFeatures() tests.Features {
 // TestUniversalPubSub runs Watermill's universal suite once per subscription type that
 // allows several consumers (exclusive refuses a second one, which the suite needs).
 // shared gives no order, so its run skips the order tests.
+//
+// The failover run sets RequireSingleInstance, so TestConcurrentSubscribe and
+// TestPublishSubscribeInOrder read with one consumer instead of a burst of 50 (or 10) new
+// ones. A failover subscription delivers to its one active consumer only, so the burst adds
+// no concurrency; what it adds is a handover per joining consumer within about a second.
+// Pulsar's failover dispatcher (4.0.7 here) starts reading for a new active consumer in a
+// task delayed by activeConsumerFailoverDelayTimeMillis (1s) and ignores that consumer's
+// flow permits while the task is pending. A consumer that joins, or whose permits arrive,
+// while the task runs can leave the subscription with no read at all until the next consumer
+// joins or leaves (the race of apache/pulsar#3411, not merged): nothing is delivered, the
+// backlog stays whole. key_shared and shared keep the full 50-consumer burst, and
+// TestFailoverStandbyTakesOver covers failover handovers one at a time.
 func TestUniversalPubSub(t *testing.T) {
 	testsupport.PulsarURL(t)
 	for _, tc := range []struct {
-		subType pulsar.SubscriptionType
-		ordered bool
+		subType        pulsar.SubscriptionType
+		ordered        bool
+		singleInstance bool
 	}{
-		{pulsar.SubscriptionKeyShared, true},
-		{pulsar.SubscriptionFailover, true},
-		{pulsar.SubscriptionShared, false},
+		{pulsar.SubscriptionKeyShared, true, false},
+		{pulsar.SubscriptionFailover, true, true},
+		{pulsar.SubscriptionShared, false, false},
 	} {
 		t.Run(string(tc.subType), func(t *testing.T) {
 			features := suiteFeatures()
 			features.GuaranteedOrder = tc.ordered
+			features.RequireSingleInstance = tc.singleInstance
 			tests.TestPubSub(t, features,
 				func(t *testing.T) (message.Publisher, message.Subscriber) {
 					return newPubSub(t, "suite", tc.subType)
