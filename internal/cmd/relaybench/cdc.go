@@ -163,6 +163,10 @@ type writeSetting struct {
 	// bare emits w's envelope with pg_logical_emit_message alone, without the slot guard of
 	// w's statement: the wal write side as it was before the guard.
 	bare bool
+	// emitQuery, when set, emits w's envelope with this statement instead of w's (a guard
+	// variant, guardvariants.go); rowCheck: it must return one row.
+	emitQuery string
+	rowCheck  bool
 }
 
 // measureWriteSide times single-row business transactions (an INSERT into a business table,
@@ -175,7 +179,7 @@ type writeSetting struct {
 // within a second, and the position after another setting's commit weigh on all alike (rounds of
 // 100 transactions per setting, before, put seconds between a row and its base row: the same
 // build measured the cdc overhead anywhere from -1 % to +38 %).
-func measureWriteSide(db *sql.DB, d database, n int) ([]writeCost, error) {
+func measureWriteSide(db *sql.DB, d database, n int, variants bool) ([]writeCost, error) {
 	ctx := context.Background()
 	tables, err := newWriteTables(ctx, db, d)
 	if err != nil {
@@ -203,6 +207,14 @@ func measureWriteSide(db *sql.DB, d database, n int) ([]writeCost, error) {
 		{writeCost: writeCost{label: "database/sql: + 1 bare emit (pg_logical_emit_message without the slot guard); overhead over the SELECT 1 row", base: 1, vsSettings: 2, guard: "bare:database/sql"}, w: tables.wal, bare: true},
 		{writeCost: writeCost{label: "pgx batch: + 1 bare emit (pg_logical_emit_message without the slot guard, same batch)", base: 6, vsSettings: 7, guard: "bare:pgx batch"}, w: tables.wal, pgx: true, bare: true},
 	}
+	if variants {
+		drop, err := createBenchEmit(ctx, db, tables.wal.Table())
+		if err != nil {
+			return nil, err
+		}
+		defer drop()
+		settings = append(settings, guardVariantSettings(tables.wal, tables.walSlot, 1, 6)...)
+	}
 	insert := "INSERT INTO " + tables.business + " (note) VALUES ($1)"
 	times := make([][]time.Duration, len(settings))
 	order := make([]int, len(settings))
@@ -218,6 +230,10 @@ func measureWriteSide(db *sql.DB, d database, n int) ([]writeCost, error) {
 			began := time.Now()
 			var err error
 			switch {
+			case s.emitQuery != "" && s.pgx:
+				err = writeEmitQuery(ctx, db, conn, insert, s.emitQuery, s.rowCheck, ev)
+			case s.emitQuery != "":
+				err = writeEmitQuery(ctx, db, nil, insert, s.emitQuery, s.rowCheck, ev)
 			case s.bare && s.pgx:
 				err = writeBareEmit(ctx, db, conn, insert, s.w, ev)
 			case s.bare:
@@ -450,5 +466,14 @@ func printGuardCost(w io.Writer, costs []writeCost) {
 		}
 		fmt.Fprintf(w, "\nslot guard, %s: %s guarded vs %s bare: %+.1f %% of the transaction\n", path,
 			c.median.Round(time.Microsecond), b.median.Round(time.Microsecond), 100*(float64(c.median)/float64(b.median)-1))
+	}
+	for _, c := range costs {
+		path, ok := strings.CutPrefix(c.guard, "variant:")
+		b, found := bare[path]
+		if !ok || !found {
+			continue
+		}
+		fmt.Fprintf(w, "guard variant vs bare emit, %s: %+.1f %% of the transaction\n", c.label,
+			100*(float64(c.median)/float64(b.median)-1))
 	}
 }

@@ -87,10 +87,12 @@ type options struct {
 	svg          string
 	relaysSVG    string
 	only         string // "" for the whole run, onlyWrite or onlyScheduled
-	future       int    // events scheduled for tomorrow beside the due ones (-only scheduled)
-	skipWrites   bool   // -write-side=false: no write-side tables
-	baseline     string // a relaybench binary of another commit, whose forwarder relays run beside (baseline.go)
-	command      string // the command line, printed with the results
+	// guardVariants adds the slot guard's variants to the write-side table (-only write).
+	guardVariants bool
+	future        int    // events scheduled for tomorrow beside the due ones (-only scheduled)
+	skipWrites    bool   // -write-side=false: no write-side tables
+	baseline      string // a relaybench binary of another commit, whose forwarder relays run beside (baseline.go)
+	command       string // the command line, printed with the results
 }
 
 // database is one database the relays are measured on.
@@ -136,6 +138,7 @@ func main() {
 	flag.StringVar(&o.baseline, "baseline", "", "a relaybench binary built from another commit: each outboxkit forwarder relay is also drained with that binary's relay (named <relay>@base), alternately in every repetition, and the relay CPU per event compared (scripts/cpu-compare.sh)")
 	writeSide := flag.Bool("write-side", true, "measure the write side when the run has the cdc relay or outboxkit-sql (false: drains only)")
 	flag.StringVar(&o.only, "only", "", "write: measure only the write-side table (PostgreSQL, no Kafka), -repeat times; scheduled: only the scheduled-events table (due events beside -future scheduled ones, a burst coming due at once, lateness at -rate scheduled events/s for -seconds)")
+	flag.BoolVar(&o.guardVariants, "guard-variants", false, "-only write: also measure other ways of guarding the wal writer's emit by its slot (guardvariants.go) beside its own statement and the bare emit")
 	flag.IntVar(&o.future, "future", 1_000_000, "events scheduled for tomorrow beside the due ones (-only scheduled)")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -295,6 +298,9 @@ func (o *options) checkSettings(dbs string) error {
 		}
 	default:
 		return fmt.Errorf("-only: %q is not a part of the run (want %s or %s)", o.only, onlyWrite, onlyScheduled)
+	}
+	if o.guardVariants && o.only != onlyWrite {
+		return fmt.Errorf("-guard-variants: measured in the write-side table alone, give -only %s with it", onlyWrite)
 	}
 	for _, f := range [][2]string{{"-svg", o.svg}, {"-relays-svg", o.relaysSVG}} {
 		if f[1] == "" {

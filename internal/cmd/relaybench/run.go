@@ -147,7 +147,7 @@ func runWrites(conns connections, o options, noise *noise) (writeResults, error)
 				return w, fmt.Errorf("count the replication slots: %w", err)
 			}
 			w.slots = append(w.slots, slots)
-			single, err := measureWriteSide(conns.get("postgres"), pg, 2000)
+			single, err := measureWriteSide(conns.get("postgres"), pg, 2000, false)
 			if err != nil {
 				return w, fmt.Errorf("write-side cost: %w", err)
 			}
@@ -213,7 +213,7 @@ func runWriteSide(conns connections, o options, noise *noise, began time.Time) e
 	pg, _ := o.database("postgres")
 	for rep := 1; rep <= o.repeat; rep++ {
 		noise.sample()
-		writes, err := measureWriteSide(conns.get("postgres"), pg, 2000)
+		writes, err := measureWriteSide(conns.get("postgres"), pg, 2000, o.guardVariants)
 		if err != nil {
 			return fmt.Errorf("write-side cost: %w", err)
 		}

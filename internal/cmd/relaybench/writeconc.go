@@ -65,7 +65,9 @@ type writeTables struct {
 	polling  *outbox.Writer
 	cdc      *outbox.Writer
 	wal      *outbox.Writer
-	close    func()
+	// walSlot is the replication slot the wal writer checks.
+	walSlot string
+	close   func()
 }
 
 // newWriteTables creates the tables and starts the listener; close drops them.
@@ -109,6 +111,7 @@ func newWriteTables(ctx context.Context, db *sql.DB, d database) (*writeTables, 
 		t.cdc = w
 		// The wal writer emits only while its slot exists (docs/wal.md, "The slot").
 		slot := "relaybench_wal_" + strconv.FormatInt(time.Now().UnixNano()%1e12, 10)
+		t.walSlot = slot
 		if t.wal, err = outbox.NewWriter(outbox.Config{Dialect: d.dialect, Table: name, Mode: outbox.ModeWAL, WALSlot: slot}); err != nil {
 			t.close()
 			return nil, err
