@@ -92,11 +92,12 @@ schema_registry:
 	}
 }
 
-// A bad registration setting in the file is refused with its YAML path and value.
+// A bad registration or cache setting in the file is refused with its YAML path and value.
 func TestSchemaRegistrationConfigErrorsNameTheValue(t *testing.T) {
 	const base = "broker: kafka\nkafka:\n  brokers: [k:9092]\nschema_registry:\n  url: http://r\n"
 	for doc, want := range map[string]string{
 		base + "  register: true\n": "schema_registry.register: on, but no schemas are given to register",
+		base + "  cache_size: -1\n": "schema_registry.cache_size: -1 is negative",
 		base + "  register: true\n  schemas:\n    orders-value: {type: avro2, schema: x}\n":    `schema_registry.schemas.orders-value.type: "avro2": want AVRO, PROTOBUF or JSON`,
 		base + "  schemas:\n    orders-value: {schema: '\"long\"'}\n":                          `schema_registry.schemas: given for ["orders-value"], but register is off (by default and for every topic)`,
 		base + "  register: true\n  schemas:\n    orders-value: {file: /nonexistent/o.avsc}\n": "schema_registry.schemas.orders-value.file: open /nonexistent/o.avsc: no such file or directory",

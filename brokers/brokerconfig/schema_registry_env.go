@@ -11,6 +11,7 @@ func (c *Config) schemaRegistryEnvBindings() []envBinding {
 		{"OUTBOXKIT_SCHEMA_REGISTRY_LATEST_TTL", "schema_registry.latest_ttl", &r.LatestTTL, false},
 		{"OUTBOXKIT_SCHEMA_REGISTRY_SERVER_ERROR_BOUND", "schema_registry.server_error_bound", &r.ServerErrorBound, false},
 		{"OUTBOXKIT_SCHEMA_REGISTRY_REGISTER", "schema_registry.register", &r.Register, false},
+		{"OUTBOXKIT_SCHEMA_REGISTRY_CACHE_SIZE", "schema_registry.cache_size", &r.CacheSize, false},
 		{"OUTBOXKIT_SCHEMA_REGISTRY_USERNAME", "schema_registry.username", &r.Username, false},
 		{"OUTBOXKIT_SCHEMA_REGISTRY_PASSWORD", "schema_registry.password", &r.Password, true},
 		{"OUTBOXKIT_SCHEMA_REGISTRY_BEARER_TOKEN", "schema_registry.bearer_token", &r.BearerToken, true},

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/twmb/franz-go/pkg/sr"
 )
 
@@ -32,17 +32,38 @@ func (e *DecodeError) Error() string {
 // relay. A Decoder is safe for concurrent use.
 type Decoder struct {
 	client *sr.Client
+	// cache holds the schemas looked up by id, least recently used dropped first.
+	cache *lru.Cache[int, codec]
+}
 
-	mu    sync.Mutex
-	cache map[int]codec
+// DecoderOption configures a Decoder.
+type DecoderOption func(*decoderOptions)
+
+type decoderOptions struct{ cacheSize int }
+
+// DecoderCacheSize bounds the schemas a Decoder keeps, by id: past it the least recently used
+// one is dropped and fetched again when a payload names it. Default: DefaultCacheSize.
+func DecoderCacheSize(n int) DecoderOption {
+	return func(o *decoderOptions) { o.cacheSize = n }
 }
 
 // NewDecoder returns a Decoder that looks schemas up by id with client.
-func NewDecoder(client *sr.Client) (*Decoder, error) {
+func NewDecoder(client *sr.Client, opts ...DecoderOption) (*Decoder, error) {
 	if client == nil {
 		return nil, errors.New("schema: nil registry client")
 	}
-	return &Decoder{client: client, cache: map[int]codec{}}, nil
+	o := decoderOptions{cacheSize: DefaultCacheSize}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.cacheSize <= 0 {
+		return nil, fmt.Errorf("schema: decoder cache size %d: want 1 or more", o.cacheSize)
+	}
+	cache, err := lru.New[int, codec](o.cacheSize)
+	if err != nil {
+		return nil, fmt.Errorf("schema: decoder cache: %w", err)
+	}
+	return &Decoder{client: client, cache: cache}, nil
 }
 
 // Decode returns the JSON of a Confluent-framed payload: an Avro record as the object the
@@ -72,9 +93,7 @@ func (d *Decoder) Decode(ctx context.Context, framed []byte) ([]byte, error) {
 }
 
 func (d *Decoder) lookup(ctx context.Context, id int) (codec, error) {
-	d.mu.Lock()
-	c, ok := d.cache[id]
-	d.mu.Unlock()
+	c, ok := d.cache.Get(id)
 	if ok {
 		return c, nil
 	}
@@ -86,9 +105,7 @@ func (d *Decoder) lookup(ctx context.Context, id int) (codec, error) {
 	if err != nil {
 		return nil, &RegistryError{ID: id, Err: err}
 	}
-	d.mu.Lock()
-	d.cache[id] = c
-	d.mu.Unlock()
+	d.cache.Add(id, c)
 	return c, nil
 }
 

@@ -9,8 +9,13 @@ import (
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/twmb/franz-go/pkg/sr"
 )
+
+// DefaultCacheSize is how many schemas an Encoder (by subject and version) or a Decoder (by id)
+// keeps when not told otherwise.
+const DefaultCacheSize = 1000
 
 // Config selects the schema an Encoder uses for an event.
 type Config struct {
@@ -30,6 +35,10 @@ type Config struct {
 	Register bool
 	// Schemas are the schemas the Encoder may register, by subject (without references).
 	Schemas map[string]sr.Schema
+	// CacheSize bounds the schemas the Encoder keeps, by subject and version: past it the least
+	// recently used one is dropped and looked up again when an event needs it. Default:
+	// DefaultCacheSize.
+	CacheSize int
 }
 
 // Validate reports a configuration that cannot work, naming the bad value.
@@ -39,6 +48,9 @@ func (c Config) Validate() error {
 	}
 	if c.LatestTTL < 0 {
 		return fmt.Errorf("schema: latest TTL %s is negative", c.LatestTTL)
+	}
+	if c.CacheSize < 0 {
+		return fmt.Errorf("schema: cache size %d is negative", c.CacheSize)
 	}
 	if err := c.Strategy.Validate(); err != nil {
 		return fmt.Errorf("schema: %w", err)
@@ -62,8 +74,10 @@ type Encoder struct {
 	config Config
 	now    func() time.Time
 
-	mu    sync.Mutex
-	cache map[target]cached
+	// cache holds the schemas looked up, least recently used dropped first.
+	cache *lru.Cache[target, cached]
+
+	mu sync.Mutex
 	// targets memoizes target: the subject and version of a topic and event type.
 	targets map[eventKind]target
 }
@@ -110,7 +124,14 @@ func NewEncoder(client *sr.Client, config Config) (*Encoder, error) {
 	if config.Strategy == "" {
 		config.Strategy = StrategyTopic
 	}
-	return &Encoder{client: client, config: config, now: time.Now, cache: map[target]cached{}, targets: map[eventKind]target{}}, nil
+	if config.CacheSize == 0 {
+		config.CacheSize = DefaultCacheSize
+	}
+	cache, err := lru.New[target, cached](config.CacheSize)
+	if err != nil {
+		return nil, fmt.Errorf("schema: cache: %w", err)
+	}
+	return &Encoder{client: client, config: config, now: time.Now, cache: cache, targets: map[eventKind]target{}}, nil
 }
 
 // Subject is the subject of topic's values under the topic naming strategy.
@@ -242,9 +263,7 @@ func (e *Encoder) targetOf(topic, eventType string) (target, error) {
 // lookup returns the cached schema of t, fetching it when missing (or, for the latest version,
 // older than LatestTTL).
 func (e *Encoder) lookup(ctx context.Context, t target) (cached, error) {
-	e.mu.Lock()
-	c, ok := e.cache[t]
-	e.mu.Unlock()
+	c, ok := e.cache.Get(t)
 	if ok && (t.version != 0 || e.now().Sub(c.fetched) < e.config.LatestTTL) {
 		return c, nil
 	}
@@ -264,9 +283,7 @@ func (e *Encoder) lookup(ctx context.Context, t target) (cached, error) {
 		return cached{}, &RegistryError{Subject: t.subject, Err: err}
 	}
 	c = cached{id: ss.ID, version: ss.Version, typ: ss.Type, codec: codec, fetched: e.now(), text: ss.Schema.Schema, references: len(ss.References)}
-	e.mu.Lock()
-	e.cache[t] = c
-	e.mu.Unlock()
+	e.cache.Add(t, c)
 	return c, nil
 }
 

@@ -41,6 +41,9 @@ type RegistryConfig struct {
 	Register bool `yaml:"register"`
 	// Schemas are the schemas the relay may register, by subject.
 	Schemas map[string]SchemaSource `yaml:"schemas"`
+	// CacheSize bounds the schemas the relay keeps, by subject and version (least recently used
+	// dropped first). Default: 1000 (DefaultCacheSize).
+	CacheSize int `yaml:"cache_size"`
 	// ServerErrorBound is how long the registry may answer a server error (500 and the other
 	// 5xx but 502, 503 and 504) for one subject while it answers its health check before the
 	// error counts as the subject's failure, which spends the events' attempts, instead of an
@@ -68,6 +71,9 @@ func (c RegistryConfig) Validate() error {
 		default:
 			return fmt.Errorf("latest_ttl: %s is negative", c.LatestTTL)
 		}
+	}
+	if c.CacheSize < 0 {
+		return fmt.Errorf("cache_size: %d is negative", c.CacheSize)
 	}
 	if c.ServerErrorBound < 0 {
 		return fmt.Errorf("server_error_bound: %s is negative", c.ServerErrorBound)
@@ -130,7 +136,7 @@ func NewEncoderFromConfig(c RegistryConfig) (*Encoder, error) {
 		return nil, fmt.Errorf("schema_registry.%w", err)
 	}
 	return NewEncoder(client, Config{Version: c.Version, LatestTTL: c.LatestTTL, Strategy: c.SubjectStrategy, Topics: c.Topics,
-		Register: c.Register, Schemas: schemas})
+		Register: c.Register, Schemas: schemas, CacheSize: c.CacheSize})
 }
 
 // LogValue implements slog.LogValuer with the secrets redacted.
@@ -145,6 +151,7 @@ func (c RegistryConfig) LogValue() slog.Value {
 		slog.String("bearer_token", redact(c.BearerToken)),
 		slog.Any("topics", c.Topics),
 		slog.Bool("register", c.Register),
+		slog.Int("cache_size", c.CacheSize),
 		slog.Any("schemas", slices.Sorted(maps.Keys(c.Schemas))),
 		slog.Duration("server_error_bound", c.ServerErrorBound),
 		slog.Group("tls", slog.String("ca_file", c.TLS.CAFile), slog.String("cert_file", c.TLS.CertFile),
