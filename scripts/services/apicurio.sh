@@ -55,12 +55,15 @@ start_apicurio() {
   _apicurio_build || fail "schema registry (maven build of Apicurio Registry)" "$SERVICES_LOG_DIR/apicurio-build.log"
   : >"$logfile"
   # A small heap, the serial collector and C1 only: the registry holds a few test schemas and
-  # shares two cores with the brokers.
+  # shares two cores with the brokers. One storage connection: with several, concurrent
+  # registrations race in Apicurio 2.4's SQL storage on H2 (the shared sequences row: lock
+  # timeouts answered with 500, a new subject refused as "already exists", a duplicate content
+  # id), which parallel test packages hit; one connection serialises the storage's transactions.
   setsid "$JAVA_BIN" -Xms32m -Xmx192m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
     -XX:MaxMetaspaceSize=192m -Djava.awt.headless=true \
     -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$APICURIO_PORT" \
     -Dquarkus.datasource.jdbc.min-size=1 -Dquarkus.datasource.jdbc.initial-size=1 \
-    -Dquarkus.datasource.jdbc.max-size=8 \
+    -Dquarkus.datasource.jdbc.max-size=1 -Dquarkus.datasource.jdbc.acquisition-timeout=60 \
     -jar "$(_apicurio_runner)" </dev/null >>"$logfile" 2>&1 &
   echo $! >"$dir/apicurio.pid"
   wait_for "schema registry" "$logfile" _apicurio_ready
