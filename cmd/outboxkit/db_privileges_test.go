@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
@@ -11,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/outboxkit/outboxkit/internal/testsupport"
+	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // relayGrants are the privileges docs/security.md lists for the relay's database user, by table
@@ -24,7 +28,10 @@ var relayGrants = map[string][]string{
 
 // cdcGrants are the privileges docs/security.md adds for forwarder.source cdc, beside the
 // REPLICATION attribute, pg_signal_backend and a publication created by the owner.
-var cdcGrants = map[string][]string{"_cdc_slots": {"DELETE", "INSERT", "SELECT", "UPDATE"}, "_installation": {"SELECT"}}
+// The cdc source releases a due scheduled event by writing its row again under a new seq: INSERT
+// on the outbox table, and USAGE on its seq sequence (granted in createRelayRole).
+var cdcGrants = map[string][]string{"": {"DELETE", "INSERT", "SELECT", "UPDATE"},
+	"_cdc_slots": {"DELETE", "INSERT", "SELECT", "UPDATE"}, "_installation": {"SELECT"}}
 
 // `outboxkit relay` runs as a PostgreSQL role that holds exactly the privileges of
 // docs/security.md (checked in information_schema) and nothing more, and events flow.
@@ -75,6 +82,9 @@ func testRelayWithLeastPrivileges(t *testing.T, cdc bool) {
 		p.waitLog(t, "cdc: streaming")
 	}
 	ids := writeEvents(t, db, table, topic, 6) // written by the owner, as an application would
+	// A scheduled event comes due while the relay runs: its release (an UPDATE when polling, the
+	// row written again under a new seq with cdc) runs as the role too.
+	ids = append(ids, writeScheduledEvent(t, db, table, topic, time.Now().Add(2*time.Second)))
 	consume(t, brokers, topic, ids)
 	if code := p.stop(t); code != 0 {
 		t.Fatalf("relay exited with %d after SIGTERM, want 0; its log:\n%s", code, p.log())
@@ -116,7 +126,8 @@ func createRelayRole(t *testing.T, db *sql.DB, table string, cdc bool) (role, pa
 		maps.Copy(grants, cdcGrants)
 		tbl := cdcTable(t, db, table)
 		stmts = append(stmts, "ALTER ROLE "+role+" REPLICATION", "GRANT pg_signal_backend TO "+role,
-			"CREATE PUBLICATION "+testsupport.CDCPublication(t, db, tbl)+" FOR TABLE "+table+" WITH (publish = 'insert')")
+			"CREATE PUBLICATION "+testsupport.CDCPublication(t, db, tbl)+" FOR TABLE "+table+" WITH (publish = 'insert')",
+			"GRANT USAGE ON SEQUENCE "+table+"_seq_seq TO "+role)
 		env = append(env, "OUTBOXKIT_FORWARDER_SOURCE=cdc")
 	}
 	for suffix, privs := range grants {
@@ -156,6 +167,22 @@ func execCatalogChange(db *sql.DB, stmt string) error {
 		}
 	}
 	return err
+}
+
+// writeScheduledEvent writes, as the owner, one event of topic scheduled for at.
+func writeScheduledEvent(t *testing.T, db *sql.DB, table, topic string, at time.Time) uuid.UUID {
+	t.Helper()
+	w, err := outbox.NewWriter(outbox.Config{Dialect: outbox.Postgres, Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := uuid.Must(uuid.NewV7())
+	err = testsupport.WriteEvents(context.Background(), db, w, outbox.Event{ID: id, Topic: topic, AggregateType: "order",
+		AggregateID: "order-scheduled", EventType: "OrderReminder", Payload: []byte(`{}`), DeliverAt: at})
+	if err != nil {
+		t.Fatalf("write a scheduled event: %v", err)
+	}
+	return id
 }
 
 // checkRoleHoldsOnly checks that role holds exactly grants (by suffix of table) on tables and
