@@ -33,6 +33,15 @@ type WALConfig struct {
 	// RetryInterval is how often the relay publishes the parked events from the table while
 	// keys are parked. Default: MinPollInterval * 20 (200ms).
 	RetryInterval time.Duration
+	// BatchSize and MaxBatchBytes bound a batch of the stream: the events (and their payload
+	// bytes) delivered at once, in one Kafka transaction with ExactlyOnce delivery. The stream
+	// hands a batch over as soon as the previous one is delivered, so a batch is only as large
+	// as what arrived meanwhile: the bounds add no latency, they let a backlog's batches grow
+	// to cover the broker's round trip (or a transaction's commit). A batch holds whole
+	// database transactions, so one larger than the bounds is delivered whole. Defaults:
+	// 8 * Config.BatchSize (8000) and 4 * Config.MaxBatchBytes (4 MiB).
+	BatchSize     int
+	MaxBatchBytes int64
 }
 
 // WALSlotName is the slot the wal source of table (as configured) in lease group streams by
@@ -46,6 +55,8 @@ func (c *Config) setWALDefaults() {
 	setDefault(&c.WAL.Slot, wal.DefaultSlotName(c.Table, c.LeaseGroup))
 	setDefault(&c.WAL.StatusInterval, time.Second)
 	setDefault(&c.WAL.RetryInterval, 20*c.MinPollInterval)
+	setDefault(&c.WAL.BatchSize, 8*c.BatchSize)
+	setDefault(&c.WAL.MaxBatchBytes, 4*c.MaxBatchBytes)
 }
 
 // validateWAL checks the WAL settings and what the wal source does not combine with.
@@ -65,6 +76,9 @@ func (c Config) validateWAL() []error {
 	if c.WAL.StatusInterval <= 0 || c.WAL.RetryInterval <= 0 {
 		errs = append(errs, fmt.Errorf("WAL.StatusInterval %v and WAL.RetryInterval %v must be positive",
 			c.WAL.StatusInterval, c.WAL.RetryInterval))
+	}
+	if c.WAL.BatchSize <= 0 || c.WAL.MaxBatchBytes <= 0 {
+		errs = append(errs, fmt.Errorf("WAL.BatchSize %d and WAL.MaxBatchBytes %d must be positive", c.WAL.BatchSize, c.WAL.MaxBatchBytes))
 	}
 	if len(c.Tenants) > 0 {
 		errs = append(errs, fmt.Errorf("Source wal streams every tenant of the table; Tenants %q is %w", c.Tenants, ErrUnsupported))

@@ -109,5 +109,5 @@ func newWALSource(f *Forwarder) (*wal.Source, error) {
 	return wal.New(f.core, stream, f.deliverer.Deliverer, heartbeat, wal.Config{DSN: f.cfg.WAL.DSN, Slot: f.cfg.WAL.Slot,
 		Publication: f.cfg.WAL.Slot, Prefix: f.store.Table.WALPrefix(), StatusInterval: f.cfg.WAL.StatusInterval,
 		RetryInterval: f.cfg.WAL.RetryInterval, HeartbeatInterval: f.cfg.HeartbeatInterval, Scope: f.deliverer.scope,
-		Hooks: f.cfg.walHooks}), nil
+		BatchSize: f.cfg.WAL.BatchSize, MaxBatchBytes: f.cfg.WAL.MaxBatchBytes, Hooks: f.cfg.walHooks}), nil
 }

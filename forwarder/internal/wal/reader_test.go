@@ -81,3 +81,36 @@ func TestReaderKeepsStreamOrderAndWholeTransactions(t *testing.T) {
 		t.Fatalf("a malformed envelope: %v, want an error naming its position 0/96", err)
 	}
 }
+
+// TestReaderGathersUpToItsBounds: while the delivering loop is busy, the reader gathers whole
+// transactions until the batch reaches its bound (WAL.BatchSize), then stops reading; a
+// transaction larger than the bound is handed over whole.
+func TestReaderGathersUpToItsBounds(t *testing.T) {
+	msgs := make(chan pgrepl.Message, 16)
+	r := &streamReader{stream: fakeStream{msgs}, prefix: "outboxkit:o", batchSize: 4, maxBytes: 1 << 20, statusInterval: time.Hour}
+	tx := func(commit pgrepl.LSN, keys ...string) {
+		msgs <- pgrepl.Begin{FinalLSN: commit}
+		msgs <- pgrepl.LogicalMessage{LSN: commit - 1, Transactional: true, Prefix: "outboxkit:o", Content: envelope(t, keys...)}
+		msgs <- pgrepl.Commit{EndLSN: commit + 1}
+	}
+	tx(100, "a", "b")
+	tx(200, "c", "d")
+	tx(300, "e", "f", "g", "h", "i", "j")
+	out := make(chan batch)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = r.run(ctx, out) }()
+	// The first two transactions fill the batch: the reader stops before the third one's Begin.
+	for deadline := time.Now().Add(10 * time.Second); len(msgs) > 3; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the reader read only %d messages of 9", 9-len(msgs))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if b := <-out; len(b.records) != 4 || b.confirm != 201 {
+		t.Fatalf("first batch: %d records, confirm %s; want 4 (two whole transactions) and 0/C9", len(b.records), b.confirm)
+	}
+	if b := <-out; len(b.records) != 6 || b.confirm != 301 {
+		t.Fatalf("second batch: %d records, confirm %s; want the 6 of the third transaction whole and 0/12D", len(b.records), b.confirm)
+	}
+}

@@ -31,8 +31,8 @@ func (s *Source) session(ctx context.Context) error {
 	}
 	s.streaming.Store(true)
 	reader := &streamReader{stream: pgrepl.NewStream(conn, pgrepl.NewDecoder(pgrepl.Target{})), prefix: s.cfg.Prefix,
-		batchSize: s.core.BatchSize,
-		maxBytes:  s.core.MaxBatchBytes, statusInterval: s.cfg.StatusInterval}
+		batchSize: s.cfg.BatchSize,
+		maxBytes:  s.cfg.MaxBatchBytes, statusInterval: s.cfg.StatusInterval}
 	batches := make(chan batch)
 	readCtx, stopReading := context.WithCancel(ctx)
 	readErr := make(chan error, 1)

@@ -34,6 +34,12 @@ type Config struct {
 	StatusInterval, RetryInterval time.Duration
 	// HeartbeatInterval paces the reconnects, the standby's checks and the wait for the leases.
 	HeartbeatInterval time.Duration
+	// BatchSize and MaxBatchBytes bound a batch of the stream (the events and payload bytes
+	// delivered at once; one Kafka transaction under exactly-once). The reader hands a batch
+	// over as soon as the delivering loop is free, so the bounds cost no latency: they only
+	// say how much it may gather while the previous batch is being delivered.
+	BatchSize     int
+	MaxBatchBytes int64
 	// Scope returns the leases the table's deliverer holds and fences for a delivery of records
 	// (the delivery mode's; nil: those of the records' partitions).
 	Scope func(leases []relay.Lease, records []relay.Record) []relay.Lease
