@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -105,7 +106,12 @@ func byTopic(records []relay.Record) (topics []string, groups map[string][]relay
 }
 
 // eachTopic runs publishTopic for every topic of records in parallel and gathers the results.
+// Records of one topic (the common batch) are published as they are, on this goroutine, with
+// no copy into a group.
 func eachTopic(records []relay.Record, publishTopic func(topic string, records []relay.Record) ([]relay.Record, []relay.Failure)) (acked []relay.Record, failed []relay.Failure) {
+	if oneTopic(records) {
+		return publishTopic(records[0].Event.Topic, records)
+	}
 	topics, groups := byTopic(records)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -120,6 +126,33 @@ func eachTopic(records []relay.Record, publishTopic func(topic string, records [
 	}
 	wg.Wait()
 	return acked, failed
+}
+
+// oneTopic reports whether records (at least one) all go to one topic.
+func oneTopic(records []relay.Record) bool {
+	if len(records) == 0 {
+		return false
+	}
+	for _, r := range records[1:] {
+		if r.Event.Topic != records[0].Event.Topic {
+			return false
+		}
+	}
+	return true
+}
+
+// inOrder reports whether segment is every index of a batch of n records, in order: the whole
+// batch is one round, published as it is.
+func inOrder(segment []int, n int) bool {
+	if len(segment) != n {
+		return false
+	}
+	for j, i := range segment {
+		if i != j {
+			return false
+		}
+	}
+	return true
 }
 
 // Publish publishes a batch through a publisher with an outcome per message: one PublishEach call per topic,
@@ -137,14 +170,21 @@ func Publish(ctx context.Context, pub Publisher, m *relay.Metrics, log *slog.Log
 	}
 	plan := keyorder.Segments(keys, func(prev, next int) bool { return records[prev].Event.Topic != records[next].Event.Topic })
 	plan.Run(func(segment []int) bool {
-		todo := make([]relay.Record, len(segment))
-		for j, i := range segment {
-			todo[j] = records[i]
+		todo := records
+		if !inOrder(segment, len(records)) {
+			todo = make([]relay.Record, len(segment))
+			for j, i := range segment {
+				todo[j] = records[i]
+			}
 		}
 		a, fl := eachTopic(todo, func(topic string, records []relay.Record) ([]relay.Record, []relay.Failure) {
 			return publishEach(ctx, pub, m, log, topic, records)
 		})
-		acked = append(acked, a...)
+		if acked == nil {
+			acked = a // no copy; clipped by publishEach, so a later append copies
+		} else {
+			acked = append(acked, a...)
+		}
 		for _, x := range fl {
 			plan.Stop(x.Record.KeyHash)
 			failed = append(failed, x)
@@ -168,6 +208,12 @@ func publishEach(ctx context.Context, pub Publisher, m *relay.Metrics, log *slog
 			errs[i] = err
 		}
 	}
+	if allNil(errs) {
+		// Every message was acknowledged: the records as they are, clipped so that an append
+		// to them copies instead of writing into the caller's batch.
+		return slices.Clip(records), nil
+	}
+	acked = make([]relay.Record, 0, len(records))
 	broken := map[int64]bool{}
 	for i, r := range records {
 		switch {
@@ -187,6 +233,16 @@ func publishEach(ctx context.Context, pub Publisher, m *relay.Metrics, log *slog
 		}
 	}
 	return acked, failed
+}
+
+// allNil reports whether every error of errs is nil.
+func allNil(errs []error) bool {
+	for _, err := range errs {
+		if err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // PublishAlone publishes one message in a call of its own.

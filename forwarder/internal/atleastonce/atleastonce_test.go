@@ -3,6 +3,7 @@ package atleastonce
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -146,5 +147,32 @@ func TestPublishHoldsAKeyAcrossTopicsBehindItsFailure(t *testing.T) {
 	}
 	if got := pub.took["invoices"]; len(got) != 1 || got[0].UUID != records[3].Event.ID.String() {
 		t.Fatalf("invoices took %d messages, want key b's only: key a's is held behind its failure on orders", len(got))
+	}
+}
+
+// okPublisher acknowledges every message.
+type okPublisher struct{}
+
+func (okPublisher) PublishEach(_ context.Context, _ string, msgs []*message.Message) []error {
+	return make([]error, len(msgs))
+}
+
+// BenchmarkPublishOneTopic: the forwarder's side of publishing a batch of 8,000 events of 1,000
+// keys to one topic (the broker's side left out): the messages, the plan, the outcome.
+func BenchmarkPublishOneTopic(b *testing.B) {
+	m, err := relay.NewMetrics(nil, "events")
+	if err != nil {
+		b.Fatal(err)
+	}
+	records := make([]relay.Record, 8000)
+	for i := range records {
+		records[i] = record(int64(i), fmt.Sprint(i%1000))
+	}
+	log := slog.New(slog.DiscardHandler)
+	b.ReportAllocs()
+	for b.Loop() {
+		if acked, _ := Publish(context.Background(), okPublisher{}, m, log, records); len(acked) != len(records) {
+			b.Fatalf("%d acknowledged, want %d", len(acked), len(records))
+		}
 	}
 }

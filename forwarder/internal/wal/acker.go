@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/outboxkit/outboxkit/forwarder/internal/relay"
 )
 
@@ -22,9 +24,14 @@ func (a *StreamAcknowledger) Acknowledge(_ context.Context, _ int, _ []relay.Lea
 	type label struct{ topic, tenant string }
 	counts := map[label]int{}
 	now := time.Now()
+	var tenant string
+	var observe prometheus.Observer // of tenant: looked up again only when the tenant changes
 	for _, r := range acked {
 		counts[label{r.Event.Topic, r.Event.TenantID}]++
-		a.core.Metrics.CommitToAck.WithLabelValues(r.Event.TenantID).Observe(now.Sub(r.Event.CreatedAt).Seconds())
+		if observe == nil || r.Event.TenantID != tenant {
+			tenant, observe = r.Event.TenantID, a.core.Metrics.CommitToAck.WithLabelValues(r.Event.TenantID)
+		}
+		observe.Observe(now.Sub(r.Event.CreatedAt).Seconds())
 	}
 	for l, n := range counts {
 		a.core.Metrics.Relayed.WithLabelValues(l.topic, l.tenant).Add(float64(n))

@@ -44,9 +44,10 @@ type streamReader struct {
 	// inTx says a transaction is being decoded; tx holds its records until its commit, since a
 	// batch handed over must hold whole transactions only (a key's order is commit order).
 	inTx      bool
-	txBarrier bool // the transaction holds this session's barrier
-	tx        []relay.Record
+	txBarrier bool           // the transaction holds this session's barrier
+	tx        []relay.Record // copied into the batch at the commit, then reused
 	txBytes   int64
+	lastBatch int        // the records of the last batch handed over (at most batchSize)
 	commit    pgrepl.LSN // the commit position of the transaction being decoded (its Begin says)
 	offered   pgrepl.LSN // the highest keepalive position handed on to be confirmed
 	sequence  int64      // numbers the session's records (Record.Seq, for logs only)
@@ -84,6 +85,7 @@ func (r *streamReader) run(ctx context.Context, out chan<- batch) error {
 				return err
 			}
 		case hand <- cur:
+			r.lastBatch = min(len(cur.records), r.batchSize)
 			cur = batch{}
 		case m := <-in:
 			if err := r.add(ctx, &cur, m); err != nil {
@@ -114,9 +116,16 @@ func (r *streamReader) add(ctx context.Context, cur *batch, msg pgrepl.Message) 
 		return r.message(m)
 	case pgrepl.Commit:
 		r.inTx = false
+		if cur.records == nil && len(r.tx) > 0 && r.lastBatch > len(r.tx) {
+			// Sized like the last batch handed over: a backlog's batch is allocated once
+			// instead of grown by copying transaction after transaction.
+			cur.records = make([]relay.Record, 0, r.lastBatch)
+		}
 		cur.records = append(cur.records, r.tx...)
 		cur.bytes += r.txBytes
-		r.tx = nil // handed over: the next transaction gets a slice of its own
+		if cap(r.tx) > r.batchSize {
+			r.tx = nil // a large transaction's buffer is not kept
+		}
 		cur.confirm = m.EndLSN
 		r.pass(cur, m.EndLSN)
 	}
