@@ -1,6 +1,10 @@
 package sqlstore
 
-import "time"
+import (
+	"time"
+
+	"github.com/outboxkit/outboxkit/outbox"
+)
 
 // The statements on the outbox table's rows: the claim, the acknowledgement, failures, the
 // pruning of published rows and the backlog gauges.
@@ -36,7 +40,7 @@ func (s Statements) ClaimWhere(partitions []int, limit int, maxBytes int64, firs
 	if first != "" {
 		columns, passed, order = ClaimColumns+", "+first+" AS claim_order", ClaimColumns+", claim_order", "claim_order, seq"
 	}
-	inner := "SELECT " + columns + " FROM " + s.table.Events() +
+	inner := "SELECT " + columns + " FROM " + s.pendingRows() +
 		" WHERE status = 0 AND partition_no IN " + parts +
 		" AND key_hash NOT IN (SELECT key_hash FROM (SELECT DISTINCT p.key_hash FROM " + s.table.Events() + " p" +
 		" WHERE p.partition_no IN " + parts +
@@ -57,6 +61,21 @@ func (s Statements) ClaimWhere(partitions []int, limit int, maxBytes int64, firs
 		", LENGTH(payload) AS bytes, SUM(LENGTH(payload)) OVER (ORDER BY " + order + ") AS running FROM (" + inner + ") c) w" +
 		" WHERE running <= ? OR running = bytes ORDER BY " + order
 	return s.q(query, args...)
+}
+
+// pendingRows is the outbox table as the claim reads it. On MySQL/MariaDB the claim must not
+// find its rows by reading the primary key in seq order: that order puts every scheduled
+// (status 4), published (retained) and dead row with a smaller seq before the first pending one,
+// and with a million events scheduled for later MariaDB chose it once the backlog was a few
+// thousand rows, reading the million rows on every claim. The hint keeps the primary key out of
+// the ORDER BY, so the claim reads the <table>_pending index (status, seq) from status 0 on:
+// only pending rows, already in seq order. PostgreSQL and SQLite have partial indexes of the
+// pending rows and need none.
+func (s Statements) pendingRows() string {
+	if s.d.Name() == outbox.MySQL {
+		return s.table.Events() + " IGNORE INDEX FOR ORDER BY (PRIMARY)"
+	}
+	return s.table.Events()
 }
 
 // Ack removes the rows seqs (not empty) or, with retain, marks them published.
