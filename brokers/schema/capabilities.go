@@ -85,7 +85,7 @@ func (p *txPublisher) CommitUnit(ctx context.Context, unit string, topics []stri
 			failed = errs[i]
 		}
 	}
-	faults, err := p.lookupTopics(ctx, topics, msgs)
+	batches, err := p.lookupTopics(ctx, topics, msgs)
 	if err != nil {
 		// The registry did not answer one lookup: the events to encode wait, the others
 		// (dead letters, events their writers encoded) are not blamed.
@@ -99,7 +99,7 @@ func (p *txPublisher) CommitUnit(ctx context.Context, unit string, topics []stri
 		if errs[i] != nil {
 			continue
 		}
-		enc, _, err := p.encodeOr(ctx, faults, topics[i], msg) // no broker-side schema: transactions are Kafka's
+		enc, _, err := p.encode(ctx, batches[topics[i]], topics[i], msg) // no broker-side schema: transactions are Kafka's
 		if err != nil {
 			fail(i, err)
 			continue
@@ -115,8 +115,8 @@ func (p *txPublisher) CommitUnit(ctx context.Context, unit string, topics []stri
 
 // lookupTopics looks up the subjects of the messages to encode, topic by topic (lookupAll), so
 // that a registry that does not answer fails the transaction at its first lookup instead of
-// once per message; the other failed lookups are returned by target (faults).
-func (p *publisher) lookupTopics(ctx context.Context, topics []string, msgs []*message.Message) (map[target]error, error) {
+// once per message; it returns each topic's schemas by event type.
+func (p *publisher) lookupTopics(ctx context.Context, topics []string, msgs []*message.Message) (map[string]batchSchemas, error) {
 	byTopic := map[string][]*message.Message{}
 	var order []string
 	for i, msg := range msgs {
@@ -125,20 +125,15 @@ func (p *publisher) lookupTopics(ctx context.Context, topics []string, msgs []*m
 		}
 		byTopic[topics[i]] = append(byTopic[topics[i]], msg)
 	}
-	var faults map[target]error
+	batches := make(map[string]batchSchemas, len(order))
 	for _, topic := range order {
-		f, err := p.lookupAll(ctx, topic, byTopic[topic])
+		batch, err := p.lookupAll(ctx, topic, byTopic[topic])
 		if err != nil {
 			return nil, err
 		}
-		for t, ferr := range f {
-			if faults == nil {
-				faults = map[target]error{}
-			}
-			faults[t] = ferr
-		}
+		batches[topic] = batch
 	}
-	return faults, nil
+	return batches, nil
 }
 
 // connectTxPublisher is the decorator of a publisher with Connect and transactions.

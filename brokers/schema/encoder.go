@@ -159,21 +159,31 @@ func (e *Encoder) encodeEvent(ctx context.Context, topic, eventType string, payl
 	if err != nil {
 		return nil, cached{}, err
 	}
+	out, err := frame(t, s, eventType, payload)
+	if err != nil {
+		return nil, cached{}, err
+	}
+	return out, s, nil
+}
+
+// frame returns payload (JSON) encoded with s, the schema of t, in the Confluent wire format; a
+// payload that does not fit is a *MismatchError.
+func frame(t target, s cached, eventType string, payload []byte) ([]byte, error) {
 	if f, ok := s.codec.(framer); ok {
 		if out, ok := f.appendFramed(s.id, payload, eventType); ok {
-			return out, s, nil
+			return out, nil
 		}
 	}
 	index, body, err := encodeWith(t, s, eventType, payload)
 	if err != nil {
-		return nil, cached{}, err
+		return nil, err
 	}
 	var header sr.ConfluentHeader
 	out, err := header.AppendEncode(make([]byte, 0, 6+len(index)+len(body)), s.id, index)
 	if err != nil {
-		return nil, cached{}, fmt.Errorf("schema: framing for subject %q: %w", t.subject, err)
+		return nil, fmt.Errorf("schema: framing for subject %q: %w", t.subject, err)
 	}
-	return append(out, body...), s, nil
+	return append(out, body...), nil
 }
 
 // schemaOf returns the subject and version of an event and its schema.

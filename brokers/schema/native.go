@@ -54,10 +54,11 @@ func (n *nativeSchemas) of(subject string, s cached) (*nativeschema.Schema, erro
 	return ns, nil
 }
 
-// encodeNative returns a copy of msg whose payload is the bare Avro body of its JSON payload,
+// encodeNative returns the message to send for msg (withPayload) whose payload is the bare Avro
+// body of its JSON payload,
 // and the broker-side schema to send it with. An event its writer encoded in the Confluent wire
 // format is refused permanently: the broker's consumers read bare bodies of the topic's schema.
-func (p *publisher) encodeNative(ctx context.Context, topic string, msg *message.Message) (*message.Message, *nativeschema.Schema, error) {
+func (p *publisher) encodeNative(ctx context.Context, batch batchSchemas, topic string, msg *message.Message) (*message.Message, *nativeschema.Schema, error) {
 	eventType := msg.Metadata.Get(eventTypeKey)
 	if preEncoded(msg) {
 		t, _ := p.enc.target(topic, eventType)
@@ -65,7 +66,7 @@ func (p *publisher) encodeNative(ctx context.Context, topic string, msg *message
 			"header %s: %s: the payload is in the Confluent wire format, which a broker with its own schema registry (Pulsar) does not read; write the JSON instead",
 			MetadataEncoded, msg.Metadata.Get(MetadataEncoded))}
 	}
-	t, s, err := p.enc.schemaOf(ctx, topic, eventType)
+	t, s, err := p.schemaFor(ctx, batch, topic, eventType)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -77,17 +78,7 @@ func (p *publisher) encodeNative(ctx context.Context, topic string, msg *message
 	if err != nil {
 		return nil, nil, err
 	}
-	return copyWithPayload(msg, body), ps, nil
-}
-
-// copyWithPayload returns a copy of msg (UUID, metadata, context) with payload.
-func copyWithPayload(msg *message.Message, payload []byte) *message.Message {
-	out := message.NewMessage(msg.UUID, payload)
-	for k, v := range msg.Metadata {
-		out.Metadata.Set(k, v)
-	}
-	out.SetContext(msg.Context())
-	return out
+	return withPayload(msg, body, false), ps, nil
 }
 
 // errNativeCloudEvents refuses CloudEventsAttributes with a NativePublisher: its attributes name

@@ -38,8 +38,8 @@ type outageClassifier interface {
 
 // NewPublisher returns a publisher that encodes every message's payload (but a dead letter's,
 // see needsEncoding) with enc (JSON to the Confluent wire format, with the schema of the
-// subject its topic and event_type metadata name) and publishes a copy of it through
-// pub, which needs per-message outcomes (PublishEach: brokers/kafka has it). When pub is a
+// subject its topic and event_type metadata name) and publishes it through pub as a new
+// message that shares the original's metadata (the original is left as it is); pub needs per-message outcomes (PublishEach: brokers/kafka has it). When pub is a
 // NativePublisher (brokers/pulsar's), each event is published instead as its bare Avro body
 // with the subject's Avro schema, which the broker's own registry records. Its Retriable
 // (forwarder.ErrorClassifier) makes a *MismatchError permanent and ErrEarlierMessageNotEncoded and
@@ -93,7 +93,7 @@ func (p *publisher) Publish(topic string, msgs ...*message.Message) error {
 	ctx := context.Background()
 	out, schemas := make([]*message.Message, len(msgs)), make([]*nativeschema.Schema, len(msgs))
 	for i, msg := range msgs {
-		enc, ps, err := p.encode(ctx, topic, msg)
+		enc, ps, err := p.encode(ctx, nil, topic, msg)
 		if err != nil {
 			return fmt.Errorf("schema: topic %q: message %d of %d: %w", topic, i, len(msgs), err)
 		}
@@ -115,7 +115,7 @@ func (p *publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 	if !slices.ContainsFunc(msgs, func(msg *message.Message) bool { return !isDeadLetter(msg) }) {
 		return p.each.PublishEach(ctx, topic, msgs)
 	}
-	faults, err := p.lookupAll(ctx, topic, msgs)
+	batch, err := p.lookupAll(ctx, topic, msgs)
 	if err != nil {
 		for i := range errs {
 			errs[i] = fmt.Errorf("schema: topic %q: %w", topic, err)
@@ -136,7 +136,7 @@ func (p *publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 			errs[i] = fmt.Errorf("schema: topic %q: message %d: %w", topic, i, ErrEarlierMessageNotEncoded)
 			continue
 		}
-		enc, ps, err := p.encodeOr(ctx, faults, topic, msg)
+		enc, ps, err := p.encode(ctx, batch, topic, msg)
 		if err != nil {
 			errs[i] = fmt.Errorf("schema: topic %q: message %d: %w", topic, i, err)
 			if msg == nil {
@@ -167,49 +167,6 @@ func (p *publisher) PublishEach(ctx context.Context, topic string, msgs []*messa
 	return errs
 }
 
-// lookupAll looks up the subject of every message to encode, so that a registry that does not
-// answer fails the whole call before anything is sent (the returned error). A lookup that failed
-// otherwise (the registry answers without the subject or version, a schema it cannot use, a
-// subject's lasting server error) is returned by target in faults: the events of that subject
-// fail alone (encodeOr), and an event whose subject cannot be named fails alone in encode.
-func (p *publisher) lookupAll(ctx context.Context, topic string, msgs []*message.Message) (faults map[target]error, err error) {
-	seen := map[target]bool{}
-	for _, msg := range msgs {
-		if !needsEncoding(msg) || msg == nil {
-			continue
-		}
-		t, err := p.enc.target(topic, msg.Metadata.Get(eventTypeKey))
-		if err != nil || seen[t] {
-			continue
-		}
-		seen[t] = true
-		if _, err := p.enc.lookup(ctx, t); err != nil {
-			err = p.serverErrors.classify(ctx, err)
-			if p.Unavailable(err) {
-				return nil, err
-			}
-			if faults == nil {
-				faults = map[target]error{}
-			}
-			faults[t] = err
-			continue
-		}
-		p.serverErrors.ok(t.subject)
-	}
-	return faults, nil
-}
-
-// encodeOr is encode, but for a message to encode whose subject's lookup failed in lookupAll
-// (faults), that failure, without asking the registry again.
-func (p *publisher) encodeOr(ctx context.Context, faults map[target]error, topic string, msg *message.Message) (*message.Message, *nativeschema.Schema, error) {
-	if len(faults) > 0 && msg != nil && needsEncoding(msg) {
-		if t, err := p.enc.target(topic, msg.Metadata.Get(eventTypeKey)); err == nil && faults[t] != nil {
-			return nil, nil, faults[t]
-		}
-	}
-	return p.encode(ctx, topic, msg)
-}
-
 // isDeadLetter reports a message with Watermill's poison reason header, as the forwarder
 // publishes dead letters: it keeps the event's payload as the writer stored it, so that a poison
 // event reaches the dead-letter topic.
@@ -223,10 +180,12 @@ func needsEncoding(msg *message.Message) bool {
 	return msg == nil || !isDeadLetter(msg) && !preEncoded(msg)
 }
 
-// encode returns a copy of msg (UUID, metadata, context kept) with its payload encoded and,
-// for a NativePublisher, the broker-side schema to send it with (else nil); a dead letter as
-// it is, and an event its writer encoded as it is once its framing is checked.
-func (p *publisher) encode(ctx context.Context, topic string, msg *message.Message) (*message.Message, *nativeschema.Schema, error) {
+// encode returns the message to send for msg (UUID, metadata and context kept, see
+// withPayload) with its payload encoded, with the schema of its event type in batch (looked up
+// now when batch does not have it) and, for a NativePublisher, the broker-side schema to send it
+// with (else nil); a dead letter as it is, and an event its writer encoded as it is once its
+// framing is checked.
+func (p *publisher) encode(ctx context.Context, batch batchSchemas, topic string, msg *message.Message) (*message.Message, *nativeschema.Schema, error) {
 	if msg == nil {
 		return nil, nil, &MismatchError{Subject: Subject(topic), Path: "$", Reason: "nil message"}
 	}
@@ -234,20 +193,25 @@ func (p *publisher) encode(ctx context.Context, topic string, msg *message.Messa
 		return msg, nil, nil
 	}
 	if p.native != nil {
-		return p.encodeNative(ctx, topic, msg)
+		return p.encodeNative(ctx, batch, topic, msg)
 	}
+	eventType := msg.Metadata.Get(eventTypeKey)
 	if preEncoded(msg) {
-		t, _ := p.enc.target(topic, msg.Metadata.Get(eventTypeKey))
+		t, _ := p.enc.target(topic, eventType)
 		if err := checkPreEncoded(t.subject, msg); err != nil {
 			return nil, nil, err
 		}
 		return msg, nil, nil
 	}
-	payload, s, err := p.enc.encodeEvent(ctx, topic, msg.Metadata.Get(eventTypeKey), msg.Payload)
+	t, s, err := p.schemaFor(ctx, batch, topic, eventType)
 	if err != nil {
 		return nil, nil, err
 	}
-	out := copyWithPayload(msg, payload)
+	payload, err := frame(t, s, eventType, msg.Payload)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := withPayload(msg, payload, p.cloudEvents != nil)
 	if p.cloudEvents != nil {
 		p.cloudEvents.set(out, s)
 	}
