@@ -44,7 +44,7 @@ func runDrains(conns connections, o options, noise *noise, res *results) error {
 	for rep := 1; rep <= o.repeat; rep++ {
 		for _, db := range o.dbs {
 			for _, size := range o.payloads {
-				for _, c := range ordered(drainCases(o), rep) {
+				for _, c := range rotateSchemaRelays(ordered(drainCases(o), rep), rep) {
 					noise.sample()
 					k := drainKey{db: db.name, size: size, keys: c.keys, relay: c.relay}
 					if reason := res.unavailable(k); reason != "" {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -43,6 +44,37 @@ message OrderChanged {
 
 // isSchemaRelay reports whether relay encodes with a schema registry.
 func isSchemaRelay(relay string) bool { return relay == relayAvro || relay == relayProtobuf }
+
+// rotateSchemaRelays returns cases with the raw and schema relays of each number of keys rotated
+// by rep: repetition 1 drains raw, Avro, Protobuf; repetition 2 Avro, Protobuf, raw; and so on,
+// so that no relay always drains first or last in its repetition (the ratios are taken per
+// repetition, schemaRows). The other cases keep their places; a run without a schema relay is
+// returned as it is.
+func rotateSchemaRelays(cases []drainCase, rep int) []drainCase {
+	out := slices.Clone(cases)
+	byKeys := map[int][]int{} // keys -> the indexes of its raw and schema relays
+	var order []int
+	for i, c := range out {
+		if c.relay != relayOutboxkit && !isSchemaRelay(c.relay) {
+			continue
+		}
+		if _, ok := byKeys[c.keys]; !ok {
+			order = append(order, c.keys)
+		}
+		byKeys[c.keys] = append(byKeys[c.keys], i)
+	}
+	for _, keys := range order {
+		at := byKeys[keys]
+		if len(at) < 2 || !slices.ContainsFunc(at, func(i int) bool { return isSchemaRelay(cases[i].relay) }) {
+			continue
+		}
+		shift := (rep - 1) % len(at)
+		for j, i := range at {
+			out[i] = cases[at[(j+shift)%len(at)]]
+		}
+	}
+	return out
+}
 
 // hasSchemaRelay reports whether the run measures a schema relay: then every drain's payloads are
 // JSON (jsonPayload).

@@ -36,7 +36,8 @@ func TestParseRegistryRequests(t *testing.T) {
 }
 
 // The schema table pairs each repetition's drains, sums the registry requests over the row's
-// events, and says whether the cost met the 15 % target beyond the two rows' spread or not.
+// events, says whether the per-repetition costs' median met the 15 % target beyond their spread
+// or not, and lists the per-repetition ratios.
 func TestPrintSchemaTable(t *testing.T) {
 	pg := database{name: "postgres", label: "PostgreSQL"}
 	o := options{dbs: []database{pg}, keys: []int{1000}, payloads: []int{256}, repeat: 2, events: 20000,
@@ -58,8 +59,9 @@ func TestPrintSchemaTable(t *testing.T) {
 	printSchemaTable(&b, r, o)
 	out := b.String()
 	for _, want := range []string{
-		"| outboxkit-avro | 18870 (±1 %) | 19804 (±1 %) | 0.95× | 0.95–0.95 | 50 (50) | 0.50 (2 in 40000 events) | met (cost 5 %, margin 10 points beyond the spread ±2 %) | met, every repetition: 0 % (0–0 %) |",
-		"| outboxkit-protobuf | 12692 (±21 %) | 19804 (±1 %) | 0.64× | 0.50–0.78 | 55 (50–60) (50) | 1.00 (4 in 40000 events) | missed (cost 36 %, margin 21 points within the spread ±22 %: not decided) | met by the median, not decided: 8 % (0–17 %) |",
+		"| outboxkit-avro | 18870 (±1 %) | 19804 (±1 %) | 0.95× | 0.95–0.95 | 50 (50) | 0.50 (2 in 40000 events) | met (cost 5 %, per repetition 5–5 %, margin 10 points beyond the spread ±0 points) | met, every repetition: 0 % (0–0 %) |",
+		"| outboxkit-protobuf | 12692 (±21 %) | 19804 (±1 %) | 0.64× | 0.50–0.78 | 55 (50–60) (50) | 1.00 (4 in 40000 events) | missed (cost 36 %, per repetition 22–50 %, margin 21 points beyond the spread ±14 points) | met by the median, not decided: 8 % (0–17 %) |",
+		"outboxkit-protobuf, per repetition: events/s of raw 0.50 0.78; relay CPU per event of raw's 1.00 1.20",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the table lacks %q:\n%s", want, out)
@@ -70,6 +72,52 @@ func TestPrintSchemaTable(t *testing.T) {
 	printSchemaTable(&none, r, o)
 	if none.Len() != 0 {
 		t.Errorf("a run without a schema relay printed:\n%s", none.String())
+	}
+}
+
+// A cost whose margin to the target is within the per-repetition costs' spread is not decided,
+// on either side; one repetition has no spread.
+func TestSchemaVerdictWithinTheSpread(t *testing.T) {
+	for _, tc := range []struct {
+		paired []float64
+		want   string
+	}{
+		{[]float64{0.95, 0.80, 0.88}, "met (cost 12 %, per repetition 5–20 %, margin 3 points within the spread ±7 points: not decided)"},
+		{[]float64{0.70, 0.90, 0.82}, "missed (cost 18 %, per repetition 10–30 %, margin 3 points within the spread ±10 points: not decided)"},
+		{[]float64{0.93, 0.91, 0.92, 0.90, 0.94}, "met (cost 8 %, per repetition 6–10 %, margin 7 points beyond the spread ±2 points)"},
+		{[]float64{0.9}, "met (cost 10 %; one run: no spread)"},
+	} {
+		row := schemaRow{paired: tc.paired, raw: stat{n: 1, rate: 100}, enc: stat{n: 1, rate: 100 * tc.paired[0]}}
+		if got := schemaVerdict(row); got != tc.want {
+			t.Errorf("paired %v: %q, want %q", tc.paired, got, tc.want)
+		}
+	}
+}
+
+// Each repetition rotates the raw and schema relays of each number of keys by one, and leaves
+// the other relays where they are; a run without a schema relay keeps its order.
+func TestRotateSchemaRelays(t *testing.T) {
+	cases := []drainCase{{relayCeiling, 1000}, {relayOutboxkit, 1000}, {relayAvro, 1000}, {relayProtobuf, 1000}, {relayExactlyOnce, 1000}}
+	relays := func(cs []drainCase) string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.relay)
+		}
+		return strings.Join(out, ",")
+	}
+	for rep, want := range map[int]string{
+		1: "ceiling,outboxkit,outboxkit-avro,outboxkit-protobuf,outboxkit-eo",
+		2: "ceiling,outboxkit-avro,outboxkit-protobuf,outboxkit,outboxkit-eo",
+		3: "ceiling,outboxkit-protobuf,outboxkit,outboxkit-avro,outboxkit-eo",
+		4: "ceiling,outboxkit,outboxkit-avro,outboxkit-protobuf,outboxkit-eo",
+	} {
+		if got := relays(rotateSchemaRelays(cases, rep)); got != want {
+			t.Errorf("repetition %d: %s, want %s", rep, got, want)
+		}
+	}
+	plain := []drainCase{{relayOutboxkit, 1}, {relayExactlyOnce, 1}}
+	if got := relays(rotateSchemaRelays(plain, 2)); got != "outboxkit,outboxkit-eo" {
+		t.Errorf("a run without a schema relay became %s", got)
 	}
 }
 
