@@ -148,7 +148,8 @@ type TopicStatus struct {
 	// Skipped rows are heads an operator skipped (SkipKeys): kept, holding nothing back, until
 	// replayed or discarded.
 	Skipped int64
-	// OldestPending is the created_at of the oldest pending row (zero when none).
+	// OldestPending is the earliest time a pending row became due (zero when none): its
+	// created_at, or for a released scheduled event its deliver_at (it did not wait before).
 	OldestPending time.Time
 }
 

@@ -65,7 +65,8 @@ DELETE FROM golden_outbox WHERE status = 1 AND published_at < ? ORDER BY publish
 DELETE FROM golden_outbox WHERE status = 1 AND published_at < ? ORDER BY published_at LIMIT ?;
 
 -- stats
-SELECT tenant_id, status, COUNT(*), MIN(created_at) FROM golden_outbox WHERE status IN (0, 2) GROUP BY tenant_id, status;
+SELECT tenant_id, status, COUNT(*), MIN(CASE WHEN deliver_at > created_at AND deliver_at <= (UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND) THEN deliver_at ELSE created_at END) FROM golden_outbox WHERE status IN (0, 2) GROUP BY tenant_id, status;
+SELECT tenant_id, status, COUNT(*), MIN(CASE WHEN deliver_at > created_at AND deliver_at <= (UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND) THEN deliver_at ELSE created_at END) FROM golden_outbox WHERE status IN (0, 2) GROUP BY tenant_id, status;
 
 -- ownedPartitions
 SELECT partition_no FROM golden_outbox_leases WHERE lease_group = ? AND owner = ? ORDER BY partition_no;
@@ -154,7 +155,8 @@ UPDATE golden_outbox SET status = ?, attempts = ?, next_attempt_at = ?, last_err
 UPDATE golden_outbox SET status = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE seq = ? AND status = 0;
 
 -- admin Status
-SELECT topic, SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 3 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN created_at END) FROM golden_outbox WHERE status IN (0, 2, 3) GROUP BY topic ORDER BY topic;
+SELECT topic, SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 3 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN CASE WHEN deliver_at > created_at AND deliver_at <= (UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND) THEN deliver_at ELSE created_at END END) FROM golden_outbox WHERE status IN (0, 2, 3) GROUP BY topic ORDER BY topic;
+SELECT topic, SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 3 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN CASE WHEN deliver_at > created_at AND deliver_at <= (UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND) THEN deliver_at ELSE created_at END END) FROM golden_outbox WHERE status IN (0, 2, 3) GROUP BY topic ORDER BY topic;
 
 -- admin DeadLetters
 SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at FROM golden_outbox WHERE status = 2 ORDER BY seq LIMIT ?;
@@ -175,7 +177,8 @@ SELECT h.seq, h.event_id, h.topic, h.aggregate_type, h.aggregate_id, h.event_typ
 SELECT h.seq, h.event_id, h.topic, h.aggregate_type, h.aggregate_id, h.event_type, h.tenant_id, h.attempts, COALESCE(h.last_error, ''), h.created_at, h.status, h.key_hash, h.partition_no, h.next_attempt_at, (SELECT COUNT(*) FROM golden_outbox w WHERE w.key_hash = h.key_hash AND w.status = 0 AND w.seq > h.seq) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head WHERE h.seq > ? AND h.topic = ? AND h.key_hash = ? AND h.tenant_id = ? AND h.aggregate_type = ? AND h.aggregate_id = ? AND h.event_id IN (?) ORDER BY h.seq LIMIT ?;
 
 -- blocked gauges
-SELECT h.status, COUNT(*), MIN(h.created_at) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head GROUP BY h.status;
+SELECT h.status, COUNT(*), MIN(CASE WHEN h.deliver_at > h.created_at AND h.deliver_at <= (UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND) THEN h.deliver_at ELSE h.created_at END) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head GROUP BY h.status;
+SELECT h.status, COUNT(*), MIN(CASE WHEN h.deliver_at > h.created_at AND h.deliver_at <= (UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND) THEN h.deliver_at ELSE h.created_at END) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head GROUP BY h.status;
 
 -- admin FindDeadLetters
 SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status FROM golden_outbox WHERE status IN (2, 3) AND topic = ? AND event_type = ? AND key_hash = ? AND tenant_id = ? AND aggregate_type = ? AND aggregate_id = ? AND event_id IN (?) AND created_at >= ? AND created_at < ? AND seq > ? ORDER BY seq LIMIT ?;
@@ -219,8 +222,8 @@ DELETE FROM golden_outbox WHERE status IN (2, 3) AND seq IN (?);
 DELETE FROM golden_outbox WHERE status IN (2, 3) AND seq IN (?);
 
 -- admin (tenants) Status
-SELECT topic, SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 3 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN created_at END) FROM golden_outbox WHERE status IN (0, 2, 3) AND tenant_id IN (?, ?) GROUP BY topic ORDER BY topic;
-SELECT topic, SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 3 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN created_at END) FROM golden_outbox WHERE status IN (0, 2, 3) AND tenant_id IN (?, ?) GROUP BY topic ORDER BY topic;
+SELECT topic, SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 3 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN CASE WHEN deliver_at > created_at AND deliver_at <= (UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND) THEN deliver_at ELSE created_at END END) FROM golden_outbox WHERE status IN (0, 2, 3) AND tenant_id IN (?, ?) GROUP BY topic ORDER BY topic;
+SELECT topic, SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 3 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN CASE WHEN deliver_at > created_at AND deliver_at <= (UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND) THEN deliver_at ELSE created_at END END) FROM golden_outbox WHERE status IN (0, 2, 3) AND tenant_id IN (?, ?) GROUP BY topic ORDER BY topic;
 
 -- admin (tenants) BlockedKeys
 SELECT h.seq, h.event_id, h.topic, h.aggregate_type, h.aggregate_id, h.event_type, h.tenant_id, h.attempts, COALESCE(h.last_error, ''), h.created_at, h.status, h.key_hash, h.partition_no, h.next_attempt_at, (SELECT COUNT(*) FROM golden_outbox w WHERE w.key_hash = h.key_hash AND w.status = 0 AND w.seq > h.seq) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head WHERE h.seq > ? AND h.tenant_id IN (?, ?) AND h.topic = ? ORDER BY h.seq LIMIT ?;

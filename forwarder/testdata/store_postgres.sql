@@ -42,7 +42,7 @@ UPDATE golden_outbox SET status = $1, attempts = $2, next_attempt_at = $3, last_
 DELETE FROM golden_outbox WHERE seq IN (SELECT seq FROM golden_outbox WHERE status = 1 AND published_at < $1 LIMIT $2);
 
 -- stats
-SELECT tenant_id, status, COUNT(*), MIN(created_at) FROM golden_outbox WHERE status IN (0, 2) GROUP BY tenant_id, status;
+SELECT tenant_id, status, COUNT(*), MIN(CASE WHEN deliver_at > created_at AND deliver_at <= (clock_timestamp() + $1::bigint * interval '1 microsecond') THEN deliver_at ELSE created_at END) FROM golden_outbox WHERE status IN (0, 2) GROUP BY tenant_id, status;
 
 -- ownedPartitions
 SELECT partition_no FROM golden_outbox_leases WHERE lease_group = $1 AND owner = $2 ORDER BY partition_no;
@@ -156,7 +156,7 @@ SELECT pg_catalog.pg_current_wal_lsn()::text, s.active_pid, r.sent_lsn::text, r.
 SELECT tenant_id, aggregate_type, aggregate_id, count(*), count(*) FILTER (WHERE status = 2), min(created_at), count(*) OVER () FROM golden_outbox WHERE status IN (0, 2) GROUP BY tenant_id, aggregate_type, aggregate_id ORDER BY min(seq) LIMIT $1;
 
 -- admin Status
-SELECT topic, SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 3 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN created_at END) FROM golden_outbox WHERE status IN (0, 2, 3) GROUP BY topic ORDER BY topic;
+SELECT topic, SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 3 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN CASE WHEN deliver_at > created_at AND deliver_at <= (clock_timestamp() + $1::bigint * interval '1 microsecond') THEN deliver_at ELSE created_at END END) FROM golden_outbox WHERE status IN (0, 2, 3) GROUP BY topic ORDER BY topic;
 
 -- admin DeadLetters
 SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at FROM golden_outbox WHERE status = 2 ORDER BY seq LIMIT $1;
@@ -172,7 +172,7 @@ DELETE FROM golden_outbox WHERE status = 2 AND event_id IN ($1);
 SELECT h.seq, h.event_id, h.topic, h.aggregate_type, h.aggregate_id, h.event_type, h.tenant_id, h.attempts, COALESCE(h.last_error, ''), h.created_at, h.status, h.key_hash, h.partition_no, h.next_attempt_at, (SELECT COUNT(*) FROM golden_outbox w WHERE w.key_hash = h.key_hash AND w.status = 0 AND w.seq > h.seq) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head WHERE h.seq > $1 AND h.topic = $2 AND h.key_hash = $3 AND h.tenant_id = $4 AND h.aggregate_type = $5 AND h.aggregate_id = $6 AND h.event_id IN ($7) ORDER BY h.seq LIMIT $8;
 
 -- blocked gauges
-SELECT h.status, COUNT(*), MIN(h.created_at) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head GROUP BY h.status;
+SELECT h.status, COUNT(*), MIN(CASE WHEN h.deliver_at > h.created_at AND h.deliver_at <= (clock_timestamp() + $1::bigint * interval '1 microsecond') THEN h.deliver_at ELSE h.created_at END) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head GROUP BY h.status;
 
 -- admin FindDeadLetters
 SELECT seq, event_id, topic, aggregate_type, aggregate_id, event_type, tenant_id, attempts, COALESCE(last_error, ''), created_at, status FROM golden_outbox WHERE status IN (2, 3) AND topic = $1 AND event_type = $2 AND key_hash = $3 AND tenant_id = $4 AND aggregate_type = $5 AND aggregate_id = $6 AND event_id IN ($7) AND created_at >= $8 AND created_at < $9 AND seq > $10 ORDER BY seq LIMIT $11;
@@ -203,7 +203,7 @@ UPDATE golden_outbox AS e SET next_attempt_at = $1, commit_lsn = (SELECT MAX(p.c
 DELETE FROM golden_outbox WHERE status IN (2, 3) AND seq IN ($1);
 
 -- admin (tenants) Status
-SELECT topic, SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 3 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN created_at END) FROM golden_outbox WHERE status IN (0, 2, 3) AND tenant_id IN ($1, $2) GROUP BY topic ORDER BY topic;
+SELECT topic, SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 3 THEN 1 ELSE 0 END), MIN(CASE WHEN status = 0 THEN CASE WHEN deliver_at > created_at AND deliver_at <= (clock_timestamp() + $1::bigint * interval '1 microsecond') THEN deliver_at ELSE created_at END END) FROM golden_outbox WHERE status IN (0, 2, 3) AND tenant_id IN ($2, $3) GROUP BY topic ORDER BY topic;
 
 -- admin (tenants) BlockedKeys
 SELECT h.seq, h.event_id, h.topic, h.aggregate_type, h.aggregate_id, h.event_type, h.tenant_id, h.attempts, COALESCE(h.last_error, ''), h.created_at, h.status, h.key_hash, h.partition_no, h.next_attempt_at, (SELECT COUNT(*) FROM golden_outbox w WHERE w.key_hash = h.key_hash AND w.status = 0 AND w.seq > h.seq) FROM golden_outbox h JOIN (SELECT key_hash, MIN(seq) AS head FROM golden_outbox WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head WHERE h.seq > $1 AND h.tenant_id IN ($2, $3) AND h.topic = $4 ORDER BY h.seq LIMIT $5;

@@ -28,7 +28,7 @@ func NewBlockedGauges(table string) BlockedGauges {
 			[]string{"state"}),
 		Oldest: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "outboxkit", Subsystem: "forwarder", Name: "oldest_blocked_key_age_seconds",
 			ConstLabels: labels,
-			Help:        "Age (from its created_at) of the oldest head event holding back a key; 0 when no key is blocked."}),
+			Help:        "Age (from when it became due: its created_at, or a released scheduled event's deliver_at) of the oldest head event holding back a key; 0 when no key is blocked."}),
 	}
 	g.Keys.WithLabelValues(bookkeeping.StateDead).Set(0)
 	g.Keys.WithLabelValues(bookkeeping.StateRetrying).Set(0)
@@ -36,7 +36,8 @@ func NewBlockedGauges(table string) BlockedGauges {
 }
 
 // BlockedSummary counts the blocked keys by their head's status (dead, or pending and failed at
-// least once) and returns the created_at of the oldest head.
+// least once) and returns the earliest time one of the heads became due (its created_at, or a
+// released scheduled event's deliver_at).
 func BlockedSummary(ctx context.Context, db Querier, stmts sqlstore.Statements) (map[int]int64, time.Time, error) {
 	rows, err := stmts.BlockedSummary().Query(ctx, db)
 	if err != nil {

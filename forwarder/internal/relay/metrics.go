@@ -54,7 +54,7 @@ func NewMetrics(reg prometheus.Registerer, table string) (*Metrics, error) {
 			Name: "commit_to_ack_seconds", Help: "From the event's created_at (written in the business transaction) to the broker's ack.",
 			ConstLabels: labels, Buckets: prometheus.ExponentialBuckets(0.001, 2, 18)}, []string{"tenant"}),
 		Pending:   gauge("pending_rows", "Rows waiting to be published (including parked retries)."),
-		OldestAge: gauge("oldest_pending_age_seconds", "Age of the oldest pending row."),
+		OldestAge: gauge("oldest_pending_age_seconds", "Age of the oldest pending row, from when it became due (a released scheduled event's deliver_at, else its created_at)."),
 		Dead:      gauge("dead_rows", "Dead-lettered rows kept in the table for an operator."),
 		OwnedPartitions: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "outboxkit", Subsystem: "forwarder",
 			Name: "owned_partitions", Help: "Partitions this relay currently leases.", ConstLabels: labels}),

@@ -150,7 +150,8 @@ func (s *Store) Prune(ctx context.Context, q Querier, cutoff time.Time, limit in
 	return res.RowsAffected()
 }
 
-// TenantStats is one line of the pending-rows gauges.
+// TenantStats is one line of the pending-rows gauges. Oldest is the earliest time a pending row became due (its created_at, or a released
+// scheduled event's deliver_at).
 type TenantStats struct {
 	Tenant        string
 	Pending, Dead int64

@@ -39,14 +39,16 @@ func (s Statements) Discard(eventIDs []string) Query {
 }
 
 // Status selects, per topic: pending, retrying (pending that failed at least once), dead and
-// skipped rows, and the oldest pending created_at (of the Statements' tenants, when set).
+// skipped rows, and the earliest time a pending row became due (dueSince), of the Statements'
+// tenants, when set.
 func (s Statements) Status() Query {
 	scope, args := s.tenantScope()
+	due, nowArg := s.dueSince("")
 	return s.q("SELECT topic, "+
 		"SUM(CASE WHEN status = 0 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 0 AND attempts > 0 THEN 1 ELSE 0 END), "+
 		"SUM(CASE WHEN status = 2 THEN 1 ELSE 0 END), SUM(CASE WHEN status = 3 THEN 1 ELSE 0 END), "+
-		"MIN(CASE WHEN status = 0 THEN created_at END) FROM "+
-		s.table.Events()+" WHERE status IN (0, 2, 3)"+scope+" GROUP BY topic ORDER BY topic", args...)
+		"MIN(CASE WHEN status = 0 THEN "+due+" END) FROM "+
+		s.table.Events()+" WHERE status IN (0, 2, 3)"+scope+" GROUP BY topic ORDER BY topic", append([]any{nowArg}, args...)...)
 }
 
 // LeaseOwners selects partition_no and owner ("" for none) of every lease row of the group.
@@ -56,9 +58,11 @@ func (s Statements) LeaseOwners(group string) Query {
 
 // BlockedSummary selects, per status of the head of each blocked key (the first row of a key
 // whose rows include a dead one or a pending one that failed at least once): the status, the
-// number of keys and the oldest head's created_at. The whole table, every tenant.
+// number of keys and the earliest time one of the heads became due (dueSince: the table
+// records no time of the first failure, which came after it). The whole table, every tenant.
 func (s Statements) BlockedSummary() Query {
 	events := s.table.Events()
-	return s.q("SELECT h.status, COUNT(*), MIN(h.created_at) FROM " + events + " h JOIN (SELECT key_hash, MIN(seq) AS head FROM " +
-		events + " WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head GROUP BY h.status")
+	due, nowArg := s.dueSince("h.")
+	return s.q("SELECT h.status, COUNT(*), MIN("+due+") FROM "+events+" h JOIN (SELECT key_hash, MIN(seq) AS head FROM "+
+		events+" WHERE status = 2 OR (status = 0 AND attempts > 0) GROUP BY key_hash) k ON h.seq = k.head GROUP BY h.status", nowArg)
 }

@@ -106,11 +106,25 @@ func (s Statements) Prune(cutoff time.Time, limit int) Query {
 	return s.d.Prune(s.table, cutoff, limit)
 }
 
-// Stats counts the pending and dead rows per tenant and status, with the oldest created_at:
-// tenant_id, status, count, min(created_at).
+// Stats counts the pending and dead rows per tenant and status, with the earliest time one of
+// them became due (DueSince): tenant_id, status, count, min(due since).
 func (s Statements) Stats() Query {
-	return s.q("SELECT tenant_id, status, COUNT(*), MIN(created_at) FROM " + s.table.Events() +
-		" WHERE status IN (0, 2) GROUP BY tenant_id, status")
+	due, nowArg := s.dueSince("")
+	return s.q("SELECT tenant_id, status, COUNT(*), MIN("+due+") FROM "+s.table.Events()+
+		" WHERE status IN (0, 2) GROUP BY tenant_id, status", nowArg)
+}
+
+// dueSince is the SQL expression of the moment a row's event became due, for the ages of the
+// oldest pending event and of the oldest blocked key: a released scheduled event's deliver_at
+// (set, later than its created_at, and passed by the database's clock), else its created_at.
+// An event scheduled for tomorrow has not waited since its write, and one whose deliver_at was
+// already past when it was written has waited only since its write. alias prefixes the columns
+// ("h." or ""); the expression takes the one argument returned.
+func (s Statements) dueSince(alias string) (string, any) {
+	now, nowArg := s.d.Now(0)
+	deliver, created := alias+"deliver_at", alias+"created_at"
+	return "CASE WHEN " + deliver + " > " + created + " AND " + deliver + " <= " + now +
+		" THEN " + deliver + " ELSE " + created + " END", nowArg
 }
 
 // EventIDs selects seq, event_id, partition_no of the rows seqs (not empty) that exist.
