@@ -36,10 +36,11 @@ type WALConfig struct {
 	// BatchSize and MaxBatchBytes bound a batch of the stream: the events (and their payload
 	// bytes) delivered at once, in one Kafka transaction with ExactlyOnce delivery. The stream
 	// hands a batch over as soon as the previous one is delivered, so a batch is only as large
-	// as what arrived meanwhile: the bounds add no latency, they let a backlog's batches grow
-	// to cover the broker's round trip (or a transaction's commit). A batch holds whole
-	// database transactions, so one larger than the bounds is delivered whole. Defaults:
-	// 8 * Config.BatchSize (8000) and 4 * Config.MaxBatchBytes (4 MiB).
+	// as what arrived meanwhile: the bounds add no latency at a steady rate; on a backlog they
+	// say how much the reader gathers while a batch is published (or its transaction commits).
+	// A batch holds whole database transactions, so one larger than the bounds is delivered
+	// whole. Defaults: Config.BatchSize and Config.MaxBatchBytes (larger stream batches
+	// measured slower on a loaded 2-core machine: docs/cdc.md, "The wal drain").
 	BatchSize     int
 	MaxBatchBytes int64
 }
@@ -55,8 +56,8 @@ func (c *Config) setWALDefaults() {
 	setDefault(&c.WAL.Slot, wal.DefaultSlotName(c.Table, c.LeaseGroup))
 	setDefault(&c.WAL.StatusInterval, time.Second)
 	setDefault(&c.WAL.RetryInterval, 20*c.MinPollInterval)
-	setDefault(&c.WAL.BatchSize, 8*c.BatchSize)
-	setDefault(&c.WAL.MaxBatchBytes, 4*c.MaxBatchBytes)
+	setDefault(&c.WAL.BatchSize, c.BatchSize)
+	setDefault(&c.WAL.MaxBatchBytes, c.MaxBatchBytes)
 }
 
 // validateWAL checks the WAL settings and what the wal source does not combine with.

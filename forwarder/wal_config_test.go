@@ -27,8 +27,8 @@ func TestWALConfigErrorsNameTheValue(t *testing.T) {
 		{func(c *forwarder.Config) { c.Delivery = forwarder.ExactlyOnce },
 			`Delivery "exactly_once" needs a publisher with transactions`},
 		{func(c *forwarder.Config) { c.Tenants = []string{"t1"} }, `Tenants ["t1"] is not supported on this source`},
-		{func(c *forwarder.Config) { c.WAL.BatchSize = -1 }, "WAL.BatchSize -1 and WAL.MaxBatchBytes 4194304 must be positive"},
-		{func(c *forwarder.Config) { c.WAL.MaxBatchBytes = -5 }, "WAL.BatchSize 8000 and WAL.MaxBatchBytes -5 must be positive"},
+		{func(c *forwarder.Config) { c.WAL.BatchSize = -1 }, "WAL.BatchSize -1 and WAL.MaxBatchBytes 1048576 must be positive"},
+		{func(c *forwarder.Config) { c.WAL.MaxBatchBytes = -5 }, "WAL.BatchSize 1000 and WAL.MaxBatchBytes -5 must be positive"},
 	} {
 		cfg := base
 		c.edit(&cfg)
