@@ -55,15 +55,17 @@ start_apicurio() {
   _apicurio_build || fail "schema registry (maven build of Apicurio Registry)" "$SERVICES_LOG_DIR/apicurio-build.log"
   : >"$logfile"
   # A small heap, the serial collector and C1 only: the registry holds a few test schemas and
-  # shares two cores with the brokers. One storage connection: with several, concurrent
+  # shares two cores with the brokers. One worker thread: with several, concurrent
   # registrations race in Apicurio 2.4's SQL storage on H2 (the shared sequences row: lock
   # timeouts answered with 500, a new subject refused as "already exists", a duplicate content
-  # id), which parallel test packages hit; one connection serialises the storage's transactions.
+  # id), which parallel test packages hit; one worker serialises the requests. (One storage
+  # connection instead would block: a request takes a second connection while holding one.)
   setsid "$JAVA_BIN" -Xms32m -Xmx192m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
     -XX:MaxMetaspaceSize=192m -Djava.awt.headless=true \
     -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$APICURIO_PORT" \
     -Dquarkus.datasource.jdbc.min-size=1 -Dquarkus.datasource.jdbc.initial-size=1 \
-    -Dquarkus.datasource.jdbc.max-size=1 -Dquarkus.datasource.jdbc.acquisition-timeout=60 \
+    -Dquarkus.datasource.jdbc.max-size=8 \
+    -Dquarkus.thread-pool.core-threads=1 -Dquarkus.thread-pool.max-threads=1 \
     -jar "$(_apicurio_runner)" </dev/null >>"$logfile" 2>&1 &
   echo $! >"$dir/apicurio.pid"
   wait_for "schema registry" "$logfile" _apicurio_ready
