@@ -103,3 +103,50 @@ func ExampleConfig_register() {
 	}
 	fmt.Printf("% x...\n", framed[:5])
 }
+
+// A consumer reads the relay's events into its own Go type: DecodeAs decodes the payload with the
+// schema its id names and reads the JSON into the struct (a generated Protobuf type is read with
+// protojson). It needs the registry, so it is not run here.
+func ExampleDecodeAs() {
+	client, err := sr.NewClient(sr.URLs("http://127.0.0.1:18081/apis/ccompat/v7"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	dec, err := schema.NewDecoder(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	type Order struct {
+		ID     string `json:"id"`
+		Amount int64  `json:"amount"`
+	}
+	var framed []byte // a record's value, as the relay published it
+	order, err := schema.DecodeAs[Order](context.Background(), dec, framed)
+	if err != nil {
+		fmt.Println(err, "retriable:", schema.Retriable(err)) // a *DecodeError is not
+		return
+	}
+	fmt.Println(order.ID, order.Amount)
+}
+
+// Handler turns a function of the decoded value into a Watermill handler.
+func ExampleHandler() {
+	client, err := sr.NewClient(sr.URLs("http://127.0.0.1:18081/apis/ccompat/v7"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	dec, err := schema.NewDecoder(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	type Order struct {
+		ID     string `json:"id"`
+		Amount int64  `json:"amount"`
+	}
+	handler := schema.Handler(dec, func(msg *message.Message, o Order) error {
+		fmt.Println(msg.UUID, o.ID, o.Amount)
+		return nil
+	})
+	// router.AddConsumerHandler("orders", "orders", subscriber, handler)
+	_ = handler
+}
