@@ -142,6 +142,9 @@ func fromAvro(s avro.Schema, v any) any {
 				return json.Number(r.FloatString(d.Scale()))
 			}
 		}
+		if d, ok := v.(avro.LogicalDuration); ok {
+			return durationFromAvro(d)
+		}
 		return fixedFromAvro(v)
 	}
 	if b, ok := v.([]byte); ok {

@@ -100,11 +100,14 @@ func decimalToAvro(d *avro.DecimalLogicalSchema, v any, path string) (any, *mism
 
 // fixedToAvro converts a JSON string of exactly the fixed's size in bytes (the convention of
 // bytes: the string's bytes) to the [size]byte hamba/avro encodes, and a fixed decimal as a
-// decimal. A fixed duration is not supported.
+// decimal, a fixed duration as durationToAvro reads it.
 func fixedToAvro(s *avro.FixedSchema, v any, path string) (any, *mismatch) {
 	if l := s.Logical(); l != nil {
 		if d, ok := l.(*avro.DecimalLogicalSchema); ok {
 			return decimalToAvro(d, v, path)
+		}
+		if l.Type() == avro.Duration {
+			return durationToAvro(v, path)
 		}
 		return nil, &mismatch{path, "logical type " + string(l.Type()) + " on fixed " + s.FullName() + " is not supported yet"}
 	}
