@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/outboxkit/outboxkit/forwarder"
 	"github.com/outboxkit/outboxkit/forwarder/internal/wal"
@@ -141,4 +143,64 @@ func TestWALReleasedEventThatFailsParksItsKey(t *testing.T) {
 	got := consumeDistinct(t, h.brokers, h.topic, 3, 60*time.Second)
 	checkDelivery(t, got, []string{"r"}, 3)
 	waitFor(t, time.Minute, "the table emptied", func() bool { return len(h.parkedRowsByKey()) == 0 })
+}
+
+// TestWALEmitSchedules: a plain-SQL writer on the wal source schedules through <table>_emit's
+// deliver_at (schema v14, docs/writers.md): the event becomes a row of the table, scheduled, in
+// the caller's transaction, and emits no message; an ordinary emit of the same transaction is
+// streamed at once; the relay's drain publishes the scheduled one, not before its time by the
+// database's clock. A deliver_at out of range is refused with SQLSTATE 22023, naming the
+// argument, before anything is written.
+func TestWALEmitSchedules(t *testing.T) {
+	h := newWALHarness(t, testsupport.KafkaBrokers(t))
+	testsupport.CreateKafkaTopic(t, h.brokers, h.topic)
+	ctx := context.Background()
+	kafkaPub := h.publisher()
+	pub := &clockedPublisher{OutcomePublisher: kafkaPub.(forwarder.OutcomePublisher), Publisher: kafkaPub, t: t, db: h.db, dialect: h.dialect, at: map[string]time.Time{}}
+	h.start(h.walConfig(pub))
+	h.waitForWALStream(forwarder.WALSlotName(h.writer.Table().Events(), "default"))
+	events := h.writer.Table().Events()
+
+	tx, err := h.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var scheduled, streamed uuid.UUID
+	var deliverAt time.Time
+	if err := tx.QueryRowContext(ctx, "SELECT "+events+"_emit($1, 'order', 'k', 'Reminder', convert_to('{}', 'UTF8'),"+
+		" deliver_at => clock_timestamp() + interval '1 second')", h.topic).Scan(&scheduled); err != nil {
+		t.Fatalf("emit with deliver_at: %v", err)
+	}
+	if err := tx.QueryRowContext(ctx, "SELECT "+events+"_emit($1, 'order', 'k', 'Placed')", h.topic).Scan(&streamed); err != nil {
+		t.Fatalf("emit without deliver_at: %v", err)
+	}
+	var status int
+	if err := tx.QueryRowContext(ctx, "SELECT status, deliver_at FROM "+events+" WHERE event_id = $1", scheduled).Scan(&status, &deliverAt); err != nil || status != 4 {
+		t.Fatalf("the scheduled emit's row: status %d (%v), want a row with status 4", status, err)
+	}
+	var rows int
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM "+events+" WHERE event_id = $1", streamed).Scan(&rows); err != nil || rows != 0 {
+		t.Fatalf("the ordinary emit wrote %d rows (%v), want none: it is a message", rows, err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	got := consumeDistinct(t, h.brokers, h.topic, 2, 30*time.Second)
+	if ids := eventIDs(got); !slices.Equal(ids, []string{streamed.String(), scheduled.String()}) {
+		t.Fatalf("published %v, want the ordinary event %s, then the scheduled %s", ids, streamed, scheduled)
+	}
+	if at := pub.publishedAt(scheduled); at.Before(deliverAt) {
+		t.Fatalf("the scheduled event was published at %s by the database's clock, before its time %s", at, deliverAt)
+	}
+
+	_, err = h.db.ExecContext(ctx, "SELECT "+events+"_emit($1, 'order', 'k', 'Reminder', deliver_at => '10000-01-01T00:00:00Z')", h.topic)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "22023" || !strings.Contains(pgErr.Message, "deliver_at") {
+		t.Fatalf("emit with deliver_at in the year 10000: %v; want SQLSTATE 22023 naming deliver_at", err)
+	}
+	if n := h.rowsWithStatus(4); n != 0 {
+		t.Fatalf("%d rows scheduled after the refused emit, want 0", n)
+	}
 }

@@ -84,7 +84,7 @@ func (t Table) Functions() []string {
 		ev + "_key_hash(text, text, text)",
 		ev + "_prepare()",
 		ev + "_schedule()",
-		ev + "_emit(text, text, text, text, bytea, jsonb, text, uuid, timestamptz)",
+		ev + "_emit(text, text, text, text, bytea, jsonb, text, uuid, timestamptz, timestamptz)",
 		ev + "_wal_guard()",
 		ev + "_wal_refuse(text)",
 		ev + "_wal_discard()",

@@ -167,9 +167,8 @@ func newWALTargetOn(t *testing.T, db *sql.DB, name, slot string) walTarget {
 		for _, tbl := range append([]string{business}, w.Table().Tables()...) {
 			_, _ = db.Exec("DROP TABLE IF EXISTS " + tbl)
 		}
-		for _, fn := range []string{"_emit(text, text, text, text, bytea, jsonb, text, uuid, timestamptz)",
-			"_prepare()", "_key_hash(text, text, text)", "_notify()", "_wal_guard()", "_wal_refuse(text)"} {
-			_, _ = db.Exec("DROP FUNCTION IF EXISTS " + name + fn)
+		for _, fn := range w.Table().Functions() {
+			_, _ = db.Exec("DROP FUNCTION IF EXISTS " + fn)
 		}
 	})
 	return walTarget{db: db, writer: w, business: business, slot: slot}

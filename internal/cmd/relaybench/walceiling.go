@@ -78,7 +78,7 @@ func dropWALCeiling(db *sql.DB, name string) {
 	}
 	_, _ = db.Exec("DROP PUBLICATION IF EXISTS " + slot)
 	_, _ = db.Exec("DROP TABLE IF EXISTS " + name + "_wal_slots")
-	_, _ = db.Exec("DROP FUNCTION IF EXISTS " + name + "_emit(text, text, text, text, bytea, jsonb, text, uuid, timestamptz), " +
+	_, _ = db.Exec("DROP FUNCTION IF EXISTS " + name + "_emit(text, text, text, text, bytea, jsonb, text, uuid, timestamptz, timestamptz), " +
 		name + "_wal_guard(), " + name + "_wal_refuse(text)")
 }
 
