@@ -25,7 +25,7 @@ const claimBacklog = 20_000
 // the rows it claimed and the few it looks up around them: a plan that reads the scheduled
 // rows shows there, whatever the machine's load.
 //
-//	CI=true go test ./forwarder -run '^$' -bench ClaimBesideScheduled -benchtime 20x
+//	CI=true go test ./forwarder -run '^$' -bench ClaimBesideScheduled -benchtime 10x
 func BenchmarkClaimBesideScheduled(b *testing.B) {
 	for _, d := range []outbox.Dialect{outbox.Postgres, outbox.MySQL} {
 		for _, future := range []int{0, 1_000_000} {
