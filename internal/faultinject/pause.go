@@ -9,6 +9,9 @@ import (
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
+// pauseVictimWait bounds the wait for a running relay that owns partitions, the pause's victim.
+const pauseVictimWait = 3 * time.Minute
+
 // leaseGroup is the lease group of the relays (the CLI's default).
 const leaseGroup = "default"
 
@@ -47,13 +50,16 @@ func owned(owners map[int]string, id string) []int {
 // as far as the database can tell (one of its connections inside a statement or a
 // transaction), so that the pause falls mid-batch.
 func (e *env) pauseRelay(ctx context.Context, in *installation, slot int, length, catchFor time.Duration) (Pause, error) {
-	for attempt := 0; ; attempt++ {
+	// Relays killed before the pause, or stalled by a broker restart, take their partitions back
+	// only after their restart and a lease period, which a loaded machine stretches: the wait is
+	// a bound against a hang, not a timing the run depends on.
+	for deadline := time.Now().Add(pauseVictimWait); ; {
 		p, ok, err := e.tryPause(ctx, in, slot, length, catchFor)
 		if err != nil || ok {
 			return p, err
 		}
-		if attempt == 20 {
-			return p, fmt.Errorf("faultinject: found no running relay owning partitions to pause")
+		if time.Now().After(deadline) {
+			return p, fmt.Errorf("faultinject: found no running relay owning partitions to pause in %v", pauseVictimWait)
 		}
 		select {
 		case <-ctx.Done():
