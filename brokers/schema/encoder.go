@@ -60,7 +60,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("schema: topic %q: %w", topic, err)
 		}
 	}
-	if err := validateRegistration(c.Register, c.Topics, c.Schemas); err != nil {
+	if err := validateRegistration(c); err != nil {
 		return fmt.Errorf("schema: %w", err)
 	}
 	return nil

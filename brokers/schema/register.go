@@ -62,22 +62,33 @@ func loadSchemas(sources map[string]SchemaSource) (map[string]sr.Schema, error) 
 }
 
 // validateRegistration checks the schemas the relay may register: each parses as its type and
-// references nothing, and they are given exactly when some topic may register.
-func validateRegistration(register bool, topics map[string]TopicConfig, schemas map[string]sr.Schema) error {
-	mayRegister := register
-	for _, tc := range topics {
+// references nothing, they are given exactly when some topic may register, a topic that may
+// register has its subject's schema where the subject is known without the event, and no
+// subject that may be registered is read at a fixed version other than 1 (the relay registers
+// version 1 of a missing subject, so a later version would be registered and then refused).
+func validateRegistration(c Config) error {
+	mayRegister := c.Register
+	for _, tc := range c.Topics {
 		if tc.Register != nil && *tc.Register {
 			mayRegister = true
 		}
 	}
 	switch {
-	case mayRegister && len(schemas) == 0:
+	case mayRegister && len(c.Schemas) == 0:
 		return errors.New("register: on, but no schemas are given to register")
-	case !mayRegister && len(schemas) > 0:
-		return fmt.Errorf("schemas: given for %q, but register is off (by default and for every topic)", slices.Sorted(maps.Keys(schemas)))
+	case !mayRegister && len(c.Schemas) > 0:
+		return fmt.Errorf("schemas: given for %q, but register is off (by default and for every topic)", slices.Sorted(maps.Keys(c.Schemas)))
 	}
-	for _, subject := range slices.Sorted(maps.Keys(schemas)) {
-		s := schemas[subject]
+	if c.Register && c.Version > 1 {
+		return fmt.Errorf("version: %d %s", c.Version, registersVersion1)
+	}
+	for _, topic := range slices.Sorted(maps.Keys(c.Topics)) {
+		if err := c.validateTopicRegistration(topic); err != nil {
+			return fmt.Errorf("topics.%s.%w", topic, err)
+		}
+	}
+	for _, subject := range slices.Sorted(maps.Keys(c.Schemas)) {
+		s := c.Schemas[subject]
 		if len(s.References) > 0 {
 			return fmt.Errorf("schemas.%s: has references; the relay registers self-contained schemas only", subject)
 		}
@@ -88,15 +99,51 @@ func validateRegistration(register bool, topics map[string]TopicConfig, schemas 
 	return nil
 }
 
-// registerMissing registers the configured schema of t's subject when t may register, the
-// lookup failed because the subject has no such version, and the subject has no version at all
-// (a subject with versions is never given another one). Otherwise it returns lookupErr.
+// registersVersion1 completes the error of a fixed version above 1 with register on.
+const registersVersion1 = "with register on: the relay registers version 1 of a missing subject; use version 0 (latest) or 1"
+
+// validateTopicRegistration checks the entry of topic when it may register: its version is the
+// latest or 1, and its subject, where known without the event (given outright or named by the
+// topic strategy), has a schema in Schemas.
+func (c Config) validateTopicRegistration(topic string) error {
+	tc := c.Topics[topic]
+	if tc.Register != nil && !*tc.Register || tc.Register == nil && !c.Register {
+		return nil
+	}
+	if tc.Version > 1 {
+		return fmt.Errorf("version: %d %s", tc.Version, registersVersion1)
+	}
+	subject := tc.Subject
+	if subject == "" {
+		strategy := c.Strategy
+		if tc.Strategy != "" {
+			strategy = tc.Strategy
+		}
+		if strategy != "" && strategy != StrategyTopic {
+			return nil // named by each event's type
+		}
+		subject = Subject(topic)
+	}
+	if _, ok := c.Schemas[subject]; !ok {
+		return fmt.Errorf("register: on, but schemas has no %q (the topic's subject) to register", subject)
+	}
+	return nil
+}
+
+// registerMissing registers the configured schema of t's subject when t may register, reads the
+// latest version or version 1, the lookup failed because the subject has no such version, and
+// the subject has no version at all (a subject with versions is never given another one).
+// Otherwise it returns lookupErr. Whether or not the registration succeeds, it then looks the
+// subject up again: another relay, or another worker of this one, may have registered it first,
+// and the registry refuses the second registration (Apicurio answers 409 "already exists"); the
+// subject is then there and used as if the first lookup had found it.
 func (e *Encoder) registerMissing(ctx context.Context, t target, lookupErr error) (sr.SubjectSchema, error) {
 	s, ok := e.config.Schemas[t.subject]
-	if !t.register || !ok || !notFound(lookupErr) {
+	if !t.register || !ok || t.version > 1 || !notFound(lookupErr) {
 		return sr.SubjectSchema{}, lookupErr
 	}
-	if t.version != 0 {
+	version := -1 // latest, in pkg/sr
+	if t.version == 1 {
 		versions, err := e.client.SubjectVersions(ctx, t.subject)
 		if err == nil && len(versions) > 0 {
 			return sr.SubjectSchema{}, lookupErr
@@ -104,15 +151,20 @@ func (e *Encoder) registerMissing(ctx context.Context, t target, lookupErr error
 		if err != nil && !notFound(err) {
 			return sr.SubjectSchema{}, err
 		}
+		version = 1
 	}
-	ss, err := e.client.CreateSchema(ctx, t.subject, s)
-	if err != nil {
-		return sr.SubjectSchema{}, fmt.Errorf("registering the configured schema: %w", err)
+	// RegisterSchema, not CreateSchema: CreateSchema's second request (the schema's usages by
+	// id) could fail after the registration succeeded; the lookup below covers both cases.
+	_, registerErr := e.client.RegisterSchema(ctx, t.subject, s, -1, -1)
+	ss, err := e.client.SchemaByVersion(ctx, t.subject, version)
+	switch {
+	case err == nil:
+		return ss, nil
+	case registerErr != nil:
+		return sr.SubjectSchema{}, fmt.Errorf("registering the configured schema: %w", registerErr)
+	default:
+		return sr.SubjectSchema{}, fmt.Errorf("looking up the configured schema after registering it: %w", err)
 	}
-	if t.version != 0 && ss.Version != t.version {
-		return sr.SubjectSchema{}, fmt.Errorf("registered the configured schema as version %d, but version %d is configured", ss.Version, t.version)
-	}
-	return ss, nil
 }
 
 // notFound reports the registry's answer that a subject or version does not exist (Confluent's

@@ -78,28 +78,32 @@ func TestEncoderRegistersTheConfiguredSchemaOfAMissingSubject(t *testing.T) {
 	}
 }
 
-// A subject that has versions is never given another: its latest is used even when the
-// configured schema differs, and a fixed version it does not have stays a failed lookup.
+// A subject that has versions is never given another: its latest, or its version 1, is used even
+// when the configured schema differs; a fixed version above 1 with register on is refused
+// before anything is registered (the relay would register version 1 and refuse it forever).
 func TestEncoderNeverRegistersOverAnExistingSubject(t *testing.T) {
 	cl, _, topic, id := registry(t) // orderSchema, version 1
 	ctx := context.Background()
-	enc, err := NewEncoder(cl, Config{Register: true, Schemas: map[string]sr.Schema{Subject(topic): {Schema: pingSchema}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mismatch *MismatchError
-	if _, err := enc.Encode(ctx, topic, []byte(`{"n":7}`)); !errors.As(err, &mismatch) || mismatch.ID != id {
-		t.Errorf("latest: %v, want a mismatch against the registered order schema (id %d)", err, id)
-	}
-	fixed, err := NewEncoder(cl, Config{Version: 3, Register: true, Schemas: map[string]sr.Schema{Subject(topic): {Schema: pingSchema}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fixed.Encode(ctx, topic, []byte(`{"n":7}`)); !notFound(err) {
-		t.Errorf("version 3 of a subject with version 1: %v, want the not-found RegistryError", err)
+	for _, version := range []int{0, 1} {
+		enc, err := NewEncoder(cl, Config{Version: version, Register: true, Schemas: map[string]sr.Schema{Subject(topic): {Schema: pingSchema}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mismatch *MismatchError
+		if _, err := enc.Encode(ctx, topic, []byte(`{"n":7}`)); !errors.As(err, &mismatch) || mismatch.ID != id {
+			t.Errorf("version %d: %v, want a mismatch against the registered order schema (id %d)", version, err, id)
+		}
 	}
 	if v := versionsOf(t, cl, Subject(topic)); len(v) != 1 {
 		t.Errorf("versions %v, want only the first", v)
+	}
+	missing := testsupport.UniqueName("reg_fixed")
+	_, err := NewEncoder(cl, Config{Version: 2, Register: true, Schemas: map[string]sr.Schema{Subject(missing): {Schema: pingSchema, Type: sr.TypeAvro}}})
+	if want := "schema: version: 2 with register on: "; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("version 2 with register: %v, want %q", err, want)
+	}
+	if v := versionsOf(t, cl, Subject(missing)); len(v) != 0 {
+		t.Errorf("version 2 with register: registered %v", v)
 	}
 }
 
@@ -124,6 +128,16 @@ func TestRegistrationConfigErrorsNameTheValue(t *testing.T) {
 		{RegistryConfig{Register: true, Schemas: map[string]SchemaSource{"s": {File: filepath.Join(dir, "none.avsc")}}}, "schemas.s.file: open " + filepath.Join(dir, "none.avsc") + ": no such file or directory"},
 		{RegistryConfig{Register: true, Schemas: map[string]SchemaSource{"s": {File: bad}}}, "schemas.s: schema does not parse as AVRO: "},
 		{RegistryConfig{Register: true, Schemas: map[string]SchemaSource{"s": {Type: "PROTOBUF", Schema: "syntax = \"proto3\"; message {"}}}, "schemas.s: schema does not parse as PROTOBUF: "},
+		{RegistryConfig{Version: 2, Register: true, Schemas: map[string]SchemaSource{"s": {Schema: pingSchema}}},
+			"version: 2 with register on: the relay registers version 1 of a missing subject; use version 0 (latest) or 1"},
+		{RegistryConfig{Topics: map[string]TopicConfig{"t": {Version: 3, Register: &yes}}, Schemas: map[string]SchemaSource{"t-value": {Schema: pingSchema}}},
+			"topics.t.version: 3 with register on: the relay registers version 1 of a missing subject; use version 0 (latest) or 1"},
+		{RegistryConfig{Register: true, Topics: map[string]TopicConfig{"t": {Version: 3}}, Schemas: map[string]SchemaSource{"t-value": {Schema: pingSchema}}},
+			"topics.t.version: 3 with register on: the relay registers version 1 of a missing subject; use version 0 (latest) or 1"},
+		{RegistryConfig{Topics: map[string]TopicConfig{"refunds": {Register: &yes}}, Schemas: map[string]SchemaSource{"refund-value": {Schema: pingSchema}}},
+			`topics.refunds.register: on, but schemas has no "refunds-value" (the topic's subject) to register`},
+		{RegistryConfig{Register: true, Topics: map[string]TopicConfig{"refunds": {Subject: "shop.Refund"}}, Schemas: map[string]SchemaSource{"refunds-value": {Schema: pingSchema}}},
+			`topics.refunds.register: on, but schemas has no "shop.Refund" (the topic's subject) to register`},
 	} {
 		tc.c.URL = "http://r"
 		err := tc.c.Validate()
@@ -131,8 +145,19 @@ func TestRegistrationConfigErrorsNameTheValue(t *testing.T) {
 			t.Errorf("%+v: %v, want %q", tc.c, err, tc.want)
 		}
 	}
-	ok := RegistryConfig{URL: "http://r", Register: true, Schemas: map[string]SchemaSource{"s": {Type: "avro", Schema: pingSchema}}}
-	if err := ok.Validate(); err != nil {
-		t.Errorf("valid registration: %v", err)
+	no := false
+	for _, ok := range []RegistryConfig{
+		{Register: true, Schemas: map[string]SchemaSource{"s": {Type: "avro", Schema: pingSchema}}},
+		{Register: true, Version: 1, Topics: map[string]TopicConfig{"t": {Version: 1}, "u": {Version: 5, Register: &no}},
+			Schemas: map[string]SchemaSource{"t-value": {Schema: pingSchema}}},
+		{Version: 5, Topics: map[string]TopicConfig{"t": {Register: &yes}}, SubjectStrategy: StrategyRecord,
+			Schemas: map[string]SchemaSource{"shop.Refund": {Schema: pingSchema}}}, // version is the topic's own: latest
+		{Register: true, SubjectStrategy: StrategyRecord, Topics: map[string]TopicConfig{"t": {}},
+			Schemas: map[string]SchemaSource{"shop.Refund": {Schema: pingSchema}}}, // the subject is the event's type
+	} {
+		ok.URL = "http://r"
+		if err := ok.Validate(); err != nil {
+			t.Errorf("valid registration %+v: %v", ok, err)
+		}
 	}
 }

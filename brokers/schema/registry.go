@@ -90,7 +90,7 @@ func (c RegistryConfig) Validate() error {
 	if err != nil {
 		return err
 	}
-	if err := validateRegistration(c.Register, c.Topics, schemas); err != nil {
+	if err := validateRegistration(Config{Version: c.Version, Strategy: c.SubjectStrategy, Topics: c.Topics, Register: c.Register, Schemas: schemas}); err != nil {
 		return err
 	}
 	if c.TLS.set() && u.Scheme != "https" {
