@@ -98,9 +98,11 @@ func TestSchemaRegistrationConfigErrorsNameTheValue(t *testing.T) {
 	for doc, want := range map[string]string{
 		base + "  register: true\n": "schema_registry.register: on, but no schemas are given to register",
 		base + "  cache_size: -1\n": "schema_registry.cache_size: -1 is negative",
-		base + "  register: true\n  schemas:\n    orders-value: {type: avro2, schema: x}\n":    `schema_registry.schemas.orders-value.type: "avro2": want AVRO, PROTOBUF or JSON`,
-		base + "  schemas:\n    orders-value: {schema: '\"long\"'}\n":                          `schema_registry.schemas: given for ["orders-value"], but register is off (by default and for every topic)`,
-		base + "  register: true\n  schemas:\n    orders-value: {file: /nonexistent/o.avsc}\n": "schema_registry.schemas.orders-value.file: open /nonexistent/o.avsc: no such file or directory",
+		base + "  register: true\n  schemas:\n    orders-value: {type: avro2, schema: x}\n":                     `schema_registry.schemas.orders-value.type: "avro2": want AVRO, PROTOBUF or JSON`,
+		base + "  schemas:\n    orders-value: {schema: '\"long\"'}\n":                                           `schema_registry.schemas: given for ["orders-value"], but register is off (by default and for every topic)`,
+		base + "  register: true\n  schemas:\n    orders-value: {file: /nonexistent/o.avsc}\n":                  "schema_registry.schemas.orders-value.file: open /nonexistent/o.avsc: no such file or directory",
+		base + "  version: 2\n  register: true\n  schemas:\n    orders-value: {schema: '\"long\"'}\n":           "schema_registry.version: 2 with register on: the relay registers version 1 of a missing subject; use version 0 (latest) or 1",
+		base + "  topics:\n    refunds: {register: true}\n  schemas:\n    refund-value: {schema: '\"long\"'}\n": `schema_registry.topics.refunds.register: on, but schemas has no "refunds-value" (the topic's subject) to register`,
 	} {
 		_, err := brokerconfig.Parse([]byte(doc), nil)
 		if err == nil || err.Error() != want {
