@@ -9,30 +9,47 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/outboxkit/outboxkit/forwarder"
-	"github.com/outboxkit/outboxkit/forwarder/internal/wal"
 	"github.com/outboxkit/outboxkit/outbox"
 )
 
 // clockedTxPublisher notes the database's time at which each event was handed to the broker in
-// an exactly-once transaction (before the commit, after the release).
+// an exactly-once transaction (before the commit, after the release), and runs afterCommit, when
+// set, once a committed transaction held one of its ids.
 type clockedTxPublisher struct {
 	forwarder.TransactionalPublisher
 	t  testing.TB
 	h  *harness
 	mu sync.Mutex
 	at map[string]time.Time
+	// afterCommit runs after a Kafka transaction that held an id of afterCommitIDs committed.
+	afterCommit    func()
+	afterCommitIDs map[string]bool
 }
 
 func (p *clockedTxPublisher) CommitUnit(ctx context.Context, unit string, topics []string, msgs []*message.Message, checkpoint []byte) ([]error, error) {
 	now := dbClock(p.t, p.h.db, p.h.dialect)
 	p.mu.Lock()
+	hook := false
 	for _, m := range msgs {
 		if _, ok := p.at[m.UUID]; !ok {
 			p.at[m.UUID] = now
 		}
+		hook = hook || p.afterCommitIDs[m.UUID]
 	}
+	after := p.afterCommit
 	p.mu.Unlock()
-	return p.TransactionalPublisher.CommitUnit(ctx, unit, topics, msgs, checkpoint)
+	errs, err := p.TransactionalPublisher.CommitUnit(ctx, unit, topics, msgs, checkpoint)
+	if err == nil && hook && after != nil {
+		after()
+	}
+	return errs, err
+}
+
+// armAfterCommit sets afterCommit for transactions holding one of ids (nil: none).
+func (p *clockedTxPublisher) armAfterCommit(ids map[string]bool, after func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.afterCommitIDs, p.afterCommit = ids, after
 }
 
 func (p *clockedTxPublisher) firstAt(id string) time.Time {
@@ -43,10 +60,11 @@ func (p *clockedTxPublisher) firstAt(id string) time.Time {
 
 // TestWALExactlyOnceScheduled: scheduled events on the wal source in exactly-once delivery,
 // with relays stopped around their due moments. Relay 0 is stopped right after a first batch of
-// events of several keys is scheduled two seconds ahead; relay 1 starts, and is killed in the
-// first drain pass that published scheduled rows (after their Kafka transaction), while a second
-// batch is scheduled a second ahead and ordinary events stream beside them; relay 2 takes over
-// and drains the rest. A read_committed consumer must see every event exactly once: no
+// events of several keys is scheduled two seconds ahead; a second batch is scheduled a second
+// ahead once it has stopped, so relay 1 (started then) publishes scheduled events whenever relay
+// 0 stopped; relay 1 is killed right after the first Kafka transaction holding a scheduled event
+// commits, before the rows are acknowledged in the database, while ordinary events stream beside
+// them; relay 2 takes over and drains the rest. A read_committed consumer must see every event exactly once: no
 // scheduled event lost or duplicated, none handed to the broker before its deliver_at by the
 // database's clock, and the streamed events of their keys in order. The verdict reads the
 // content only: wherever the stops land in time, the same must hold.
@@ -79,17 +97,19 @@ func TestWALExactlyOnceScheduled(t *testing.T) {
 	w.write(8)
 	schedule(2 * time.Second)
 	r0.stop(t)
+	schedule(time.Second)
 
 	c := newCrashPoint(1)
-	r1 := startWALRelay(t, h.walEOConfig(pub, checkpoints, &wal.Hooks{Drained: func(n int) {
-		if n > 0 {
-			c.hook()
-		}
-	}}))
+	scheduled := map[string]bool{}
+	for id := range deliverAt {
+		scheduled[id] = true
+	}
+	pub.armAfterCommit(scheduled, c.hook)
+	r1 := startWALRelay(t, h.walEOConfig(pub, checkpoints, nil))
 	w.writeUntil(t, c.hit)
-	schedule(time.Second)
 	w.write(8)
 	c.kill(t, r1)
+	pub.armAfterCommit(nil, nil)
 
 	r2 := startWALRelay(t, h.walEOConfig(pub, checkpoints, nil))
 	w.write(8)
