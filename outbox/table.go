@@ -85,6 +85,8 @@ func (t Table) Functions() []string {
 		ev + "_prepare()",
 		ev + "_schedule()",
 		ev + "_emit(text, text, text, text, bytea, jsonb, text, uuid, timestamptz, timestamptz)",
+		// schema v10 to v13's, which v14 replaced: an outbox not yet migrated past v13 has it
+		ev + "_emit(text, text, text, text, bytea, jsonb, text, uuid, timestamptz)",
 		ev + "_wal_guard()",
 		ev + "_wal_refuse(text)",
 		ev + "_wal_discard()",

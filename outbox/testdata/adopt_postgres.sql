@@ -71,4 +71,4 @@ DROP TABLE IF EXISTS golden_relay_wal_discarded;
 DROP TABLE IF EXISTS golden_relay_installation;
 DROP TABLE IF EXISTS golden_relay_units;
 DROP TABLE IF EXISTS golden_relay_migrations;
-DROP FUNCTION IF EXISTS golden_relay_notify(), golden_relay_key_hash(text, text, text), golden_relay_prepare(), golden_relay_schedule(), golden_relay_emit(text, text, text, text, bytea, jsonb, text, uuid, timestamptz, timestamptz), golden_relay_wal_guard(), golden_relay_wal_refuse(text), golden_relay_wal_discard() CASCADE;
+DROP FUNCTION IF EXISTS golden_relay_notify(), golden_relay_key_hash(text, text, text), golden_relay_prepare(), golden_relay_schedule(), golden_relay_emit(text, text, text, text, bytea, jsonb, text, uuid, timestamptz, timestamptz), golden_relay_emit(text, text, text, text, bytea, jsonb, text, uuid, timestamptz), golden_relay_wal_guard(), golden_relay_wal_refuse(text), golden_relay_wal_discard() CASCADE;
