@@ -340,3 +340,78 @@ func (fx *storeFixture) scheduledStatus(id uuid.UUID) int {
 	}
 	return status
 }
+
+// A burst of scheduled events made due at once (a Reschedule of many, or many due the same
+// second) is released batch by batch in the scheduled index's order, each release reading the
+// rows it releases and stopping there: the table's statistics, which lag a burst just written,
+// planned a bitmap scan of every due row and a sort at each release, so a burst of n rows cost
+// n²/limit row reads and drained slower than an ordinary backlog.
+func TestStoreReleaseOfABurstReadsTheIndexInOrder(t *testing.T) {
+	fx := newStoreFixture(t, outbox.Postgres)
+	const burst = 2000
+	events := make([]outbox.Event, burst)
+	ids := make([]uuid.UUID, burst)
+	for i := range events {
+		events[i] = outbox.Event{Topic: "t", AggregateType: "order", AggregateID: fmt.Sprint("k", i%100), EventType: "Happened",
+			Payload: []byte("p"), DeliverAt: time.Now().Add(time.Hour)}
+	}
+	err := relay.InTx(fx.ctx, fx.db, func(tx *sql.Tx) error {
+		if err := fx.writer.WriteTx(fx.ctx, tx, events...); err != nil {
+			return err
+		}
+		for i, e := range events {
+			ids[i] = e.ID
+		}
+		_, err := fx.writer.Reschedule(fx.ctx, wsql.TxFromStdSQL(tx), time.Time{}, ids...)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := fx.store.SQL().ReleaseDue(allPartitions(), 100)
+	var plan []string
+	err = relay.InTx(fx.ctx, fx.db, func(tx *sql.Tx) error {
+		if setting := fx.store.SQL().ReleasePlan(); setting != "" {
+			if _, err := tx.ExecContext(fx.ctx, setting); err != nil {
+				return err
+			}
+		}
+		rows, err := tx.QueryContext(fx.ctx, "EXPLAIN "+q.SQL, q.Args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				return err
+			}
+			plan = append(plan, line)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	has := func(parts ...string) bool {
+		return slices.ContainsFunc(plan, func(line string) bool {
+			for _, part := range parts {
+				if !strings.Contains(line, part) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	// The due rows in index order, no more than limit of them; then each released row by its seq.
+	if has("Sort") || has("Seq Scan") || has("Bitmap Index Scan", "_scheduled") || !has("Index Scan using", "_scheduled") {
+		t.Errorf("the release of a burst of %d due rows does not read the scheduled index in order, or reads more (%d lines):\n%s",
+			burst, len(plan), strings.Join(plan, "\n"))
+	}
+	if err := fx.store.ReleaseDue(fx.ctx, fx.db, allPartitions(), 100); err != nil {
+		t.Fatal(err)
+	}
+	if ids := fx.claim(200, 1<<20); len(ids) != 100 {
+		t.Fatalf("claimed %d rows after one release of up to 100, want 100", len(ids))
+	}
+}

@@ -18,13 +18,37 @@ func (s *Store) ReleaseDue(ctx context.Context, db *sql.DB, partitions []int, li
 		return nil
 	}
 	var err error
-	if s.Dialect == outbox.MySQL {
+	switch plan := s.SQL().ReleasePlan(); {
+	case s.Dialect == outbox.MySQL:
 		// Two statements: they need a transaction. Elsewhere the release is one statement.
 		err = s.ReleaseTx(ctx, db, func(tx *sql.Tx) error { _, err := s.ReleaseDueIn(ctx, tx, partitions, limit); return err })
-	} else {
+	case plan != "":
+		_, err = s.releaseWithPlan(ctx, db, plan, partitions, limit)
+	default:
 		_, err = s.ReleaseDueIn(ctx, db, partitions, limit)
 	}
 	return err
+}
+
+// releaseWithPlan runs the release in a transaction that sets plan first (PostgreSQL:
+// sqlstore.Statements.ReleasePlan).
+func (s *Store) releaseWithPlan(ctx context.Context, db *sql.DB, plan string, partitions []int, limit int) (int64, error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("release due scheduled events: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }() // after Commit: sql.ErrTxDone, nothing to undo
+	if _, err := tx.ExecContext(ctx, plan); err != nil {
+		return 0, fmt.Errorf("release due scheduled events: %s: %w", plan, err)
+	}
+	n, err := s.ReleaseDueIn(ctx, tx, partitions, limit)
+	if err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("release due scheduled events: commit: %w", err)
+	}
+	return n, nil
 }
 
 // ReleaseTx runs fn in the transaction of a MySQL release: the lease transaction's READ

@@ -28,10 +28,28 @@ func (s Statements) ReleaseDue(partitions []int, limit int) Query {
 	due, args = s.tenantFilter(due, args)
 	args = append(args, limit)
 	due += " ORDER BY deliver_at, seq LIMIT ?" + s.d.LockSuffix(true)
-	if s.d.Name() == outbox.MySQL {
+	switch {
+	case s.d.Name() == outbox.MySQL:
 		return s.q(due, args...)
+	case s.d.Name() == outbox.Postgres:
+		// The seqs as an array, computed once: the update then finds each row by the primary
+		// key, whatever the table's size and statistics (with IN (subquery), fresh statistics
+		// plan a hash join over a scan of the whole table).
+		return s.q("UPDATE "+s.table.Events()+" SET status = 0 WHERE seq = ANY(ARRAY("+due+"))", args...)
 	}
 	return s.q("UPDATE "+s.table.Events()+" SET status = 0 WHERE seq IN ("+due+")", args...)
+}
+
+// ReleasePlan (PostgreSQL) is the setting that the release's transaction sets first, so that
+// it reads the due rows in the scheduled index's order and stops after limit of them. Without
+// it, statistics that do not count a burst of scheduled rows just made due (a table's statistics
+// lag its writes) plan a bitmap scan of every due row and a sort, at every release: a burst of
+// n due rows then costs n²/limit row reads.
+func (s Statements) ReleasePlan() string {
+	if s.d.Name() != outbox.Postgres {
+		return ""
+	}
+	return "SET LOCAL enable_sort = off"
 }
 
 // ReleaseSeqs (MySQL) releases the scheduled rows seqs that ReleaseDue selected and locked.
